@@ -1,0 +1,68 @@
+#include "launcher/world.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace llama {
+
+absl::Status ValidateWorldOptions(const WorldOptions& options) {
+  if (options.nnodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--nnodes=%d: expected at least 1", options.nnodes));
+  }
+  if (options.nproc_per_node < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--nproc_per_node=%d: expected at least 1", options.nproc_per_node));
+  }
+  if (options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--node_rank=%d: expected 0 <= node_rank < --nnodes (%d)", options.node_rank,
+        options.nnodes));
+  }
+  if (static_cast<int64_t>(options.nnodes) * options.nproc_per_node > (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--nnodes=%d x --nproc_per_node=%d: world size too large", options.nnodes,
+        options.nproc_per_node));
+  }
+  if (options.master_addr.empty()) {
+    return absl::InvalidArgumentError("--master_addr: expected a host name or address, got \"\"");
+  }
+  if (options.master_port < 1 || options.master_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--master_port=%d: expected 1..65535", options.master_port));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RankInfo>> LocalRanks(const WorldOptions& options) {
+  if (absl::Status status = ValidateWorldOptions(options); !status.ok()) return status;
+  std::vector<RankInfo> ranks;
+  ranks.reserve(options.nproc_per_node);
+  for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
+    RankInfo info;
+    info.rank = options.node_rank * options.nproc_per_node + local_rank;
+    info.local_rank = local_rank;
+    info.world_size = options.nnodes * options.nproc_per_node;
+    info.local_world_size = options.nproc_per_node;
+    info.node_rank = options.node_rank;
+    ranks.push_back(info);
+  }
+  return ranks;
+}
+
+std::vector<std::pair<std::string, std::string>> WorkerEnvironment(const WorldOptions& options,
+                                                                   const RankInfo& rank) {
+  return {
+      {"RANK", absl::StrCat(rank.rank)},
+      {"LOCAL_RANK", absl::StrCat(rank.local_rank)},
+      {"WORLD_SIZE", absl::StrCat(rank.world_size)},
+      {"LOCAL_WORLD_SIZE", absl::StrCat(rank.local_world_size)},
+      {"GROUP_RANK", absl::StrCat(rank.node_rank)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", absl::StrCat(options.master_port)},
+  };
+}
+
+}  // namespace llama

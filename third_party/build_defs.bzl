@@ -1,0 +1,60 @@
+"""Project-wide C++ rules: one place for copts, warnings and test wiring.
+
+Every BUILD file in the project uses these macros instead of the native
+rules, so that a flag change (warnings, sanitizers, standards) is made once.
+"""
+
+# Warnings are errors in our own code only; system headers are included as
+# -isystem by the toolchain and stay out of it.
+LLAMA_COPTS = [
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wno-sign-compare",
+    "-Wno-unused-parameter",
+]
+
+def llama_cc_library(name, copts = [], **kwargs):
+    native.cc_library(name = name, copts = LLAMA_COPTS + copts, **kwargs)
+
+def llama_cc_binary(name, copts = [], **kwargs):
+    native.cc_binary(name = name, copts = LLAMA_COPTS + copts, **kwargs)
+
+def llama_cc_test(name, copts = [], deps = [], **kwargs):
+    """A GoogleTest binary with our main (glog and gflags initialised)."""
+    native.cc_test(
+        name = name,
+        copts = LLAMA_COPTS + copts,
+        deps = deps + ["//third_party:gtest_main"],
+        **kwargs
+    )
+
+def proto_cc_library(name, srcs, deps = [], visibility = None):
+    """Compiles `srcs` (.proto) with Debian's protoc into a cc_library.
+
+    `deps` are other proto_cc_library targets whose .proto files `srcs`
+    import. Imports are written relative to the workspace root
+    (import "checkpoint/shard.proto";).
+    """
+    outs = []
+    for src in srcs:
+        if not src.endswith(".proto"):
+            fail("proto_cc_library %s: %s is not a .proto file" % (name, src))
+        base = src[:-len(".proto")]
+        outs += [base + ".pb.h", base + ".pb.cc"]
+    native.filegroup(name = name + "_protos", srcs = srcs + [d + "_protos" for d in deps], visibility = visibility)
+    native.genrule(
+        name = name + "_protoc",
+        srcs = srcs + [d + "_protos" for d in deps],
+        outs = outs,
+        tools = ["@system_libs//:protoc"],
+        cmd = "$(location @system_libs//:protoc) --proto_path=. --cpp_out=$(GENDIR) " +
+              " ".join(["$(location %s)" % s for s in srcs]),
+    )
+    native.cc_library(
+        name = name,
+        srcs = [o for o in outs if o.endswith(".cc")],
+        hdrs = [o for o in outs if o.endswith(".h")],
+        deps = deps + ["@system_libs//:protobuf"],
+        visibility = visibility,
+    )
