@@ -22,6 +22,7 @@ _PKG_CONFIG_TARGETS = {
     ],
     "gflags": ["gflags"],
     "glog": ["libglog"],
+    "nlohmann_json": ["nlohmann_json"],
     "gtest": ["gtest", "gmock"],
     "protobuf": ["protobuf"],
     "sentencepiece": ["sentencepiece"],
@@ -34,7 +35,7 @@ def _pkg_config_libs(rctx, modules):
     result = rctx.execute(["pkg-config", "--libs"] + modules)
     if result.return_code != 0:
         fail("pkg-config --libs %s failed: %s\n%s" % (" ".join(modules), result.stderr.strip(), _HINT))
-    return result.stdout.strip().split(" ")
+    return [flag for flag in result.stdout.strip().split(" ") if flag]
 
 def _system_libs_impl(rctx):
     if rctx.which("pkg-config") == None:

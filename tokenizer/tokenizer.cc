@@ -1,0 +1,134 @@
+#include "tokenizer/tokenizer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "tokenizer/sentencepiece_model.h"
+
+namespace llama {
+namespace {
+
+using internal_tokenizer::SentencePieceModel;
+
+// SentencePiece's whitespace marker, U+2581 LOWER ONE EIGHTH BLOCK.
+constexpr absl::string_view kSpaceMarker = "\xE2\x96\x81";
+
+// "<0x41>" -> 0x41; anything else -> -1.
+int ParseBytePiece(absl::string_view piece) {
+  int value = 0;
+  if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece.back() != '>' ||
+      !absl::SimpleHexAtoi(piece.substr(3, 2), &value)) {
+    return -1;
+  }
+  return value;
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::unique_ptr<SentencePieceModel> model)
+    : model_(std::move(model)),
+      vocab_size_(model_->piece_size()),
+      bos_id_(model_->bos_id()),
+      eos_id_(model_->eos_id()),
+      pad_id_(model_->pad_id()),
+      byte_value_(vocab_size_, -1),
+      text_anchor_(vocab_size_, 0) {
+  for (int id = 0; id < vocab_size_; ++id) {
+    const std::string piece = model_->IdToPiece(id);
+    if (model_->IsByte(id)) {
+      byte_value_[id] = static_cast<int16_t>(ParseBytePiece(piece));
+      continue;
+    }
+    const bool ordinary = !model_->IsControl(id) && !model_->IsUnknown(id) && !model_->IsUnused(id);
+    text_anchor_[id] = ordinary && !absl::StrReplaceAll(piece, {{kSpaceMarker, ""}}).empty();
+  }
+}
+
+Tokenizer::~Tokenizer() = default;
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    return absl::NotFoundError(
+        absl::StrFormat("tokenizer model \"%s\": no such file (--tokenizer_path)", path));
+  }
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer model \"%s\" is a directory; expected the tokenizer.model file", path));
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  if (!file.good() && !file.eof()) {
+    return absl::UnavailableError(absl::StrFormat("tokenizer model \"%s\": read failed", path));
+  }
+  return FromSerialized(contents.str(), path);
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSerialized(absl::string_view serialized,
+                                                                     absl::string_view source) {
+  if (serialized.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer model \"%s\" is empty (0 bytes); expected a SentencePiece model", source));
+  }
+  std::string error;
+  std::unique_ptr<SentencePieceModel> model =
+      SentencePieceModel::FromSerialized(std::string_view(serialized.data(), serialized.size()),
+                                         &error);
+  if (model == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer model \"%s\" is not a valid SentencePiece model: %s", source, error));
+  }
+  if (model->bos_id() < 0 || model->eos_id() < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tokenizer model \"%s\" defines no BOS or EOS piece (bos_id=%d, eos_id=%d); Llama 2 "
+        "needs both",
+        source, model->bos_id(), model->eos_id()));
+  }
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(model)));
+}
+
+absl::StatusOr<std::vector<int>> Tokenizer::Encode(absl::string_view text, bool bos,
+                                                   bool eos) const {
+  std::vector<int> pieces;
+  std::string error;
+  if (!model_->Encode(std::string_view(text.data(), text.size()), &pieces, &error)) {
+    return absl::InternalError(absl::StrFormat("SentencePiece encode failed: %s", error));
+  }
+  std::vector<int> ids;
+  ids.reserve(pieces.size() + 2);
+  if (bos) ids.push_back(bos_id_);
+  ids.insert(ids.end(), pieces.begin(), pieces.end());
+  if (eos) ids.push_back(eos_id_);
+  return ids;
+}
+
+absl::Status Tokenizer::CheckIds(absl::Span<const int> ids) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "token id %d at position %d is outside the vocabulary [0, %d)%s", ids[i], i,
+          vocab_size_, ids[i] == pad_id_ ? " (it is the pad id, which is not a token)" : ""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int> ids) const {
+  if (absl::Status status = CheckIds(ids); !status.ok()) return status;
+  std::string text;
+  std::string error;
+  if (!model_->Decode(std::vector<int>(ids.begin(), ids.end()), &text, &error)) {
+    return absl::InternalError(absl::StrFormat("SentencePiece decode failed: %s", error));
+  }
+  return text;
+}
+
+}  // namespace llama

@@ -1,0 +1,75 @@
+// Llama 2's tokenizer: a SentencePiece model with the reference's API.
+//
+// Mirrors llama/tokenizer.py: vocabulary size, BOS/EOS/pad ids, and
+// Encode(text, bos, eos) / Decode(ids). Llama 2's pad id is -1: it is never a
+// valid token id, and Decode rejects it like any out-of-range id.
+
+#ifndef LLAMA_TOKENIZER_TOKENIZER_H_
+#define LLAMA_TOKENIZER_TOKENIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace llama {
+
+namespace internal_tokenizer {
+class SentencePieceModel;
+}  // namespace internal_tokenizer
+
+// Thread-safe: every method is const and may be called from many threads.
+class Tokenizer {
+ public:
+  // Loads a `tokenizer.model` file. A missing, empty or unparsable file is an
+  // error naming `path`.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
+
+  // Parses a serialized SentencePiece ModelProto; `source` names it in errors.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSerialized(absl::string_view serialized,
+                                                                   absl::string_view source);
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  int vocab_size() const { return vocab_size_; }
+  int bos_id() const { return bos_id_; }
+  int eos_id() const { return eos_id_; }
+  int pad_id() const { return pad_id_; }
+
+  // The reference's encode: SentencePiece ids, BOS prepended and EOS
+  // appended when asked.
+  absl::StatusOr<std::vector<int>> Encode(absl::string_view text, bool bos, bool eos) const;
+
+  // The reference's decode. Every id must be in [0, vocab_size()).
+  absl::StatusOr<std::string> Decode(absl::Span<const int> ids) const;
+
+  // The byte a byte-fallback piece (<0xNN>) stands for, or -1 for any other
+  // piece. `id` must be in range.
+  int ByteValue(int id) const { return byte_value_[id]; }
+
+  // True for an ordinary piece whose text contains something other than the
+  // whitespace marker: decoding never strips it to nothing, so text after it
+  // decodes the same whatever came before (StreamDecoder relies on this).
+  bool IsTextAnchor(int id) const { return text_anchor_[id] != 0; }
+
+ private:
+  explicit Tokenizer(std::unique_ptr<internal_tokenizer::SentencePieceModel> model);
+  absl::Status CheckIds(absl::Span<const int> ids) const;
+
+  std::unique_ptr<internal_tokenizer::SentencePieceModel> model_;
+  int vocab_size_;
+  int bos_id_;
+  int eos_id_;
+  int pad_id_;
+  std::vector<int16_t> byte_value_;
+  std::vector<uint8_t> text_anchor_;
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_TOKENIZER_TOKENIZER_H_
