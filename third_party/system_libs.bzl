@@ -23,9 +23,11 @@ _PKG_CONFIG_TARGETS = {
     "gflags": ["gflags"],
     "glog": ["libglog"],
     "nlohmann_json": ["nlohmann_json"],
+    "openssl": ["libcrypto"],
     "gtest": ["gtest", "gmock"],
     "protobuf": ["protobuf"],
     "sentencepiece": ["sentencepiece"],
+    "xxhash": ["libxxhash"],
     "zlib": ["zlib"],
 }
 

@@ -1,0 +1,515 @@
+#include "checkpoint/torch_unpickler.h"
+
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <variant>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace llama {
+namespace {
+
+// Bounds for hostile input; a 70B shard's data.pkl has ~1k tensors.
+constexpr size_t kMaxStackDepth = 1 << 16;
+constexpr size_t kMaxMemo = 1 << 20;
+constexpr int kMaxTensorRank = 8;
+
+struct Object;
+struct Value;
+using ObjectPtr = std::shared_ptr<Object>;
+
+// The values a torch.save'd state dict can contain. Containers are shared
+// pointers because the pickle memo aliases them (SETITEMS after BINPUT).
+struct None {};
+struct Mark {};
+struct Global {
+  std::string module, name;
+};
+struct Storage {
+  std::string key;
+  DType dtype;
+  int64_t numel;
+};
+struct Object {
+  enum class Kind { kTuple, kList, kDict } kind;
+  std::vector<Value> items;  // Dicts: key, value, key, value, ...
+};
+struct Tensor {
+  PickledTensor record;
+};
+struct Value {
+  std::variant<None, Mark, bool, int64_t, double, std::string, Global, Storage, ObjectPtr, Tensor> v;
+};
+
+const char* TypeName(const Value& value) {
+  static constexpr const char* kNames[] = {"None",   "mark",   "bool",    "int",    "float",
+                                           "string", "global", "storage", "object", "tensor"};
+  if (auto* o = std::get_if<ObjectPtr>(&value.v)) {
+    return (*o)->kind == Object::Kind::kTuple ? "tuple" : (*o)->kind == Object::Kind::kList ? "list" : "dict";
+  }
+  return kNames[value.v.index()];
+}
+
+struct StorageClass {
+  const char* name;
+  DType dtype;
+};
+constexpr StorageClass kStorageClasses[] = {
+    {"FloatStorage", DType::kF32},  {"HalfStorage", DType::kF16},  {"BFloat16Storage", DType::kBF16},
+    {"DoubleStorage", DType::kF64}, {"LongStorage", DType::kI64},  {"IntStorage", DType::kI32},
+    {"ShortStorage", DType::kI16},  {"CharStorage", DType::kI8},   {"ByteStorage", DType::kU8},
+    {"BoolStorage", DType::kBool},
+};
+
+bool IsAllowedGlobal(const std::string& module, const std::string& name) {
+  if (module == "collections" && name == "OrderedDict") return true;
+  if (module == "torch._utils" && (name == "_rebuild_tensor_v2" || name == "_rebuild_parameter")) {
+    return true;
+  }
+  if (module == "torch") {
+    for (const StorageClass& c : kStorageClasses) {
+      if (name == c.name) return true;
+    }
+  }
+  return false;
+}
+
+class Unpickler {
+ public:
+  Unpickler(absl::Span<const uint8_t> data, const std::string& source) : data_(data), source_(source) {}
+
+  absl::StatusOr<Value> Run();
+
+ private:
+  absl::Status Error(absl::string_view what) const {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: data.pkl offset %d: %s", source_, op_offset_, what));
+  }
+  absl::Status Need(size_t n) const {
+    if (data_.size() - pos_ < n) return Error("truncated pickle");
+    return absl::OkStatus();
+  }
+  uint64_t ReadLE(size_t n) {
+    uint64_t value = 0;
+    for (size_t i = 0; i < n; ++i) value |= static_cast<uint64_t>(data_[pos_ + i]) << (8 * i);
+    pos_ += n;
+    return value;
+  }
+  absl::StatusOr<std::string> ReadLine() {
+    const size_t start = pos_;
+    while (pos_ < data_.size() && data_[pos_] != '\n') ++pos_;
+    if (pos_ == data_.size()) return Error("truncated pickle (unterminated line)");
+    std::string line(reinterpret_cast<const char*>(data_.data() + start), pos_ - start);
+    ++pos_;
+    return line;
+  }
+  absl::StatusOr<std::string> ReadBytes(uint64_t n) {
+    if (data_.size() - pos_ < n) return Error("truncated pickle (string runs past the end)");
+    std::string s(reinterpret_cast<const char*>(data_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  absl::Status Push(Value value) {
+    if (stack_.size() >= kMaxStackDepth) return Error("pickle stack too deep");
+    stack_.push_back(std::move(value));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Value> Pop() {
+    if (stack_.empty()) return Error("pickle stack underflow");
+    Value v = std::move(stack_.back());
+    stack_.pop_back();
+    if (std::holds_alternative<Mark>(v.v)) return Error("unexpected mark");
+    return v;
+  }
+  // Pops everything down to the last mark, in push order.
+  absl::StatusOr<std::vector<Value>> PopToMark() {
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (std::holds_alternative<Mark>(stack_[i].v)) {
+        std::vector<Value> items(std::make_move_iterator(stack_.begin() + i + 1),
+                                 std::make_move_iterator(stack_.end()));
+        stack_.resize(i);
+        return items;
+      }
+    }
+    return Error("no mark on the stack");
+  }
+  absl::Status Memoize(uint64_t index) {
+    if (stack_.empty()) return Error("memo put with an empty stack");
+    if (index >= kMaxMemo) return Error(absl::StrFormat("memo index %d too large", index));
+    memo_[index] = stack_.back();
+    return absl::OkStatus();
+  }
+  absl::Status Recall(uint64_t index) {
+    auto it = memo_.find(index);
+    if (it == memo_.end()) return Error(absl::StrFormat("memo index %d was never stored", index));
+    return Push(it->second);
+  }
+  absl::Status PushObject(Object::Kind kind, std::vector<Value> items) {
+    return Push(Value{std::make_shared<Object>(Object{kind, std::move(items)})});
+  }
+  absl::StatusOr<ObjectPtr> TopContainer(Object::Kind kind, size_t below) {
+    if (stack_.size() < below + 1) return Error("pickle stack underflow");
+    auto* object = std::get_if<ObjectPtr>(&stack_[stack_.size() - 1 - below].v);
+    if (object == nullptr || (*object)->kind != kind) {
+      return Error(absl::StrFormat("expected a %s under the items", kind == Object::Kind::kDict ? "dict" : "list"));
+    }
+    return *object;
+  }
+  absl::Status PushGlobal(std::string module, std::string name) {
+    if (!IsAllowedGlobal(module, name)) {
+      return Error(absl::StrFormat(
+          "global \"%s.%s\" is not allowed (a state dict of tensors needs only "
+          "collections.OrderedDict, torch._utils._rebuild_tensor_v2 and torch storage classes); "
+          "refusing to load",
+          module, name));
+    }
+    return Push(Value{Global{std::move(module), std::move(name)}});
+  }
+  absl::Status PersistentLoad(const Value& pid);
+  absl::Status Reduce(const Value& callable, const Value& args);
+
+  absl::Span<const uint8_t> data_;
+  const std::string& source_;
+  size_t pos_ = 0;
+  size_t op_offset_ = 0;
+  std::vector<Value> stack_;
+  absl::flat_hash_map<uint64_t, Value> memo_;
+};
+
+absl::StatusOr<int64_t> AsInt(const Value& value) {
+  if (auto* i = std::get_if<int64_t>(&value.v)) return *i;
+  if (auto* b = std::get_if<bool>(&value.v)) return static_cast<int64_t>(*b);
+  return absl::InvalidArgumentError(absl::StrCat("expected an int, found a ", TypeName(value)));
+}
+
+absl::StatusOr<std::vector<int64_t>> AsIntTuple(const Value& value) {
+  auto* object = std::get_if<ObjectPtr>(&value.v);
+  if (object == nullptr || (*object)->kind != Object::Kind::kTuple) {
+    return absl::InvalidArgumentError(absl::StrCat("expected a tuple of ints, found a ", TypeName(value)));
+  }
+  std::vector<int64_t> ints;
+  for (const Value& item : (*object)->items) {
+    absl::StatusOr<int64_t> i = AsInt(item);
+    if (!i.ok()) return i.status();
+    ints.push_back(*i);
+  }
+  return ints;
+}
+
+absl::Status Unpickler::PersistentLoad(const Value& pid) {
+  auto* tuple = std::get_if<ObjectPtr>(&pid.v);
+  if (tuple == nullptr || (*tuple)->kind != Object::Kind::kTuple || (*tuple)->items.size() != 5) {
+    return Error("persistent id is not a ('storage', class, key, location, numel) tuple");
+  }
+  const std::vector<Value>& items = (*tuple)->items;
+  auto* tag = std::get_if<std::string>(&items[0].v);
+  auto* cls = std::get_if<Global>(&items[1].v);
+  auto* key = std::get_if<std::string>(&items[2].v);
+  auto* numel = std::get_if<int64_t>(&items[4].v);
+  if (tag == nullptr || *tag != "storage" || cls == nullptr || key == nullptr || numel == nullptr ||
+      *numel < 0) {
+    return Error("persistent id is not a ('storage', class, key, location, numel) tuple");
+  }
+  for (const StorageClass& c : kStorageClasses) {
+    if (cls->module == "torch" && cls->name == c.name) {
+      return Push(Value{Storage{*key, c.dtype, *numel}});
+    }
+  }
+  return Error(absl::StrFormat("persistent id names %s.%s, which is not a storage class", cls->module, cls->name));
+}
+
+absl::Status Unpickler::Reduce(const Value& callable, const Value& args_value) {
+  auto* global = std::get_if<Global>(&callable.v);
+  auto* args_object = std::get_if<ObjectPtr>(&args_value.v);
+  if (global == nullptr || args_object == nullptr || (*args_object)->kind != Object::Kind::kTuple) {
+    return Error(absl::StrFormat("REDUCE of a %s with a %s", TypeName(callable), TypeName(args_value)));
+  }
+  const std::vector<Value>& args = (*args_object)->items;
+  if (global->name == "OrderedDict") {
+    if (!args.empty()) return Error("OrderedDict called with arguments");
+    return PushObject(Object::Kind::kDict, {});
+  }
+  if (global->name == "_rebuild_parameter") {
+    if (args.size() < 1 || !std::holds_alternative<Tensor>(args[0].v)) {
+      return Error("_rebuild_parameter without a tensor");
+    }
+    return Push(args[0]);
+  }
+  if (global->name == "_rebuild_tensor_v2") {
+    // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
+    if (args.size() < 4) return Error("_rebuild_tensor_v2 with fewer than 4 arguments");
+    auto* storage = std::get_if<Storage>(&args[0].v);
+    if (storage == nullptr) return Error("_rebuild_tensor_v2 without a storage");
+    absl::StatusOr<int64_t> offset = AsInt(args[1]);
+    absl::StatusOr<std::vector<int64_t>> shape = AsIntTuple(args[2]);
+    absl::StatusOr<std::vector<int64_t>> strides = AsIntTuple(args[3]);
+    for (const absl::Status& s : {offset.status(), shape.status(), strides.status()}) {
+      if (!s.ok()) return Error(absl::StrCat("_rebuild_tensor_v2: ", s.message()));
+    }
+    if (shape->size() != strides->size() || shape->size() > kMaxTensorRank) {
+      return Error(absl::StrFormat("_rebuild_tensor_v2: %d sizes but %d strides (rank at most %d)",
+                                   shape->size(), strides->size(), kMaxTensorRank));
+    }
+    Tensor tensor;
+    tensor.record.storage_key = storage->key;
+    tensor.record.dtype = storage->dtype;
+    tensor.record.storage_numel = storage->numel;
+    tensor.record.storage_offset = *offset;
+    tensor.record.shape = *std::move(shape);
+    tensor.record.strides = *std::move(strides);
+    return Push(Value{std::move(tensor)});
+  }
+  return Error(absl::StrFormat("REDUCE of %s.%s is not allowed", global->module, global->name));
+}
+
+absl::StatusOr<Value> Unpickler::Run() {
+  while (true) {
+    op_offset_ = pos_;
+    if (absl::Status s = Need(1); !s.ok()) return s;
+    const uint8_t op = data_[pos_++];
+    absl::Status status;
+    switch (op) {
+      case 0x80:  // PROTO
+        if (!(status = Need(1)).ok()) return status;
+        if (data_[pos_] < 2 || data_[pos_] > 5) {
+          return Error(absl::StrFormat("pickle protocol %d (expected 2 to 5)", data_[pos_]));
+        }
+        ++pos_;
+        break;
+      case 0x95:  // FRAME: an 8-byte length; the framed bytes follow inline.
+        if (!(status = Need(8)).ok()) return status;
+        pos_ += 8;
+        break;
+      case '.': {  // STOP
+        absl::StatusOr<Value> result = Pop();
+        if (result.ok() && !stack_.empty()) return Error("items left on the stack at STOP");
+        return result;
+      }
+      case '(':
+        status = Push(Value{Mark{}});
+        break;
+      case '}':
+        status = PushObject(Object::Kind::kDict, {});
+        break;
+      case ']':
+        status = PushObject(Object::Kind::kList, {});
+        break;
+      case ')':
+        status = PushObject(Object::Kind::kTuple, {});
+        break;
+      case 't': {
+        absl::StatusOr<std::vector<Value>> items = PopToMark();
+        if (!items.ok()) return items.status();
+        status = PushObject(Object::Kind::kTuple, *std::move(items));
+        break;
+      }
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1..3
+        const size_t n = op - 0x84;
+        std::vector<Value> items(n);
+        for (size_t i = n; i-- > 0;) {
+          absl::StatusOr<Value> v = Pop();
+          if (!v.ok()) return v.status();
+          items[i] = *std::move(v);
+        }
+        status = PushObject(Object::Kind::kTuple, std::move(items));
+        break;
+      }
+      case 'a':
+      case 'e': {  // APPEND, APPENDS
+        std::vector<Value> items;
+        if (op == 'a') {
+          absl::StatusOr<Value> v = Pop();
+          if (!v.ok()) return v.status();
+          items.push_back(*std::move(v));
+        } else {
+          absl::StatusOr<std::vector<Value>> marked = PopToMark();
+          if (!marked.ok()) return marked.status();
+          items = *std::move(marked);
+        }
+        absl::StatusOr<ObjectPtr> list = TopContainer(Object::Kind::kList, 0);
+        if (!list.ok()) return list.status();
+        for (Value& v : items) (*list)->items.push_back(std::move(v));
+        break;
+      }
+      case 's':
+      case 'u': {  // SETITEM, SETITEMS
+        std::vector<Value> items;
+        if (op == 's') {
+          absl::StatusOr<Value> value = Pop();
+          if (!value.ok()) return value.status();
+          absl::StatusOr<Value> key = Pop();
+          if (!key.ok()) return key.status();
+          items = {*std::move(key), *std::move(value)};
+        } else {
+          absl::StatusOr<std::vector<Value>> marked = PopToMark();
+          if (!marked.ok()) return marked.status();
+          items = *std::move(marked);
+          if (items.size() % 2 != 0) return Error("SETITEMS with an odd number of items");
+        }
+        absl::StatusOr<ObjectPtr> dict = TopContainer(Object::Kind::kDict, 0);
+        if (!dict.ok()) return dict.status();
+        for (Value& v : items) (*dict)->items.push_back(std::move(v));
+        break;
+      }
+      case 'q':
+        if (!(status = Need(1)).ok()) return status;
+        status = Memoize(ReadLE(1));
+        break;
+      case 'r':
+        if (!(status = Need(4)).ok()) return status;
+        status = Memoize(ReadLE(4));
+        break;
+      case 0x94:  // MEMOIZE
+        status = Memoize(memo_.size());
+        break;
+      case 'h':
+        if (!(status = Need(1)).ok()) return status;
+        status = Recall(ReadLE(1));
+        break;
+      case 'j':
+        if (!(status = Need(4)).ok()) return status;
+        status = Recall(ReadLE(4));
+        break;
+      case 'J':
+        if (!(status = Need(4)).ok()) return status;
+        status = Push(Value{static_cast<int64_t>(static_cast<int32_t>(ReadLE(4)))});
+        break;
+      case 'K':
+        if (!(status = Need(1)).ok()) return status;
+        status = Push(Value{static_cast<int64_t>(ReadLE(1))});
+        break;
+      case 'M':
+        if (!(status = Need(2)).ok()) return status;
+        status = Push(Value{static_cast<int64_t>(ReadLE(2))});
+        break;
+      case 0x8A: {  // LONG1: little-endian two's complement, up to 8 bytes here.
+        if (!(status = Need(1)).ok()) return status;
+        const size_t n = data_[pos_++];
+        if (n > 8) return Error(absl::StrFormat("LONG1 of %d bytes does not fit in 64 bits", n));
+        if (!(status = Need(n)).ok()) return status;
+        uint64_t raw = ReadLE(n);
+        if (n > 0 && n < 8 && (raw >> (8 * n - 1)) & 1) raw |= ~uint64_t{0} << (8 * n);
+        status = Push(Value{static_cast<int64_t>(raw)});
+        break;
+      }
+      case 'N':
+        status = Push(Value{None{}});
+        break;
+      case 0x88:
+      case 0x89:
+        status = Push(Value{op == 0x88});
+        break;
+      case 'G': {  // BINFLOAT, big-endian.
+        if (!(status = Need(8)).ok()) return status;
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | data_[pos_ + i];
+        pos_ += 8;
+        double d;
+        std::memcpy(&d, &bits, sizeof d);
+        status = Push(Value{d});
+        break;
+      }
+      case 'X':
+      case 0x8C:
+      case 0x8D: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+        const size_t width = op == 'X' ? 4 : op == 0x8C ? 1 : 8;
+        if (!(status = Need(width)).ok()) return status;
+        absl::StatusOr<std::string> s = ReadBytes(ReadLE(width));
+        if (!s.ok()) return s.status();
+        status = Push(Value{*std::move(s)});
+        break;
+      }
+      case 'c': {  // GLOBAL "module\nname\n"
+        absl::StatusOr<std::string> module = ReadLine();
+        if (!module.ok()) return module.status();
+        absl::StatusOr<std::string> name = ReadLine();
+        if (!name.ok()) return name.status();
+        status = PushGlobal(*std::move(module), *std::move(name));
+        break;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        absl::StatusOr<Value> name = Pop();
+        if (!name.ok()) return name.status();
+        absl::StatusOr<Value> module = Pop();
+        if (!module.ok()) return module.status();
+        auto* n = std::get_if<std::string>(&name->v);
+        auto* m = std::get_if<std::string>(&module->v);
+        if (n == nullptr || m == nullptr) return Error("STACK_GLOBAL without two strings");
+        status = PushGlobal(*m, *n);
+        break;
+      }
+      case 'R': {
+        absl::StatusOr<Value> args = Pop();
+        if (!args.ok()) return args.status();
+        absl::StatusOr<Value> callable = Pop();
+        if (!callable.ok()) return callable.status();
+        status = Reduce(*callable, *args);
+        break;
+      }
+      case 'Q': {  // BINPERSID
+        absl::StatusOr<Value> pid = Pop();
+        if (!pid.ok()) return pid.status();
+        status = PersistentLoad(*pid);
+        break;
+      }
+      case 'b': {  // BUILD: only a state dict's attributes (e.g. _metadata), which we drop.
+        absl::StatusOr<Value> state = Pop();
+        if (!state.ok()) return state.status();
+        absl::StatusOr<ObjectPtr> dict = TopContainer(Object::Kind::kDict, 0);
+        if (!dict.ok()) return Error("BUILD on something other than a dict");
+        break;
+      }
+      case '0':  // POP
+        status = Pop().status();
+        break;
+      case '2':  // DUP
+        if (stack_.empty()) return Error("DUP with an empty stack");
+        status = Push(stack_.back());
+        break;
+      default:
+        return Error(absl::StrFormat("opcode 0x%02x ('%c') is not allowed in a state dict", op,
+                                     (op >= 0x20 && op < 0x7F) ? op : '?'));
+    }
+    if (!status.ok()) return status;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PickledTensor>> UnpickleStateDict(absl::Span<const uint8_t> pickle,
+                                                             const std::string& source) {
+  Unpickler unpickler(pickle, source);
+  absl::StatusOr<Value> root = unpickler.Run();
+  if (!root.ok()) return root.status();
+  auto* dict = std::get_if<ObjectPtr>(&root->v);
+  if (dict == nullptr || (*dict)->kind != Object::Kind::kDict) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: data.pkl holds a %s; expected a state dict (a dict of tensors)", source, TypeName(*root)));
+  }
+  std::vector<PickledTensor> tensors;
+  const std::vector<Value>& items = (*dict)->items;
+  for (size_t i = 0; i < items.size(); i += 2) {
+    auto* name = std::get_if<std::string>(&items[i].v);
+    if (name == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: state dict key %d is a %s; expected a string", source, i / 2, TypeName(items[i])));
+    }
+    auto* tensor = std::get_if<Tensor>(&items[i + 1].v);
+    if (tensor == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: state dict entry \"%s\" is a %s; expected a tensor", source, *name, TypeName(items[i + 1])));
+    }
+    PickledTensor record = tensor->record;
+    record.name = *name;
+    tensors.push_back(std::move(record));
+  }
+  return tensors;
+}
+
+}  // namespace llama

@@ -1,0 +1,75 @@
+#include "ops/dtype.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace llama {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI16:
+      return 2;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+      return 1;
+  }
+  return 0;
+}
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF64:
+      return "f64";
+    case DType::kI64:
+      return "i64";
+    case DType::kI32:
+      return "i32";
+    case DType::kI16:
+      return "i16";
+    case DType::kI8:
+      return "i8";
+    case DType::kU8:
+      return "u8";
+    case DType::kBool:
+      return "bool";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<DType> ParseDType(absl::string_view name) {
+  struct Spelling {
+    absl::string_view name;
+    DType dtype;
+  };
+  static constexpr Spelling kSpellings[] = {
+      {"f32", DType::kF32},   {"fp32", DType::kF32},      {"float32", DType::kF32},
+      {"f16", DType::kF16},   {"fp16", DType::kF16},      {"float16", DType::kF16},
+      {"bf16", DType::kBF16}, {"bfloat16", DType::kBF16}, {"f64", DType::kF64},
+      {"i64", DType::kI64},   {"i32", DType::kI32},       {"i16", DType::kI16},
+      {"i8", DType::kI8},     {"u8", DType::kU8},         {"bool", DType::kBool},
+  };
+  for (const Spelling& s : kSpellings) {
+    if (s.name == name) return s.dtype;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("dtype \"%s\": expected one of bf16, fp16, fp32", name));
+}
+
+bool IsKnownDType(int value) { return value >= 1 && value <= 10; }
+
+}  // namespace llama

@@ -1,0 +1,43 @@
+// Element types of tensors, as checkpoints store them and kernels use them.
+
+#ifndef LLAMA_OPS_DTYPE_H_
+#define LLAMA_OPS_DTYPE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace llama {
+
+// Values are stable: they are written into shard indexes (checkpoint/shard.proto).
+enum class DType : int {
+  kF32 = 1,
+  kF16 = 2,
+  kBF16 = 3,
+  kF64 = 4,
+  kI64 = 5,
+  kI32 = 6,
+  kI16 = 7,
+  kI8 = 8,
+  kU8 = 9,
+  kBool = 10,
+};
+
+// Bytes per element.
+size_t DTypeSize(DType dtype);
+
+// Short lower-case name: "f32", "bf16", ...
+absl::string_view DTypeName(DType dtype);
+
+// Parses DTypeName's names plus the long spellings users type ("fp32",
+// "float16", "bfloat16", ...). Errors quote the value.
+absl::StatusOr<DType> ParseDType(absl::string_view name);
+
+// True for values of the enum (checks integers read from files).
+bool IsKnownDType(int value);
+
+}  // namespace llama
+
+#endif  // LLAMA_OPS_DTYPE_H_
