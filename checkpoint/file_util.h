@@ -1,0 +1,24 @@
+// Durable file operations for outputs that must never be seen half-written.
+
+#ifndef LLAMA_CHECKPOINT_FILE_UTIL_H_
+#define LLAMA_CHECKPOINT_FILE_UTIL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace llama {
+
+// fsync()s the directory `path`, making renames and creations inside it
+// durable.
+absl::Status FsyncDirectory(const std::string& path);
+
+// rename(from, to), then fsync of the directory holding `to`.
+absl::Status RenameDurably(const std::string& from, const std::string& to);
+
+// The directory part of `path` ("." when it has none).
+std::string DirectoryOf(const std::string& path);
+
+}  // namespace llama
+
+#endif  // LLAMA_CHECKPOINT_FILE_UTIL_H_

@@ -1,0 +1,64 @@
+#include "checkpoint/llama_layout.h"
+
+#include <gtest/gtest.h>
+
+namespace llama {
+namespace {
+
+ModelConfig Gqa() {
+  ModelConfig c;
+  c.dim = 64;
+  c.n_layers = 2;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.vocab_size = 96;
+  c.multiple_of = 16;
+  c.ffn_dim_multiplier = 1.3;
+  return c;
+}
+
+TEST(LlamaLayoutTest, NamesAndShapes) {
+  const std::vector<TensorSpec> specs = LlamaTensors(Gqa());
+  ASSERT_EQ(specs.size(), 1 + 2 * 9 + 2u);
+  EXPECT_EQ(specs[0].name, "tok_embeddings.weight");
+  EXPECT_EQ(specs[0].split_dim(), 1);
+  EXPECT_EQ(specs[2].name, "layers.0.attention.wk.weight");
+  EXPECT_EQ(specs[2].shape, (std::vector<int64_t>{16, 64}));
+  EXPECT_EQ(specs[5].name, "layers.0.feed_forward.w1.weight");
+  EXPECT_EQ(specs[5].shape, (std::vector<int64_t>{Gqa().ffn_hidden_dim(), 64}));
+  EXPECT_EQ(specs.back().name, "output.weight");
+  EXPECT_EQ(specs.back().split_dim(), 0);
+}
+
+// Every rank of several world sizes, against the formulas in llama_layout.h.
+TEST(LlamaLayoutTest, RankSlicesTileOrReplicate) {
+  const ModelConfig c = Gqa();
+  for (const TensorSpec& spec : LlamaTensors(c)) {
+    for (int ws : {1, 2, 4, 8}) {
+      int64_t covered = 0;
+      for (int r = 0; r < ws; ++r) {
+        const DimRange range = RankSlice(spec, c, r, ws);
+        if (spec.split == SplitKind::kKvColumn && ws > c.n_kv_heads) {
+          const int64_t head = r * c.n_kv_heads / ws;
+          EXPECT_EQ(range.begin, head * c.head_dim()) << spec.name << " ws=" << ws << " r=" << r;
+          // The KV head must be the one this rank's query heads use.
+          const int64_t first_query_head = r * (c.n_heads / ws);
+          EXPECT_EQ(head, first_query_head / (c.n_heads / c.n_kv_heads));
+          continue;
+        }
+        if (spec.split_dim() >= 0) {
+          EXPECT_EQ(range.begin, covered) << spec.name;
+          covered = range.end;
+        }
+      }
+      if (spec.split_dim() >= 0 && !(spec.split == SplitKind::kKvColumn && ws > c.n_kv_heads)) {
+        EXPECT_EQ(covered, spec.shape[spec.split_dim()]) << spec.name << " ws=" << ws;
+      }
+    }
+  }
+  const TensorSpec wo = LlamaTensors(c)[4];
+  EXPECT_EQ(RankShape(wo, c, 1, 4), (std::vector<int64_t>{64, 16}));
+}
+
+}  // namespace
+}  // namespace llama

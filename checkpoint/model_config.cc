@@ -1,0 +1,176 @@
+#include "checkpoint/model_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <fstream>
+#include <sstream>
+
+#include <glog/logging.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace llama {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status FieldError(absl::string_view source, absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrFormat("%s: field \"%s\": %s", source, field, what));
+}
+
+// Reads an integer field; JSON numbers like 4096.0 are accepted if integral.
+absl::Status ReadInt(const json& params, absl::string_view source, const char* field, bool required,
+                     int64_t* out) {
+  auto it = params.find(field);
+  if (it == params.end() || it->is_null()) {
+    return required ? FieldError(source, field, "missing; expected an integer") : absl::OkStatus();
+  }
+  if (it->is_number_integer()) {
+    *out = it->get<int64_t>();
+  } else if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>()) {
+    *out = static_cast<int64_t>(it->get<double>());
+  } else {
+    return FieldError(source, field, absl::StrFormat("is %s; expected an integer", it->dump()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadDouble(const json& params, absl::string_view source, const char* field,
+                        std::optional<double>* out) {
+  auto it = params.find(field);
+  if (it == params.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number()) {
+    return FieldError(source, field, absl::StrFormat("is %s; expected a number", it->dump()));
+  }
+  *out = it->get<double>();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t ModelConfig::ffn_hidden_dim() const {
+  int64_t hidden = 4 * dim;
+  hidden = static_cast<int64_t>(2 * hidden / 3);
+  if (ffn_dim_multiplier.has_value()) {
+    hidden = static_cast<int64_t>(*ffn_dim_multiplier * static_cast<double>(hidden));
+  }
+  return multiple_of * ((hidden + multiple_of - 1) / multiple_of);
+}
+
+absl::StatusOr<ModelConfig> ParseParamsJson(absl::string_view text, absl::string_view source) {
+  json params;
+  try {
+    params = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& error) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: invalid JSON: %s", source, error.what()));
+  }
+  if (!params.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: expected a JSON object of model parameters", source));
+  }
+  ModelConfig config;
+  for (const auto& [field, out, required] : {
+           std::tuple<const char*, int64_t*, bool>{"dim", &config.dim, true},
+           {"n_layers", &config.n_layers, true},
+           {"n_heads", &config.n_heads, true},
+           {"n_kv_heads", &config.n_kv_heads, false},
+           {"vocab_size", &config.vocab_size, false},
+           {"multiple_of", &config.multiple_of, false},
+           {"max_seq_len", &config.max_seq_len, false},
+       }) {
+    if (absl::Status s = ReadInt(params, source, field, required, out); !s.ok()) return s;
+  }
+  if (config.n_kv_heads == 0) config.n_kv_heads = config.n_heads;
+  std::optional<double> norm_eps, rope_theta;
+  for (const auto& [field, out] : {std::pair<const char*, std::optional<double>*>{"norm_eps", &norm_eps},
+                                   {"rope_theta", &rope_theta},
+                                   {"ffn_dim_multiplier", &config.ffn_dim_multiplier}}) {
+    if (absl::Status s = ReadDouble(params, source, field, out); !s.ok()) return s;
+  }
+  if (norm_eps.has_value()) config.norm_eps = *norm_eps;
+  if (rope_theta.has_value()) config.rope_theta = *rope_theta;
+  for (const auto& [key, value] : params.items()) {
+    static constexpr const char* kKnown[] = {"dim",        "n_layers",   "n_heads",
+                                             "n_kv_heads", "vocab_size", "multiple_of",
+                                             "max_seq_len", "norm_eps",  "rope_theta",
+                                             "ffn_dim_multiplier", "max_batch_size"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
+      LOG(WARNING) << source << ": ignoring unknown field \"" << key << "\"";
+    }
+  }
+  if (absl::Status s = ValidateModelConfig(config, source); !s.ok()) return s;
+  return config;
+}
+
+absl::StatusOr<ModelConfig> ReadParamsJson(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrFormat("params file \"%s\": cannot open", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  return ParseParamsJson(text.str(), path);
+}
+
+absl::Status ValidateModelConfig(const ModelConfig& c, absl::string_view source) {
+  for (const auto& [field, value] : {std::pair<const char*, int64_t>{"dim", c.dim},
+                                     {"n_layers", c.n_layers},
+                                     {"n_heads", c.n_heads},
+                                     {"n_kv_heads", c.n_kv_heads},
+                                     {"multiple_of", c.multiple_of}}) {
+    if (value <= 0 || value > (int64_t{1} << 20)) {
+      return FieldError(source, field, absl::StrFormat("is %d; expected 1..%d", value, 1 << 20));
+    }
+  }
+  if (c.vocab_size != -1 && (c.vocab_size <= 0 || c.vocab_size > (int64_t{1} << 24))) {
+    return FieldError(source, "vocab_size", absl::StrFormat("is %d; expected -1 or 1..%d", c.vocab_size, 1 << 24));
+  }
+  if (c.max_seq_len < 0) return FieldError(source, "max_seq_len", "is negative");
+  if (c.dim % c.n_heads != 0) {
+    return FieldError(source, "n_heads",
+                      absl::StrFormat("%d does not divide dim %d", c.n_heads, c.dim));
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return FieldError(source, "n_kv_heads",
+                      absl::StrFormat("%d does not divide n_heads %d", c.n_kv_heads, c.n_heads));
+  }
+  if (c.head_dim() % 2 != 0) {
+    return FieldError(source, "n_heads",
+                      absl::StrFormat("head dim %d is odd; rotary embeddings need it even", c.head_dim()));
+  }
+  if (!(c.norm_eps > 0) || !std::isfinite(c.norm_eps)) {
+    return FieldError(source, "norm_eps", absl::StrFormat("is %g; expected > 0", c.norm_eps));
+  }
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) {
+    return FieldError(source, "rope_theta", absl::StrFormat("is %g; expected > 0", c.rope_theta));
+  }
+  if (c.ffn_dim_multiplier.has_value() && !(*c.ffn_dim_multiplier > 0)) {
+    return FieldError(source, "ffn_dim_multiplier", absl::StrFormat("is %g; expected > 0", *c.ffn_dim_multiplier));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWorldSize(const ModelConfig& c, int world_size) {
+  if (world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("world size %d: expected at least 1", world_size));
+  }
+  const auto fail = [&](absl::string_view what, int64_t value) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "world size %d does not divide %s (%d); the model cannot be split that way", world_size, what,
+        value));
+  };
+  if (c.n_heads % world_size != 0) return fail("n_heads", c.n_heads);
+  if (c.dim % world_size != 0) return fail("dim", c.dim);
+  if (c.ffn_hidden_dim() % world_size != 0) return fail("the FFN hidden size", c.ffn_hidden_dim());
+  if (c.vocab_size > 0 && c.vocab_size % world_size != 0) return fail("vocab_size", c.vocab_size);
+  if (c.n_kv_heads % world_size != 0 && world_size % c.n_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "world size %d and n_kv_heads %d: one must divide the other (KV heads are split, or "
+        "replicated when ranks outnumber them)",
+        world_size, c.n_kv_heads));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llama

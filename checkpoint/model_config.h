@@ -1,0 +1,60 @@
+// Llama 2's hyper-parameters, as Meta's params.json gives them, and the
+// sizes derived from them (computed here and nowhere else).
+//
+//   7B:  {"dim": 4096, "multiple_of": 256, "n_heads": 32, "n_layers": 32,
+//         "norm_eps": 1e-05, "vocab_size": -1}
+//   70B: {"dim": 8192, "multiple_of": 4096, "ffn_dim_multiplier": 1.3,
+//         "n_heads": 64, "n_kv_heads": 8, "n_layers": 80, "norm_eps": 1e-05,
+//         "vocab_size": -1}
+//
+// vocab_size -1 means "take it from the tokenizer" (the reference does);
+// the converter fills it in from the embedding's shape.
+
+#ifndef LLAMA_CHECKPOINT_MODEL_CONFIG_H_
+#define LLAMA_CHECKPOINT_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace llama {
+
+struct ModelConfig {
+  int64_t dim = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;   // params.json may omit it: then n_heads.
+  int64_t vocab_size = -1;  // -1: unknown until the tokenizer or weights say.
+  int64_t multiple_of = 256;
+  std::optional<double> ffn_dim_multiplier;
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  int64_t max_seq_len = 0;  // 0: not given.
+
+  int64_t head_dim() const { return dim / n_heads; }
+  // The reference's FeedForward rule: 2/3 of 4*dim, times the multiplier,
+  // rounded up to a multiple of multiple_of.
+  int64_t ffn_hidden_dim() const;
+};
+
+// Parses params.json text; `source` (its path) prefixes errors, which name
+// the field and what was expected. Unknown fields are ignored, as the
+// reference's ModelArgs(**params) would not (it raises); we only warn.
+absl::StatusOr<ModelConfig> ParseParamsJson(absl::string_view text, absl::string_view source);
+absl::StatusOr<ModelConfig> ReadParamsJson(const std::string& path);
+
+// Checks that the sizes fit together (dim divisible by n_heads, n_heads by
+// n_kv_heads, everything positive).
+absl::Status ValidateModelConfig(const ModelConfig& config, absl::string_view source);
+
+// Checks that the model can be split `world_size` ways as fairscale does:
+// heads, FFN hidden size, embedding dim and vocabulary divisible, and KV
+// heads either divisible or, when world_size exceeds them, replicable.
+absl::Status CheckWorldSize(const ModelConfig& config, int world_size);
+
+}  // namespace llama
+
+#endif  // LLAMA_CHECKPOINT_MODEL_CONFIG_H_

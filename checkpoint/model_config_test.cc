@@ -1,0 +1,79 @@
+#include "checkpoint/model_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace llama {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ModelConfigTest, Llama2Sizes) {
+  // Meta's params.json files, verbatim.
+  absl::StatusOr<ModelConfig> b7 = ParseParamsJson(
+      R"({"dim": 4096, "multiple_of": 256, "n_heads": 32, "n_layers": 32, "norm_eps": 1e-05, "vocab_size": -1})",
+      "7b");
+  ASSERT_TRUE(b7.ok()) << b7.status();
+  EXPECT_EQ(b7->head_dim(), 128);
+  EXPECT_EQ(b7->ffn_hidden_dim(), 11008);
+  EXPECT_EQ(b7->n_kv_heads, 32);
+  EXPECT_EQ(b7->vocab_size, -1);
+  EXPECT_EQ(b7->rope_theta, 10000.0);
+  absl::StatusOr<ModelConfig> b13 = ParseParamsJson(
+      R"({"dim": 5120, "multiple_of": 256, "n_heads": 40, "n_layers": 40, "norm_eps": 1e-05, "vocab_size": -1})",
+      "13b");
+  ASSERT_TRUE(b13.ok()) << b13.status();
+  EXPECT_EQ(b13->ffn_hidden_dim(), 13824);
+  absl::StatusOr<ModelConfig> b70 = ParseParamsJson(
+      R"({"dim": 8192, "multiple_of": 4096, "ffn_dim_multiplier": 1.3, "n_heads": 64, "n_kv_heads": 8,
+          "n_layers": 80, "norm_eps": 1e-05, "vocab_size": -1})",
+      "70b");
+  ASSERT_TRUE(b70.ok()) << b70.status();
+  EXPECT_EQ(b70->ffn_hidden_dim(), 28672);
+  EXPECT_EQ(b70->n_kv_heads, 8);
+  for (int ws : {1, 2, 4, 8}) EXPECT_TRUE(CheckWorldSize(*b70, ws).ok()) << ws;
+  EXPECT_TRUE(CheckWorldSize(*b70, 16).ok());  // KV heads replicated 2x.
+  EXPECT_THAT(CheckWorldSize(*b70, 3).message(), HasSubstr("world size 3 does not divide n_heads (64)"));
+  EXPECT_THAT(CheckWorldSize(*b7, 0).message(), HasSubstr("expected at least 1"));
+}
+
+TEST(ModelConfigTest, OptionalFields) {
+  absl::StatusOr<ModelConfig> c = ParseParamsJson(
+      R"({"dim": 64, "n_layers": 2, "n_heads": 8, "n_kv_heads": 2, "rope_theta": 500000.0,
+          "norm_eps": 1e-6, "max_seq_len": 512, "vocab_size": 96})",
+      "p");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope_theta, 500000.0);
+  EXPECT_EQ(c->norm_eps, 1e-6);
+  EXPECT_EQ(c->max_seq_len, 512);
+  EXPECT_EQ(c->vocab_size, 96);
+  EXPECT_EQ(c->multiple_of, 256);
+}
+
+TEST(ModelConfigTest, ErrorsNameFileAndField) {
+  struct Case {
+    const char* json;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {R"({"n_layers": 2, "n_heads": 4})", "p.json: field \"dim\": missing; expected an integer"},
+      {R"({"dim": "64", "n_layers": 2, "n_heads": 4})", "field \"dim\": is \"64\"; expected an integer"},
+      {R"({"dim": 64.5, "n_layers": 2, "n_heads": 4})", "field \"dim\": is 64.5"},
+      {R"({"dim": 64, "n_layers": 2, "n_heads": 4, "norm_eps": "small"})", "field \"norm_eps\": is \"small\""},
+      {R"({"dim": 64, "n_layers": 2, "n_heads": 5})", "field \"n_heads\": 5 does not divide dim 64"},
+      {R"({"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 3})", "field \"n_kv_heads\": 3 does not divide"},
+      {R"({"dim": 64, "n_layers": 0, "n_heads": 4})", "field \"n_layers\": is 0"},
+      {R"({"dim": 64, "n_layers": 2, "n_heads": 4, "norm_eps": 0})", "field \"norm_eps\": is 0"},
+      {R"([1, 2])", "expected a JSON object"},
+      {R"({"dim": )", "p.json: invalid JSON"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ModelConfig> config = ParseParamsJson(c.json, "p.json");
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << c.json;
+    EXPECT_THAT(config.status().message(), HasSubstr(c.expected)) << c.json;
+  }
+  EXPECT_EQ(ReadParamsJson("/nonexistent/params.json").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace llama

@@ -1,0 +1,311 @@
+#include "checkpoint/shard_format.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/pth_reader.h"
+
+namespace llama {
+namespace {
+
+void PutU32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void PutU64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t GetU32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+uint64_t GetU64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+// Checks one index entry against the file; `data_end` is where the index starts.
+absl::Status ValidateEntry(const shard::TensorEntry& e, uint64_t data_end, const std::string& source) {
+  const std::string what = absl::StrFormat("%s: tensor \"%s\"", source, e.name());
+  if (e.name().empty()) return absl::DataLossError(absl::StrFormat("%s: a tensor has an empty name", source));
+  if (!IsKnownDType(e.dtype())) {
+    return absl::DataLossError(absl::StrFormat("%s: unknown dtype %d", what, e.dtype()));
+  }
+  const std::vector<int64_t> shape(e.shape().begin(), e.shape().end());
+  absl::StatusOr<int64_t> numel = NumElements(shape, what);
+  if (!numel.ok()) return absl::DataLossError(numel.status().message());
+  const uint64_t element = DTypeSize(static_cast<DType>(e.dtype()));
+  if (static_cast<uint64_t>(*numel) > UINT64_MAX / element || *numel * element != e.size()) {
+    return absl::DataLossError(absl::StrFormat("%s: %d bytes for shape [%s] of %s", what, e.size(),
+                                               absl::StrJoin(shape, ", "), DTypeName(static_cast<DType>(e.dtype()))));
+  }
+  if (e.offset() % kShardAlignment != 0 || e.offset() < kShardAlignment || e.offset() > data_end ||
+      e.size() > data_end - e.offset()) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: bytes [%d, +%d) are misaligned or outside the data region [%d, %d)", what, e.offset(),
+        e.size(), kShardAlignment, data_end));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ShardFileName(int rank, int world_size) {
+  return absl::StrFormat("rank-%d-of-%d.shard", rank, world_size);
+}
+
+shard::ModelConfig ModelConfigToProto(const ModelConfig& c) {
+  shard::ModelConfig p;
+  p.set_dim(c.dim);
+  p.set_n_layers(c.n_layers);
+  p.set_n_heads(c.n_heads);
+  p.set_n_kv_heads(c.n_kv_heads);
+  p.set_vocab_size(c.vocab_size);
+  p.set_multiple_of(c.multiple_of);
+  if (c.ffn_dim_multiplier.has_value()) p.set_ffn_dim_multiplier(*c.ffn_dim_multiplier);
+  p.set_norm_eps(c.norm_eps);
+  p.set_rope_theta(c.rope_theta);
+  p.set_max_seq_len(c.max_seq_len);
+  return p;
+}
+
+ModelConfig ModelConfigFromProto(const shard::ModelConfig& p) {
+  ModelConfig c;
+  c.dim = p.dim();
+  c.n_layers = p.n_layers();
+  c.n_heads = p.n_heads();
+  c.n_kv_heads = p.n_kv_heads();
+  c.vocab_size = p.vocab_size();
+  c.multiple_of = p.multiple_of();
+  if (p.has_ffn_dim_multiplier()) c.ffn_dim_multiplier = p.ffn_dim_multiplier();
+  c.norm_eps = p.norm_eps();
+  c.rope_theta = p.rope_theta();
+  c.max_seq_len = p.max_seq_len();
+  return c;
+}
+
+// ---- Reader
+
+absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<std::unique_ptr<ShardReader>> reader = FromBytes((*file)->bytes(), path);
+  if (!reader.ok()) return reader.status();
+  (*reader)->file_ = *std::move(file);
+  return reader;
+}
+
+absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::FromBytes(absl::Span<const uint8_t> bytes,
+                                                                    const std::string& source) {
+  const auto corrupt = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrFormat("%s: not a valid shard: %s", source, what));
+  };
+  if (bytes.size() < kShardHeaderSize || std::memcmp(bytes.data(), kShardMagic, sizeof kShardMagic) != 0) {
+    return corrupt("bad magic (expected a file written by //tools:convert)");
+  }
+  const uint32_t version = GetU32(bytes.data() + 8);
+  if (version != kShardFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: shard format version %d; this build reads version %d. Re-run //tools:convert", source,
+        version, kShardFormatVersion));
+  }
+  const uint64_t index_offset = GetU64(bytes.data() + 16), index_size = GetU64(bytes.data() + 24);
+  if (GetU32(bytes.data() + 12) != kShardHeaderSize || index_size > kMaxShardIndexBytes ||
+      index_offset < kShardHeaderSize || index_offset > bytes.size() ||
+      index_size > bytes.size() - index_offset) {
+    return corrupt(absl::StrFormat("index [%d, +%d) is outside the file (%d bytes) or too large; "
+                                   "truncated?",
+                                   index_offset, index_size, bytes.size()));
+  }
+  const uint8_t* index_bytes = bytes.data() + index_offset;
+  if (XXH3_64bits(index_bytes, index_size) != GetU64(bytes.data() + 32)) {
+    return corrupt("index checksum mismatch");
+  }
+  auto reader = std::unique_ptr<ShardReader>(new ShardReader());
+  reader->path_ = source;
+  reader->bytes_ = bytes;
+  if (!reader->index_.ParseFromArray(index_bytes, static_cast<int>(index_size))) {
+    return corrupt("index does not parse");
+  }
+  const shard::ShardIndex& index = reader->index_;
+  if (index.world_size() < 1 || index.rank() < 0 || index.rank() >= index.world_size()) {
+    return corrupt(absl::StrFormat("rank %d of world size %d", index.rank(), index.world_size()));
+  }
+  if (index.tensors_size() > kMaxShardTensors) {
+    return corrupt(absl::StrFormat("%d tensors (limit %d)", index.tensors_size(), kMaxShardTensors));
+  }
+  if (absl::Status s = ValidateModelConfig(ModelConfigFromProto(index.config()), source + ": index config");
+      !s.ok()) {
+    return s;
+  }
+  uint64_t previous_end = kShardAlignment;
+  for (int i = 0; i < index.tensors_size(); ++i) {
+    const shard::TensorEntry& e = index.tensors(i);
+    if (absl::Status s = ValidateEntry(e, index_offset, source); !s.ok()) return s;
+    if (e.offset() < previous_end) {
+      return corrupt(absl::StrFormat("tensor \"%s\" overlaps the previous one or is out of order", e.name()));
+    }
+    previous_end = e.offset() + e.size();
+    if (!reader->by_name_.emplace(e.name(), i).second) {
+      return corrupt(absl::StrFormat("tensor \"%s\" appears twice", e.name()));
+    }
+  }
+  return reader;
+}
+
+absl::StatusOr<ShardTensor> ShardReader::Tensor(absl::string_view name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    return absl::NotFoundError(absl::StrFormat("%s: no tensor \"%s\"", path_, name));
+  }
+  const shard::TensorEntry& e = index_.tensors(it->second);
+  return ShardTensor{&e, static_cast<DType>(e.dtype()), bytes_.subspan(e.offset(), e.size())};
+}
+
+absl::Status ShardReader::VerifyChecksums() const {
+  for (const shard::TensorEntry& e : index_.tensors()) {
+    if (XXH3_64bits(bytes_.data() + e.offset(), e.size()) != e.xxh3_64()) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: tensor \"%s\" fails its checksum (bytes [%d, +%d)); the file is corrupt, re-run "
+          "//tools:convert",
+          path_, e.name(), e.offset(), e.size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- Writer
+
+ShardWriter::ShardWriter(std::string path, std::string temp_path, int fd)
+    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd), hash_(XXH3_createState()) {}
+
+ShardWriter::~ShardWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!finished_) ::unlink(temp_path_.c_str());
+  XXH3_freeState(hash_);
+}
+
+absl::StatusOr<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path) {
+  const std::string temp_path = path + ".tmp";
+  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot create \"%s\": %s", temp_path, std::strerror(errno)));
+  }
+  auto writer = std::unique_ptr<ShardWriter>(new ShardWriter(path, temp_path, fd));
+  // Header placeholder; the real one is written by Finish.
+  if (absl::Status s = writer->PadTo(kShardAlignment); !s.ok()) return s;
+  return writer;
+}
+
+absl::Status ShardWriter::WriteAll(const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("write to \"%s\" failed: %s", temp_path_, std::strerror(errno)));
+    }
+    p += n;
+    size -= n;
+    position_ += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardWriter::PadTo(uint64_t offset) {
+  static const uint8_t kZeros[kShardAlignment] = {};
+  while (position_ < offset) {
+    const size_t n = std::min<uint64_t>(offset - position_, sizeof kZeros);
+    if (absl::Status s = WriteAll(kZeros, n); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardWriter::BeginTensor(const std::string& name, DType dtype,
+                                      const std::vector<int64_t>& shape, const shard::TensorSplit& split) {
+  if (absl::Status s = EndTensor(); !s.ok()) return s;
+  absl::StatusOr<int64_t> numel = NumElements(shape, name);
+  if (!numel.ok()) return numel.status();
+  if (absl::Status s = PadTo((position_ + kShardAlignment - 1) / kShardAlignment * kShardAlignment); !s.ok()) {
+    return s;
+  }
+  shard::TensorEntry entry;
+  entry.set_name(name);
+  entry.set_dtype(static_cast<int>(dtype));
+  for (int64_t d : shape) entry.add_shape(d);
+  entry.set_offset(position_);
+  entry.set_size(*numel * DTypeSize(dtype));
+  *entry.mutable_split() = split;
+  entries_.push_back(std::move(entry));
+  pending_ = entries_.back().size();
+  tensor_open_ = true;
+  XXH3_64bits_reset(hash_);
+  return absl::OkStatus();
+}
+
+absl::Status ShardWriter::Append(absl::Span<const uint8_t> bytes) {
+  if (!tensor_open_ || bytes.size() > pending_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: %d bytes appended beyond the open tensor's size", temp_path_, bytes.size()));
+  }
+  XXH3_64bits_update(hash_, bytes.data(), bytes.size());
+  pending_ -= bytes.size();
+  return WriteAll(bytes.data(), bytes.size());
+}
+
+absl::Status ShardWriter::EndTensor() {
+  if (!tensor_open_) return absl::OkStatus();
+  if (pending_ != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: tensor \"%s\" is missing %d bytes", temp_path_, entries_.back().name(), pending_));
+  }
+  entries_.back().set_xxh3_64(XXH3_64bits_digest(hash_));
+  tensor_open_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status ShardWriter::Finish(shard::ShardIndex index) {
+  if (absl::Status s = EndTensor(); !s.ok()) return s;
+  index.clear_tensors();
+  for (shard::TensorEntry& e : entries_) *index.add_tensors() = std::move(e);
+  std::string serialized;
+  if (!index.SerializeToString(&serialized)) {
+    return absl::InternalError(absl::StrFormat("%s: index serialization failed", temp_path_));
+  }
+  const uint64_t index_offset = position_;
+  if (absl::Status s = WriteAll(serialized.data(), serialized.size()); !s.ok()) return s;
+
+  uint8_t header[kShardHeaderSize] = {};
+  std::memcpy(header, kShardMagic, sizeof kShardMagic);
+  PutU32(header + 8, kShardFormatVersion);
+  PutU32(header + 12, kShardHeaderSize);
+  PutU64(header + 16, index_offset);
+  PutU64(header + 24, serialized.size());
+  PutU64(header + 32, XXH3_64bits(serialized.data(), serialized.size()));
+  if (::pwrite(fd_, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("write header of \"%s\": %s", temp_path_, std::strerror(errno)));
+  }
+  if (::fsync(fd_) != 0) {
+    return absl::InternalError(absl::StrFormat("fsync \"%s\": %s", temp_path_, std::strerror(errno)));
+  }
+  ::close(fd_);
+  fd_ = -1;
+  if (absl::Status s = RenameDurably(temp_path_, path_); !s.ok()) return s;
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace llama

@@ -1,0 +1,97 @@
+#include "ops/cast.h"
+
+#include "absl/strings/str_format.h"
+
+namespace llama {
+
+float F16ToF32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1Fu;
+  uint32_t mantissa = h & 0x3FFu;
+  uint32_t bits;
+  if (exponent == 0x1F) {  // Inf or NaN.
+    bits = sign | 0x7F800000u | (mantissa << 13);
+  } else if (exponent != 0) {  // Normal.
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {  // Zero.
+    bits = sign;
+  } else {  // Subnormal: normalise.
+    exponent = 113;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((mantissa & 0x3FFu) << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+uint16_t F32ToF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return sign | 0x7E00u;              // NaN
+  if (abs >= 0x477FF000u) return sign | 0x7C00u;             // Rounds to >= 65520: infinity.
+  if (abs >= 0x38800000u) {                                  // Normal half (>= 2^-14).
+    const uint32_t rounded = abs + 0xFFFu + ((abs >> 13) & 1u);
+    return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
+  }
+  if (abs < 0x33000000u) return sign;  // Below half the smallest subnormal: zero.
+  // Subnormal half: shift the full mantissa into place, rounding to even.
+  const uint32_t exponent = abs >> 23;
+  const uint32_t mantissa = (abs & 0x7FFFFFu) | 0x800000u;
+  // value = mantissa * 2^(exponent - 150) = k * 2^-24, so k = mantissa >> (126 - exponent).
+  const uint32_t shift = 126 - exponent;  // In [14, 24] here.
+  const uint32_t half_ulp = 1u << (shift - 1);
+  uint32_t result = mantissa >> shift;
+  const uint32_t rest = mantissa & ((1u << shift) - 1);
+  if (rest > half_ulp || (rest == half_ulp && (result & 1u))) ++result;
+  return sign | static_cast<uint16_t>(result);
+}
+
+namespace {
+
+float LoadElement(const void* src, DType dtype, size_t i) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(src)[i];
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(src)[i]);
+    default:
+      return Bf16ToF32(static_cast<const uint16_t*>(src)[i]);
+  }
+}
+
+}  // namespace
+
+absl::Status CastElements(const void* src, DType from, void* dst, DType to, size_t count) {
+  const auto supported = [](DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; };
+  if (!supported(from) || !supported(to)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot convert %s to %s (only f32, f16 and bf16)", DTypeName(from), DTypeName(to)));
+  }
+  if (from == to) {
+    std::memcpy(dst, src, count * DTypeSize(from));
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const float value = LoadElement(src, from, i);
+    switch (to) {
+      case DType::kF32:
+        static_cast<float*>(dst)[i] = value;
+        break;
+      case DType::kF16:
+        static_cast<uint16_t*>(dst)[i] = F32ToF16(value);
+        break;
+      default:
+        static_cast<uint16_t*>(dst)[i] = F32ToBf16(value);
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llama
