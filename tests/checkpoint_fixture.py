@@ -19,6 +19,8 @@ plus odd files for the reader's tests:
   odd/parameter.pth        nn.Parameter values and integer and half tensors
   odd/bad_*.pth            hand-built pickles whose tensors do not fit their
                            storages (offset, numel, shape)
+  broken/<case>/            checkpoints with one thing wrong each, for the
+                           converter's error tests (see write_broken_models)
   manifest.json            {relative .pth path: {tensor: {"dtype", "shape",
                            "sha256"}}} as torch sees each file: the bytes a
                            reader must produce, hashed, for bit-exact checks
@@ -230,12 +232,53 @@ def write_bad_files(out_dir):
     write_custom_pth(os.path.join(d, "good_custom.pth"), {"w": _TensorSpec(ok, 4, [2, 3], [3, 1])}, {"0": data})
 
 
+BROKEN = ["missing_tensor", "extra_tensor", "shape_disagree", "dtype_disagree", "missing_shard",
+          "bad_params", "bad_checksum"]
+
+
+def write_broken_models(out_dir, vocab_size):
+    """Each case is tiny_fp32 (MP=1 or MP=2) with one defect."""
+    for case in BROKEN:
+        mp = 2 if case in ("shape_disagree", "dtype_disagree", "missing_shard") else 1
+        d = os.path.join(out_dir, "broken", case)
+        write_model(os.path.join(out_dir, "broken"), case, BASE, torch.float32, mp, 1, vocab_size)
+        os.remove(os.path.join(d, "reference.pt")) if mp == 1 else None
+        shard0 = os.path.join(d, "consolidated.00.pth")
+        shard1 = os.path.join(d, "consolidated.01.pth")
+        if case == "missing_tensor":
+            sd = torch.load(shard0)
+            del sd["output.weight"]
+            torch.save(sd, shard0)
+        elif case == "extra_tensor":
+            sd = torch.load(shard0)
+            sd["layers.9.attention.wq.weight"] = torch.zeros(2, 2)
+            torch.save(sd, shard0)
+        elif case == "shape_disagree":
+            sd = torch.load(shard1)
+            sd["layers.1.attention.wq.weight"] = sd["layers.1.attention.wq.weight"][:-1].clone()
+            torch.save(sd, shard1)
+        elif case == "dtype_disagree":
+            sd = torch.load(shard1)
+            sd = {k: v.half() for k, v in sd.items()}
+            torch.save(sd, shard1)
+        elif case == "missing_shard":
+            os.remove(shard1)
+        elif case == "bad_params":
+            with open(os.path.join(d, "params.json"), "w") as f:
+                json.dump(dict(BASE, n_heads="four"), f)
+        elif case == "bad_checksum":
+            with open(shard0, "r+b") as f:
+                f.seek(-100, os.SEEK_END)
+                f.write(b"corrupt")
+
+
 TORCH_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64"}
 
 
 def write_manifest(out_dir):
     manifest = {}
-    for root, _, files in os.walk(out_dir):
+    for root, dirs, files in os.walk(out_dir):
+        dirs[:] = [d for d in dirs if d != "broken"]
         for fname in sorted(files):
             if not fname.endswith(".pth") or fname in ("legacy.pth", "noncontiguous.pth") or fname.startswith(
                     ("bad_", "missing_", "good_")):
@@ -260,6 +303,7 @@ def main():
         write_model(args.out_dir, name, params, dtype, mp, seed, args.vocab_size)
     write_odd_files(args.out_dir)
     write_bad_files(args.out_dir)
+    write_broken_models(args.out_dir, args.vocab_size)
     write_manifest(args.out_dir)
 
 

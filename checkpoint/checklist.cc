@@ -1,0 +1,106 @@
+#include "checkpoint/checklist.h"
+
+#include <openssl/evp.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/file_util.h"
+
+namespace llama {
+
+absl::StatusOr<std::vector<ChecklistEntry>> ParseChecklist(absl::string_view text,
+                                                           absl::string_view source) {
+  std::vector<ChecklistEntry> entries;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripTrailingAsciiWhitespace(line);
+    if (line.empty()) continue;
+    bool hex = line.size() > 34;
+    for (size_t i = 0; hex && i < 32; ++i) hex = absl::ascii_isxdigit(line[i]);
+    if (!hex || line[32] != ' ' || (line[33] != ' ' && line[33] != '*')) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: expected \"<32 hex digits>  <file name>\" (md5sum format), got \"%s\"", source,
+          line_number, line));
+    }
+    entries.push_back({absl::AsciiStrToLower(line.substr(0, 32)), std::string(line.substr(34))});
+  }
+  if (entries.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: no entries", source));
+  }
+  return entries;
+}
+
+absl::StatusOr<std::string> Md5File(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (file == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("\"%s\": %s", path, std::strerror(errno)));
+  }
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (context == nullptr || EVP_DigestInit_ex(context.get(), EVP_md5(), nullptr) != 1) {
+    return absl::InternalError("OpenSSL MD5 unavailable");
+  }
+  std::vector<unsigned char> block(8 << 20);
+  size_t n;
+  while ((n = std::fread(block.data(), 1, block.size(), file.get())) > 0) {
+    EVP_DigestUpdate(context.get(), block.data(), n);
+  }
+  if (std::ferror(file.get())) {
+    return absl::DataLossError(absl::StrFormat("read error in \"%s\"", path));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(context.get(), digest, &length);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += absl::StrFormat("%02x", digest[i]);
+  return hex;
+}
+
+absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checklist_path) {
+  std::ifstream file(checklist_path);
+  if (!file) {
+    return absl::NotFoundError(absl::StrFormat("checklist \"%s\": cannot open", checklist_path));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  absl::StatusOr<std::vector<ChecklistEntry>> entries = ParseChecklist(text.str(), checklist_path);
+  if (!entries.ok()) return entries.status();
+  const std::string dir = DirectoryOf(checklist_path);
+  std::vector<FileCheck> checks;
+  for (const ChecklistEntry& entry : *entries) {
+    absl::StatusOr<std::string> md5 = Md5File(dir + "/" + entry.file);
+    if (absl::IsNotFound(md5.status())) {
+      checks.push_back({entry.file, FileVerdict::kMissing, ""});
+      continue;
+    }
+    if (!md5.ok()) return md5.status();
+    checks.push_back({entry.file, *md5 == entry.md5 ? FileVerdict::kOk : FileVerdict::kMismatch, *md5});
+  }
+  return checks;
+}
+
+absl::Status ChecklistStatus(const std::string& checklist_path, const std::vector<FileCheck>& checks) {
+  std::vector<std::string> problems;
+  for (const FileCheck& check : checks) {
+    if (check.verdict == FileVerdict::kMissing) problems.push_back(check.file + " is missing");
+    if (check.verdict == FileVerdict::kMismatch) {
+      problems.push_back(check.file + " is corrupt or truncated (MD5 differs)");
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat("%s: %d of %d files failed: %s", checklist_path,
+                                             problems.size(), checks.size(),
+                                             absl::StrJoin(problems, "; ")));
+}
+
+}  // namespace llama

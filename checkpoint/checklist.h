@@ -1,0 +1,46 @@
+// checklist.chk verification, as `md5sum -c checklist.chk` does it for
+// Meta's downloads: one "<md5 hex>  <file name>" line per file.
+
+#ifndef LLAMA_CHECKPOINT_CHECKLIST_H_
+#define LLAMA_CHECKPOINT_CHECKLIST_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace llama {
+
+struct ChecklistEntry {
+  std::string md5;   // 32 lower-case hex digits.
+  std::string file;  // Relative to the checklist's directory.
+};
+
+// Parses md5sum output (text or binary mode, "<hex>  <name>" or
+// "<hex> *<name>"); errors name `source` and the line.
+absl::StatusOr<std::vector<ChecklistEntry>> ParseChecklist(absl::string_view text,
+                                                           absl::string_view source);
+
+// MD5 of a file, read in 8 MiB blocks (never whole into memory).
+absl::StatusOr<std::string> Md5File(const std::string& path);
+
+enum class FileVerdict { kOk, kMissing, kMismatch };
+
+struct FileCheck {
+  std::string file;
+  FileVerdict verdict;
+  std::string actual_md5;  // Empty when missing.
+};
+
+// Checks every file `checklist_path` lists, relative to its directory. The
+// result lists every file; use ChecklistStatus to turn it into an error.
+absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checklist_path);
+
+// OK when every file passed; otherwise an error naming each file that is
+// missing or whose MD5 differs (a truncated or corrupt download).
+absl::Status ChecklistStatus(const std::string& checklist_path, const std::vector<FileCheck>& checks);
+
+}  // namespace llama
+
+#endif  // LLAMA_CHECKPOINT_CHECKLIST_H_

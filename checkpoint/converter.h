@@ -1,0 +1,53 @@
+// Converts Meta's checkpoint folder (consolidated.NN.pth, params.json,
+// checklist.chk) into our shards for any world size the model allows.
+//
+// Sources are merged and re-split as fairscale splits them (llama_layout.h),
+// so a 70B checkpoint published as 8 shards converts to 1, 2, 4, 8 or 16;
+// KV heads are replicated when ranks outnumber them. The expected tensors
+// come from params.json: a missing or unexpected tensor is an error (the
+// reference's load_state_dict(strict=False) ignores both).
+//
+// Streaming: tensors are copied slice by slice from the mapped sources into
+// the output, so the extra memory is a small copy buffer, whatever the
+// checkpoint's size. Output appears only when complete: shards are written
+// into "<out_dir>.partial" and the folder is renamed into place at the end.
+// A conversion whose shards record the same sources (names, sizes, mtimes),
+// world size and dtype is up to date, and converting again does nothing.
+
+#ifndef LLAMA_CHECKPOINT_CONVERTER_H_
+#define LLAMA_CHECKPOINT_CONVERTER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ops/dtype.h"
+
+namespace llama {
+
+inline constexpr char kConverterVersion[] = "llama2-cpp convert 1";
+
+struct ConvertOptions {
+  std::string ckpt_dir;
+  std::string out_dir;
+  int world_size = 1;
+  // Output element type; unset keeps each tensor's source type.
+  std::optional<DType> dtype;
+  // Check checklist.chk (MD5 of every file) before converting.
+  bool verify_checklist = false;
+  // Progress display on stderr.
+  bool show_progress = false;
+};
+
+struct ConvertResult {
+  bool up_to_date = false;  // Nothing was written.
+  uint64_t bytes_written = 0;
+  int source_shards = 0;
+};
+
+absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options);
+
+}  // namespace llama
+
+#endif  // LLAMA_CHECKPOINT_CONVERTER_H_

@@ -1,0 +1,60 @@
+// //tools:convert: Meta's checkpoint folder -> our shards for N ranks.
+//
+//   convert --ckpt_dir=llama-2-70b --out_dir=llama-2-70b/shards/tp4 --world_size=4
+//
+// --ckpt_dir may also hold our own shards (rank-R-of-M.shard), to reshard
+// them. See checkpoint/converter.h for what is checked and guaranteed.
+
+#include <cstdio>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "checkpoint/converter.h"
+#include "checkpoint/progress.h"
+
+DEFINE_string(ckpt_dir, "", "Folder with consolidated.NN.pth and params.json (or our shards). Required.");
+DEFINE_string(out_dir, "", "Folder to create with rank-R-of-N.shard files. Required.");
+DEFINE_int32(world_size, 1, "Number of tensor-parallel ranks (shards) to produce.");
+DEFINE_string(dtype, "", "Output element type: bf16, fp16 or fp32. Default: as in the checkpoint.");
+DEFINE_bool(verify_checklist, false, "Check checklist.chk (MD5 of every file) before converting.");
+DEFINE_bool(progress, true, "Show a progress bar on stderr.");
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("Converts a Llama 2 checkpoint into memory-mappable shards for N ranks.");
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+
+  if (FLAGS_ckpt_dir.empty() || FLAGS_out_dir.empty()) {
+    std::fprintf(stderr, "convert: --ckpt_dir and --out_dir are required (see --help)\n");
+    return 2;
+  }
+  llama::ConvertOptions options;
+  options.ckpt_dir = FLAGS_ckpt_dir;
+  options.out_dir = FLAGS_out_dir;
+  options.world_size = FLAGS_world_size;
+  options.verify_checklist = FLAGS_verify_checklist;
+  options.show_progress = FLAGS_progress;
+  if (!FLAGS_dtype.empty()) {
+    absl::StatusOr<llama::DType> dtype = llama::ParseDType(FLAGS_dtype);
+    if (!dtype.ok()) {
+      std::fprintf(stderr, "convert: --%s\n", std::string(dtype.status().message()).c_str());
+      return 2;
+    }
+    options.dtype = *dtype;
+  }
+  absl::StatusOr<llama::ConvertResult> result = llama::ConvertCheckpoint(options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "convert: %s\n", std::string(result.status().message()).c_str());
+    return 1;
+  }
+  if (result->up_to_date) {
+    std::printf("%s is up to date (%d-way shards of %s); nothing to do\n", FLAGS_out_dir.c_str(),
+                FLAGS_world_size, FLAGS_ckpt_dir.c_str());
+  } else {
+    std::printf("wrote %d shard(s), %s, to %s\n", FLAGS_world_size,
+                llama::HumanBytes(result->bytes_written).c_str(), FLAGS_out_dir.c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,90 @@
+// //tools:inspect: lists the tensors and model config of a .pth file or a
+// shard: name, dtype, shape, split and checksum.
+//
+//   inspect llama-2-7b/consolidated.00.pth
+//   inspect --verify llama-2-7b/shards/tp1/rank-0-of-1.shard
+
+#include <cstdio>
+#include <string>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <xxhash.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/pth_reader.h"
+#include "checkpoint/shard_format.h"
+
+DEFINE_bool(verify, false, "For a shard: recompute every tensor's checksum.");
+
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "inspect: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int InspectPth(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<llama::PthFile>> pth = llama::PthFile::Open(path);
+  if (!pth.ok()) return Fail(pth.status());
+  std::printf("%s: PyTorch checkpoint, %zu tensors\n", path.c_str(), (*pth)->tensors().size());
+  std::printf("%-40s %-5s %-16s %s\n", "name", "dtype", "shape", "xxh3_64");
+  for (const llama::PthTensor& t : (*pth)->tensors()) {
+    std::printf("%-40s %-5s %-16s %016llx\n", t.name.c_str(), std::string(llama::DTypeName(t.dtype)).c_str(),
+                absl::StrCat("[", absl::StrJoin(t.shape, ", "), "]").c_str(),
+                static_cast<unsigned long long>(XXH3_64bits(t.bytes.data(), t.bytes.size())));
+  }
+  return 0;
+}
+
+int InspectShard(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<llama::ShardReader>> reader = llama::ShardReader::Open(path);
+  if (!reader.ok()) return Fail(reader.status());
+  const llama::shard::ShardIndex& index = (*reader)->index();
+  const llama::shard::ModelConfig& c = index.config();
+  std::printf("%s: shard for rank %d of %d (%s), %d tensors\n", path.c_str(), index.rank(), index.world_size(),
+              index.converter_version().c_str(), index.tensors_size());
+  std::printf("config: dim=%lld n_layers=%lld n_heads=%lld n_kv_heads=%lld vocab_size=%lld multiple_of=%lld",
+              (long long)c.dim(), (long long)c.n_layers(), (long long)c.n_heads(), (long long)c.n_kv_heads(),
+              (long long)c.vocab_size(), (long long)c.multiple_of());
+  if (c.has_ffn_dim_multiplier()) std::printf(" ffn_dim_multiplier=%g", c.ffn_dim_multiplier());
+  std::printf(" norm_eps=%g rope_theta=%g ffn_hidden=%lld\n", c.norm_eps(), c.rope_theta(),
+              (long long)llama::ModelConfigFromProto(c).ffn_hidden_dim());
+  for (const llama::shard::SourceFile& s : index.sources()) {
+    std::printf("source: %s (%llu bytes)\n", s.name().c_str(), (unsigned long long)s.size());
+  }
+  std::printf("%-40s %-5s %-16s %-22s %s\n", "name", "dtype", "shape", "split (dim: range/full)", "xxh3_64");
+  for (const llama::shard::TensorEntry& e : index.tensors()) {
+    const std::string split = e.split().dim() < 0
+                                  ? std::string("replicated")
+                                  : absl::StrFormat("%d: [%d, %d) of %d", e.split().dim(), e.split().begin(),
+                                                    e.split().end(), e.split().full_extent());
+    std::printf("%-40s %-5s %-16s %-22s %016llx\n", e.name().c_str(),
+                std::string(llama::DTypeName(static_cast<llama::DType>(e.dtype()))).c_str(),
+                absl::StrCat("[", absl::StrJoin(e.shape(), ", "), "]").c_str(), split.c_str(),
+                static_cast<unsigned long long>(e.xxh3_64()));
+  }
+  if (FLAGS_verify) {
+    if (absl::Status s = (*reader)->VerifyChecksums(); !s.ok()) return Fail(s);
+    std::printf("checksums: all %d tensors OK\n", index.tensors_size());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("inspect [--verify] PATH: lists a .pth file's or a shard's tensors and config.");
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  if (argc != 2) {
+    std::fprintf(stderr, "inspect: expected one PATH (a .pth file or a .shard file)\n");
+    return 2;
+  }
+  const std::string path = argv[1];
+  return absl::EndsWith(path, ".shard") ? InspectShard(path) : InspectPth(path);
+}
