@@ -13,7 +13,8 @@ std::string HumanBytes(double bytes) {
     bytes /= 1000;
     ++unit;
   }
-  return absl::StrFormat(unit == 0 ? "%.0f %s" : "%.2f %s", bytes, kUnits[unit]);
+  if (unit == 0) return absl::StrFormat("%.0f %s", bytes, kUnits[unit]);
+  return absl::StrFormat("%.2f %s", bytes, kUnits[unit]);
 }
 
 ProgressBar::ProgressBar(std::string label, uint64_t total_bytes, FILE* out)

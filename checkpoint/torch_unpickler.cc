@@ -17,13 +17,16 @@ namespace {
 constexpr size_t kMaxStackDepth = 1 << 16;
 constexpr size_t kMaxMemo = 1 << 20;
 constexpr int kMaxTensorRank = 8;
+constexpr size_t kMaxObjects = 1 << 20;
 
 struct Object;
 struct Value;
-using ObjectPtr = std::shared_ptr<Object>;
+// Containers live in the unpickler's arena and are referred to by raw
+// pointer: the memo aliases them (SETITEMS after BINPUT), and a hostile
+// pickle can make one contain itself, which reference counting would leak.
+using ObjectPtr = Object*;
 
-// The values a torch.save'd state dict can contain. Containers are shared
-// pointers because the pickle memo aliases them (SETITEMS after BINPUT).
+// The values a torch.save'd state dict can contain.
 struct None {};
 struct Mark {};
 struct Global {
@@ -149,7 +152,9 @@ class Unpickler {
     return Push(it->second);
   }
   absl::Status PushObject(Object::Kind kind, std::vector<Value> items) {
-    return Push(Value{std::make_shared<Object>(Object{kind, std::move(items)})});
+    if (arena_.size() >= kMaxObjects) return Error("too many objects in the pickle");
+    arena_.push_back(std::make_unique<Object>(Object{kind, std::move(items)}));
+    return Push(Value{arena_.back().get()});
   }
   absl::StatusOr<ObjectPtr> TopContainer(Object::Kind kind, size_t below) {
     if (stack_.size() < below + 1) return Error("pickle stack underflow");
@@ -178,6 +183,7 @@ class Unpickler {
   size_t op_offset_ = 0;
   std::vector<Value> stack_;
   absl::flat_hash_map<uint64_t, Value> memo_;
+  std::vector<std::unique_ptr<Object>> arena_;
 };
 
 absl::StatusOr<int64_t> AsInt(const Value& value) {

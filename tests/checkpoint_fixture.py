@@ -17,6 +17,7 @@ plus odd files for the reader's tests:
   odd/zip64.pth            tiny_fp32_mp1's shard rewritten with zip64 records
   odd/legacy.pth           the pre-1.6 non-zip format
   odd/parameter.pth        nn.Parameter values and integer and half tensors
+  odd/*.pkl                data.pkl records of the files above (unpickler fuzz seeds)
   odd/bad_*.pth            hand-built pickles whose tensors do not fit their
                            storages (offset, numel, shape)
   broken/<case>/            checkpoints with one thing wrong each, for the
@@ -178,6 +179,10 @@ def write_odd_files(out_dir):
               "h": torch.tensor([1.5, -2.0], dtype=torch.float16)}
     torch.save(params, os.path.join(d, "parameter.pth"))
     rewrite_as_zip64(os.path.join(out_dir, "tiny_fp32_mp1", "consolidated.00.pth"), os.path.join(d, "zip64.pth"))
+    for name in ("shared_storage", "parameter"):
+        with zipfile.ZipFile(os.path.join(d, name + ".pth")) as z:
+            with open(os.path.join(d, name + ".pkl"), "wb") as f:
+                f.write(z.read(name + "/data.pkl"))
     # Proves the zip64 file is well-formed to PyTorch's own reader.
     loaded = torch.load(os.path.join(d, "zip64.pth"))
     assert torch.equal(loaded["norm.weight"],

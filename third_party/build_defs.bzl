@@ -58,3 +58,32 @@ def proto_cc_library(name, srcs, deps = [], visibility = None):
         deps = deps + ["@system_libs//:protobuf"],
         visibility = visibility,
     )
+
+def llama_fuzz_test(name, srcs, deps = [], seeds = [], seconds = 5, **kwargs):
+    """A fuzz target (LLVMFuzzerTestOneInput in `srcs`) run as a bounded test.
+
+    By default it links //third_party:fuzz_driver, which replays `seeds` and
+    random mutations of them for `seconds`. With --config=libfuzzer (clang)
+    it links libFuzzer instead, for open-ended coverage-guided runs:
+      bazel run --config=libfuzzer //checkpoint:zip_reader_fuzz_test -- -max_total_time=600
+    """
+    native.cc_test(
+        name = name,
+        srcs = srcs,
+        copts = LLAMA_COPTS,
+        deps = deps + select({
+            "//third_party:libfuzzer": [],
+            "//conditions:default": ["//third_party:fuzz_driver"],
+        }),
+        linkopts = select({
+            "//third_party:libfuzzer": ["-fsanitize=fuzzer"],
+            "//conditions:default": [],
+        }),
+        data = seeds,
+        # libFuzzer takes a corpus folder instead (it would run seed files once and stop).
+        args = select({
+            "//third_party:libfuzzer": [],
+            "//conditions:default": ["--fuzz_seconds=%d" % seconds] + ["$(location %s)" % s for s in seeds],
+        }),
+        **kwargs
+    )
