@@ -299,11 +299,22 @@ def write_manifest(out_dir):
         json.dump(manifest, f, indent=1, sort_keys=True)
 
 
+# Not written by default: a ~2.2 GB bf16 checkpoint (TinyLlama-1.1B's shapes)
+# for //tools:convert_bench, made with --bench.
+BENCH = {"dim": 2048, "n_layers": 22, "n_heads": 32, "n_kv_heads": 4, "multiple_of": 256,
+         "ffn_dim_multiplier": 1.0, "norm_eps": 1e-05, "vocab_size": -1}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out_dir", required=True)
     parser.add_argument("--vocab_size", type=int, default=96)
+    parser.add_argument("--bench", action="store_true",
+                        help="write only bench_bf16_mp2: a multi-GB checkpoint for //tools:convert_bench")
     args = parser.parse_args()
+    if args.bench:
+        write_model(args.out_dir, "bench_bf16_mp2", BENCH, torch.bfloat16, 2, 3, 32000)
+        return
     for name, (params, dtype, mp, seed) in MODELS.items():
         write_model(args.out_dir, name, params, dtype, mp, seed, args.vocab_size)
     write_odd_files(args.out_dir)
