@@ -309,9 +309,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out_dir", required=True)
     parser.add_argument("--vocab_size", type=int, default=96)
+    parser.add_argument("--tokenizer_model", help="take --vocab_size from this SentencePiece model")
     parser.add_argument("--bench", action="store_true",
                         help="write only bench_bf16_mp2: a multi-GB checkpoint for //tools:convert_bench")
     args = parser.parse_args()
+    if args.tokenizer_model:
+        import sentencepiece
+        args.vocab_size = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer_model).get_piece_size()
     if args.bench:
         write_model(args.out_dir, "bench_bf16_mp2", BENCH, torch.bfloat16, 2, 3, 32000)
         return

@@ -1,0 +1,45 @@
+#include "ops/cpu/attention.h"
+
+#include <cmath>
+#include <vector>
+
+namespace llama::cpu {
+
+void Attention(const AttentionArgs& a, ThreadPool& pool) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+  const int64_t kv_stride = a.n_kv_heads * a.head_dim;
+  pool.ParallelFor(a.len * a.n_heads, 1, [&](int64_t begin, int64_t end) {
+    // Grows to the longest context once per thread, then is reused.
+    thread_local std::vector<float> scores;
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t row = job / a.n_heads, head = job % a.n_heads;
+      const int64_t pos = a.start_pos + row;
+      const float* q = a.q + (row * a.n_heads + head) * a.head_dim;
+      const int64_t kv = a.kv_head_of[head];
+      if (static_cast<int64_t>(scores.size()) < pos + 1) scores.resize(pos + 1);
+      float max_score = -INFINITY;
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float* k = a.k_cache + t * kv_stride + kv * a.head_dim;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
+        scores[t] = dot * scale;
+        max_score = std::max(max_score, scores[t]);
+      }
+      float sum = 0.0f;
+      for (int64_t t = 0; t <= pos; ++t) {
+        scores[t] = std::exp(scores[t] - max_score);
+        sum += scores[t];
+      }
+      const float inverse = 1.0f / sum;
+      float* out = a.out + (row * a.n_heads + head) * a.head_dim;
+      for (int64_t d = 0; d < a.head_dim; ++d) out[d] = 0.0f;
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float* v = a.v_cache + t * kv_stride + kv * a.head_dim;
+        const float weight = scores[t] * inverse;
+        for (int64_t d = 0; d < a.head_dim; ++d) out[d] += weight * v[d];
+      }
+    }
+  });
+}
+
+}  // namespace llama::cpu

@@ -1,0 +1,150 @@
+// Each CPU kernel against a plain scalar version written here, on random
+// inputs. Tolerance: |a - b| <= 1e-5 + 1e-5 |b| (f32 with a different
+// summation order over at most a few thousand terms).
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ops/cast.h"
+#include "ops/cpu/attention.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/linear.h"
+#include "ops/cpu/rope.h"
+#include "ops/cpu/thread_pool.h"
+
+namespace llama::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected[i], 1e-5 + 1e-5 * std::abs(expected[i])) << "index " << i;
+  }
+}
+
+TEST(KernelsTest, LinearMatchesScalarForEveryDtype) {
+  ThreadPool pool(3);
+  const int64_t n = 5, in = 67, out = 70;  // Not multiples of the row block or unroll.
+  const std::vector<float> x = Random(n * in, 1), w = Random(out * in, 2);
+  std::vector<uint16_t> w16(w.size()), wb16(w.size());
+  std::vector<float> w16f(w.size()), wb16f(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    w16[i] = F32ToF16(w[i]);
+    wb16[i] = F32ToBf16(w[i]);
+    w16f[i] = F16ToF32(w16[i]);
+    wb16f[i] = Bf16ToF32(wb16[i]);
+  }
+  struct Case {
+    Tensor weight;
+    const std::vector<float>* values;
+  };
+  for (const Case& c : {Case{Tensor::View(DType::kF32, {out, in}, w.data()), &w},
+                        Case{Tensor::View(DType::kF16, {out, in}, w16.data()), &w16f},
+                        Case{Tensor::View(DType::kBF16, {out, in}, wb16.data()), &wb16f}}) {
+    std::vector<float> y(n * out), expected(n * out);
+    Linear(x.data(), n, c.weight, y.data(), pool);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t o = 0; o < out; ++o) {
+        double sum = 0;
+        for (int64_t k = 0; k < in; ++k) sum += double(x[i * in + k]) * (*c.values)[o * in + k];
+        expected[i * out + o] = static_cast<float>(sum);
+      }
+    }
+    ExpectClose(y, expected);
+  }
+}
+
+TEST(KernelsTest, RmsNorm) {
+  const int64_t n = 3, dim = 33;
+  const std::vector<float> x = Random(n * dim, 3), w = Random(dim, 4);
+  std::vector<float> out(n * dim), expected(n * dim);
+  RmsNorm(x.data(), Tensor::View(DType::kF32, {dim}, w.data()), n, dim, 1e-5f, out.data());
+  for (int64_t r = 0; r < n; ++r) {
+    double ms = 0;
+    for (int64_t i = 0; i < dim; ++i) ms += double(x[r * dim + i]) * x[r * dim + i];
+    const double scale = 1.0 / std::sqrt(ms / dim + 1e-5);
+    for (int64_t i = 0; i < dim; ++i) expected[r * dim + i] = static_cast<float>(x[r * dim + i] * scale * w[i]);
+  }
+  ExpectClose(out, expected);
+}
+
+TEST(KernelsTest, RopeRotatesPairs) {
+  const int64_t hd = 8, heads = 2;
+  RopeTable table(hd, 64, 10000.0);
+  std::vector<float> x = Random(heads * hd, 5), expected = x;
+  table.Apply(x.data(), heads, 37);
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < hd / 2; ++i) {
+      const double angle = 37.0 * std::pow(10000.0, -2.0 * i / hd);
+      const double re = expected[h * hd + 2 * i], im = expected[h * hd + 2 * i + 1];
+      expected[h * hd + 2 * i] = static_cast<float>(re * std::cos(angle) - im * std::sin(angle));
+      expected[h * hd + 2 * i + 1] = static_cast<float>(re * std::sin(angle) + im * std::cos(angle));
+    }
+  }
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], expected[i], 1e-4) << i;
+  std::vector<float> y = Random(hd, 6), y0 = y;
+  table.Apply(y.data(), 1, 0);  // Position 0 is the identity.
+  EXPECT_EQ(y, y0);
+}
+
+// Grouped-query attention with a causal prefix, against the textbook form.
+TEST(KernelsTest, AttentionMatchesScalar) {
+  ThreadPool pool(2);
+  const int64_t n_heads = 4, n_kv = 2, hd = 8, start = 5, len = 3, capacity = 16;
+  const std::vector<float> q = Random(len * n_heads * hd, 7);
+  const std::vector<float> k = Random(capacity * n_kv * hd, 8), v = Random(capacity * n_kv * hd, 9);
+  const int kv_head_of[] = {0, 0, 1, 1};
+  std::vector<float> out(len * n_heads * hd), expected(out.size());
+  Attention({q.data(), k.data(), v.data(), kv_head_of, start, len, n_heads, n_kv, hd, out.data()}, pool);
+  for (int64_t r = 0; r < len; ++r) {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const int64_t kvh = h / 2, pos = start + r;
+      std::vector<double> s(pos + 1);
+      double max_s = -1e30, sum = 0;
+      for (int64_t t = 0; t <= pos; ++t) {
+        double dot = 0;
+        for (int64_t d = 0; d < hd; ++d) dot += double(q[(r * n_heads + h) * hd + d]) * k[(t * n_kv + kvh) * hd + d];
+        s[t] = dot / std::sqrt(double(hd));
+        max_s = std::max(max_s, s[t]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - max_s));
+      for (int64_t d = 0; d < hd; ++d) {
+        double acc = 0;
+        for (int64_t t = 0; t <= pos; ++t) acc += s[t] / sum * v[(t * n_kv + kvh) * hd + d];
+        expected[(r * n_heads + h) * hd + d] = static_cast<float>(acc);
+      }
+    }
+  }
+  ExpectClose(out, expected);
+}
+
+TEST(KernelsTest, SwiGluEmbeddingAndFiniteness) {
+  std::vector<float> gate = {-2.0f, 0.0f, 3.0f}, up = {1.0f, 5.0f, 2.0f};
+  SwiGlu(gate.data(), up.data(), 3);
+  EXPECT_NEAR(gate[0], -2.0 / (1 + std::exp(2.0)), 1e-6);
+  EXPECT_EQ(gate[1], 0.0f);
+  EXPECT_NEAR(gate[2], 3.0 / (1 + std::exp(-3.0)) * 2, 1e-5);
+  const std::vector<uint16_t> table = {F32ToBf16(1), F32ToBf16(2), F32ToBf16(3), F32ToBf16(4)};
+  std::vector<float> rows(4);
+  EmbeddingLookup(Tensor::View(DType::kBF16, {2, 2}, table.data()), {1, 0}, rows.data());
+  EXPECT_EQ(rows, (std::vector<float>{3, 4, 1, 2}));
+  EXPECT_TRUE(CheckFinite(rows.data(), 4, "x").ok());
+  rows[2] = NAN;
+  absl::Status status = CheckFinite(rows.data(), 4, "after layer 3");
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("index 2 after layer 3"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace llama::cpu

@@ -1,0 +1,33 @@
+// Rotary position embeddings in Meta's layout: within each head, element
+// pairs (2i, 2i+1) are a complex number rotated by pos * theta^(-2i/hd)
+// (the reference's precompute_freqs_cis + apply_rotary_emb).
+
+#ifndef LLAMA_OPS_CPU_ROPE_H_
+#define LLAMA_OPS_CPU_ROPE_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace llama::cpu {
+
+class RopeTable {
+ public:
+  // cos/sin for positions [0, positions) — the reference builds
+  // 2 * max_seq_len — and head_dim / 2 frequencies.
+  RopeTable(int64_t head_dim, int64_t positions, double theta);
+
+  int64_t positions() const { return positions_; }
+
+  // Rotates `heads` consecutive heads of `x` ([heads, head_dim]) for `pos`.
+  void Apply(float* x, int64_t heads, int64_t pos) const;
+
+ private:
+  int64_t half_;
+  int64_t positions_;
+  std::vector<float> cos_;  // [positions, half]
+  std::vector<float> sin_;
+};
+
+}  // namespace llama::cpu
+
+#endif  // LLAMA_OPS_CPU_ROPE_H_

@@ -1,0 +1,79 @@
+#include "ops/cpu/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace llama::cpu {
+
+int Argmax(const float* logits, int64_t n) {
+  int best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (logits[i] > logits[best]) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+float LogProb(const float* logits, int64_t n, int token) {
+  const float max_logit = logits[Argmax(logits, n)];
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  return static_cast<float>(static_cast<double>(logits[token] - max_logit) - std::log(sum));
+}
+
+int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, float top_p) {
+  probs_.resize(n);
+  order_.resize(n);
+  // softmax(logits / T) in double: the tail matters for the cumulative sum.
+  const double max_logit = logits[Argmax(logits, n)];
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    probs_[i] = std::exp((logits[i] - max_logit) / temperature);
+    total += probs_[i];
+  }
+  for (int64_t i = 0; i < n; ++i) probs_[i] /= total;
+  std::iota(order_.begin(), order_.end(), 0);
+  // Only the kept prefix needs ordering: grow a partial sort until the
+  // cumulative probability before the next token exceeds top_p.
+  int64_t sorted = 0, kept = 0;
+  double cumulative = 0.0;
+  const auto by_probability = [&](int a, int b) { return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b); };
+  while (kept < n) {
+    if (kept == sorted) {
+      const int64_t next = std::min(n, std::max<int64_t>(64, 2 * sorted));
+      std::partial_sort(order_.begin() + sorted, order_.begin() + next, order_.end(), by_probability);
+      sorted = next;
+    }
+    // The reference keeps token k while cumsum_k - p_k <= top_p, i.e. while
+    // the mass before it does not exceed top_p.
+    if (cumulative > top_p) break;
+    cumulative += probs_[order_[kept]];
+    ++kept;
+  }
+  return kept;
+}
+
+int TopPSampler::Sample(const float* logits, int64_t n, float temperature, float top_p, Rng& rng) {
+  const int64_t kept = Prepare(logits, n, temperature, top_p);
+  double mass = 0.0;
+  for (int64_t i = 0; i < kept; ++i) mass += probs_[order_[i]];
+  const double target = rng.Uniform() * mass;
+  double cumulative = 0.0;
+  for (int64_t i = 0; i < kept; ++i) {
+    cumulative += probs_[order_[i]];
+    if (target < cumulative) return order_[i];
+  }
+  return order_[kept - 1];
+}
+
+std::vector<std::pair<int, double>> TopPSampler::Distribution(const float* logits, int64_t n, float temperature,
+                                                              float top_p) {
+  const int64_t kept = Prepare(logits, n, temperature, top_p);
+  double mass = 0.0;
+  for (int64_t i = 0; i < kept; ++i) mass += probs_[order_[i]];
+  std::vector<std::pair<int, double>> distribution;
+  for (int64_t i = 0; i < kept; ++i) distribution.emplace_back(order_[i], probs_[order_[i]] / mass);
+  return distribution;
+}
+
+}  // namespace llama::cpu

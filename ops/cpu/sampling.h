@@ -1,0 +1,55 @@
+// Choosing the next token from logits, as the reference does: argmax at
+// temperature 0, else softmax(logits / T) then top-p (nucleus) sampling:
+// sort descending, drop tokens whose preceding cumulative probability
+// already exceeds top_p (mask = cumsum - p > top_p), renormalise, draw.
+
+#ifndef LLAMA_OPS_CPU_SAMPLING_H_
+#define LLAMA_OPS_CPU_SAMPLING_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace llama::cpu {
+
+// Index of the largest logit (the first one on ties, like torch.argmax on CPU).
+int Argmax(const float* logits, int64_t n);
+
+// log_softmax(logits)[token], computed stably: the reference's
+// -cross_entropy(logits, token).
+float LogProb(const float* logits, int64_t n, int token);
+
+// A reproducible random stream: the same seed gives the same draws on
+// every platform (std distributions are implementation-defined).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed) {}
+  // Uniform in [0, 1), 53 random bits.
+  double Uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+// Top-p sampling with reusable scratch space (one per generation row or thread).
+class TopPSampler {
+ public:
+  // temperature > 0, 0 < top_p <= 1 (the generator checks).
+  int Sample(const float* logits, int64_t n, float temperature, float top_p, Rng& rng);
+
+  // The truncated, renormalised distribution Sample draws from: pairs of
+  // (token, probability) in descending probability. For tests.
+  std::vector<std::pair<int, double>> Distribution(const float* logits, int64_t n, float temperature,
+                                                   float top_p);
+
+ private:
+  // Fills order_ (sorted token ids) and probs_; returns how many are kept.
+  int64_t Prepare(const float* logits, int64_t n, float temperature, float top_p);
+
+  std::vector<int> order_;
+  std::vector<double> probs_;
+};
+
+}  // namespace llama::cpu
+
+#endif  // LLAMA_OPS_CPU_SAMPLING_H_

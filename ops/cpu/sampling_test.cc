@@ -1,0 +1,82 @@
+#include "ops/cpu/sampling.h"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace llama::cpu {
+namespace {
+
+TEST(SamplingTest, ArgmaxTakesTheFirstMaximum) {
+  const std::vector<float> logits = {1, 5, 2, 5};
+  EXPECT_EQ(Argmax(logits.data(), 4), 1);
+}
+
+TEST(SamplingTest, LogProbIsLogSoftmax) {
+  const std::vector<float> logits = {1, 2, 3};
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  EXPECT_NEAR(LogProb(logits.data(), 3, 0), 1 - std::log(z), 1e-6);
+  const std::vector<float> huge = {1000, 0};  // No overflow.
+  EXPECT_NEAR(LogProb(huge.data(), 2, 0), 0.0, 1e-6);
+}
+
+// The reference's rule on a hand-made distribution: probabilities 0.5, 0.3,
+// 0.15, 0.05 with top_p 0.7 keep the first two (0.5 <= 0.7 before the
+// second; 0.8 > 0.7 before the third), renormalised to 0.625 / 0.375.
+TEST(SamplingTest, TopPKeepsTheReferencesNucleus) {
+  const std::vector<double> p = {0.05, 0.5, 0.15, 0.3};
+  std::vector<float> logits;
+  for (double x : p) logits.push_back(static_cast<float>(std::log(x)));
+  TopPSampler sampler;
+  auto d = sampler.Distribution(logits.data(), 4, 1.0f, 0.7f);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].first, 1);
+  EXPECT_NEAR(d[0].second, 0.625, 1e-6);
+  EXPECT_EQ(d[1].first, 3);
+  EXPECT_NEAR(d[1].second, 0.375, 1e-6);
+  EXPECT_EQ(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f).size(), 4u);
+  EXPECT_EQ(sampler.Distribution(logits.data(), 4, 1.0f, 0.4f).size(), 1u);
+}
+
+TEST(SamplingTest, SameSeedSameTokens) {
+  std::vector<float> logits(1000);
+  for (int i = 0; i < 1000; ++i) logits[i] = std::sin(i * 0.37f) * 3;
+  const auto draw = [&](uint64_t seed) {
+    Rng rng(seed);
+    TopPSampler sampler;
+    std::vector<int> tokens;
+    for (int i = 0; i < 50; ++i) tokens.push_back(sampler.Sample(logits.data(), 1000, 0.8f, 0.9f, rng));
+    return tokens;
+  };
+  EXPECT_EQ(draw(42), draw(42));
+  EXPECT_NE(draw(42), draw(43));
+}
+
+// Over many draws the empirical frequencies match the truncated,
+// renormalised distribution: a chi-square test at a 1e-6 false-alarm rate.
+TEST(SamplingTest, EmpiricalDistributionMatches) {
+  std::vector<float> logits(50);
+  for (int i = 0; i < 50; ++i) logits[i] = -0.15f * i;
+  TopPSampler sampler;
+  const float temperature = 0.7f, top_p = 0.8f;
+  const auto expected = sampler.Distribution(logits.data(), 50, temperature, top_p);
+  Rng rng(7);
+  std::map<int, int> counts;
+  const int draws = 200000;
+  for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits.data(), 50, temperature, top_p, rng)];
+  double chi2 = 0;
+  for (const auto& [token, p] : expected) {
+    const double e = p * draws;
+    chi2 += (counts[token] - e) * (counts[token] - e) / e;
+    counts.erase(token);
+  }
+  EXPECT_TRUE(counts.empty()) << "sampled a token outside the nucleus";
+  // For k - 1 degrees of freedom, mean k - 1 and sd sqrt(2(k - 1)): 7 sd is far beyond 1e-6.
+  const double dof = expected.size() - 1;
+  EXPECT_LT(chi2, dof + 7 * std::sqrt(2 * dof)) << "chi2 " << chi2 << " with " << dof << " dof";
+}
+
+}  // namespace
+}  // namespace llama::cpu

@@ -1,0 +1,58 @@
+// The tensor type of the engine: a dtype, a shape and contiguous row-major
+// storage, either owned (activations, caches; 64-byte aligned, zeroed) or
+// borrowed (weights inside a memory-mapped shard, never copied).
+//
+// Layout convention, written once: shapes list the slowest dimension first;
+// a weight of a linear layer is [out_features, in_features] as in PyTorch,
+// and activations are [tokens, features].
+
+#ifndef LLAMA_OPS_TENSOR_H_
+#define LLAMA_OPS_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/dtype.h"
+
+namespace llama {
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Owned, zero-filled storage.
+  static Tensor Zeros(DType dtype, std::vector<int64_t> shape);
+  // A read-only view of `data`, which must outlive every use of the tensor.
+  static Tensor View(DType dtype, std::vector<int64_t> shape, const void* data);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_[i]; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const;
+  size_t bytes() const { return numel() * DTypeSize(dtype_); }
+  bool empty() const { return data_ == nullptr; }
+
+  const void* raw() const { return data_; }
+  // Mutable access; only for owned tensors.
+  void* mutable_raw() const { return owned_ ? const_cast<void*>(data_) : nullptr; }
+  const float* f32() const { return static_cast<const float*>(data_); }
+  float* mutable_f32() const { return static_cast<float*>(mutable_raw()); }
+
+  // "bf16[4096, 11008]".
+  std::string DebugString() const;
+
+ private:
+  DType dtype_ = DType::kF32;
+  std::vector<int64_t> shape_;
+  std::shared_ptr<void> storage_;  // Null for views.
+  const void* data_ = nullptr;
+  bool owned_ = false;
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_OPS_TENSOR_H_
