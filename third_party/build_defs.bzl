@@ -21,9 +21,15 @@ def llama_cc_binary(name, copts = [], **kwargs):
     native.cc_binary(name = name, copts = LLAMA_COPTS + copts, **kwargs)
 
 def llama_cc_test(name, copts = [], deps = [], **kwargs):
-    """A GoogleTest binary with our main (glog and gflags initialised)."""
+    """A GoogleTest binary with our main (glog and gflags initialised).
+
+    Linked statically like the binaries (Bazel links tests against per-library
+    .so files by default), which the protobuf binding needs: see
+    system_libs.bzl.
+    """
     native.cc_test(
         name = name,
+        linkstatic = True,
         copts = LLAMA_COPTS + copts,
         deps = deps + ["//third_party:gtest_main"],
         **kwargs
@@ -69,6 +75,7 @@ def llama_fuzz_test(name, srcs, deps = [], seeds = [], seconds = 5, **kwargs):
     """
     native.cc_test(
         name = name,
+        linkstatic = True,
         srcs = srcs,
         copts = LLAMA_COPTS,
         deps = deps + select({

@@ -25,7 +25,6 @@ _PKG_CONFIG_TARGETS = {
     "nlohmann_json": ["nlohmann_json"],
     "openssl": ["libcrypto"],
     "gtest": ["gtest", "gmock"],
-    "protobuf": ["protobuf"],
     "sentencepiece": ["sentencepiece"],
     "xxhash": ["libxxhash"],
     "zlib": ["zlib"],
@@ -52,6 +51,20 @@ def _system_libs_impl(rctx):
         'package(default_visibility = ["//visibility:public"])',
         "",
         'exports_files(["protoc"])',
+        "",
+        # Debian's libsentencepiece.so carries and exports its own protobuf
+        # 3.14 runtime. Linked with libprotobuf.so (3.21), one of the two
+        # resolves to the other's symbols and aborts its version check. So
+        # protobuf is linked statically and its symbols are kept out of the
+        # dynamic symbol table: our code binds to the static 3.21 copy,
+        # SentencePiece to its own.
+        "cc_library(",
+        '    name = "protobuf",',
+        "    linkopts = %s," % repr(
+            ["-Wl,--push-state,-Bstatic", "-lprotobuf", "-Wl,--pop-state", "-Wl,--exclude-libs,libprotobuf.a"] +
+            [f for f in _pkg_config_libs(rctx, ["protobuf"]) if f != "-lprotobuf"]
+        ),
+        ")",
         "",
     ]
     for name, modules in sorted(_PKG_CONFIG_TARGETS.items()):

@@ -1,0 +1,43 @@
+// Collectives between the tensor-parallel ranks of one model.
+//
+// The model's layers call these where fairscale's parallel layers
+// communicate: an all-reduce after each row-parallel linear (attention wo,
+// FFN w2) and an all-gather after the parallel embedding and the output
+// projection. A world of one needs no communication (LocalCommunicator);
+// TCP (CPU) and NCCL (GPU) implementations join several processes.
+
+#ifndef LLAMA_WORKER_COMMUNICATOR_H_
+#define LLAMA_WORKER_COMMUNICATOR_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+
+namespace llama {
+
+// Called from one thread at a time; every rank must make the same calls in
+// the same order with the same counts.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // data[i] = sum over ranks of data[i], in place.
+  virtual absl::Status AllReduceSum(float* data, size_t count) = 0;
+  // recv = concatenation over ranks (rank order) of each rank's `count`
+  // floats of send; recv holds world_size() * count floats.
+  virtual absl::Status AllGather(const float* send, size_t count, float* recv) = 0;
+};
+
+// The world of one process.
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  absl::Status AllReduceSum(float*, size_t) override { return absl::OkStatus(); }
+  absl::Status AllGather(const float* send, size_t count, float* recv) override;
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_COMMUNICATOR_H_

@@ -1,0 +1,243 @@
+#include "worker/generator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ops/cpu/sampling.h"
+
+namespace llama {
+
+// One prompt's state while its batch runs.
+struct Generator::Row {
+  size_t index;                // In the request.
+  int slot;                    // KV cache slot.
+  std::vector<int> tokens;     // Prompt, then generated tokens.
+  size_t prompt_len;
+  size_t limit;                // Positions [0, limit) may be filled.
+  std::vector<float> logprobs; // logprobs[p]: of tokens[p]; [0] is 0, as the reference.
+  std::vector<float> last_logits;
+  bool done = false;
+  cpu::Rng rng;
+};
+
+namespace {
+
+// Seeds row `index`'s stream: SplitMix64 of (seed, index).
+uint64_t RowSeed(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Generator::Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id)
+    : model_(model), tokenizer_(tokenizer), eos_id_(tokenizer != nullptr ? tokenizer->eos_id() : eos_id) {}
+
+absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) {
+    return absl::InvalidArgumentError(absl::StrFormat("temperature %g: expected a finite value >= 0", o.temperature));
+  }
+  if (!(o.top_p > 0 && o.top_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("top_p %g: expected 0 < top_p <= 1", o.top_p));
+  }
+  if (o.max_gen_len.has_value() && *o.max_gen_len < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("max_gen_len %d: expected >= 0", *o.max_gen_len));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Generator::Prefill(std::vector<Row>& rows, bool all_logits) {
+  // Pack prompt pieces into steps of at most max_step_tokens tokens.
+  std::vector<size_t> done(rows.size(), 0);
+  const int64_t vocab = model_->vocab_size();
+  while (true) {
+    std::vector<SequenceChunk> chunks;
+    std::vector<size_t> owners;
+    int64_t budget = model_->max_step_tokens();
+    for (size_t r = 0; r < rows.size() && budget > 0; ++r) {
+      if (rows[r].done && !all_logits) continue;
+      const size_t remaining = rows[r].prompt_len - done[r];
+      if (remaining == 0) continue;
+      const size_t take = std::min<size_t>(remaining, budget);
+      chunks.push_back({rows[r].slot, static_cast<int64_t>(done[r]),
+                        absl::MakeConstSpan(rows[r].tokens).subspan(done[r], take), all_logits});
+      owners.push_back(r);
+      budget -= take;
+    }
+    if (chunks.empty()) return absl::OkStatus();
+    absl::StatusOr<absl::Span<const float>> logits = model_->Forward(chunks);
+    if (!logits.ok()) return logits.status();
+    const float* next = logits->data();
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      Row& row = rows[owners[c]];
+      const size_t len = chunks[c].tokens.size();
+      if (all_logits) {
+        // Logits at position p score the prompt token at p + 1.
+        for (size_t i = 0; i < len; ++i) {
+          const size_t p = done[owners[c]] + i;
+          if (p + 1 < row.prompt_len) row.logprobs[p + 1] = cpu::LogProb(next + i * vocab, vocab, row.tokens[p + 1]);
+        }
+        next += (len - 1) * vocab;
+      }
+      done[owners[c]] += len;
+      if (done[owners[c]] == row.prompt_len) row.last_logits.assign(next, next + vocab);
+      next += vocab;
+    }
+  }
+}
+
+absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& options) {
+  const int64_t vocab = model_->vocab_size();
+  // Rows with nothing to generate need the model only for prompt logprobs.
+  const bool all_logits = options.logprobs && options.echo;
+  for (Row& row : rows) row.done = row.tokens.size() >= row.limit;
+  if (absl::Status s = Prefill(rows, all_logits); !s.ok()) return s;
+  cpu::TopPSampler sampler;
+  std::vector<SequenceChunk> chunks;
+  std::vector<Row*> active;
+  while (true) {
+    chunks.clear();
+    active.clear();
+    for (Row& row : rows) {
+      if (row.done) continue;
+      const float* logits = row.last_logits.data();
+      const int token = options.temperature > 0
+                            ? sampler.Sample(logits, vocab, options.temperature, options.top_p, row.rng)
+                            : cpu::Argmax(logits, vocab);
+      row.tokens.push_back(token);
+      if (options.logprobs) row.logprobs.push_back(cpu::LogProb(logits, vocab, token));
+      if (token == eos_id_ || row.tokens.size() >= row.limit) {
+        row.done = true;
+        continue;
+      }
+      chunks.push_back({row.slot, static_cast<int64_t>(row.tokens.size() - 1),
+                        absl::MakeConstSpan(row.tokens).subspan(row.tokens.size() - 1, 1), false});
+      active.push_back(&row);
+    }
+    if (chunks.empty()) return absl::OkStatus();
+    absl::StatusOr<absl::Span<const float>> logits = model_->Forward(chunks);
+    if (!logits.ok()) return logits.status();
+    for (size_t i = 0; i < active.size(); ++i) {
+      active[i]->last_logits.assign(logits->data() + i * vocab, logits->data() + (i + 1) * vocab);
+    }
+  }
+}
+
+absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<std::vector<int>>& prompts,
+                                                            const SamplingOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (prompts.empty()) return absl::InvalidArgumentError("no prompts: expected at least one");
+  const int64_t max_seq_len = model_->max_seq_len();
+  const int64_t max_gen_len = options.max_gen_len.value_or(max_seq_len - 1);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("prompt %d is empty: expected at least one token (BOS)", i));
+    }
+    if (static_cast<int64_t>(prompts[i].size()) > max_seq_len) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "prompt %d has %d tokens, more than max_seq_len %d; shorten it or raise --max_seq_len", i,
+          prompts[i].size(), max_seq_len));
+    }
+    for (int token : prompts[i]) {
+      if (token < 0 || token >= model_->vocab_size()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "prompt %d: token id %d outside the vocabulary [0, %d)", i, token, model_->vocab_size()));
+      }
+    }
+  }
+
+  std::vector<Generation> results(prompts.size());
+  const size_t batch = model_->max_batch_size();
+  for (size_t first = 0; first < prompts.size(); first += batch) {
+    std::vector<Row> rows;
+    for (size_t i = first; i < std::min(prompts.size(), first + batch); ++i) {
+      Row row{i, static_cast<int>(i - first), prompts[i], prompts[i].size(),
+              static_cast<size_t>(std::min<int64_t>(prompts[i].size() + max_gen_len, max_seq_len)),
+              {}, {}, false, cpu::Rng(RowSeed(options.seed, i))};
+      if (options.logprobs) row.logprobs.assign(row.prompt_len, 0.0f);
+      rows.push_back(std::move(row));
+    }
+    if (absl::Status s = RunBatch(rows, options); !s.ok()) return s;
+    for (Row& row : rows) {
+      // The reference's post-processing: drop the prompt unless echo, then
+      // cut at the first EOS.
+      const size_t start = options.echo ? 0 : row.prompt_len;
+      Generation& out = results[row.index];
+      out.tokens.assign(row.tokens.begin() + start, row.tokens.end());
+      if (options.logprobs) out.logprobs.assign(row.logprobs.begin() + start, row.logprobs.end());
+      auto eos = std::find(out.tokens.begin(), out.tokens.end(), eos_id_);
+      if (eos != out.tokens.end()) {
+        const size_t cut = eos - out.tokens.begin();
+        out.tokens.resize(cut);
+        if (options.logprobs) out.logprobs.resize(cut);
+      }
+    }
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<Completion>> Generator::Decode(const std::vector<Generation>& generations,
+                                                          const SamplingOptions& options) {
+  std::vector<Completion> completions;
+  for (const Generation& g : generations) {
+    Completion c;
+    absl::StatusOr<std::string> text = tokenizer_->Decode(g.tokens);
+    if (!text.ok()) return text.status();
+    c.generation = *std::move(text);
+    c.token_ids = g.tokens;
+    c.logprobs = g.logprobs;
+    if (options.logprobs) {
+      for (int id : g.tokens) {
+        absl::StatusOr<std::string> piece = tokenizer_->Decode({id});
+        if (!piece.ok()) return piece.status();
+        c.tokens.push_back(*std::move(piece));
+      }
+    }
+    completions.push_back(std::move(c));
+  }
+  return completions;
+}
+
+absl::StatusOr<std::vector<Completion>> Generator::TextCompletion(const std::vector<std::string>& prompts,
+                                                                  const SamplingOptions& options) {
+  if (tokenizer_ == nullptr) return absl::FailedPreconditionError("TextCompletion needs a tokenizer");
+  std::vector<std::vector<int>> prompt_tokens;
+  for (const std::string& prompt : prompts) {
+    absl::StatusOr<std::vector<int>> ids = tokenizer_->Encode(prompt, /*bos=*/true, /*eos=*/false);
+    if (!ids.ok()) return ids.status();
+    prompt_tokens.push_back(*std::move(ids));
+  }
+  absl::StatusOr<std::vector<Generation>> generations = Generate(prompt_tokens, options);
+  if (!generations.ok()) return generations.status();
+  return Decode(*generations, options);
+}
+
+absl::StatusOr<std::vector<Completion>> Generator::ChatCompletion(const std::vector<Dialog>& dialogs,
+                                                                  const SamplingOptions& options) {
+  if (tokenizer_ == nullptr) return absl::FailedPreconditionError("ChatCompletion needs a tokenizer");
+  std::vector<std::vector<int>> prompt_tokens;
+  std::vector<bool> unsafe;
+  for (size_t i = 0; i < dialogs.size(); ++i) {
+    absl::StatusOr<ChatPrompt> prompt = EncodeDialog(*tokenizer_, dialogs[i]);
+    if (!prompt.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("dialog ", i, ": ", prompt.status().message()));
+    }
+    prompt_tokens.push_back(std::move(prompt->tokens));
+    unsafe.push_back(prompt->unsafe);
+  }
+  absl::StatusOr<std::vector<Generation>> generations = Generate(prompt_tokens, options);
+  if (!generations.ok()) return generations.status();
+  absl::StatusOr<std::vector<Completion>> completions = Decode(*generations, options);
+  if (!completions.ok()) return completions.status();
+  for (size_t i = 0; i < unsafe.size(); ++i) {
+    if (unsafe[i]) (*completions)[i].generation = std::string(kUnsafeRequestAnswer);
+  }
+  return completions;
+}
+
+}  // namespace llama

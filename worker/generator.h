@@ -1,0 +1,92 @@
+// The reference's generation API (Llama.generate, text_completion,
+// chat_completion) over any LanguageModel, with the same tokens and
+// log-probabilities and less work:
+//
+// - Each prompt is prefilled in one pass (in pieces of max_step_tokens),
+//   instead of starting every row at the shortest prompt and feeding the
+//   rest of longer prompts one token per step.
+// - A row stops costing anything once it has produced EOS or reached its
+//   length limit, min(len(prompt) + max_gen_len, max_seq_len), which is
+//   where the reference's output for that row ends too.
+// - Batches larger than max_batch_size run in chunks of max_batch_size
+//   (the reference refuses them with an assert).
+//
+// Where the reference is wrong, we are right (README lists these): prompt
+// log-probabilities with echo are never shifted by one position, and bad
+// input is an error naming what is wrong, never an assert.
+
+#ifndef LLAMA_WORKER_GENERATOR_H_
+#define LLAMA_WORKER_GENERATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tokenizer/chat_format.h"
+#include "tokenizer/tokenizer.h"
+#include "worker/language_model.h"
+
+namespace llama {
+
+struct SamplingOptions {
+  float temperature = 0.6f;  // 0: greedy (argmax).
+  float top_p = 0.9f;
+  // Default: max_seq_len - 1, as the reference.
+  std::optional<int64_t> max_gen_len;
+  bool logprobs = false;
+  bool echo = false;  // Include the prompt in the output.
+  // Row i of a request samples from its own stream seeded by (seed, i), so
+  // a row's tokens do not depend on the other rows of its batch.
+  uint64_t seed = 1;
+};
+
+struct Generation {
+  std::vector<int> tokens;
+  std::vector<float> logprobs;  // Empty unless options.logprobs.
+};
+
+// The shape of the reference's text_completion / chat_completion results.
+struct Completion {
+  std::string generation;             // Decoded text (for chat: the content).
+  std::vector<int> token_ids;
+  std::vector<std::string> tokens;    // Each id decoded alone.
+  std::vector<float> logprobs;        // Empty unless options.logprobs.
+};
+
+// Not thread-safe: one request at a time (the model's KV cache is shared).
+class Generator {
+ public:
+  // `model` must outlive the generator. `tokenizer` may be null for
+  // Generate alone; `eos_id` is then the stop token (Llama 2: 2).
+  Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id = 2);
+
+  absl::StatusOr<std::vector<Generation>> Generate(const std::vector<std::vector<int>>& prompt_tokens,
+                                                   const SamplingOptions& options);
+
+  // Prompts encoded with BOS; results decoded.
+  absl::StatusOr<std::vector<Completion>> TextCompletion(const std::vector<std::string>& prompts,
+                                                         const SamplingOptions& options);
+
+  // Dialogs in the Llama 2 chat format; a dialog with special tags gets
+  // kUnsafeRequestAnswer as its content, as in the reference.
+  absl::StatusOr<std::vector<Completion>> ChatCompletion(const std::vector<Dialog>& dialogs,
+                                                         const SamplingOptions& options);
+
+ private:
+  struct Row;
+  absl::Status CheckOptions(const SamplingOptions& options) const;
+  absl::Status RunBatch(std::vector<Row>& rows, const SamplingOptions& options);
+  absl::Status Prefill(std::vector<Row>& rows, bool all_logits);
+  absl::StatusOr<std::vector<Completion>> Decode(const std::vector<Generation>& generations,
+                                                 const SamplingOptions& options);
+
+  LanguageModel* model_;
+  const Tokenizer* tokenizer_;
+  int eos_id_;
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_GENERATOR_H_

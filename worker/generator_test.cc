@@ -1,0 +1,203 @@
+// The generator's semantics on a scripted model whose next token is always
+// (last token + 1) mod 8, with logit 5 for it and 0 for the rest: EOS (2)
+// arrives after a known number of steps for each row, and the model counts
+// the work it is given.
+
+#include "worker/generator.h"
+
+#include <cmath>
+#include <map>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace llama {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class ScriptedModel final : public LanguageModel {
+ public:
+  int64_t vocab_size() const override { return 8; }
+  int max_batch_size() const override { return 2; }
+  int64_t max_seq_len() const override { return 16; }
+  int64_t max_step_tokens() const override { return 8; }
+
+  absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override {
+    ++calls;
+    logits_.clear();
+    for (const SequenceChunk& c : chunks) {
+      // Positions must continue where the slot's cache left off.
+      int64_t& next = next_position_[c.slot];
+      if (c.start_pos != 0 && c.start_pos != next) {
+        return absl::InternalError(absl::StrCat("slot ", c.slot, " skipped to ", c.start_pos));
+      }
+      next = c.start_pos + c.tokens.size();
+      tokens += c.tokens.size();
+      for (size_t i = c.all_logits ? 0 : c.tokens.size() - 1; i < c.tokens.size(); ++i) {
+        for (int v = 0; v < 8; ++v) logits_.push_back(v == (c.tokens[i] + 1) % 8 ? 5.0f : 0.0f);
+      }
+    }
+    return absl::Span<const float>(logits_);
+  }
+
+  int calls = 0;
+  int64_t tokens = 0;
+
+ private:
+  std::vector<float> logits_;
+  std::map<int, int64_t> next_position_;
+};
+
+SamplingOptions Greedy(int64_t max_gen_len) {
+  SamplingOptions o;
+  o.temperature = 0;
+  o.max_gen_len = max_gen_len;
+  return o;
+}
+
+const float kLikely = 5.0f - std::log(std::exp(5.0f) + 7.0f);  // log p of the scripted next token.
+const float kUnlikely = 0.0f - std::log(std::exp(5.0f) + 7.0f);
+
+TEST(GeneratorTest, EachRowStopsAtItsOwnEosAndCostsNothingAfter) {
+  ScriptedModel model;
+  Generator generator(&model, nullptr, /*eos_id=*/2);
+  absl::StatusOr<std::vector<Generation>> out = generator.Generate({{1, 5}, {1, 0}}, Greedy(10));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].tokens, ElementsAre(6, 7, 0, 1));  // Then 2 (EOS), cut.
+  EXPECT_THAT((*out)[1].tokens, ElementsAre(1));
+  // Prefill 2 + 2 tokens, then row 0 feeds 6, 7, 0, 1 and row 1 feeds 1.
+  EXPECT_EQ(model.tokens, 9);
+  EXPECT_EQ(model.calls, 5);
+}
+
+TEST(GeneratorTest, LengthLimits) {
+  ScriptedModel model;
+  Generator generator(&model, nullptr, 2);
+  // max_gen_len caps each row; EOS never comes from 3 -> 4 -> 5 -> 6.
+  EXPECT_THAT((*generator.Generate({{3}}, Greedy(3)))[0].tokens, ElementsAre(4, 5, 6));
+  // max_seq_len caps too: 14 prompt tokens leave 2 positions.
+  const std::vector<int> long_prompt = {3, 4, 5, 6, 7, 0, 1, 3, 4, 5, 6, 7, 0, 3};
+  EXPECT_THAT((*generator.Generate({long_prompt}, Greedy(10)))[0].tokens, ElementsAre(4, 5));
+  // A prompt of exactly max_seq_len tokens gets none, and no model call.
+  model.calls = 0;
+  EXPECT_THAT((*generator.Generate({std::vector<int>(16, 3)}, Greedy(10)))[0].tokens, IsEmpty());
+  EXPECT_EQ(model.calls, 0);
+  // max_gen_len 0 returns no tokens.
+  EXPECT_THAT((*generator.Generate({{1, 3}}, Greedy(0)))[0].tokens, IsEmpty());
+  // The default max_gen_len is max_seq_len - 1: room to reach EOS here.
+  SamplingOptions unlimited;
+  unlimited.temperature = 0;
+  EXPECT_THAT((*generator.Generate({{3}}, unlimited))[0].tokens, ElementsAre(4, 5, 6, 7, 0, 1));  // Then EOS.
+}
+
+TEST(GeneratorTest, LogprobsAndEcho) {
+  ScriptedModel model;
+  Generator generator(&model, nullptr, 2);
+  SamplingOptions o = Greedy(2);
+  o.logprobs = true;
+  absl::StatusOr<std::vector<Generation>> out = generator.Generate({{4, 5, 7}}, o);
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].tokens, ElementsAre(0, 1));
+  ASSERT_EQ((*out)[0].logprobs.size(), 2u);
+  EXPECT_NEAR((*out)[0].logprobs[0], kLikely, 1e-6);
+  o.echo = true;
+  out = generator.Generate({{4, 5, 7}}, o);
+  EXPECT_THAT((*out)[0].tokens, ElementsAre(4, 5, 7, 0, 1));
+  // Position 0 has no logprob (0, as the reference); 5 follows 4 (likely);
+  // 7 does not follow 5 (unlikely); then the generated tokens.
+  ASSERT_EQ((*out)[0].logprobs.size(), 5u);
+  EXPECT_EQ((*out)[0].logprobs[0], 0.0f);
+  EXPECT_NEAR((*out)[0].logprobs[1], kLikely, 1e-6);
+  EXPECT_NEAR((*out)[0].logprobs[2], kUnlikely, 1e-6);
+  EXPECT_NEAR((*out)[0].logprobs[3], kLikely, 1e-6);
+  // max_gen_len 0 with equal-length prompts: the reference shifts these by
+  // one position; we score each token from the logits before it.
+  o.max_gen_len = 0;
+  out = generator.Generate({{4, 5, 7}, {4, 6, 7}}, o);
+  ASSERT_TRUE(out.ok());
+  EXPECT_NEAR((*out)[1].logprobs[1], kUnlikely, 1e-6);
+  EXPECT_NEAR((*out)[1].logprobs[2], kLikely, 1e-6);
+  // Echo also cuts at an EOS inside the prompt, as the reference does.
+  out = generator.Generate({{4, 2, 5}}, o);
+  EXPECT_THAT((*out)[0].tokens, ElementsAre(4));
+}
+
+TEST(GeneratorTest, LargeBatchesRunInChunksInInputOrder) {
+  ScriptedModel model;
+  Generator generator(&model, nullptr, 2);
+  absl::StatusOr<std::vector<Generation>> out = generator.Generate({{3}, {4}, {5}, {6}, {7}}, Greedy(1));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_THAT((*out)[i].tokens, ElementsAre((i + 4) % 8)) << i;
+}
+
+TEST(GeneratorTest, LongPromptsArePrefilledInPieces) {
+  ScriptedModel model;  // max_step_tokens 8.
+  Generator generator(&model, nullptr, 2);
+  SamplingOptions o = Greedy(1);
+  o.logprobs = true;
+  o.echo = true;
+  const std::vector<int> prompt = {3, 4, 5, 6, 7, 0, 1, 3, 4, 5, 6, 7};
+  absl::StatusOr<std::vector<Generation>> out = generator.Generate({prompt}, o);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].tokens.back(), 0);
+  // Token 3 at position 7 follows 1 (unlikely); every other prompt token is likely.
+  for (int p = 1; p < 12; ++p) EXPECT_NEAR((*out)[0].logprobs[p], p == 7 ? kUnlikely : kLikely, 1e-6) << p;
+}
+
+TEST(GeneratorTest, SamplingIsSeededPerRow) {
+  ScriptedModel model;
+  Generator generator(&model, nullptr, 2);
+  SamplingOptions o;
+  o.temperature = 5.0f;  // Flat enough to sample widely.
+  o.top_p = 1.0f;
+  o.max_gen_len = 6;
+  o.seed = 99;
+  const std::vector<std::vector<int>> prompts = {{3}, {4}, {5}};
+  absl::StatusOr<std::vector<Generation>> a = generator.Generate(prompts, o);
+  absl::StatusOr<std::vector<Generation>> b = generator.Generate(prompts, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens);
+  o.seed = 100;
+  absl::StatusOr<std::vector<Generation>> c = generator.Generate(prompts, o);
+  bool differs = false;
+  for (int i = 0; i < 3; ++i) differs |= (*a)[i].tokens != (*c)[i].tokens;
+  EXPECT_TRUE(differs);
+}
+
+TEST(GeneratorTest, BadInputIsAClearError) {
+  ScriptedModel model;
+  Generator generator(&model, nullptr, 2);
+  struct Case {
+    std::vector<std::vector<int>> prompts;
+    SamplingOptions options;
+    const char* expected;
+  };
+  auto with = [](auto edit) {
+    SamplingOptions o = Greedy(4);
+    edit(o);
+    return o;
+  };
+  const Case cases[] = {
+      {{}, Greedy(4), "no prompts"},
+      {{{1}, {}}, Greedy(4), "prompt 1 is empty"},
+      {{std::vector<int>(17, 3)}, Greedy(4), "prompt 0 has 17 tokens, more than max_seq_len 16"},
+      {{{1, 9}}, Greedy(4), "prompt 0: token id 9 outside the vocabulary [0, 8)"},
+      {{{1}}, with([](SamplingOptions& o) { o.temperature = -0.5f; }), "temperature -0.5"},
+      {{{1}}, with([](SamplingOptions& o) { o.temperature = NAN; }), "temperature nan"},
+      {{{1}}, with([](SamplingOptions& o) { o.top_p = 0; }), "top_p 0: expected 0 < top_p <= 1"},
+      {{{1}}, with([](SamplingOptions& o) { o.top_p = 1.5f; }), "top_p 1.5"},
+      {{{1}}, with([](SamplingOptions& o) { o.max_gen_len = -1; }), "max_gen_len -1: expected >= 0"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::vector<Generation>> out = generator.Generate(c.prompts, c.options);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << c.expected;
+    EXPECT_THAT(out.status().message(), HasSubstr(c.expected));
+  }
+}
+
+}  // namespace
+}  // namespace llama

@@ -1,0 +1,69 @@
+#include "worker/model_weights.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/llama_layout.h"
+
+namespace llama {
+
+absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader> shard) {
+  ModelWeights weights;
+  const shard::ShardIndex& index = shard->index();
+  weights.config = ModelConfigFromProto(index.config());
+  weights.rank = index.rank();
+  weights.world_size = index.world_size();
+  if (index.rope_layout() != shard::ROPE_LAYOUT_INTERLEAVED) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: rotary layout %d is not Meta's interleaved layout; re-convert from Meta's checkpoint",
+        shard->path(), index.rope_layout()));
+  }
+  if (absl::Status s = CheckWorldSize(weights.config, weights.world_size); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(shard->path(), ": ", s.message()));
+  }
+  const auto view = [&](const TensorSpec& spec) -> absl::StatusOr<Tensor> {
+    absl::StatusOr<ShardTensor> t = shard->Tensor(spec.name);
+    if (!t.ok()) return t.status();
+    const std::vector<int64_t> expected = RankShape(spec, weights.config, weights.rank, weights.world_size);
+    const std::vector<int64_t> shape(t->entry->shape().begin(), t->entry->shape().end());
+    if (shape != expected) {
+      return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" has shape [%s]; expected [%s]",
+                                                           shard->path(), spec.name, absl::StrJoin(shape, ", "),
+                                                           absl::StrJoin(expected, ", ")));
+    }
+    if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16) {
+      return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" is %s; expected f32, f16 or bf16",
+                                                           shard->path(), spec.name, DTypeName(t->dtype)));
+    }
+    return Tensor::View(t->dtype, shape, t->bytes.data());
+  };
+  const std::vector<TensorSpec> specs = LlamaTensors(weights.config);
+  std::vector<Tensor> tensors;
+  for (const TensorSpec& spec : specs) {
+    absl::StatusOr<Tensor> t = view(spec);
+    if (!t.ok()) return t.status();
+    tensors.push_back(*std::move(t));
+  }
+  const ModelConfig& c = weights.config;
+  const TensorSpec kv_spec{"", {c.n_kv_heads * c.head_dim(), c.dim}, SplitKind::kKvColumn};
+  weights.kv_head_begin =
+      static_cast<int>(RankSlice(kv_spec, c, weights.rank, weights.world_size).begin / c.head_dim());
+  // LlamaTensors' order: embeddings, 9 per layer, norm, output.
+  size_t next = 0;
+  weights.tok_embeddings = tensors[next++];
+  for (int64_t i = 0; i < weights.config.n_layers; ++i) {
+    LayerWeights layer;
+    for (Tensor* t : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w1, &layer.w2, &layer.w3,
+                      &layer.attention_norm, &layer.ffn_norm}) {
+      *t = tensors[next++];
+    }
+    weights.layers.push_back(std::move(layer));
+  }
+  weights.norm = tensors[next++];
+  weights.output = tensors[next++];
+  weights.shard = std::move(shard);
+  return weights;
+}
+
+}  // namespace llama

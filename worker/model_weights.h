@@ -1,0 +1,48 @@
+// One rank's weights, as views into its mapped shard (never copied).
+//
+// Shapes (this rank's slice; hd = head_dim, ws = world size):
+//   tok_embeddings [vocab, dim / ws]      attention_norm, ffn_norm, norm [dim]
+//   wq [n_heads / ws * hd, dim]           wk, wv [local_kv_heads * hd, dim]
+//   wo [dim, n_heads / ws * hd]           w1, w3 [hidden / ws, dim]
+//   w2 [dim, hidden / ws]                 output [vocab / ws, dim]
+
+#ifndef LLAMA_WORKER_MODEL_WEIGHTS_H_
+#define LLAMA_WORKER_MODEL_WEIGHTS_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "checkpoint/model_config.h"
+#include "checkpoint/shard_format.h"
+#include "ops/tensor.h"
+
+namespace llama {
+
+struct LayerWeights {
+  Tensor attention_norm;
+  Tensor wq, wk, wv, wo;
+  Tensor ffn_norm;
+  Tensor w1, w2, w3;
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  int rank = 0;
+  int world_size = 1;
+  int kv_head_begin = 0;  // Global index of this rank's first KV head.
+  Tensor tok_embeddings;
+  std::vector<LayerWeights> layers;
+  Tensor norm;
+  Tensor output;
+  // Keeps the mapping alive while the views are in use.
+  std::shared_ptr<const ShardReader> shard;
+};
+
+// Views every tensor of `shard`, checking names, shapes and dtypes against
+// its config and rank. Errors name the shard file and the tensor.
+absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader> shard);
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_MODEL_WEIGHTS_H_
