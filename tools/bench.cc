@@ -1,0 +1,196 @@
+// //tools:bench: prefill and decode throughput of the CPU engine, and peak RSS.
+//
+//   bench                                   synthetic model, random bf16 weights
+//   bench --dim=4096 --n_layers=32 ...      another synthetic shape
+//   bench --shard=/path/rank-0-of-1.shard   a converted checkpoint
+//
+// The default shape (dim 2048, 22 layers, 32 heads, 4 KV heads, FFN 5632,
+// vocab 32000; TinyLlama-1.1B) keeps a run to about a minute on 2 cores.
+// Decode is memory-bound: the line "weights streamed" compares the bytes
+// read per decode step with the machine's memory bandwidth (--mem_gbps).
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <cstdio>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "absl/strings/str_format.h"
+#include "checkpoint/llama_layout.h"
+#include "checkpoint/shard_format.h"
+#include "ops/cast.h"
+#include "worker/communicator.h"
+#include "worker/model_weights.h"
+#include "worker/transformer.h"
+
+DEFINE_string(shard, "", "A shard to benchmark (world size 1); default: a synthetic model.");
+DEFINE_int64(dim, 2048, "Synthetic model: embedding dimension.");
+DEFINE_int64(n_layers, 22, "Synthetic model: layers.");
+DEFINE_int64(n_heads, 32, "Synthetic model: query heads.");
+DEFINE_int64(n_kv_heads, 4, "Synthetic model: key/value heads.");
+DEFINE_int64(ffn_hidden, 5632, "Synthetic model: FFN hidden size.");
+DEFINE_int64(vocab_size, 32000, "Synthetic model: vocabulary.");
+DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
+DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
+DEFINE_int32(batch, 1, "Sequences decoded together.");
+DEFINE_int32(threads, 0, "Worker threads (0: one per hardware thread).");
+DEFINE_double(mem_gbps, 0, "Memory bandwidth of this machine in GB/s, for the % of the limit (0: not shown).");
+
+namespace {
+
+// Random bf16 weights with the shapes of LlamaTensors, owned in memory.
+llama::ModelWeights SyntheticWeights(const llama::ModelConfig& config, std::vector<llama::Tensor>* storage) {
+  // Uniform in [-sqrt(3), sqrt(3)) (unit variance) from a xorshift stream:
+  // a billion values take seconds, not the minute std::normal_distribution takes.
+  uint64_t state = 88172645463325252ull;
+  const auto uniform = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return (static_cast<float>(state >> 40) / 16777216.0f * 2.0f - 1.0f) * 1.7320508f;
+  };
+  std::vector<llama::Tensor> tensors;
+  for (const llama::TensorSpec& spec : llama::LlamaTensors(config)) {
+    llama::Tensor t = llama::Tensor::Zeros(llama::DType::kBF16, spec.shape);
+    uint16_t* data = static_cast<uint16_t*>(t.mutable_raw());
+    const float scale = spec.shape.size() == 2 ? 1.0f / std::sqrt(static_cast<float>(spec.shape[1])) : 0.0f;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      data[i] = llama::F32ToBf16(spec.shape.size() == 2 ? uniform() * scale : 1.0f);
+    }
+    tensors.push_back(t);
+  }
+  llama::ModelWeights w;
+  w.config = config;
+  size_t next = 0;
+  w.tok_embeddings = tensors[next++];
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    llama::LayerWeights layer;
+    for (llama::Tensor* t : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w1, &layer.w2, &layer.w3,
+                             &layer.attention_norm, &layer.ffn_norm}) {
+      *t = tensors[next++];
+    }
+    w.layers.push_back(layer);
+  }
+  w.norm = tensors[next++];
+  w.output = tensors[next++];
+  *storage = std::move(tensors);
+  return w;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("Measures prefill and decode tokens/s of the CPU engine.");
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+
+  std::vector<llama::Tensor> storage;
+  absl::StatusOr<llama::ModelWeights> weights;
+  if (!FLAGS_shard.empty()) {
+    absl::StatusOr<std::unique_ptr<llama::ShardReader>> shard = llama::ShardReader::Open(FLAGS_shard);
+    if (!shard.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(shard.status().message()).c_str());
+      return 1;
+    }
+    weights = llama::LoadModelWeights(std::shared_ptr<const llama::ShardReader>(std::move(*shard)));
+  } else {
+    llama::ModelConfig config;
+    config.dim = FLAGS_dim;
+    config.n_layers = FLAGS_n_layers;
+    config.n_heads = FLAGS_n_heads;
+    config.n_kv_heads = FLAGS_n_kv_heads;
+    config.vocab_size = FLAGS_vocab_size;
+    // multiple_of = hidden size reproduces it exactly through the reference's rule.
+    config.multiple_of = FLAGS_ffn_hidden;
+    config.ffn_dim_multiplier = static_cast<double>(FLAGS_ffn_hidden) / static_cast<int64_t>(8 * FLAGS_dim / 3);
+    if (absl::Status s = llama::ValidateModelConfig(config, "synthetic model"); !s.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    weights = SyntheticWeights(config, &storage);
+  }
+  if (!weights.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(weights.status().message()).c_str());
+    return 1;
+  }
+  const llama::ModelConfig config = weights->config;
+  uint64_t weight_bytes = 0;
+  for (const llama::Tensor* t : {&weights->tok_embeddings, &weights->norm, &weights->output}) weight_bytes += t->bytes();
+  for (const llama::LayerWeights& l : weights->layers) {
+    for (const llama::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3, &l.attention_norm, &l.ffn_norm}) {
+      weight_bytes += t->bytes();
+    }
+  }
+  // The embedding table is read a row per token, not streamed.
+  const uint64_t streamed_bytes = weight_bytes - weights->tok_embeddings.bytes();
+
+  llama::LocalCommunicator comm;
+  llama::TransformerOptions options;
+  options.max_batch_size = FLAGS_batch;
+  options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
+  options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
+  options.threads = FLAGS_threads;
+  absl::StatusOr<std::unique_ptr<llama::Transformer>> model =
+      llama::Transformer::Create(*std::move(weights), &comm, options);
+  if (!model.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+
+  std::vector<int> prompt(FLAGS_prefill_tokens);
+  for (int i = 0; i < FLAGS_prefill_tokens; ++i) prompt[i] = (i * 7919) % config.vocab_size;
+  // Prefill: one prompt in one pass (slot 0); then the other slots.
+  auto start = std::chrono::steady_clock::now();
+  for (int b = 0; b < FLAGS_batch; ++b) {
+    absl::StatusOr<absl::Span<const float>> logits = (*model)->Forward({{b, 0, prompt, false}});
+    if (!logits.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(logits.status().message()).c_str());
+      return 1;
+    }
+  }
+  const double prefill_seconds = Seconds(start);
+
+  std::vector<int> next(FLAGS_batch, 1);
+  std::vector<llama::SequenceChunk> chunks(FLAGS_batch);
+  start = std::chrono::steady_clock::now();
+  for (int step = 0; step < FLAGS_decode_tokens; ++step) {
+    for (int b = 0; b < FLAGS_batch; ++b) {
+      chunks[b] = {b, FLAGS_prefill_tokens + step, absl::MakeConstSpan(&next[b], 1), false};
+    }
+    absl::StatusOr<absl::Span<const float>> logits = (*model)->Forward(chunks);
+    if (!logits.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(logits.status().message()).c_str());
+      return 1;
+    }
+  }
+  const double decode_seconds = Seconds(start);
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+
+  const double step_ms = 1000 * decode_seconds / FLAGS_decode_tokens;
+  const double gbps = streamed_bytes / (decode_seconds / FLAGS_decode_tokens) / 1e9;
+  std::printf("model:    dim %lld, %lld layers, %lld/%lld heads, FFN %lld, vocab %lld, %.2f GB of weights (%s)\n",
+              (long long)config.dim, (long long)config.n_layers, (long long)config.n_heads,
+              (long long)config.n_kv_heads, (long long)config.ffn_hidden_dim(), (long long)config.vocab_size,
+              weight_bytes / 1e9, FLAGS_shard.empty() ? "synthetic bf16" : FLAGS_shard.c_str());
+  std::printf("threads:  %d\n", FLAGS_threads > 0 ? FLAGS_threads : (int)std::thread::hardware_concurrency());
+  std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
+              prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / prefill_seconds);
+  std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,
+              FLAGS_batch * 1000 / step_ms);
+  std::printf("weights streamed per decode step: %.2f GB/s", gbps);
+  if (FLAGS_mem_gbps > 0) std::printf(" = %.0f%% of the %.1f GB/s memory limit", 100 * gbps / FLAGS_mem_gbps, FLAGS_mem_gbps);
+  std::printf("\npeak RSS: %.2f GB\n", usage.ru_maxrss / 1e6);
+  return 0;
+}
