@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -171,6 +173,20 @@ absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::
   absl::StatusOr<shard::SourceFile> params_record = Describe(dir, "params.json");
   if (!params_record.ok()) return params_record.status();
   set.records.push_back(*params_record);
+  // Meta's checklist.chk gives each file's MD5 for free; keep it for whoever
+  // imports the shards later (verifying it is --verify_checklist's job).
+  if (std::ifstream checklist(dir + "/checklist.chk"); checklist) {
+    std::stringstream text;
+    text << checklist.rdbuf();
+    absl::StatusOr<std::vector<ChecklistEntry>> entries = ParseChecklist(text.str(), dir + "/checklist.chk");
+    if (entries.ok()) {
+      for (shard::SourceFile& record : set.records) {
+        for (const ChecklistEntry& entry : *entries) {
+          if (entry.file == record.name()) record.set_md5(entry.md5);
+        }
+      }
+    }
+  }
   const int m = set.pth_files.size();
 
   // Meta ships vocab_size -1; the embedding says how many rows there are.

@@ -17,6 +17,7 @@ plus odd files for the reader's tests:
   odd/zip64.pth            tiny_fp32_mp1's shard rewritten with zip64 records
   odd/legacy.pth           the pre-1.6 non-zip format
   odd/parameter.pth        nn.Parameter values and integer and half tensors
+  odd/protocol[45].pth     the same saved with pickle protocols 4 and 5
   odd/*.pkl                data.pkl records of the files above (unpickler fuzz seeds)
   odd/bad_*.pth            hand-built pickles whose tensors do not fit their
                            storages (offset, numel, shape)
@@ -178,6 +179,8 @@ def write_odd_files(out_dir):
               "i": torch.arange(5, dtype=torch.int64),
               "h": torch.tensor([1.5, -2.0], dtype=torch.float16)}
     torch.save(params, os.path.join(d, "parameter.pth"))
+    for protocol in (4, 5):  # torch.save's default is 2; users may pass others.
+        torch.save(params, os.path.join(d, f"protocol{protocol}.pth"), pickle_protocol=protocol)
     rewrite_as_zip64(os.path.join(out_dir, "tiny_fp32_mp1", "consolidated.00.pth"), os.path.join(d, "zip64.pth"))
     for name in ("shared_storage", "parameter"):
         with zipfile.ZipFile(os.path.join(d, name + ".pth")) as z:

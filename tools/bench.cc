@@ -22,11 +22,10 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_format.h"
-#include "checkpoint/llama_layout.h"
 #include "checkpoint/shard_format.h"
-#include "ops/cast.h"
 #include "worker/communicator.h"
 #include "worker/model_weights.h"
+#include "worker/synthetic_weights.h"
 #include "worker/transformer.h"
 
 DEFINE_string(shard, "", "A shard to benchmark (world size 1); default: a synthetic model.");
@@ -44,45 +43,6 @@ DEFINE_double(mem_gbps, 0, "Memory bandwidth of this machine in GB/s, for the % 
 
 namespace {
 
-// Random bf16 weights with the shapes of LlamaTensors, owned in memory.
-llama::ModelWeights SyntheticWeights(const llama::ModelConfig& config, std::vector<llama::Tensor>* storage) {
-  // Uniform in [-sqrt(3), sqrt(3)) (unit variance) from a xorshift stream:
-  // a billion values take seconds, not the minute std::normal_distribution takes.
-  uint64_t state = 88172645463325252ull;
-  const auto uniform = [&state] {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return (static_cast<float>(state >> 40) / 16777216.0f * 2.0f - 1.0f) * 1.7320508f;
-  };
-  std::vector<llama::Tensor> tensors;
-  for (const llama::TensorSpec& spec : llama::LlamaTensors(config)) {
-    llama::Tensor t = llama::Tensor::Zeros(llama::DType::kBF16, spec.shape);
-    uint16_t* data = static_cast<uint16_t*>(t.mutable_raw());
-    const float scale = spec.shape.size() == 2 ? 1.0f / std::sqrt(static_cast<float>(spec.shape[1])) : 0.0f;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      data[i] = llama::F32ToBf16(spec.shape.size() == 2 ? uniform() * scale : 1.0f);
-    }
-    tensors.push_back(t);
-  }
-  llama::ModelWeights w;
-  w.config = config;
-  size_t next = 0;
-  w.tok_embeddings = tensors[next++];
-  for (int64_t i = 0; i < config.n_layers; ++i) {
-    llama::LayerWeights layer;
-    for (llama::Tensor* t : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w1, &layer.w2, &layer.w3,
-                             &layer.attention_norm, &layer.ffn_norm}) {
-      *t = tensors[next++];
-    }
-    w.layers.push_back(layer);
-  }
-  w.norm = tensors[next++];
-  w.output = tensors[next++];
-  *storage = std::move(tensors);
-  return w;
-}
-
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -95,7 +55,6 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
 
-  std::vector<llama::Tensor> storage;
   absl::StatusOr<llama::ModelWeights> weights;
   if (!FLAGS_shard.empty()) {
     absl::StatusOr<std::unique_ptr<llama::ShardReader>> shard = llama::ShardReader::Open(FLAGS_shard);
@@ -118,7 +77,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
       return 1;
     }
-    weights = SyntheticWeights(config, &storage);
+    weights = llama::SyntheticWeights(config, llama::DType::kBF16);
   }
   if (!weights.ok()) {
     std::fprintf(stderr, "bench: %s\n", std::string(weights.status().message()).c_str());

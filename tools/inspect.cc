@@ -54,7 +54,8 @@ int InspectShard(const std::string& path) {
   std::printf(" norm_eps=%g rope_theta=%g ffn_hidden=%lld\n", c.norm_eps(), c.rope_theta(),
               (long long)llama::ModelConfigFromProto(c).ffn_hidden_dim());
   for (const llama::shard::SourceFile& s : index.sources()) {
-    std::printf("source: %s (%llu bytes)\n", s.name().c_str(), (unsigned long long)s.size());
+    std::printf("source: %s (%llu bytes%s%s)\n", s.name().c_str(), (unsigned long long)s.size(),
+                s.md5().empty() ? "" : ", md5 ", s.md5().c_str());
   }
   std::printf("%-40s %-5s %-16s %-22s %s\n", "name", "dtype", "shape", "split (dim: range/full)", "xxh3_64");
   for (const llama::shard::TensorEntry& e : index.tensors()) {

@@ -8,6 +8,26 @@
 
 namespace llama {
 
+ModelWeights AssembleModelWeights(const ModelConfig& config, std::vector<Tensor> tensors) {
+  // LlamaTensors' order: embeddings, then per layer wq wk wv wo w1 w2 w3
+  // attention_norm ffn_norm, then norm and output.
+  ModelWeights weights;
+  weights.config = config;
+  size_t next = 0;
+  weights.tok_embeddings = tensors[next++];
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    LayerWeights layer;
+    for (Tensor* t : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w1, &layer.w2, &layer.w3,
+                      &layer.attention_norm, &layer.ffn_norm}) {
+      *t = tensors[next++];
+    }
+    weights.layers.push_back(std::move(layer));
+  }
+  weights.norm = tensors[next++];
+  weights.output = tensors[next++];
+  return weights;
+}
+
 absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader> shard) {
   ModelWeights weights;
   const shard::ShardIndex& index = shard->index();
@@ -49,19 +69,11 @@ absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader>
   const TensorSpec kv_spec{"", {c.n_kv_heads * c.head_dim(), c.dim}, SplitKind::kKvColumn};
   weights.kv_head_begin =
       static_cast<int>(RankSlice(kv_spec, c, weights.rank, weights.world_size).begin / c.head_dim());
-  // LlamaTensors' order: embeddings, 9 per layer, norm, output.
-  size_t next = 0;
-  weights.tok_embeddings = tensors[next++];
-  for (int64_t i = 0; i < weights.config.n_layers; ++i) {
-    LayerWeights layer;
-    for (Tensor* t : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w1, &layer.w2, &layer.w3,
-                      &layer.attention_norm, &layer.ffn_norm}) {
-      *t = tensors[next++];
-    }
-    weights.layers.push_back(std::move(layer));
-  }
-  weights.norm = tensors[next++];
-  weights.output = tensors[next++];
+  ModelWeights assembled = AssembleModelWeights(c, std::move(tensors));
+  assembled.rank = weights.rank;
+  assembled.world_size = weights.world_size;
+  assembled.kv_head_begin = weights.kv_head_begin;
+  weights = std::move(assembled);
   weights.shard = std::move(shard);
   return weights;
 }

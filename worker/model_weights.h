@@ -39,6 +39,9 @@ struct ModelWeights {
   std::shared_ptr<const ShardReader> shard;
 };
 
+// Builds the struct from tensors in LlamaTensors(config) order.
+ModelWeights AssembleModelWeights(const ModelConfig& config, std::vector<Tensor> tensors);
+
 // Views every tensor of `shard`, checking names, shapes and dtypes against
 // its config and rank. Errors name the shard file and the tensor.
 absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader> shard);

@@ -52,6 +52,12 @@ Transformer::Transformer(ModelWeights weights, Communicator* communicator, const
 
 absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights weights, Communicator* communicator,
                                                                  const TransformerOptions& options) {
+  if (absl::Status s = ValidateModelConfig(weights.config, "model config"); !s.ok()) return s;
+  if (weights.config.vocab_size <= 0 || weights.layers.size() != static_cast<size_t>(weights.config.n_layers)) {
+    return absl::InvalidArgumentError(absl::StrFormat("model config: vocab_size %d and %d layers of weights for n_layers %d",
+                                                      weights.config.vocab_size, weights.layers.size(),
+                                                      weights.config.n_layers));
+  }
   if (communicator->rank() != weights.rank || communicator->world_size() != weights.world_size) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "the shard is for rank %d of %d but this process is rank %d of %d; convert for world size %d "

@@ -22,6 +22,7 @@
 #include "worker/communicator.h"
 #include "worker/generator.h"
 #include "worker/model_weights.h"
+#include "worker/synthetic_weights.h"
 #include "worker/transformer.h"
 
 namespace llama {
@@ -211,6 +212,27 @@ TEST(TransformerTest, TextAndChatCompletion) {
   absl::StatusOr<std::vector<Completion>> bad =
       generator.ChatCompletion({{{Role::kUser, "a"}, {Role::kUser, "b"}}}, sampling);
   EXPECT_THAT(bad.status().message(), HasSubstr("dialog 0: dialog message 1 has role \"user\""));
+}
+
+// A NaN planted in layer 1's FFN output weight is reported with the layer,
+// not passed on to sampling.
+TEST(TransformerTest, NonFiniteActivationsNameTheLayer) {
+  ModelConfig config;
+  config.dim = 32;
+  config.n_layers = 3;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.vocab_size = 40;
+  config.multiple_of = 16;
+  ModelWeights weights = SyntheticWeights(config, DType::kF32);
+  weights.layers[1].w2.mutable_f32()[5] = NAN;
+  LocalCommunicator comm;
+  absl::StatusOr<std::unique_ptr<Transformer>> model = Transformer::Create(std::move(weights), &comm, {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<int> tokens = {1, 7, 9};
+  absl::StatusOr<absl::Span<const float>> logits = (*model)->Forward({{0, 0, tokens, false}});
+  EXPECT_EQ(logits.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(logits.status().message(), HasSubstr("after layer 1 (rank 0)"));
 }
 
 }  // namespace

@@ -29,14 +29,15 @@ void Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& po
   const int64_t out = w.dim(0), in = w.dim(1);
   const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
   pool.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> rows;
+    // Per thread, sized once: no allocation per call.
+    thread_local std::vector<float> rows;
     const float* block = nullptr;
     for (int64_t b = begin; b < end; ++b) {
       const int64_t first = b * kRowBlock, count = std::min(kRowBlock, out - first);
       if (w.dtype() == DType::kF32) {
         block = w.f32() + first * in;
       } else {
-        rows.resize(kRowBlock * in);
+        if (static_cast<int64_t>(rows.size()) < kRowBlock * in) rows.resize(kRowBlock * in);
         LoadRow(w, first * in, count * in, rows.data());
         block = rows.data();
       }

@@ -1,0 +1,45 @@
+#include "worker/synthetic_weights.h"
+
+#include <cmath>
+#include <vector>
+
+#include "checkpoint/llama_layout.h"
+#include "ops/cast.h"
+
+namespace llama {
+
+ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed) {
+  // A xorshift stream: a billion values take seconds, where
+  // std::normal_distribution takes a minute.
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 88172645463325252ull;
+  const auto uniform = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return (static_cast<float>(state >> 40) / 16777216.0f * 2.0f - 1.0f) * 1.7320508f;
+  };
+  std::vector<Tensor> tensors;
+  for (const TensorSpec& spec : LlamaTensors(config)) {
+    Tensor t = Tensor::Zeros(dtype, spec.shape);
+    const bool matrix = spec.shape.size() == 2;
+    const float scale = matrix ? 1.0f / std::sqrt(static_cast<float>(spec.shape[1])) : 0.0f;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const float value = matrix ? uniform() * scale : 1.0f;
+      switch (dtype) {
+        case DType::kF32:
+          t.mutable_f32()[i] = value;
+          break;
+        case DType::kF16:
+          static_cast<uint16_t*>(t.mutable_raw())[i] = F32ToF16(value);
+          break;
+        default:
+          static_cast<uint16_t*>(t.mutable_raw())[i] = F32ToBf16(value);
+          break;
+      }
+    }
+    tensors.push_back(t);
+  }
+  return AssembleModelWeights(config, std::move(tensors));
+}
+
+}  // namespace llama
