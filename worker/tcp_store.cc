@@ -1,0 +1,283 @@
+#include "worker/tcp_store.h"
+
+#include <glog/logging.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace llama {
+namespace {
+
+constexpr uint32_t kMagic = 0x4B53324C;
+constexpr uint32_t kVersion = 1;
+constexpr size_t kMaxKey = 4096;
+constexpr size_t kMaxValue = 64 << 20;
+constexpr size_t kMaxToken = 1024;
+// Per-message network deadline, on top of any waiting the request asks for.
+constexpr std::chrono::seconds kIoTimeout(30);
+// An idle client may stay connected for the whole job.
+constexpr std::chrono::hours kIdle(24 * 365);
+
+enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kBye = 5 };
+
+absl::Status SendU64(const net::Socket& s, uint64_t v, net::Deadline d, const std::string& peer) {
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(v >> (8 * i));
+  return net::SendAll(s, bytes, 8, d, peer);
+}
+
+absl::StatusOr<uint64_t> RecvU64(const net::Socket& s, net::Deadline d, const std::string& peer) {
+  uint8_t bytes[8];
+  if (absl::Status status = net::RecvAll(s, bytes, 8, d, peer); !status.ok()) return status;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+  return v;
+}
+
+absl::Status SendByte(const net::Socket& s, uint8_t b, net::Deadline d, const std::string& peer) {
+  return net::SendAll(s, &b, 1, d, peer);
+}
+
+absl::StatusOr<uint8_t> RecvByte(const net::Socket& s, net::Deadline d, const std::string& peer) {
+  uint8_t b;
+  if (absl::Status status = net::RecvAll(s, &b, 1, d, peer); !status.ok()) return status;
+  return b;
+}
+
+}  // namespace
+
+// ---- Server
+
+TcpStoreServer::TcpStoreServer(net::Socket listener, int port, std::string token)
+    : listener_(std::move(listener)), port_(port), token_(std::move(token)) {
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+}
+
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, int port,
+                                                                      std::string token) {
+  absl::StatusOr<net::Socket> listener = net::Listen(host, port);
+  if (!listener.ok()) return listener.status();
+  absl::StatusOr<int> bound = net::LocalPort(*listener);
+  if (!bound.ok()) return bound.status();
+  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(*std::move(listener), *bound, std::move(token)));
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    for (auto& client : clients_) client->Shutdown();
+  }
+  changed_.notify_all();
+  listener_.Shutdown();
+  accept_thread_.join();
+  for (std::thread& t : threads_) t.join();
+}
+
+void TcpStoreServer::AcceptLoop() {
+  while (true) {
+    absl::StatusOr<net::Socket> client = net::Accept(listener_, net::After(std::chrono::milliseconds(200)));
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    if (!client.ok()) continue;  // Timeout: check stopping_ again.
+    auto shared = std::make_shared<net::Socket>(*std::move(client));
+    clients_.push_back(shared);
+    threads_.emplace_back([this, shared] { Serve(shared); });
+  }
+}
+
+void TcpStoreServer::Serve(std::shared_ptr<net::Socket> client) {
+  std::string peer = "a store client";
+  const net::Deadline hello_deadline = net::After(kIoTimeout);
+  absl::StatusOr<uint32_t> magic = net::RecvU32(*client, hello_deadline, peer);
+  absl::StatusOr<uint32_t> version = magic.ok() ? net::RecvU32(*client, hello_deadline, peer) : magic;
+  absl::StatusOr<uint32_t> rank = version.ok() ? net::RecvU32(*client, hello_deadline, peer) : version;
+  absl::StatusOr<std::string> token =
+      rank.ok() ? net::RecvString(*client, kMaxToken, hello_deadline, peer) : rank.status();
+  const auto close = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    client->Close();
+  };
+  if (!token.ok()) return close();
+  if (*magic != kMagic || *version != kVersion) {
+    SendByte(*client, 1, hello_deadline, peer).IgnoreError();
+    return close();
+  }
+  if (*token != token_) {
+    LOG(WARNING) << "rendezvous store: refused a connection with a wrong job token (claimed rank "
+                 << static_cast<int32_t>(*rank) << ")";
+    SendByte(*client, 2, hello_deadline, peer).IgnoreError();
+    return close();
+  }
+  if (!SendByte(*client, 0, hello_deadline, peer).ok()) return close();
+  const int32_t client_rank = static_cast<int32_t>(*rank);
+  peer = absl::StrCat("rank ", client_rank);
+  bool said_bye = false;
+  while (HandleRequest(*client, peer, &said_bye)) {
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  client->Close();
+  if (!said_bye && client_rank >= 0 && !stopping_) {
+    data_[absl::StrCat("lost/", client_rank)] = "1";
+    changed_.notify_all();
+  }
+}
+
+bool TcpStoreServer::HandleRequest(const net::Socket& client, const std::string& peer, bool* said_bye) {
+  absl::StatusOr<uint8_t> op = RecvByte(client, net::After(kIdle), peer);
+  if (!op.ok()) return false;
+  const net::Deadline deadline = net::After(kIoTimeout);
+  absl::StatusOr<std::string> key = net::RecvString(client, kMaxKey, deadline, peer);
+  if (!key.ok()) return false;
+  switch (*op) {
+    case kSet: {
+      absl::StatusOr<std::string> value = net::RecvString(client, kMaxValue, deadline, peer);
+      if (!value.ok()) return false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        data_[*key] = *std::move(value);
+      }
+      changed_.notify_all();
+      return SendByte(client, 0, deadline, peer).ok();
+    }
+    case kGet: {
+      absl::StatusOr<uint32_t> timeout_ms = net::RecvU32(client, deadline, peer);
+      if (!timeout_ms.ok()) return false;
+      std::string value;
+      bool found;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        found = changed_.wait_for(lock, std::chrono::milliseconds(*timeout_ms),
+                                  [&] { return stopping_ || data_.count(*key) > 0; });
+        found = found && !stopping_;
+        if (found) value = data_[*key];
+      }
+      if (!found) return SendByte(client, 1, net::After(kIoTimeout), peer).ok();
+      const net::Deadline reply = net::After(kIoTimeout);
+      return SendByte(client, 0, reply, peer).ok() && net::SendString(client, value, reply, peer).ok();
+    }
+    case kAdd: {
+      absl::StatusOr<uint64_t> delta = RecvU64(client, deadline, peer);
+      if (!delta.ok()) return false;
+      int64_t result = 0;
+      bool numeric;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        std::string& slot = data_[*key];
+        int64_t current = 0;
+        numeric = slot.empty() || absl::SimpleAtoi(slot, &current);
+        if (numeric) {
+          result = current + static_cast<int64_t>(*delta);
+          slot = std::to_string(result);
+        }
+      }
+      if (!numeric) return SendByte(client, 1, deadline, peer).ok();
+      changed_.notify_all();
+      return SendByte(client, 0, deadline, peer).ok() && SendU64(client, static_cast<uint64_t>(result), deadline, peer).ok();
+    }
+    case kCheck: {
+      bool present;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        present = data_.count(*key) > 0;
+      }
+      return SendByte(client, present ? 1 : 0, deadline, peer).ok();
+    }
+    case kBye:
+      *said_bye = true;
+      return false;
+    default:
+      LOG(WARNING) << "rendezvous store: " << peer << " sent unknown op " << static_cast<int>(*op)
+                   << "; closing its connection";
+      return false;
+  }
+}
+
+// ---- Client
+
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host, int port,
+                                                                        const std::string& token, int rank,
+                                                                        net::Deadline deadline) {
+  const std::string peer = absl::StrFormat("the rendezvous store at %s:%d", host, port);
+  absl::StatusOr<net::Socket> socket = net::Connect(host, port, deadline);
+  if (!socket.ok()) {
+    return absl::DeadlineExceededError(absl::StrFormat("%s: %s", peer, socket.status().message()));
+  }
+  const net::Deadline hello = net::After(kIoTimeout);
+  absl::Status status = net::SendU32(*socket, kMagic, hello, peer);
+  if (status.ok()) status = net::SendU32(*socket, kVersion, hello, peer);
+  if (status.ok()) status = net::SendU32(*socket, static_cast<uint32_t>(rank), hello, peer);
+  if (status.ok()) status = net::SendString(*socket, token, hello, peer);
+  if (!status.ok()) return status;
+  absl::StatusOr<uint8_t> answer = RecvByte(*socket, hello, peer);
+  if (!answer.ok()) return answer.status();
+  if (*answer == 2) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "%s refused our job token: every rank must have the same RENDEZVOUS_TOKEN", peer));
+  }
+  if (*answer != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s speaks another protocol version", peer));
+  }
+  return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(*std::move(socket), peer));
+}
+
+TcpStoreClient::~TcpStoreClient() { Close().IgnoreError(); }
+
+absl::Status TcpStoreClient::SendRequest(uint8_t op, const std::string& key, net::Deadline deadline) {
+  if (!socket_.valid()) return absl::FailedPreconditionError("store connection is closed");
+  if (absl::Status s = SendByte(socket_, op, deadline, peer_); !s.ok()) return s;
+  return net::SendString(socket_, key, deadline, peer_);
+}
+
+absl::Status TcpStoreClient::Set(const std::string& key, const std::string& value) {
+  const net::Deadline d = net::After(kIoTimeout);
+  absl::Status s = SendRequest(kSet, key, d);
+  if (s.ok()) s = net::SendString(socket_, value, d, peer_);
+  if (!s.ok()) return s;
+  return RecvByte(socket_, d, peer_).status();
+}
+
+absl::StatusOr<std::string> TcpStoreClient::Get(const std::string& key, std::chrono::milliseconds timeout) {
+  const net::Deadline d = net::After(timeout + kIoTimeout);
+  absl::Status s = SendRequest(kGet, key, d);
+  if (s.ok()) s = net::SendU32(socket_, static_cast<uint32_t>(std::min<int64_t>(timeout.count(), UINT32_MAX)), d, peer_);
+  if (!s.ok()) return s;
+  absl::StatusOr<uint8_t> status = RecvByte(socket_, d, peer_);
+  if (!status.ok()) return status.status();
+  if (*status == 1) {
+    return absl::DeadlineExceededError(
+        absl::StrFormat("key \"%s\" not set within %d ms", key, timeout.count()));
+  }
+  return net::RecvString(socket_, kMaxValue, d, peer_);
+}
+
+absl::StatusOr<int64_t> TcpStoreClient::Add(const std::string& key, int64_t delta) {
+  const net::Deadline d = net::After(kIoTimeout);
+  absl::Status s = SendRequest(kAdd, key, d);
+  if (s.ok()) s = SendU64(socket_, static_cast<uint64_t>(delta), d, peer_);
+  if (!s.ok()) return s;
+  absl::StatusOr<uint8_t> status = RecvByte(socket_, d, peer_);
+  if (!status.ok()) return status.status();
+  if (*status != 0) return absl::InvalidArgumentError(absl::StrFormat("key \"%s\" does not hold an integer", key));
+  absl::StatusOr<uint64_t> value = RecvU64(socket_, d, peer_);
+  if (!value.ok()) return value.status();
+  return static_cast<int64_t>(*value);
+}
+
+absl::StatusOr<bool> TcpStoreClient::Check(const std::string& key) {
+  const net::Deadline d = net::After(kIoTimeout);
+  if (absl::Status s = SendRequest(kCheck, key, d); !s.ok()) return s;
+  absl::StatusOr<uint8_t> present = RecvByte(socket_, d, peer_);
+  if (!present.ok()) return present.status();
+  return *present == 1;
+}
+
+absl::Status TcpStoreClient::Close() {
+  if (!socket_.valid()) return absl::OkStatus();
+  absl::Status s = SendRequest(kBye, "", net::After(std::chrono::seconds(5)));
+  socket_.Close();
+  return s;
+}
+
+}  // namespace llama

@@ -1,0 +1,164 @@
+#include "worker/tcp_store.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace llama {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr char kToken[] = "secret-token";
+
+std::unique_ptr<TcpStoreServer> StartServer() {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start("127.0.0.1", 0, kToken);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return *std::move(server);
+}
+
+std::unique_ptr<TcpStoreClient> Join(const TcpStoreServer& server, int rank) {
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect("127.0.0.1", server.port(), kToken, rank, net::After(5s));
+  EXPECT_TRUE(client.ok()) << client.status();
+  return *std::move(client);
+}
+
+TEST(TcpStoreTest, SetGetAddCheck) {
+  auto server = StartServer();
+  auto client = Join(*server, 0);
+  ASSERT_TRUE(client->Set("a", std::string("x\0y", 3)).ok());
+  EXPECT_EQ(*client->Get("a", 1s), std::string("x\0y", 3));
+  EXPECT_EQ(*client->Add("n", 5), 5);
+  EXPECT_EQ(*client->Add("n", -2), 3);
+  EXPECT_TRUE(*client->Check("n"));
+  EXPECT_FALSE(*client->Check("m"));
+  EXPECT_THAT(client->Add("a", 1).status().message(), HasSubstr("does not hold an integer"));
+  EXPECT_EQ(*client->Get("n", 1s), "3");  // Still usable after the refused Add.
+}
+
+TEST(TcpStoreTest, ManyClientsHammerACounter) {
+  auto server = StartServer();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = Join(*server, t);
+      for (int i = 0; i < 200; ++i) {
+        if (!client->Add("counter", 1).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(*Join(*server, 99)->Get("counter", 1s), "3200");
+}
+
+TEST(TcpStoreTest, ConcurrentWaitersAllWake) {
+  auto server = StartServer();
+  std::vector<std::thread> threads;
+  std::atomic<int> woke{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = Join(*server, t);
+      absl::StatusOr<std::string> v = client->Get("go", 10s);
+      if (v.ok() && *v == "now") ++woke;
+    });
+  }
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(Join(*server, 8)->Set("go", "now").ok());
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(woke, 8);
+}
+
+TEST(TcpStoreTest, TimedOutWaitLeavesTheConnectionUsable) {
+  auto server = StartServer();
+  auto client = Join(*server, 0);
+  const auto start = net::Clock::now();
+  absl::StatusOr<std::string> v = client->Get("never", 100ms);
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(v.status().message(), HasSubstr("key \"never\" not set within 100 ms"));
+  EXPECT_LT(net::Clock::now() - start, 2s);
+  ASSERT_TRUE(client->Set("k", "v").ok());
+  EXPECT_EQ(*client->Get("k", 1s), "v");
+}
+
+TEST(TcpStoreTest, WrongTokenIsRefused) {
+  auto server = StartServer();
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect("127.0.0.1", server->port(), "guess", 1, net::After(5s));
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(client.status().message(), HasSubstr("RENDEZVOUS_TOKEN"));
+}
+
+// A client that says hello as rank 3 and vanishes mid-request is recorded
+// as lost; a garbage frame closes only its own connection.
+TEST(TcpStoreTest, BrokenClientsDoNotHurtTheStore) {
+  auto server = StartServer();
+  {
+    absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server->port(), net::After(5s));
+    ASSERT_TRUE(raw.ok());
+    const auto d = net::After(5s);
+    ASSERT_TRUE(net::SendU32(*raw, 0x4B53324C, d, "store").ok());
+    ASSERT_TRUE(net::SendU32(*raw, 1, d, "store").ok());
+    ASSERT_TRUE(net::SendU32(*raw, 3, d, "store").ok());
+    ASSERT_TRUE(net::SendString(*raw, kToken, d, "store").ok());
+    uint8_t ok;
+    ASSERT_TRUE(net::RecvAll(*raw, &ok, 1, d, "store").ok());
+    const uint8_t partial[] = {1, 10, 0};  // kSet, then half a key length.
+    ASSERT_TRUE(net::SendAll(*raw, partial, sizeof partial, d, "store").ok());
+  }  // Closed mid-message.
+  {
+    absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server->port(), net::After(5s));
+    ASSERT_TRUE(raw.ok());
+    const uint8_t garbage[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x7F, 0x00, 0x01};
+    net::SendAll(*raw, garbage, sizeof garbage, net::After(5s), "store").IgnoreError();
+  }
+  auto client = Join(*server, 0);
+  EXPECT_EQ(*client->Get("lost/3", 5s), "1");
+  ASSERT_TRUE(client->Set("still", "serving").ok());
+  EXPECT_EQ(*client->Get("still", 1s), "serving");
+  // A clean goodbye is not a loss.
+  Join(*server, 4)->Close().IgnoreError();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(*client->Check("lost/4"));
+}
+
+TEST(TcpStoreTest, BusyPortIsAClearError) {
+  auto server = StartServer();
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> second = TcpStoreServer::Start("127.0.0.1", server->port(), kToken);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr(absl::StrCat("port ", server->port())));
+  EXPECT_THAT(second.status().message(), HasSubstr("already in use"));
+}
+
+TEST(TcpStoreTest, ServerShutdownMidRequestFailsTheClient) {
+  auto server = StartServer();
+  auto client = Join(*server, 0);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(200ms);
+    server.reset();
+  });
+  const auto start = net::Clock::now();
+  absl::StatusOr<std::string> v = client->Get("never", 30s);
+  killer.join();
+  EXPECT_FALSE(v.ok());
+  EXPECT_LT(net::Clock::now() - start, 10s);
+}
+
+TEST(TcpStoreTest, NobodyListeningTimesOut) {
+  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
+  const int port = *net::LocalPort(*probe);
+  probe->Close();
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect("127.0.0.1", port, kToken, 1, net::After(300ms));
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(client.status().message(), HasSubstr("could not connect"));
+}
+
+}  // namespace
+}  // namespace llama
