@@ -27,6 +27,8 @@ class Communicator {
   // recv = concatenation over ranks (rank order) of each rank's `count`
   // floats of send; recv holds world_size() * count floats.
   virtual absl::Status AllGather(const float* send, size_t count, float* recv) = 0;
+  // Copies `bytes` bytes at `data` from rank `root` to every other rank.
+  virtual absl::Status Broadcast(void* data, size_t bytes, int root) = 0;
 };
 
 // The world of one process.
@@ -36,6 +38,7 @@ class LocalCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   absl::Status AllReduceSum(float*, size_t) override { return absl::OkStatus(); }
   absl::Status AllGather(const float* send, size_t count, float* recv) override;
+  absl::Status Broadcast(void*, size_t, int) override { return absl::OkStatus(); }
 };
 
 }  // namespace llama

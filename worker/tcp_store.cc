@@ -119,7 +119,9 @@ void TcpStoreServer::Serve(std::shared_ptr<net::Socket> client) {
   std::lock_guard<std::mutex> lock(mutex_);
   client->Close();
   if (!said_bye && client_rank >= 0 && !stopping_) {
-    data_[absl::StrCat("lost/", client_rank)] = "1";
+    // The value orders losses: a dead rank is usually followed by the ranks
+    // its death made fail, and the first one is the one to report.
+    data_[absl::StrCat("lost/", client_rank)] = std::to_string(++lost_count_);
     changed_.notify_all();
   }
 }

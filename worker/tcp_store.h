@@ -13,8 +13,9 @@
 //              kBye                              -> (server closes; the rank left cleanly)
 //   string   u32 length, bytes
 // A malformed frame closes that connection only. A client that disconnects
-// without kBye is recorded under the key "lost/<rank>", so peers waiting on
-// it fail fast instead of waiting for their deadline.
+// without kBye is recorded under the key "lost/<rank>" (value: 1 for the
+// first rank lost, 2 for the next...), so peers waiting on it fail fast
+// instead of waiting for their deadline.
 
 #ifndef LLAMA_WORKER_TCP_STORE_H_
 #define LLAMA_WORKER_TCP_STORE_H_
@@ -62,6 +63,7 @@ class TcpStoreServer {
   std::condition_variable changed_;
   std::map<std::string, std::string> data_;
   bool stopping_ = false;
+  int lost_count_ = 0;
   std::vector<std::shared_ptr<net::Socket>> clients_;
   std::vector<std::thread> threads_;
   std::thread accept_thread_;

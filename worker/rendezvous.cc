@@ -1,0 +1,105 @@
+#include "worker/rendezvous.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace llama {
+
+absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOptions& options) {
+  if (options.world_size > 1 && options.token.empty()) {
+    return absl::InvalidArgumentError(
+        "RENDEZVOUS_TOKEN is not set: jobs of more than one rank need a shared secret (the launcher sets it)");
+  }
+  std::unique_ptr<TcpStoreServer> server;
+  if (options.rank == 0) {
+    // Listen on every interface: other nodes reach us through MASTER_ADDR.
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started =
+        TcpStoreServer::Start("0.0.0.0", options.master_port, options.token);
+    if (!started.ok()) {
+      return absl::Status(started.status().code(),
+                          absl::StrCat("rank 0 cannot host the rendezvous store (MASTER_PORT=",
+                                       options.master_port, "): ", started.status().message()));
+    }
+    server = *std::move(started);
+  }
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect(options.master_addr, options.master_port, options.token, options.rank,
+                              net::After(options.join_timeout));
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("rank ", options.rank, " could not join the job: ", client.status().message()));
+  }
+  auto rendezvous = std::unique_ptr<Rendezvous>(new Rendezvous(options, std::move(server), *std::move(client)));
+  if (absl::Status s = rendezvous->store().Set(absl::StrCat("joined/", options.rank), "1"); !s.ok()) return s;
+  if (absl::Status s = rendezvous->WaitForAll("joined/", options.join_timeout, "ranks joined"); !s.ok()) return s;
+  return rendezvous;
+}
+
+Rendezvous::~Rendezvous() { client_->Close().IgnoreError(); }
+
+absl::Status Rendezvous::WaitForAll(const std::string& prefix, std::chrono::milliseconds timeout,
+                                    const std::string& what) {
+  const auto start = net::Clock::now();
+  const auto deadline = start + timeout;
+  std::vector<bool> seen(options_.world_size, false);
+  int count = 0;
+  while (true) {
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (seen[r]) continue;
+      absl::StatusOr<bool> present = client_->Check(absl::StrCat(prefix, r));
+      if (!present.ok()) return present.status();
+      if (*present) {
+        seen[r] = true;
+        ++count;
+        continue;
+      }
+      absl::StatusOr<bool> lost = client_->Check(absl::StrCat("lost/", r));
+      if (!lost.ok()) return lost.status();
+      if (*lost) {
+        return absl::UnavailableError(absl::StrFormat(
+            "rank %d disconnected before it was ready (%s: %d/%d); see its log", r, what, count,
+            options_.world_size));
+      }
+    }
+    if (count == options_.world_size) return absl::OkStatus();
+    if (net::Clock::now() >= deadline) {
+      std::vector<int> missing;
+      for (int r = 0; r < options_.world_size; ++r) {
+        if (!seen[r]) missing.push_back(r);
+      }
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%d/%d %s after %.0f s; missing: %s", count, options_.world_size, what,
+          std::chrono::duration<double>(net::Clock::now() - start).count(), absl::StrJoin(missing, ", ")));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+absl::Status Rendezvous::AgreeOnModel(const std::string& fingerprint) {
+  if (absl::Status s = client_->Set(absl::StrCat("model/", options_.rank), fingerprint); !s.ok()) return s;
+  if (absl::Status s = WaitForAll("model/", options_.load_timeout, "ranks loaded their shard"); !s.ok()) return s;
+  for (int r = 0; r < options_.world_size; ++r) {
+    absl::StatusOr<std::string> theirs = client_->Get(absl::StrCat("model/", r), std::chrono::seconds(10));
+    if (!theirs.ok()) return theirs.status();
+    if (*theirs != fingerprint) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "rank %d loaded a different model than rank %d (%s vs %s); every rank must use shards of one "
+          "conversion",
+          r, options_.rank, *theirs, fingerprint));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rendezvous::Finish() {
+  if (absl::Status s = client_->Set(absl::StrCat("finished/", options_.rank), "1"); !s.ok()) return s;
+  if (options_.rank != 0) return absl::OkStatus();
+  // Keep the store up until every rank is done with it.
+  return WaitForAll("finished/", std::chrono::minutes(5), "ranks finished");
+}
+
+}  // namespace llama

@@ -1,0 +1,116 @@
+// The ring collectives with 1 to 4 ranks as threads of one process (each
+// with its own store connection and sockets, as separate processes have).
+
+#include "worker/tcp_communicator.h"
+
+#include <cmath>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace llama {
+namespace {
+
+using namespace std::chrono_literals;
+
+int FreePort() {
+  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
+  return *net::LocalPort(*probe);
+}
+
+// Runs body(rank, communicator) on `world` threads.
+void RunRanks(int world, const std::function<void(int, Communicator&)>& body) {
+  const int port = FreePort();
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      RendezvousOptions options;
+      options.master_port = port;
+      options.rank = rank;
+      options.world_size = world;
+      options.token = "t";
+      options.join_timeout = 10s;
+      absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
+      ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
+      absl::StatusOr<std::unique_ptr<TcpCommunicator>> comm = TcpCommunicator::Create(rendezvous->get(), 10s);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      body(rank, **comm);
+      ASSERT_TRUE((*rendezvous)->Finish().ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+class TcpCommunicatorTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpCommunicatorTest, AllReduceSumsBitIdentically) {
+  const int world = GetParam();
+  for (size_t count : {size_t{1}, size_t{3}, size_t{1000}, size_t{100003}}) {
+    std::vector<std::vector<float>> results(world);
+    RunRanks(world, [&](int rank, Communicator& comm) {
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = std::sin(0.1f * i + rank) * (rank + 1);
+      ASSERT_TRUE(comm.AllReduceSum(data.data(), count).ok());
+      results[rank] = data;
+    });
+    for (size_t i = 0; i < count; ++i) {
+      double expected = 0;
+      for (int r = 0; r < world; ++r) expected += std::sin(0.1f * i + r) * (r + 1);
+      ASSERT_NEAR(results[0][i], expected, 1e-5) << "count " << count << " index " << i;
+    }
+    for (int r = 1; r < world; ++r) ASSERT_EQ(results[r], results[0]) << "rank " << r << " differs";
+  }
+}
+
+TEST_P(TcpCommunicatorTest, AllGatherAndBroadcast) {
+  const int world = GetParam();
+  std::vector<std::vector<float>> gathered(world);
+  std::vector<std::vector<int>> broadcast(world);
+  RunRanks(world, [&](int rank, Communicator& comm) {
+    std::vector<float> mine = {float(rank), float(rank) + 0.5f};
+    std::vector<float> all(2 * world);
+    ASSERT_TRUE(comm.AllGather(mine.data(), 2, all.data()).ok());
+    gathered[rank] = all;
+    std::vector<int> tokens = {rank * 100, rank * 100 + 1};  // Differs per rank before the broadcast.
+    ASSERT_TRUE(comm.Broadcast(tokens.data(), tokens.size() * sizeof(int), 0).ok());
+    broadcast[rank] = tokens;
+  });
+  for (int r = 0; r < world; ++r) {
+    for (int k = 0; k < world; ++k) {
+      EXPECT_EQ(gathered[r][2 * k], k);
+      EXPECT_EQ(gathered[r][2 * k + 1], k + 0.5f);
+    }
+    EXPECT_EQ(broadcast[r], (std::vector<int>{0, 1})) << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpCommunicatorTest, ::testing::Values(1, 2, 3, 4));
+
+TEST(RendezvousTest, MissingRankIsNamedAtTheDeadline) {
+  RendezvousOptions options;
+  options.master_port = FreePort();
+  options.world_size = 3;
+  options.token = "t";
+  options.join_timeout = 1s;
+  std::thread rank1([&] {
+    RendezvousOptions mine = options;
+    mine.rank = 1;
+    Rendezvous::Join(mine).status().IgnoreError();
+  });
+  absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
+  rank1.join();
+  EXPECT_EQ(rendezvous.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(rendezvous.status().message(), ::testing::HasSubstr("2/3 ranks joined after 1 s; missing: 2"));
+}
+
+TEST(RendezvousTest, TokenIsRequiredForSeveralRanks) {
+  RendezvousOptions options;
+  options.world_size = 2;
+  EXPECT_THAT(Rendezvous::Join(options).status().message(), ::testing::HasSubstr("RENDEZVOUS_TOKEN is not set"));
+}
+
+}  // namespace
+}  // namespace llama
