@@ -52,6 +52,11 @@ DimRange RankSlice(const TensorSpec& spec, const ModelConfig& c, int rank, int w
   return {rank * part, (rank + 1) * part};
 }
 
+int64_t FirstKvHead(const ModelConfig& c, int rank, int world_size) {
+  const TensorSpec kv{"", {c.n_kv_heads * c.head_dim(), c.dim}, SplitKind::kKvColumn};
+  return RankSlice(kv, c, rank, world_size).begin / c.head_dim();
+}
+
 std::vector<int64_t> RankShape(const TensorSpec& spec, const ModelConfig& c, int rank, int world_size) {
   std::vector<int64_t> shape = spec.shape;
   const int dim = spec.split_dim();

@@ -57,6 +57,9 @@ struct DimRange {
 };
 DimRange RankSlice(const TensorSpec& spec, const ModelConfig& config, int rank, int world_size);
 
+// The global index of the first KV head `rank` holds.
+int64_t FirstKvHead(const ModelConfig& config, int rank, int world_size);
+
 // The shape `rank` holds.
 std::vector<int64_t> RankShape(const TensorSpec& spec, const ModelConfig& config, int rank,
                                int world_size);

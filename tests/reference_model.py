@@ -157,6 +157,24 @@ def generate(model, prompt_tokens, max_gen_len, logprobs=False, echo=False, pad_
     return out_tokens, out_logprobs
 
 
+# The prompts of the reference's example_text_completion.py.
+TEXT_PROMPTS = [
+    "I believe the meaning of life is",
+    "Simply put, the theory of relativity states that ",
+    """A brief message congratulating the team on the launch:
+
+        Hi everyone,
+
+        I just """,
+    """Translate English to French:
+
+        sea otter => loutre de mer
+        peppermint => menthe poivrée
+        plush girafe => girafe peluche
+        cheese =>""",
+]
+
+
 def top2_gap(logits):
     top = torch.topk(logits, 2, dim=-1).values
     return (top[..., 0] - top[..., 1]).min().item()
@@ -167,6 +185,7 @@ def main():
     parser.add_argument("--checkpoints", required=True, help="folder of checkpoint_fixture.py's output")
     parser.add_argument("--out_dir", required=True)
     parser.add_argument("--models", required=True, help="comma-separated MP=1 model names")
+    parser.add_argument("--tokenizer", help="SentencePiece model: also golden text completions of TEXT_PROMPTS")
     args = parser.parse_args()
     torch.set_num_threads(1)
     for name in args.models.split(","):
@@ -199,6 +218,15 @@ def main():
             toks, lps = generate(model, prompts, max_gen_len, logprobs=logprobs, echo=echo)
             golden["generations"].append({"max_gen_len": max_gen_len, "logprobs": logprobs, "echo": echo,
                                           "tokens": toks, "token_logprobs": lps})
+        if args.tokenizer:
+            # The reference's text_completion: encode with BOS, greedy, decode.
+            import sentencepiece
+            sp = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer)
+            prompt_tokens = [[sp.bos_id()] + sp.encode(p) for p in TEXT_PROMPTS]
+            model = Transformer(Args(params, vocab, len(TEXT_PROMPTS), 128), sd)
+            toks, lps = generate(model, prompt_tokens, 32, logprobs=True)
+            golden["text_completions"] = [{"prompt": p, "token_ids": t, "logprobs": l, "generation": sp.decode(t)}
+                                          for p, t, l in zip(TEXT_PROMPTS, toks, lps)]
         with open(os.path.join(out, "golden.json"), "w") as f:
             json.dump(golden, f)
 

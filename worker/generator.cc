@@ -35,8 +35,11 @@ uint64_t RowSeed(uint64_t seed, uint64_t index) {
 
 }  // namespace
 
-Generator::Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id)
-    : model_(model), tokenizer_(tokenizer), eos_id_(tokenizer != nullptr ? tokenizer->eos_id() : eos_id) {}
+Generator::Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id, Communicator* communicator)
+    : model_(model),
+      tokenizer_(tokenizer),
+      eos_id_(tokenizer != nullptr ? tokenizer->eos_id() : eos_id),
+      communicator_(communicator) {}
 
 absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) {
@@ -100,17 +103,29 @@ absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& 
   cpu::TopPSampler sampler;
   std::vector<SequenceChunk> chunks;
   std::vector<Row*> active;
+  std::vector<int32_t> sampled(rows.size());
   while (true) {
     chunks.clear();
     active.clear();
-    for (Row& row : rows) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      Row& row = rows[r];
       if (row.done) continue;
       const float* logits = row.last_logits.data();
-      const int token = options.temperature > 0
-                            ? sampler.Sample(logits, vocab, options.temperature, options.top_p, row.rng)
-                            : cpu::Argmax(logits, vocab);
+      sampled[r] = options.temperature > 0
+                       ? sampler.Sample(logits, vocab, options.temperature, options.top_p, row.rng)
+                       : cpu::Argmax(logits, vocab);
+    }
+    if (communicator_ != nullptr) {
+      if (absl::Status s = communicator_->Broadcast(sampled.data(), sampled.size() * sizeof(int32_t), 0); !s.ok()) {
+        return s;
+      }
+    }
+    for (size_t r = 0; r < rows.size(); ++r) {
+      Row& row = rows[r];
+      if (row.done) continue;
+      const int token = sampled[r];
       row.tokens.push_back(token);
-      if (options.logprobs) row.logprobs.push_back(cpu::LogProb(logits, vocab, token));
+      if (options.logprobs) row.logprobs.push_back(cpu::LogProb(row.last_logits.data(), vocab, token));
       if (token == eos_id_ || row.tokens.size() >= row.limit) {
         row.done = true;
         continue;

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
+#include "worker/communicator.h"
 #include "worker/language_model.h"
 
 namespace llama {
@@ -59,8 +60,12 @@ struct Completion {
 class Generator {
  public:
   // `model` must outlive the generator. `tokenizer` may be null for
-  // Generate alone; `eos_id` is then the stop token (Llama 2: 2).
-  Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id = 2);
+  // Generate alone; `eos_id` is then the stop token (Llama 2: 2). With
+  // `communicator` (tensor parallelism), every rank runs the generator and
+  // rank 0's sampled tokens are broadcast each step, so all ranks continue
+  // with the same tokens whatever their own seeds or rounding.
+  Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id = 2,
+            Communicator* communicator = nullptr);
 
   absl::StatusOr<std::vector<Generation>> Generate(const std::vector<std::vector<int>>& prompt_tokens,
                                                    const SamplingOptions& options);
@@ -85,6 +90,7 @@ class Generator {
   LanguageModel* model_;
   const Tokenizer* tokenizer_;
   int eos_id_;
+  Communicator* communicator_;
 };
 
 }  // namespace llama

@@ -65,17 +65,12 @@ absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader>
     if (!t.ok()) return t.status();
     tensors.push_back(*std::move(t));
   }
-  const ModelConfig& c = weights.config;
-  const TensorSpec kv_spec{"", {c.n_kv_heads * c.head_dim(), c.dim}, SplitKind::kKvColumn};
-  weights.kv_head_begin =
-      static_cast<int>(RankSlice(kv_spec, c, weights.rank, weights.world_size).begin / c.head_dim());
-  ModelWeights assembled = AssembleModelWeights(c, std::move(tensors));
+  ModelWeights assembled = AssembleModelWeights(weights.config, std::move(tensors));
   assembled.rank = weights.rank;
   assembled.world_size = weights.world_size;
-  assembled.kv_head_begin = weights.kv_head_begin;
-  weights = std::move(assembled);
-  weights.shard = std::move(shard);
-  return weights;
+  assembled.kv_head_begin = static_cast<int>(FirstKvHead(weights.config, weights.rank, weights.world_size));
+  assembled.shard = std::move(shard);
+  return assembled;
 }
 
 }  // namespace llama

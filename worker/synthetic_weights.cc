@@ -8,7 +8,8 @@
 
 namespace llama {
 
-ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed) {
+ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed, int rank, int world_size) {
+  seed = seed * 1000003 + rank;
   // A xorshift stream: a billion values take seconds, where
   // std::normal_distribution takes a minute.
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 88172645463325252ull;
@@ -20,7 +21,7 @@ ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t s
   };
   std::vector<Tensor> tensors;
   for (const TensorSpec& spec : LlamaTensors(config)) {
-    Tensor t = Tensor::Zeros(dtype, spec.shape);
+    Tensor t = Tensor::Zeros(dtype, RankShape(spec, config, rank, world_size));
     const bool matrix = spec.shape.size() == 2;
     const float scale = matrix ? 1.0f / std::sqrt(static_cast<float>(spec.shape[1])) : 0.0f;
     for (int64_t i = 0; i < t.numel(); ++i) {
@@ -39,7 +40,11 @@ ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t s
     }
     tensors.push_back(t);
   }
-  return AssembleModelWeights(config, std::move(tensors));
+  ModelWeights weights = AssembleModelWeights(config, std::move(tensors));
+  weights.rank = rank;
+  weights.world_size = world_size;
+  weights.kv_head_begin = static_cast<int>(FirstKvHead(config, rank, world_size));
+  return weights;
 }
 
 }  // namespace llama

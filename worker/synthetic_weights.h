@@ -12,11 +12,14 @@
 
 namespace llama {
 
-// World size 1. Matrices are uniform with unit variance scaled by
+// Rank `rank` of `world_size`'s slice (shapes as converted shards have
+// them). Matrices are uniform with unit variance scaled by
 // 1/sqrt(in_features) (activations stay O(1) through the layers); norm
-// weights are 1. Deterministic for a given `seed`. The config must be
-// valid with a known vocab_size.
-ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed = 1);
+// weights are 1. Deterministic for a given `seed` and rank; slices of
+// different world sizes are not slices of one model (for benchmarks). The
+// config must be valid with a known vocab_size, and split `world_size` ways.
+ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed = 1, int rank = 0,
+                              int world_size = 1);
 
 }  // namespace llama
 

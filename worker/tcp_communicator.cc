@@ -87,8 +87,8 @@ absl::Status TcpCommunicator::Explain(absl::Status failure, const char* collecti
       absl::StatusOr<bool> present = rendezvous_->store().Check(absl::StrCat("lost/", r));
       if (!present.ok()) {
         return absl::UnavailableError(absl::StrFormat(
-            "rank %d: %s failed (%s), and the rendezvous store on rank 0 is unreachable too: rank 0 was lost",
-            rank_, collective, failure.message()));
+            "%s failed (%s), and the rendezvous store on rank 0 is unreachable too: lost rank 0", collective,
+            failure.message()));
       }
       if (!*present) continue;
       absl::StatusOr<std::string> order = rendezvous_->store().Get(absl::StrCat("lost/", r), std::chrono::seconds(1));
@@ -101,11 +101,11 @@ absl::Status TcpCommunicator::Explain(absl::Status failure, const char* collecti
     if (lost.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (lost.empty()) {
-    return absl::Status(failure.code(), absl::StrFormat("rank %d: %s failed: %s", rank_, collective, failure.message()));
+    return absl::Status(failure.code(), absl::StrFormat("%s failed: %s", collective, failure.message()));
   }
-  return absl::UnavailableError(absl::StrFormat("rank %d: lost rank %s (its process exited or its connection dropped) "
-                                                "during %s: %s",
-                                                rank_, lost, collective, failure.message()));
+  return absl::UnavailableError(absl::StrFormat(
+      "lost rank %s (its process exited or its connection dropped) during %s: %s", lost, collective,
+      failure.message()));
 }
 
 absl::Status TcpCommunicator::Step(const void* send, size_t send_bytes, void* recv, size_t recv_bytes) {

@@ -1,0 +1,34 @@
+// The environment torchrun (and our launcher) gives each worker process.
+
+#ifndef LLAMA_WORKER_ENVIRONMENT_H_
+#define LLAMA_WORKER_ENVIRONMENT_H_
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace llama {
+
+struct WorkerEnvironment {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string token;             // RENDEZVOUS_TOKEN
+  bool distributed = false;      // Set when the job variables are present.
+};
+
+// Reads RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT and RENDEZVOUS_TOKEN through `get` (default: getenv). With
+// none of RANK / WORLD_SIZE set, the process is a single rank. Errors name
+// the variable and its value.
+absl::StatusOr<WorkerEnvironment> ReadWorkerEnvironment(
+    const std::function<const char*(const char*)>& get = [](const char* name) { return std::getenv(name); });
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_ENVIRONMENT_H_

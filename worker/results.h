@@ -1,0 +1,35 @@
+// How a job's results leave the worker: text on stdout as the reference's
+// example scripts print it, and JSON Lines shaped like the reference's
+// return values plus token ids.
+
+#ifndef LLAMA_WORKER_RESULTS_H_
+#define LLAMA_WORKER_RESULTS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tokenizer/chat_format.h"
+#include "worker/generator.h"
+
+namespace llama {
+
+// example_text_completion.py: the prompt, "> " and the generation, a rule.
+std::string FormatTextCompletion(const std::string& prompt, const Completion& completion);
+
+// example_chat_completion.py: each message as "Role: content", then
+// "> Assistant: ..." and a rule.
+std::string FormatChatCompletion(const Dialog& dialog, const Completion& completion);
+
+// {"generation": ..., "token_ids": [...]} plus "tokens" and "logprobs" with
+// logprobs; for chat, generation is {"role": "assistant", "content": ...}.
+// Invalid UTF-8 in generated text is replaced (JSON must be UTF-8).
+std::string CompletionJson(const Completion& completion, bool chat, bool logprobs);
+
+// Writes lines to `path` through a temporary file renamed into place, so a
+// failed job never leaves a half-written output.
+absl::Status WriteLinesAtomically(const std::string& path, const std::vector<std::string>& lines);
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_RESULTS_H_
