@@ -10,6 +10,8 @@
 // read per decode step with the machine's memory bandwidth (--mem_gbps).
 
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,8 +24,12 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_format.h"
+#include "checkpoint/llama_layout.h"
 #include "checkpoint/shard_format.h"
 #include "worker/communicator.h"
+#include "worker/net.h"
+#include "worker/rendezvous.h"
+#include "worker/tcp_communicator.h"
 #include "worker/model_weights.h"
 #include "worker/synthetic_weights.h"
 #include "worker/transformer.h"
@@ -39,6 +45,7 @@ DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
 DEFINE_int32(threads, 0, "Worker threads (0: one per hardware thread).");
+DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
 DEFINE_double(mem_gbps, 0, "Memory bandwidth of this machine in GB/s, for the % of the limit (0: not shown).");
 
 namespace {
@@ -49,11 +56,10 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Measures prefill and decode tokens/s of the CPU engine.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+namespace {
+
+int RunRank(int rank, int port) {
+  const bool leader = rank == 0;
 
   absl::StatusOr<llama::ModelWeights> weights;
   if (!FLAGS_shard.empty()) {
@@ -77,7 +83,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
       return 1;
     }
-    weights = llama::SyntheticWeights(config, llama::DType::kBF16);
+    if (absl::Status s = llama::CheckWorldSize(config, FLAGS_world_size); !s.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    weights = llama::SyntheticWeights(config, llama::DType::kBF16, 1, rank, FLAGS_world_size);
   }
   if (!weights.ok()) {
     std::fprintf(stderr, "bench: %s\n", std::string(weights.status().message()).c_str());
@@ -94,14 +104,36 @@ int main(int argc, char** argv) {
   // The embedding table is read a row per token, not streamed.
   const uint64_t streamed_bytes = weight_bytes - weights->tok_embeddings.bytes();
 
-  llama::LocalCommunicator comm;
+  std::unique_ptr<llama::Rendezvous> rendezvous;
+  std::unique_ptr<llama::Communicator> comm = std::make_unique<llama::LocalCommunicator>();
+  if (FLAGS_world_size > 1) {
+    llama::RendezvousOptions rv;
+    rv.master_port = port;
+    rv.rank = rank;
+    rv.world_size = FLAGS_world_size;
+    rv.token = "bench";
+    absl::StatusOr<std::unique_ptr<llama::Rendezvous>> joined = llama::Rendezvous::Join(rv);
+    if (!joined.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(joined.status().message()).c_str());
+      return 1;
+    }
+    rendezvous = *std::move(joined);
+    absl::StatusOr<std::unique_ptr<llama::TcpCommunicator>> tcp =
+        llama::TcpCommunicator::Create(rendezvous.get(), std::chrono::seconds(600));
+    if (!tcp.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(tcp.status().message()).c_str());
+      return 1;
+    }
+    comm = *std::move(tcp);
+  }
   llama::TransformerOptions options;
   options.max_batch_size = FLAGS_batch;
   options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
-  options.threads = FLAGS_threads;
+  options.threads = FLAGS_threads > 0 ? FLAGS_threads
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / FLAGS_world_size);
   absl::StatusOr<std::unique_ptr<llama::Transformer>> model =
-      llama::Transformer::Create(*std::move(weights), &comm, options);
+      llama::Transformer::Create(*std::move(weights), comm.get(), options);
   if (!model.ok()) {
     std::fprintf(stderr, "bench: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -137,19 +169,53 @@ int main(int argc, char** argv) {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
 
+  if (rendezvous && !rendezvous->Finish().ok()) return 1;
+  if (!leader) return 0;
   const double step_ms = 1000 * decode_seconds / FLAGS_decode_tokens;
   const double gbps = streamed_bytes / (decode_seconds / FLAGS_decode_tokens) / 1e9;
-  std::printf("model:    dim %lld, %lld layers, %lld/%lld heads, FFN %lld, vocab %lld, %.2f GB of weights (%s)\n",
+  std::printf("model:    dim %lld, %lld layers, %lld/%lld heads, FFN %lld, vocab %lld, %.2f GB of weights per rank (%s)\n",
               (long long)config.dim, (long long)config.n_layers, (long long)config.n_heads,
               (long long)config.n_kv_heads, (long long)config.ffn_hidden_dim(), (long long)config.vocab_size,
               weight_bytes / 1e9, FLAGS_shard.empty() ? "synthetic bf16" : FLAGS_shard.c_str());
-  std::printf("threads:  %d\n", FLAGS_threads > 0 ? FLAGS_threads : (int)std::thread::hardware_concurrency());
+  std::printf("ranks:    %d%s, %d thread(s) each\n", FLAGS_world_size,
+              FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads);
   std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
               prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / prefill_seconds);
   std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,
               FLAGS_batch * 1000 / step_ms);
-  std::printf("weights streamed per decode step: %.2f GB/s", gbps);
+  std::printf("weights streamed per decode step: %.2f GB/s (all ranks)", gbps * FLAGS_world_size);
   if (FLAGS_mem_gbps > 0) std::printf(" = %.0f%% of the %.1f GB/s memory limit", 100 * gbps / FLAGS_mem_gbps, FLAGS_mem_gbps);
   std::printf("\npeak RSS: %.2f GB\n", usage.ru_maxrss / 1e6);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("Measures prefill and decode tokens/s of the CPU engine.");
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  if (FLAGS_world_size > 1 && !FLAGS_shard.empty()) {
+    std::fprintf(stderr, "bench: --world_size > 1 runs the synthetic model only\n");
+    return 2;
+  }
+  int port = 0;
+  if (FLAGS_world_size > 1) {
+    absl::StatusOr<llama::net::Socket> probe = llama::net::Listen("127.0.0.1", 0);
+    port = *llama::net::LocalPort(*probe);
+  }
+  std::vector<pid_t> children;
+  for (int rank = 1; rank < FLAGS_world_size; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(RunRank(rank, port));
+    children.push_back(pid);
+  }
+  int result = RunRank(0, port);
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) result = 1;
+  }
+  return result;
 }

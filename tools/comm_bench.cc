@@ -1,0 +1,114 @@
+// //tools:comm_bench: the TCP collective's all-reduce between local
+// processes: latency and bandwidth for buffers from 4 KB to 64 MB.
+//
+//   bazel run //tools:comm_bench -- --world_size=2
+//
+// "algbw" is buffer bytes / time; "busbw" scales it by 2 (n - 1) / n, the
+// bytes each rank actually sends in a ring all-reduce (NCCL's convention),
+// so it is comparable with the link's bandwidth.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "absl/strings/str_format.h"
+#include "worker/net.h"
+#include "worker/rendezvous.h"
+#include "worker/tcp_communicator.h"
+
+DEFINE_int32(world_size, 2, "Processes (ranks) on this machine.");
+DEFINE_double(seconds_per_size, 0.3, "Time spent measuring each size.");
+
+namespace {
+
+int RunRank(int rank, int port) {
+  llama::RendezvousOptions options;
+  options.master_port = port;
+  options.rank = rank;
+  options.world_size = FLAGS_world_size;
+  options.token = "comm-bench";
+  options.join_timeout = std::chrono::seconds(30);
+  absl::StatusOr<std::unique_ptr<llama::Rendezvous>> rendezvous = llama::Rendezvous::Join(options);
+  if (!rendezvous.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, std::string(rendezvous.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<llama::TcpCommunicator>> comm =
+      llama::TcpCommunicator::Create(rendezvous->get(), std::chrono::seconds(60));
+  if (!comm.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, std::string(comm.status().message()).c_str());
+    return 1;
+  }
+  if (rank == 0) {
+    std::printf("all-reduce (sum, f32) over TCP on 127.0.0.1, %d ranks\n", FLAGS_world_size);
+    std::printf("%10s %12s %12s %12s\n", "bytes", "latency us", "algbw GB/s", "busbw GB/s");
+  }
+  for (size_t bytes = 4 << 10; bytes <= (64 << 20); bytes *= 4) {
+    std::vector<float> data(bytes / sizeof(float), 1.0f);
+    // Everyone agrees on the iteration count: rank 0's, broadcast.
+    int iterations = 0;
+    if (rank == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      (*comm)->AllReduceSum(data.data(), data.size()).IgnoreError();
+      const double once = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      iterations = std::clamp(static_cast<int>(FLAGS_seconds_per_size / std::max(once, 1e-6)), 3, 10000);
+    } else {
+      (*comm)->AllReduceSum(data.data(), data.size()).IgnoreError();
+    }
+    if (absl::Status s = (*comm)->Broadcast(&iterations, sizeof iterations, 0); !s.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.message()).c_str());
+      return 1;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iterations; ++i) {
+      if (absl::Status s = (*comm)->AllReduceSum(data.data(), data.size()); !s.ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.message()).c_str());
+        return 1;
+      }
+    }
+    const double each = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
+    if (rank == 0) {
+      const double algbw = bytes / each / 1e9;
+      std::printf("%10zu %12.1f %12.3f %12.3f\n", bytes, each * 1e6, algbw,
+                  algbw * 2 * (FLAGS_world_size - 1) / FLAGS_world_size);
+    }
+  }
+  return (*rendezvous)->Finish().ok() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("Measures the TCP all-reduce between local processes.");
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  if (FLAGS_world_size < 2) {
+    std::fprintf(stderr, "comm_bench: --world_size must be at least 2\n");
+    return 2;
+  }
+  absl::StatusOr<llama::net::Socket> probe = llama::net::Listen("127.0.0.1", 0);
+  const int port = *llama::net::LocalPort(*probe);
+  probe->Close();
+  std::fflush(stdout);
+  std::vector<pid_t> children;
+  for (int rank = 1; rank < FLAGS_world_size; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(RunRank(rank, port));
+    children.push_back(pid);
+  }
+  int result = RunRank(0, port);
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) result = 1;
+  }
+  return result;
+}
