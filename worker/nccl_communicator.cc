@@ -1,0 +1,116 @@
+#include "worker/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "ops/cuda/cuda_status.h"
+
+namespace llama {
+
+using cuda::CudaCall;
+using cuda::NcclCall;
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rendezvous* rendezvous, int device,
+                                                                           std::chrono::milliseconds timeout) {
+  const RendezvousOptions& o = rendezvous->options();
+  auto comm = std::unique_ptr<NcclCommunicator>(new NcclCommunicator(o.rank, o.world_size, timeout));
+  if (absl::Status s = CudaCall(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) return s;
+  ncclUniqueId id;
+  if (o.rank == 0) {
+    if (absl::Status s = NcclCall(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) return s;
+    if (absl::Status s = rendezvous->store().Set("nccl/id", std::string(id.internal, sizeof id.internal)); !s.ok()) {
+      return s;
+    }
+  } else {
+    absl::StatusOr<std::string> shared = rendezvous->store().Get("nccl/id", o.join_timeout);
+    if (!shared.ok()) return shared.status();
+    if (shared->size() != sizeof id.internal) {
+      return absl::DataLossError(absl::StrFormat("NCCL id from rank 0 has %d bytes; expected %d", shared->size(),
+                                                 sizeof id.internal));
+    }
+    std::memcpy(id.internal, shared->data(), sizeof id.internal);
+  }
+  cudaStream_t stream = nullptr;
+  if (absl::Status s = CudaCall(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      !s.ok()) {
+    return s;
+  }
+  comm->stream_ = stream;
+  ncclComm_t raw = nullptr;
+  if (absl::Status s = NcclCall(ncclCommInitRank(&raw, o.world_size, id, o.rank), "ncclCommInitRank"); !s.ok()) {
+    return s;
+  }
+  comm->comm_ = raw;
+  return comm;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) {
+    if (aborted_) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommDestroy(comm_);
+    }
+  }
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::Status NcclCommunicator::Synchronize(const char* collective) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (true) {
+    const cudaError_t state = cudaStreamQuery(stream_);
+    if (state == cudaSuccess) return absl::OkStatus();
+    if (state != cudaErrorNotReady) return CudaCall(state, collective);
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &async);
+    if (async != ncclSuccess) {
+      aborted_ = true;
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      return NcclCall(async, absl::StrFormat("%s (a peer failed; communicator aborted)", collective).c_str());
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      aborted_ = true;
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s: no progress for %d s; a peer is hung or gone, communicator aborted", collective,
+          std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+absl::Status NcclCommunicator::AllReduceSum(float* data, size_t count) {
+  if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
+  if (absl::Status s = NcclCall(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
+      !s.ok()) {
+    return s;
+  }
+  return Synchronize("ncclAllReduce");
+}
+
+absl::Status NcclCommunicator::AllGather(const float* send, size_t count, float* recv) {
+  if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
+  if (absl::Status s = NcclCall(ncclAllGather(send, recv, count, ncclFloat, comm_, stream_), "ncclAllGather");
+      !s.ok()) {
+    return s;
+  }
+  return Synchronize("ncclAllGather");
+}
+
+absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
+  if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
+  if (absl::Status s = NcclCall(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
+      !s.ok()) {
+    return s;
+  }
+  return Synchronize("ncclBroadcast");
+}
+
+}  // namespace llama

@@ -1,0 +1,60 @@
+// Collectives for GPU ranks through NCCL: the communicator is created from a
+// unique id that rank 0 publishes in the rendezvous store.
+//
+// Buffers are device pointers (the CUDA backend's activations). Every call
+// enqueues on the communicator's stream and waits for it by polling, so a
+// peer that dies or hangs is noticed: an NCCL async error or the
+// collective deadline aborts the communicator (ncclCommAbort) and returns
+// an error naming the collective, never a hang (FasterTransformer's
+// ftNcclStreamSynchronize does the same).
+
+#ifndef LLAMA_WORKER_NCCL_COMMUNICATOR_H_
+#define LLAMA_WORKER_NCCL_COMMUNICATOR_H_
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "worker/communicator.h"
+#include "worker/rendezvous.h"
+
+// Keeps nccl.h and cuda_runtime.h out of this header.
+struct ncclComm;
+struct CUstream_st;
+
+namespace llama {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Uses device `device` (normally LOCAL_RANK); exchanges the NCCL id
+  // through `rendezvous`.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(Rendezvous* rendezvous, int device,
+                                                                  std::chrono::milliseconds timeout);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  // Device pointers.
+  absl::Status AllReduceSum(float* data, size_t count) override;
+  absl::Status AllGather(const float* send, size_t count, float* recv) override;
+  absl::Status Broadcast(void* data, size_t bytes, int root) override;
+
+ private:
+  NcclCommunicator(int rank, int world_size, std::chrono::milliseconds timeout)
+      : rank_(rank), world_size_(world_size), timeout_(timeout) {}
+  // Waits for the stream, watching for NCCL errors and the deadline.
+  absl::Status Synchronize(const char* collective);
+
+  int rank_;
+  int world_size_;
+  std::chrono::milliseconds timeout_;
+  ncclComm* comm_ = nullptr;
+  CUstream_st* stream_ = nullptr;
+  bool aborted_ = false;
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_NCCL_COMMUNICATOR_H_

@@ -1,0 +1,47 @@
+// The NCCL communicator on one rank (NCCL refuses two ranks on one GPU);
+// multi-GPU runs belong to the GPU check script. Needs a GPU.
+
+#include "worker/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ops/cuda/cuda_status.h"
+#include "worker/net.h"
+
+namespace llama {
+namespace {
+
+TEST(NcclCommunicatorTest, OneRankCollectives) {
+  std::string why_none;
+  absl::StatusOr<int> devices = cuda::VisibleDeviceCount(&why_none);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  if (*devices == 0) GTEST_SKIP() << "no CUDA device visible: " << why_none;
+
+  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
+  RendezvousOptions options;
+  options.master_port = *net::LocalPort(*probe);
+  probe->Close();
+  absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
+  ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
+      NcclCommunicator::Create(rendezvous->get(), 0, std::chrono::seconds(30));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+
+  std::vector<float> host = {1.5f, -2.0f, 3.0f};
+  float* device = nullptr;
+  ASSERT_TRUE(cuda::CudaCall(cudaMalloc(&device, 3 * sizeof(float)), "cudaMalloc").ok());
+  ASSERT_TRUE(cuda::CudaCall(cudaMemcpy(device, host.data(), 12, cudaMemcpyHostToDevice), "cudaMemcpy").ok());
+  ASSERT_TRUE((*comm)->AllReduceSum(device, 3).ok());
+  ASSERT_TRUE((*comm)->Broadcast(device, 12, 0).ok());
+  std::vector<float> back(3);
+  ASSERT_TRUE(cuda::CudaCall(cudaMemcpy(back.data(), device, 12, cudaMemcpyDeviceToHost), "cudaMemcpy").ok());
+  cudaFree(device);
+  EXPECT_EQ(back, host);  // A sum over one rank is the identity.
+}
+
+}  // namespace
+}  // namespace llama
