@@ -473,27 +473,36 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   if (fs::weakly_canonical(options.ckpt_dir, error) == fs::weakly_canonical(options.out_dir, error)) {
     return absl::InvalidArgumentError("--out_dir must differ from --ckpt_dir");
   }
-  if (options.verify_checklist) {
-    const std::string checklist = options.ckpt_dir + "/checklist.chk";
-    absl::StatusOr<std::vector<FileCheck>> checks = VerifyChecklist(checklist);
-    if (!checks.ok()) return checks.status();
-    if (absl::Status s = ChecklistStatus(checklist, *checks); !s.ok()) return s;
-  }
-
   const std::map<int, std::string> meta = NumberedFiles(options.ckpt_dir, "consolidated.", ".pth");
   const std::map<int, std::string> ours = ShardFiles(options.ckpt_dir);
   if (meta.empty() && ours.empty()) {
     return absl::NotFoundError(absl::StrFormat(
         "--ckpt_dir \"%s\": no consolidated.NN.pth (Meta's checkpoint) or rank-R-of-N.shard files", options.ckpt_dir));
   }
+  const auto verify_checklist = [&]() -> absl::Status {
+    const std::string checklist = options.ckpt_dir + "/checklist.chk";
+    absl::StatusOr<std::vector<FileCheck>> checks = VerifyChecklist(checklist);
+    if (!checks.ok()) return checks.status();
+    return ChecklistStatus(checklist, *checks);
+  };
   absl::StatusOr<SourceSet> sources =
       meta.empty() ? OpenShardFolder(options.ckpt_dir, ours) : OpenMetaCheckpoint(options.ckpt_dir, meta);
-  if (!sources.ok()) return sources.status();
+  if (!sources.ok()) {
+    // A damaged download is best explained by its checklist.
+    if (options.verify_checklist) {
+      if (absl::Status s = verify_checklist(); !s.ok()) return s;
+    }
+    return sources.status();
+  }
   ConvertResult result;
   result.source_shards = sources->pth_files.size() + sources->shards.size();
   if (UpToDate(options, sources->records)) {
     result.up_to_date = true;
     return result;
+  }
+  // Checked once, before converting: an up-to-date conversion was checked then.
+  if (options.verify_checklist) {
+    if (absl::Status s = verify_checklist(); !s.ok()) return s;
   }
   const ModelConfig& config = sources->config;
   if (absl::Status s = CheckWorldSize(config, options.world_size); !s.ok()) {

@@ -34,7 +34,8 @@ struct ConvertOptions {
   int world_size = 1;
   // Output element type; unset keeps each tensor's source type.
   std::optional<DType> dtype;
-  // Check checklist.chk (MD5 of every file) before converting.
+  // Check checklist.chk (MD5 of every file) before converting (not when the
+  // output is already up to date).
   bool verify_checklist = false;
   // Progress display on stderr.
   bool show_progress = false;

@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,47 +25,58 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessOptions& op
     return absl::NotFoundError(
         absl::StrFormat("cannot run \"%s\": %s", options.argv[0], std::strerror(errno)));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!options.stdout_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.stdout_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  }
-  if (!options.stderr_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  }
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  // Own process group, default signal handling (the supervisor may ignore some).
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  sigaddset(&defaults, SIGPIPE);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-
+  // Everything the child needs is prepared before fork: after it, only
+  // async-signal-safe calls.
   std::vector<char*> argv, envp;
   for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const std::string& e : options.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  pid_t pid = 0;
-  const int error = posix_spawn(&pid, options.argv[0].c_str(), &actions, &attributes, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (error != 0) {
-    return absl::InternalError(absl::StrFormat("cannot start \"%s\": %s", options.argv[0], std::strerror(error)));
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  if (options.capture_output && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)) {
+    return absl::ResourceExhaustedError(absl::StrFormat("pipe: %s", std::strerror(errno)));
   }
-  return std::unique_ptr<Process>(new Process(pid));
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::ResourceExhaustedError(absl::StrFormat("fork: %s", std::strerror(errno)));
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // The parent died before prctl.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD}) signal(sig, SIG_DFL);
+    const auto redirect = [](const std::string& path, int fd) {
+      if (path.empty()) return;
+      const int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (file < 0) _exit(126);
+      dup2(file, fd);
+    };
+    if (options.capture_output) {
+      dup2(out_pipe[1], STDOUT_FILENO);
+      dup2(err_pipe[1], STDERR_FILENO);
+    } else {
+      redirect(options.stdout_path, STDOUT_FILENO);
+      redirect(options.stderr_path, STDERR_FILENO);
+    }
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);  // Also from the parent, so signals sent right away reach the group.
+  auto process = std::unique_ptr<Process>(new Process(pid));
+  if (options.capture_output) {
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    process->stdout_fd_ = out_pipe[0];
+    process->stderr_fd_ = err_pipe[0];
+  }
+  return process;
 }
 
 Process::~Process() {
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+  if (stderr_fd_ >= 0) close(stderr_fd_);
   if (exit_.has_value()) return;
   SignalGroup(SIGKILL);
   int status;

@@ -1,7 +1,9 @@
 // Child processes for the launcher and the multi-process tests: spawned
 // with an explicit environment, each in its own process group (so the
-// whole job can be signalled and nothing outlives its supervisor), with
-// stdout and stderr optionally sent to files.
+// whole job can be signalled), killed by the kernel if the process that
+// spawned them dies (PR_SET_PDEATHSIG: nothing outlives its supervisor,
+// even one killed with SIGKILL), with stdout and stderr sent to files or
+// captured through pipes.
 
 #ifndef LLAMA_LAUNCHER_PROCESS_H_
 #define LLAMA_LAUNCHER_PROCESS_H_
@@ -30,8 +32,10 @@ struct ExitStatus {
 struct ProcessOptions {
   std::vector<std::string> argv;  // argv[0] is the executable's path.
   std::vector<std::string> env;   // "NAME=value", the child's whole environment.
-  std::string stdout_path;        // Empty: inherit.
-  std::string stderr_path;        // Empty: inherit.
+  std::string stdout_path;        // Empty: inherit (or capture).
+  std::string stderr_path;        // Empty: inherit (or capture).
+  // Give the parent pipes to the child's stdout and stderr (overrides the paths).
+  bool capture_output = false;
 };
 
 // Not thread-safe. Destroying a running Process kills its process group
@@ -44,6 +48,10 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   pid_t pid() const { return pid_; }
+  // Read ends of the captured stdout / stderr (-1 if not captured). Owned
+  // by the Process; the caller may make them non-blocking.
+  int stdout_fd() const { return stdout_fd_; }
+  int stderr_fd() const { return stderr_fd_; }
 
   // The exit status if the process has ended (reaping it), else nullopt.
   std::optional<ExitStatus> Poll();
@@ -56,6 +64,8 @@ class Process {
   explicit Process(pid_t pid) : pid_(pid) {}
 
   pid_t pid_;
+  int stdout_fd_ = -1;
+  int stderr_fd_ = -1;
   std::optional<ExitStatus> exit_;
 };
 

@@ -1,6 +1,8 @@
 #include "launcher/process.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <thread>
@@ -47,6 +49,50 @@ TEST(ProcessTest, SignalsReachTheWholeGroup) {
   // The background sleep was in the group too.
   for (int i = 0; i < 100 && ::kill(-group, 0) == 0; ++i) std::this_thread::sleep_for(20ms);
   EXPECT_NE(::kill(-group, 0), 0) << "a process of the group survived";
+}
+
+TEST(ProcessTest, CapturesOutputThroughPipes) {
+  ProcessOptions options;
+  options.argv = {"/bin/sh", "-c", "echo out; echo err >&2"};
+  options.capture_output = true;
+  absl::StatusOr<std::unique_ptr<Process>> p = Process::Spawn(options);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE((*p)->Wait(10s).ok());
+  char buffer[16] = {};
+  EXPECT_EQ(read((*p)->stdout_fd(), buffer, sizeof buffer), 4);
+  EXPECT_STREQ(buffer, "out\n");
+  EXPECT_EQ(read((*p)->stderr_fd(), buffer, sizeof buffer), 4);
+}
+
+// A child of a supervisor that is killed outright dies with it.
+TEST(ProcessTest, ChildrenDieWithTheirSupervisor) {
+  const std::string pid_file = std::string(getenv("TEST_TMPDIR")) + "/grandchild.pid";
+  // A forked helper plays the supervisor: it spawns a sleeper, then is killed.
+  const pid_t helper = fork();
+  if (helper == 0) {
+    absl::StatusOr<std::unique_ptr<Process>> p =
+        Process::Spawn({{"/bin/sh", "-c", "echo $$ > " + pid_file + "; exec sleep 60"}, {}, "", ""});
+    if (!p.ok()) _exit(1);
+    (*p).release();  // Never destroyed: only the kernel's death signal can stop it.
+    pause();
+    _exit(0);
+  }
+  std::string pid_text;
+  for (int i = 0; i < 200 && pid_text.empty(); ++i) {
+    std::this_thread::sleep_for(10ms);
+    pid_text = Slurp(pid_file);
+  }
+  ASSERT_FALSE(pid_text.empty());
+  const pid_t child = std::stoi(pid_text);
+  EXPECT_EQ(::kill(child, 0), 0);
+  ::kill(helper, SIGKILL);
+  waitpid(helper, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    std::this_thread::sleep_for(10ms);
+    gone = ::kill(child, 0) != 0 || Slurp("/proc/" + pid_text + "/stat").find(" Z ") != std::string::npos;
+  }
+  EXPECT_TRUE(gone) << "the child outlived its supervisor";
 }
 
 TEST(ProcessTest, MissingProgramIsAClearError) {

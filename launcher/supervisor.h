@@ -1,0 +1,52 @@
+// Runs a node's worker processes to completion, or stops them all:
+//
+// - each rank's stdout and stderr go, line by line and prefixed with
+//   "[rank R] ", to <log_dir>/rank<R>.log; rank 0's stdout also goes to the
+//   launcher's stdout unchanged (the job's results);
+// - when a worker exits non-zero or by a signal, the others get SIGTERM and,
+//   after the grace period, SIGKILL; the outcome names the first failure;
+// - SIGINT / SIGTERM to the launcher stop every worker the same way; a
+//   second one kills them at once.
+// Workers run in their own process groups and die with the launcher
+// (launcher/process.h), so none outlives it.
+
+#ifndef LLAMA_LAUNCHER_SUPERVISOR_H_
+#define LLAMA_LAUNCHER_SUPERVISOR_H_
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "launcher/process.h"
+
+namespace llama {
+
+struct WorkerLaunch {
+  int rank = 0;
+  ProcessOptions process;  // capture_output is forced on.
+};
+
+struct SupervisorOptions {
+  std::string log_dir;
+  std::chrono::milliseconds grace{std::chrono::seconds(5)};
+  FILE* results = stdout;  // Where rank 0's stdout goes.
+};
+
+struct JobOutcome {
+  bool success = false;
+  bool interrupted = false;  // Stopped by SIGINT / SIGTERM.
+  int failed_rank = -1;      // The first rank that failed, if any.
+  ExitStatus failed_exit;
+  std::string failed_log;
+};
+
+absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers, const SupervisorOptions& options);
+
+// "<log_dir>/rank<R>.log".
+std::string RankLogPath(const std::string& log_dir, int rank);
+
+}  // namespace llama
+
+#endif  // LLAMA_LAUNCHER_SUPERVISOR_H_
