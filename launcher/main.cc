@@ -1,50 +1,330 @@
-// //launcher: prepares and starts a job's worker processes, as torchrun does
-// for Meta's reference.
-//
-// What lands so far: torchrun's topology flags, validated, and the exact
-// environment each local rank will receive, printed as a plan. Spawning and
-// supervising the workers is the Launcher issue's work (see README.md).
+// //launcher: what torchrun and the reference's example scripts do for a
+// Python user: prepare shards, start one worker per rank with the job's
+// environment, supervise them, and print rank 0's results.
+// See --help (the usage message below) for the manual.
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "checkpoint/converter.h"
+#include "launcher/demo.h"
+#include "launcher/slurm.h"
+#include "launcher/supervisor.h"
 #include "launcher/world.h"
+#include "worker/net.h"
 
-DEFINE_int32(nnodes, 1, "Number of nodes in the job (torchrun's --nnodes).");
-DEFINE_int32(nproc_per_node, 1, "Worker processes on this node, one per GPU (torchrun's flag).");
-DEFINE_int32(node_rank, 0, "This node's index, 0 <= node_rank < nnodes (torchrun's flag).");
-DEFINE_string(master_addr, "127.0.0.1", "Address of the node that hosts rank 0's rendezvous store.");
-DEFINE_int32(master_port, llama::kDefaultMasterPort, "Port of rank 0's rendezvous store.");
+// Topology (torchrun's flags).
+DEFINE_int32(nproc_per_node, 1, "Workers (ranks) on this node; one per GPU on GPU machines.");
+DEFINE_int32(nnodes, 1, "Nodes in the job.");
+DEFINE_int32(node_rank, 0, "This node's index, 0 <= node_rank < nnodes.");
+DEFINE_string(master_addr, "127.0.0.1", "Host of node 0, where rank 0 hosts the rendezvous store.");
+DEFINE_int32(master_port, 0, "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.");
+// Model.
+DEFINE_string(ckpt_dir, "", "Meta's checkpoint folder (consolidated.NN.pth, params.json). Empty: the demo job.");
+DEFINE_string(tokenizer_path, "", "tokenizer.model. Default: next to --ckpt_dir (its parent folder, as download.sh lays it out).");
+DEFINE_string(shard_dir, "", "Where converted shards live. Default: <ckpt_dir>/shards/tp<world size>.");
+// Job (as the worker's flags).
+DEFINE_string(prompt, "", "One prompt for text completion.");
+DEFINE_string(prompts_file, "", "Prompts: a JSON array of strings, or JSON Lines.");
+DEFINE_string(dialogs_file, "", "Dialogs for chat completion: a JSON array of [{role, content}, ...].");
+DEFINE_double(temperature, 0.6, "Sampling temperature; 0 is greedy.");
+DEFINE_double(top_p, 0.9, "Top-p sampling threshold, in (0, 1].");
+DEFINE_int32(max_seq_len, 512, "Longest sequence (prompt + generation).");
+DEFINE_int32(max_batch_size, 4, "Sequences generated together.");
+DEFINE_int32(max_gen_len, -1, "Most tokens per prompt; -1: max_seq_len - 1.");
+DEFINE_uint64(seed, 1, "Sampling seed.");
+DEFINE_bool(logprobs, false, "Report log-probabilities.");
+DEFINE_bool(echo, false, "Include the prompt in the output.");
+DEFINE_string(output, "", "JSON Lines results file (written by rank 0).");
+// Running.
+DEFINE_string(worker, "", "The worker binary. Default: //worker from this binary's runfiles.");
+DEFINE_string(log_dir, "", "Per-rank logs. Default: <shard_dir>/logs.");
+DEFINE_string(token_file, "", "File holding the job's shared secret (else $RENDEZVOUS_TOKEN, else a fresh one on one node).");
+DEFINE_int32(grace_period, 5, "Seconds between SIGTERM and SIGKILL when stopping workers.");
+DEFINE_int32(rendezvous_timeout, 300, "Seconds for every rank to join.");
+DEFINE_int32(load_timeout, 1800, "Seconds for every rank to load its shard.");
+DEFINE_int32(collective_timeout, 300, "Seconds a collective may wait for a silent peer.");
+DEFINE_string(demo_dir, "", "Where the demo job keeps its checkpoint. Default: ~/.cache/llama2-cpp/demo.");
+// sbatch subcommand.
+DEFINE_int32(nodes, 1, "sbatch: nodes to allocate.");
+DEFINE_int32(gpus_per_node, 1, "sbatch: GPUs (and workers) per node.");
+DEFINE_string(partition, "", "sbatch: partition.");
+DEFINE_string(time, "", "sbatch: time limit.");
+DEFINE_string(account, "", "sbatch: account.");
+DEFINE_bool(dry_run, false, "sbatch: print the script, do not submit it.");
+
+namespace llama {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kUsage[] = R"(Runs Llama 2 inference: converts the checkpoint to shards for the world size,
+starts one worker per rank, supervises them, and prints rank 0's results.
+
+Single node (here: 2 workers, tensor parallel over TCP):
+  launcher --ckpt_dir=llama-2-7b --nproc_per_node=2 --prompt="I believe the meaning of life is"
+  launcher --ckpt_dir=llama-2-7b-chat --dialogs_file=dialogs.json --max_seq_len=512
+With no --ckpt_dir, runs the demo job: a small random-weight checkpoint made
+on the spot (the text is meaningless; it shows the machinery working).
+
+Several nodes (the same command on each, node_rank 0..nnodes-1; all nodes
+share RENDEZVOUS_TOKEN, from the environment or --token_file):
+  RENDEZVOUS_TOKEN=... launcher --nnodes=2 --node_rank=0 --master_addr=node0 --master_port=29500 \
+      --nproc_per_node=8 --ckpt_dir=/data/llama-2-70b --prompts_file=prompts.jsonl
+
+SLURM: inside `srun --ntasks-per-node=1 launcher ...` the node rank, node
+count, master host (first of SLURM_JOB_NODELIST) and port come from SLURM.
+To write and submit the batch script:
+  launcher sbatch --nodes=2 --gpus_per_node=8 --partition=gpu --time=1:00:00 -- --ckpt_dir=/data/llama-2-70b --prompt="..."
+  (--dry_run prints the script without submitting it)
+
+Exit status: 0 on success; 1 with one line naming the rank that failed, how,
+and its log; 130 when interrupted (Ctrl-C or SIGTERM stop every worker; a
+second one kills them at once).
+)";
+
+int Fail(absl::string_view message) {
+  std::fprintf(stderr, "launcher: %.*s\n", static_cast<int>(message.size()), message.data());
+  return 1;
+}
+
+std::string SelfPath() {
+  std::error_code error;
+  return fs::read_symlink("/proc/self/exe", error).string();
+}
+
+// //worker next to us: in our runfiles (bazel run), or in bazel-bin.
+absl::StatusOr<std::string> FindWorker() {
+  if (!FLAGS_worker.empty()) return FLAGS_worker;
+  const std::string self = SelfPath();
+  std::vector<std::string> candidates;
+  if (const char* runfiles = std::getenv("RUNFILES_DIR"); runfiles != nullptr) {
+    candidates.push_back(absl::StrCat(runfiles, "/llama2_cpp/worker/worker"));
+  }
+  candidates.push_back(self + ".runfiles/llama2_cpp/worker/worker");
+  candidates.push_back((fs::path(self).parent_path().parent_path() / "worker" / "worker").string());
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), X_OK) == 0) return c;
+  }
+  return absl::NotFoundError(absl::StrFormat(
+      "cannot find the worker binary next to %s; build //worker or pass --worker=PATH", self));
+}
+
+std::string RandomToken() {
+  std::random_device device;
+  return absl::StrFormat("%08x%08x%08x%08x", device(), device(), device(), device());
+}
+
+absl::StatusOr<std::string> JobToken(bool single_node) {
+  if (!FLAGS_token_file.empty()) {
+    std::ifstream in(FLAGS_token_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string token(absl::StripAsciiWhitespace(text.str()));
+    if (!in || token.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("--token_file \"%s\": missing or empty", FLAGS_token_file));
+    }
+    return token;
+  }
+  if (const char* token = std::getenv("RENDEZVOUS_TOKEN"); token != nullptr && *token != '\0') return std::string(token);
+  if (single_node) return RandomToken();
+  return absl::InvalidArgumentError(
+      "a job across nodes needs a secret shared by all nodes: set RENDEZVOUS_TOKEN or --token_file on every node");
+}
+
+std::vector<std::string> WorkerJobFlags() {
+  std::vector<std::string> flags = {
+      absl::StrCat("--temperature=", FLAGS_temperature), absl::StrCat("--top_p=", FLAGS_top_p),
+      absl::StrCat("--max_seq_len=", FLAGS_max_seq_len), absl::StrCat("--max_batch_size=", FLAGS_max_batch_size),
+      absl::StrCat("--max_gen_len=", FLAGS_max_gen_len), absl::StrCat("--seed=", FLAGS_seed),
+      absl::StrCat("--logprobs=", FLAGS_logprobs ? "true" : "false"),
+      absl::StrCat("--echo=", FLAGS_echo ? "true" : "false"),
+      absl::StrCat("--rendezvous_timeout=", FLAGS_rendezvous_timeout),
+      absl::StrCat("--load_timeout=", FLAGS_load_timeout),
+      absl::StrCat("--collective_timeout=", FLAGS_collective_timeout)};
+  // Paths are made absolute: workers do not share our working directory's meaning across nodes.
+  const auto absolute = [](const std::string& p) { return fs::absolute(p).string(); };
+  if (!FLAGS_prompt.empty()) flags.push_back("--prompt=" + FLAGS_prompt);
+  if (!FLAGS_prompts_file.empty()) flags.push_back("--prompts_file=" + absolute(FLAGS_prompts_file));
+  if (!FLAGS_dialogs_file.empty()) flags.push_back("--dialogs_file=" + absolute(FLAGS_dialogs_file));
+  if (!FLAGS_output.empty()) flags.push_back("--output=" + absolute(FLAGS_output));
+  return flags;
+}
+
+int RunSbatch(const std::vector<std::string>& job_args) {
+  SbatchOptions options;
+  options.nodes = FLAGS_nodes;
+  options.gpus_per_node = FLAGS_gpus_per_node;
+  options.partition = FLAGS_partition;
+  options.time = FLAGS_time;
+  options.account = FLAGS_account;
+  if (options.nodes < 1 || options.gpus_per_node < 1) return Fail("sbatch: --nodes and --gpus_per_node must be >= 1");
+  const std::string script = SbatchScript(options, SelfPath(), job_args);
+  std::printf("%s", script.c_str());
+  std::fflush(stdout);
+  if (FLAGS_dry_run) return 0;
+  const std::string path = absl::StrCat(fs::temp_directory_path().string(), "/llama2-sbatch-", getpid(), ".sh");
+  std::ofstream(path) << script;
+  // Found on PATH, as a user would run it.
+  const std::string command = absl::StrCat("sbatch ", path);
+  const int status = std::system(command.c_str());
+  if (status != 0) return Fail(absl::StrFormat("`%s` failed (status %d); is SLURM's sbatch on PATH?", command, status));
+  return 0;
+}
+
+int Run(const std::vector<std::string>& extra_args) {
+  if (!extra_args.empty() && extra_args[0] == "sbatch") {
+    return RunSbatch(std::vector<std::string>(extra_args.begin() + 1, extra_args.end()));
+  }
+  if (!extra_args.empty()) return Fail(absl::StrCat("unexpected argument \"", extra_args[0], "\" (see --help)"));
+
+  WorldOptions world;
+  world.nnodes = FLAGS_nnodes;
+  world.nproc_per_node = FLAGS_nproc_per_node;
+  world.node_rank = FLAGS_node_rank;
+  world.master_addr = FLAGS_master_addr;
+  world.master_port = FLAGS_master_port;
+  absl::StatusOr<std::optional<SlurmPlacement>> slurm = ReadSlurmPlacement();
+  if (!slurm.ok()) return Fail(slurm.status().message());
+  if (slurm->has_value()) {
+    world.nnodes = (*slurm)->nnodes;
+    world.node_rank = (*slurm)->node_rank;
+    world.master_addr = (*slurm)->master_addr;
+    if (world.master_port == 0) world.master_port = (*slurm)->master_port;
+  }
+  const bool single_node = world.nnodes == 1;
+  if (world.master_port == 0) {
+    if (single_node) {
+      absl::StatusOr<net::Socket> probe = net::Listen("0.0.0.0", 0);
+      if (!probe.ok()) return Fail(probe.status().message());
+      world.master_port = *net::LocalPort(*probe);
+    } else {
+      world.master_port = kDefaultMasterPort;
+    }
+  } else if (world.node_rank == 0) {
+    // Rank 0 will host the store here: say now, in one line, if it cannot.
+    if (absl::StatusOr<net::Socket> probe = net::Listen("0.0.0.0", world.master_port); !probe.ok()) {
+      return Fail(absl::StrFormat("--master_port=%d is already in use on this node; pick another", world.master_port));
+    }
+  }
+  absl::StatusOr<std::vector<RankInfo>> ranks = LocalRanks(world);
+  if (!ranks.ok()) return Fail(ranks.status().message());
+  const int world_size = world.nnodes * world.nproc_per_node;
+
+  // The model: Meta's checkpoint, or the demo's.
+  std::string ckpt_dir = FLAGS_ckpt_dir, tokenizer = FLAGS_tokenizer_path;
+  const bool demo = ckpt_dir.empty();
+  if (demo) {
+    const std::string demo_dir = FLAGS_demo_dir.empty()
+                                     ? absl::StrCat(std::getenv("HOME") ? std::getenv("HOME") : "/tmp", "/.cache/llama2-cpp/demo")
+                                     : FLAGS_demo_dir;
+    absl::StatusOr<DemoCheckpoint> made = PrepareDemoCheckpoint(demo_dir);
+    if (!made.ok()) return Fail(made.status().message());
+    ckpt_dir = made->ckpt_dir;
+    tokenizer = made->tokenizer_path;
+    if (FLAGS_prompt.empty() && FLAGS_prompts_file.empty() && FLAGS_dialogs_file.empty()) {
+      FLAGS_prompts_file = made->prompts_file;
+      if (FLAGS_max_gen_len < 0) FLAGS_max_gen_len = 32;
+    }
+    std::fprintf(stderr,
+                 "launcher: demo job: a small Llama 2 checkpoint with RANDOM weights in %s (no download);\n"
+                 "          the completions are meaningless text, produced by the real pipeline.\n",
+                 ckpt_dir.c_str());
+  }
+  if (tokenizer.empty()) {
+    for (const fs::path candidate : {fs::path(ckpt_dir).parent_path() / "tokenizer.model",
+                                     fs::path(ckpt_dir) / "tokenizer.model"}) {
+      if (fs::exists(candidate)) tokenizer = candidate.string();
+    }
+    if (tokenizer.empty()) {
+      return Fail(absl::StrFormat("no tokenizer.model next to %s; pass --tokenizer_path", ckpt_dir));
+    }
+  }
+  const std::string shard_dir =
+      FLAGS_shard_dir.empty() ? absl::StrCat(fs::absolute(ckpt_dir).string(), "/shards/tp", world_size) : FLAGS_shard_dir;
+
+  ConvertOptions convert;
+  convert.ckpt_dir = ckpt_dir;
+  convert.out_dir = shard_dir;
+  convert.world_size = world_size;
+  convert.verify_checklist = fs::exists(fs::path(ckpt_dir) / "checklist.chk");
+  convert.show_progress = true;
+  const auto prepare_start = std::chrono::steady_clock::now();
+  absl::StatusOr<ConvertResult> converted = ConvertCheckpoint(convert);
+  if (!converted.ok()) {
+    std::string message(converted.status().message());
+    if (absl::StartsWith(message, "--world_size: ")) {
+      message = absl::StrFormat("--nproc_per_node=%d x --nnodes=%d: %s", world.nproc_per_node, world.nnodes,
+                                message.substr(14));
+    }
+    return Fail(message);
+  }
+  LOG(INFO) << (converted->up_to_date ? "shards up to date in " : "converted to ") << shard_dir;
+
+  absl::StatusOr<std::string> worker = FindWorker();
+  if (!worker.ok()) return Fail(worker.status().message());
+  absl::StatusOr<std::string> token = JobToken(single_node);
+  if (!token.ok()) return Fail(token.status().message());
+
+  std::vector<WorkerLaunch> launches;
+  const std::vector<std::string> job_flags = WorkerJobFlags();
+  for (const RankInfo& rank : *ranks) {
+    WorkerLaunch launch;
+    launch.rank = rank.rank;
+    launch.process.argv = {*worker, "--shard_dir=" + shard_dir, "--tokenizer_path=" + fs::absolute(tokenizer).string()};
+    launch.process.argv.insert(launch.process.argv.end(), job_flags.begin(), job_flags.end());
+    // A clean, explicit environment: nothing from our shell leaks in.
+    for (const auto& [name, value] : WorkerEnvironment(world, rank)) launch.process.env.push_back(name + "=" + value);
+    launch.process.env.push_back("RENDEZVOUS_TOKEN=" + *token);
+    launches.push_back(std::move(launch));
+  }
+  SupervisorOptions supervise;
+  supervise.log_dir = FLAGS_log_dir.empty() ? shard_dir + "/logs" : FLAGS_log_dir;
+  supervise.grace = std::chrono::seconds(FLAGS_grace_period);
+  const auto job_start = std::chrono::steady_clock::now();
+  absl::StatusOr<JobOutcome> outcome = SuperviseJob(launches, supervise);
+  if (!outcome.ok()) return Fail(outcome.status().message());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count();
+  if (outcome->interrupted) {
+    std::fprintf(stderr, "launcher: interrupted; stopped all %zu workers\n", launches.size());
+    return 130;
+  }
+  if (!outcome->success) {
+    return Fail(absl::StrFormat("rank %d failed (%s); its log: %s", outcome->failed_rank,
+                                outcome->failed_exit.Describe(), outcome->failed_log));
+  }
+  std::fprintf(stderr, "launcher: %d rank(s) on %d node(s) finished in %.1f s (model preparation %.1f s); logs in %s\n",
+               world_size, world.nnodes, seconds,
+               std::chrono::duration<double>(job_start - prepare_start).count(), supervise.log_dir.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace llama
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "Plans a Llama 2 job's worker processes.\n"
-      "  launcher --nproc_per_node=N [--nnodes=M --node_rank=K --master_addr=HOST "
-      "--master_port=PORT]\n"
-      "prints each local rank's environment (RANK, LOCAL_RANK, WORLD_SIZE, ...).");
+  gflags::SetUsageMessage(llama::kUsage);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
-
-  llama::WorldOptions options;
-  options.nnodes = FLAGS_nnodes;
-  options.nproc_per_node = FLAGS_nproc_per_node;
-  options.node_rank = FLAGS_node_rank;
-  options.master_addr = FLAGS_master_addr;
-  options.master_port = FLAGS_master_port;
-  absl::StatusOr<std::vector<llama::RankInfo>> ranks = llama::LocalRanks(options);
-  if (!ranks.ok()) {
-    std::fprintf(stderr, "launcher: %s\n", std::string(ranks.status().message()).c_str());
-    return 2;
-  }
-  for (const llama::RankInfo& rank : *ranks) {
-    std::printf("local rank %d:", rank.local_rank);
-    for (const auto& [name, value] : llama::WorkerEnvironment(options, rank)) {
-      std::printf(" %s=%s", name.c_str(), value.c_str());
-    }
-    std::printf("\n");
-  }
-  return 0;
+  std::vector<std::string> extra(argv + 1, argv + argc);
+  // "sbatch ... -- <job flags>": gflags stops at "--"; what follows is the job's.
+  if (!extra.empty() && extra[0] == "sbatch" && extra.size() > 1 && extra[1] == "--") extra.erase(extra.begin() + 1);
+  return llama::Run(extra);
 }

@@ -1,0 +1,263 @@
+#include "checkpoint/pth_writer.h"
+
+#include <zlib.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "checkpoint/file_util.h"
+
+namespace llama {
+namespace {
+
+constexpr uint64_t kZip32Max = 0xFFFFFFFF;
+
+// Little-endian byte appenders.
+void U16(std::string* out, uint16_t v) {
+  out->push_back(static_cast<char>(v));
+  out->push_back(static_cast<char>(v >> 8));
+}
+void U32(std::string* out, uint32_t v) {
+  U16(out, static_cast<uint16_t>(v));
+  U16(out, static_cast<uint16_t>(v >> 16));
+}
+void U64(std::string* out, uint64_t v) {
+  U32(out, static_cast<uint32_t>(v));
+  U32(out, static_cast<uint32_t>(v >> 32));
+}
+
+const char* StorageClass(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "FloatStorage";
+    case DType::kF16: return "HalfStorage";
+    case DType::kBF16: return "BFloat16Storage";
+    case DType::kF64: return "DoubleStorage";
+    case DType::kI64: return "LongStorage";
+    case DType::kI32: return "IntStorage";
+    case DType::kI16: return "ShortStorage";
+    case DType::kI8: return "CharStorage";
+    case DType::kU8: return "ByteStorage";
+    case DType::kBool: return "BoolStorage";
+  }
+  return "FloatStorage";
+}
+
+// Protocol-2 pickle pieces.
+void PickleString(std::string* p, const std::string& s) {
+  p->push_back('X');
+  U32(p, static_cast<uint32_t>(s.size()));
+  p->append(s);
+}
+void PickleInt(std::string* p, int64_t v) {
+  if (v >= INT32_MIN && v <= INT32_MAX) {
+    p->push_back('J');
+    U32(p, static_cast<uint32_t>(v));
+  } else {
+    p->push_back('\x8a');  // LONG1, 8 bytes two's complement.
+    p->push_back(8);
+    U64(p, static_cast<uint64_t>(v));
+  }
+}
+void PickleIntTuple(std::string* p, const std::vector<int64_t>& values) {
+  p->push_back('(');
+  for (int64_t v : values) PickleInt(p, v);
+  p->push_back('t');
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PthWriter>> PthWriter::Create(const std::string& path, const std::string& archive_name) {
+  FILE* file = std::fopen((path + ".tmp").c_str(), "wb");
+  if (file == nullptr) {
+    return absl::PermissionDeniedError(absl::StrFormat("cannot create \"%s.tmp\": %s", path, std::strerror(errno)));
+  }
+  return std::unique_ptr<PthWriter>(new PthWriter(path, archive_name, file));
+}
+
+PthWriter::~PthWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+  if (!finished_) std::remove((path_ + ".tmp").c_str());
+}
+
+absl::Status PthWriter::Write(const void* data, size_t size) {
+  if (size > 0 && std::fwrite(data, 1, size, file_) != size) {
+    return absl::ResourceExhaustedError(absl::StrFormat("write to \"%s.tmp\" failed: %s", path_, std::strerror(errno)));
+  }
+  position_ += size;
+  return absl::OkStatus();
+}
+
+absl::Status PthWriter::WriteEntry(const std::string& name, absl::Span<const uint8_t> data) {
+  const std::string full = absl::StrCat(archive_, "/", name);
+  uLong running = crc32(0L, Z_NULL, 0);
+  for (size_t done = 0; done < data.size();) {  // zlib takes 32-bit lengths.
+    const size_t n = std::min<size_t>(data.size() - done, 1u << 30);
+    running = crc32(running, data.data() + done, static_cast<uInt>(n));
+    done += n;
+  }
+  const bool zip64 = data.size() >= kZip32Max || position_ >= kZip32Max;
+  std::string header;
+  U32(&header, 0x04034B50);
+  U16(&header, zip64 ? 45 : 20);
+  U16(&header, 0x0800);  // UTF-8 names, sizes known up front.
+  U16(&header, 0);       // Stored.
+  U16(&header, 0);
+  U16(&header, 0x21);    // 1980-01-01, as torch.save.
+  U32(&header, static_cast<uint32_t>(running));
+  U32(&header, zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(data.size()));
+  U32(&header, zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(data.size()));
+  U16(&header, static_cast<uint16_t>(full.size()));
+  // Extra field: zip64 sizes when needed, then padding (id "FB", as
+  // torch.save) so the data starts on a 64-byte boundary.
+  std::string extra;
+  if (zip64) {
+    U16(&extra, 0x0001);
+    U16(&extra, 16);
+    U64(&extra, data.size());
+    U64(&extra, data.size());
+  }
+  const uint64_t unpadded = position_ + 30 + full.size() + extra.size() + 4;
+  const uint64_t padding = (64 - unpadded % 64) % 64;
+  U16(&extra, 0x4246);
+  U16(&extra, static_cast<uint16_t>(padding));
+  extra.append(padding, 'Z');
+  U16(&header, static_cast<uint16_t>(extra.size()));
+  entries_.push_back({full, position_, data.size(), static_cast<uint32_t>(running)});
+  if (absl::Status s = Write(header.data(), header.size()); !s.ok()) return s;
+  if (absl::Status s = Write(full.data(), full.size()); !s.ok()) return s;
+  if (absl::Status s = Write(extra.data(), extra.size()); !s.ok()) return s;
+  return Write(data.data(), data.size());
+}
+
+absl::Status PthWriter::Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                            absl::Span<const uint8_t> bytes) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel * static_cast<int64_t>(DTypeSize(dtype)) != static_cast<int64_t>(bytes.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat("tensor \"%s\": %d bytes for %d elements of %s", name,
+                                                      bytes.size(), numel, DTypeName(dtype)));
+  }
+  if (absl::Status s = WriteEntry(absl::StrCat("data/", tensors_.size()), bytes); !s.ok()) return s;
+  tensors_.push_back({name, dtype, shape});
+  return absl::OkStatus();
+}
+
+absl::Status PthWriter::Finish() {
+  // The state dict: {name: _rebuild_tensor_v2(storage, 0, shape, strides, False, OrderedDict())}.
+  std::string p = "\x80\x02}(";
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const Tensor& t = tensors_[i];
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    std::vector<int64_t> strides(t.shape.size());
+    int64_t stride = 1;
+    for (size_t d = t.shape.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= t.shape[d];
+    }
+    PickleString(&p, t.name);
+    p += "ctorch._utils\n_rebuild_tensor_v2\n((";
+    PickleString(&p, "storage");
+    p += absl::StrCat("ctorch\n", StorageClass(t.dtype), "\n");
+    PickleString(&p, absl::StrCat(i));
+    PickleString(&p, "cpu");
+    PickleInt(&p, numel);
+    p += "tQ";  // The persistent id tuple, then BINPERSID.
+    PickleInt(&p, 0);
+    PickleIntTuple(&p, t.shape);
+    PickleIntTuple(&p, strides);
+    p += "\x89" "ccollections\nOrderedDict\n)Rt" "R";
+  }
+  p += "u.";
+  const auto bytes = [](const std::string& s) {
+    return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  for (const auto& [name, content] : {std::pair<std::string, std::string>{"data.pkl", p},
+                                      {"byteorder", "little"},
+                                      {"version", "3\n"}}) {
+    if (absl::Status s = WriteEntry(name, bytes(content)); !s.ok()) return s;
+  }
+
+  // Central directory, with zip64 fields for whatever does not fit 32 bits.
+  const uint64_t directory_offset = position_;
+  std::string directory;
+  bool any_zip64 = false;
+  for (const Entry& e : entries_) {
+    const bool big_size = e.size >= kZip32Max, big_offset = e.offset >= kZip32Max;
+    any_zip64 |= big_size || big_offset;
+    std::string extra;
+    if (big_size || big_offset) {
+      U16(&extra, 0x0001);
+      U16(&extra, (big_size ? 16 : 0) + (big_offset ? 8 : 0));
+      if (big_size) {
+        U64(&extra, e.size);
+        U64(&extra, e.size);
+      }
+      if (big_offset) U64(&extra, e.offset);
+    }
+    U32(&directory, 0x02014B50);
+    U16(&directory, 45);
+    U16(&directory, big_size || big_offset ? 45 : 20);
+    U16(&directory, 0x0800);
+    U16(&directory, 0);
+    U16(&directory, 0);
+    U16(&directory, 0x21);
+    U32(&directory, e.crc);
+    U32(&directory, big_size ? 0xFFFFFFFF : static_cast<uint32_t>(e.size));
+    U32(&directory, big_size ? 0xFFFFFFFF : static_cast<uint32_t>(e.size));
+    U16(&directory, static_cast<uint16_t>(e.name.size()));
+    U16(&directory, static_cast<uint16_t>(extra.size()));
+    U16(&directory, 0);
+    U16(&directory, 0);
+    U16(&directory, 0);
+    U32(&directory, 0);
+    U32(&directory, big_offset ? 0xFFFFFFFF : static_cast<uint32_t>(e.offset));
+    directory += e.name;
+    directory += extra;
+  }
+  if (absl::Status s = Write(directory.data(), directory.size()); !s.ok()) return s;
+  std::string end;
+  any_zip64 |= directory_offset >= kZip32Max || entries_.size() >= 0xFFFF;
+  if (any_zip64) {
+    const uint64_t record = position_;
+    U32(&end, 0x06064B50);
+    U64(&end, 44);
+    U16(&end, 45);
+    U16(&end, 45);
+    U32(&end, 0);
+    U32(&end, 0);
+    U64(&end, entries_.size());
+    U64(&end, entries_.size());
+    U64(&end, directory.size());
+    U64(&end, directory_offset);
+    U32(&end, 0x07064B50);
+    U32(&end, 0);
+    U64(&end, record);
+    U32(&end, 1);
+  }
+  U32(&end, 0x06054B50);
+  U16(&end, 0);
+  U16(&end, 0);
+  U16(&end, any_zip64 ? 0xFFFF : static_cast<uint16_t>(entries_.size()));
+  U16(&end, any_zip64 ? 0xFFFF : static_cast<uint16_t>(entries_.size()));
+  U32(&end, any_zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(directory.size()));
+  U32(&end, any_zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(directory_offset));
+  U16(&end, 0);
+  if (absl::Status s = Write(end.data(), end.size()); !s.ok()) return s;
+  if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0) {
+    return absl::ResourceExhaustedError(absl::StrFormat("flush \"%s.tmp\": %s", path_, std::strerror(errno)));
+  }
+  std::fclose(file_);
+  file_ = nullptr;
+  if (absl::Status s = RenameDurably(path_ + ".tmp", path_); !s.ok()) return s;
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace llama
