@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -54,7 +56,9 @@ DEFINE_bool(echo, false, "Include the prompt in the output.");
 DEFINE_string(output, "", "JSON Lines results file (written by rank 0).");
 // Running.
 DEFINE_string(worker, "", "The worker binary. Default: //worker from this binary's runfiles.");
-DEFINE_string(log_dir, "", "Per-rank logs. Default: <shard_dir>/logs.");
+// --log_dir (per-rank logs; default <shard_dir>/logs) is glog's flag, reused:
+// the launcher logs to stderr, so glog writes no files there.
+DECLARE_string(log_dir);
 DEFINE_string(token_file, "", "File holding the job's shared secret (else $RENDEZVOUS_TOKEN, else a fresh one on one node).");
 DEFINE_int32(grace_period, 5, "Seconds between SIGTERM and SIGKILL when stopping workers.");
 DEFINE_int32(rendezvous_timeout, 300, "Seconds for every rank to join.");
@@ -188,15 +192,21 @@ int RunSbatch(const std::vector<std::string>& job_args) {
   return 0;
 }
 
-int Run(const std::vector<std::string>& extra_args) {
-  if (!extra_args.empty() && extra_args[0] == "sbatch") {
-    return RunSbatch(std::vector<std::string>(extra_args.begin() + 1, extra_args.end()));
+int Run(std::vector<std::string> extra_args) {
+  // gflags leaves "sbatch" and the job's flags after "--" in some order.
+  if (auto it = std::find(extra_args.begin(), extra_args.end(), "sbatch"); it != extra_args.end()) {
+    extra_args.erase(it);
+    return RunSbatch(extra_args);
   }
   if (!extra_args.empty()) return Fail(absl::StrCat("unexpected argument \"", extra_args[0], "\" (see --help)"));
 
   WorldOptions world;
   world.nnodes = FLAGS_nnodes;
   world.nproc_per_node = FLAGS_nproc_per_node;
+  // The demo shows tensor parallelism: 2 workers unless told otherwise.
+  if (FLAGS_ckpt_dir.empty() && gflags::GetCommandLineFlagInfoOrDie("nproc_per_node").is_default) {
+    world.nproc_per_node = 2;
+  }
   world.node_rank = FLAGS_node_rank;
   world.master_addr = FLAGS_master_addr;
   world.master_port = FLAGS_master_port;
@@ -227,6 +237,7 @@ int Run(const std::vector<std::string>& extra_args) {
   if (!ranks.ok()) return Fail(ranks.status().message());
   const int world_size = world.nnodes * world.nproc_per_node;
 
+  auto prepare_start = std::chrono::steady_clock::now();
   // The model: Meta's checkpoint, or the demo's.
   std::string ckpt_dir = FLAGS_ckpt_dir, tokenizer = FLAGS_tokenizer_path;
   const bool demo = ckpt_dir.empty();
@@ -234,6 +245,7 @@ int Run(const std::vector<std::string>& extra_args) {
     const std::string demo_dir = FLAGS_demo_dir.empty()
                                      ? absl::StrCat(std::getenv("HOME") ? std::getenv("HOME") : "/tmp", "/.cache/llama2-cpp/demo")
                                      : FLAGS_demo_dir;
+    prepare_start = std::chrono::steady_clock::now();
     absl::StatusOr<DemoCheckpoint> made = PrepareDemoCheckpoint(demo_dir);
     if (!made.ok()) return Fail(made.status().message());
     ckpt_dir = made->ckpt_dir;
@@ -248,7 +260,7 @@ int Run(const std::vector<std::string>& extra_args) {
                  ckpt_dir.c_str());
   }
   if (tokenizer.empty()) {
-    for (const fs::path candidate : {fs::path(ckpt_dir).parent_path() / "tokenizer.model",
+    for (const fs::path& candidate : {fs::path(ckpt_dir).parent_path() / "tokenizer.model",
                                      fs::path(ckpt_dir) / "tokenizer.model"}) {
       if (fs::exists(candidate)) tokenizer = candidate.string();
     }
@@ -265,7 +277,6 @@ int Run(const std::vector<std::string>& extra_args) {
   convert.world_size = world_size;
   convert.verify_checklist = fs::exists(fs::path(ckpt_dir) / "checklist.chk");
   convert.show_progress = true;
-  const auto prepare_start = std::chrono::steady_clock::now();
   absl::StatusOr<ConvertResult> converted = ConvertCheckpoint(convert);
   if (!converted.ok()) {
     std::string message(converted.status().message());
@@ -296,6 +307,10 @@ int Run(const std::vector<std::string>& extra_args) {
   }
   SupervisorOptions supervise;
   supervise.log_dir = FLAGS_log_dir.empty() ? shard_dir + "/logs" : FLAGS_log_dir;
+  const std::string summary_path = supervise.log_dir + "/summary.json";
+  std::error_code ignored;
+  fs::remove(summary_path, ignored);
+  for (WorkerLaunch& launch : launches) launch.process.argv.push_back("--summary_file=" + summary_path);
   supervise.grace = std::chrono::seconds(FLAGS_grace_period);
   const auto job_start = std::chrono::steady_clock::now();
   absl::StatusOr<JobOutcome> outcome = SuperviseJob(launches, supervise);
@@ -309,9 +324,17 @@ int Run(const std::vector<std::string>& extra_args) {
     return Fail(absl::StrFormat("rank %d failed (%s); its log: %s", outcome->failed_rank,
                                 outcome->failed_exit.Describe(), outcome->failed_log));
   }
-  std::fprintf(stderr, "launcher: %d rank(s) on %d node(s) finished in %.1f s (model preparation %.1f s); logs in %s\n",
-               world_size, world.nnodes, seconds,
-               std::chrono::duration<double>(job_start - prepare_start).count(), supervise.log_dir.c_str());
+  std::string numbers;
+  if (std::ifstream summary(summary_path); summary) {  // Written by rank 0, when it runs on this node.
+    const nlohmann::json j = nlohmann::json::parse(summary, nullptr, false);
+    if (!j.is_discarded()) {
+      numbers = absl::StrFormat(", shards loaded in %.2f s, %d tokens generated at %.1f tokens/s",
+                                j.value("load_seconds", 0.0), j.value("tokens", 0), j.value("tokens_per_second", 0.0));
+    }
+  }
+  std::fprintf(stderr, "launcher: %d rank(s) on %d node(s) done in %.1f s (checkpoint preparation %.1f s%s); logs in %s\n",
+               world_size, world.nnodes, seconds, std::chrono::duration<double>(job_start - prepare_start).count(),
+               numbers.c_str(), supervise.log_dir.c_str());
   return 0;
 }
 
@@ -324,7 +347,6 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   std::vector<std::string> extra(argv + 1, argv + argc);
-  // "sbatch ... -- <job flags>": gflags stops at "--"; what follows is the job's.
-  if (!extra.empty() && extra[0] == "sbatch" && extra.size() > 1 && extra[1] == "--") extra.erase(extra.begin() + 1);
+  extra.erase(std::remove(extra.begin(), extra.end(), "--"), extra.end());
   return llama::Run(extra);
 }

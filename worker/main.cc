@@ -50,6 +50,7 @@ DEFINE_uint64(seed, 1, "Sampling seed (rank 0's is the one that counts).");
 DEFINE_bool(logprobs, false, "Report each generated token's log-probability.");
 DEFINE_bool(echo, false, "Include the prompt tokens in the output.");
 DEFINE_string(output, "", "Write one JSON object per prompt or dialog to this file (JSON Lines).");
+DEFINE_string(summary_file, "", "Rank 0 writes the run's numbers here as JSON (ranks, load and generation time, tokens).");
 DEFINE_string(device, "cpu", "Compute backend: cpu (cuda arrives with the CUDA backend).");
 DEFINE_int32(threads, 0, "CPU threads for this rank; 0: one per hardware thread / LOCAL_WORLD_SIZE.");
 DEFINE_int32(rendezvous_timeout, 300, "Seconds to wait for every rank to join.");
@@ -252,6 +253,12 @@ absl::Status Run() {
     }
     LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)",
                                  env->world_size, load_seconds, tokens, seconds, tokens / std::max(seconds, 1e-9));
+    if (!FLAGS_summary_file.empty()) {
+      nlohmann::json summary = {{"ranks", env->world_size},       {"load_seconds", load_seconds},
+                                {"tokens", tokens},               {"generate_seconds", seconds},
+                                {"tokens_per_second", tokens / std::max(seconds, 1e-9)}};
+      if (absl::Status s = WriteLinesAtomically(FLAGS_summary_file, {summary.dump()}); !s.ok()) return s;
+    }
   }
   if (rendezvous) return rendezvous->Finish();
   return absl::OkStatus();

@@ -8,7 +8,8 @@
 
 namespace llama {
 
-ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed, int rank, int world_size) {
+std::vector<Tensor> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed, int rank,
+                                     int world_size) {
   seed = seed * 1000003 + rank;
   // A xorshift stream: a billion values take seconds, where
   // std::normal_distribution takes a minute.
@@ -40,7 +41,11 @@ ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t s
     }
     tensors.push_back(t);
   }
-  ModelWeights weights = AssembleModelWeights(config, std::move(tensors));
+  return tensors;
+}
+
+ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed, int rank, int world_size) {
+  ModelWeights weights = AssembleModelWeights(config, SyntheticTensors(config, dtype, seed, rank, world_size));
   weights.rank = rank;
   weights.world_size = world_size;
   weights.kv_head_begin = static_cast<int>(FirstKvHead(config, rank, world_size));

@@ -5,6 +5,7 @@
 #define LLAMA_WORKER_SYNTHETIC_WEIGHTS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "checkpoint/model_config.h"
 #include "ops/dtype.h"
@@ -20,6 +21,10 @@ namespace llama {
 // config must be valid with a known vocab_size, and split `world_size` ways.
 ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed = 1, int rank = 0,
                               int world_size = 1);
+
+// The same tensors, in LlamaTensors(config) order (for writing checkpoints).
+std::vector<Tensor> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed = 1, int rank = 0,
+                                     int world_size = 1);
 
 }  // namespace llama
 

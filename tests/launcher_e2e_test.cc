@@ -1,0 +1,320 @@
+// //launcher end to end: real worker processes on the fixtures, compared
+// with the PyTorch golden outputs; faults; several "nodes" on one machine;
+// SLURM placement and sbatch with a fake sbatch.
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/checkpoint_fixture.h"
+#include "launcher/process.h"
+#include "tokenizer/tokenizer_fixture.h"
+#include "worker/net.h"
+
+namespace llama {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+std::string TempDir() { return getenv("TEST_TMPDIR"); }
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const nlohmann::json& Golden() {
+  static const nlohmann::json* golden = [] {
+    std::ifstream in("tests/engine_golden/tiny_fp32_mp1/golden.json");
+    return new nlohmann::json(nlohmann::json::parse(in));
+  }();
+  return *golden;
+}
+
+std::string PromptsFile() {
+  const std::string path = TempDir() + "/prompts.json";
+  nlohmann::json prompts = nlohmann::json::array();
+  for (const auto& c : Golden()["text_completions"]) prompts.push_back(c["prompt"]);
+  std::ofstream(path) << prompts.dump();
+  return path;
+}
+
+struct LauncherRun {
+  std::unique_ptr<Process> process;
+  std::string dir;
+  std::string out() const { return Slurp(dir + "/stdout"); }
+  std::string err() const { return Slurp(dir + "/stderr"); }
+};
+
+LauncherRun Launch(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
+  LauncherRun run;
+  run.dir = TempDir() + "/" + name;
+  std::filesystem::create_directories(run.dir);
+  ProcessOptions options;
+  options.argv = {"launcher/launcher"};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.env = env;
+  options.env.push_back("HOME=" + TempDir());
+  options.stdout_path = run.dir + "/stdout";
+  options.stderr_path = run.dir + "/stderr";
+  absl::StatusOr<std::unique_ptr<Process>> p = Process::Spawn(options);
+  EXPECT_TRUE(p.ok()) << p.status();
+  run.process = *std::move(p);
+  return run;
+}
+
+std::vector<std::string> FixtureJob(const std::string& name, int nproc, const std::string& model = "tiny_fp32_mp1") {
+  return {"--ckpt_dir=" + testing::CheckpointFixturePath(model),
+          "--tokenizer_path=" + testing::TokenizerFixturePath("tokenizer.model"),
+          absl::StrCat("--shard_dir=", TempDir(), "/shards_", model, "_", nproc),
+          absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
+          absl::StrCat("--nproc_per_node=", nproc),
+          "--prompts_file=" + PromptsFile(),
+          "--temperature=0",
+          "--max_gen_len=32",
+          "--max_seq_len=128",
+          "--logprobs",
+          absl::StrCat("--output=", TempDir(), "/", name, "/out.jsonl")};
+}
+
+void ExpectGoldenOutput(const std::string& jsonl) {
+  std::ifstream in(jsonl);
+  const auto& expected = Golden()["text_completions"];
+  size_t i = 0;
+  for (std::string line; std::getline(in, line); ++i) {
+    ASSERT_LT(i, expected.size());
+    EXPECT_EQ(nlohmann::json::parse(line)["token_ids"], expected[i]["token_ids"]) << "prompt " << i;
+  }
+  EXPECT_EQ(i, expected.size());
+}
+
+// Processes whose parent is `pid`.
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> children;
+  DIR* proc = opendir("/proc");
+  while (dirent* entry = readdir(proc)) {
+    const std::string stat = Slurp(absl::StrCat("/proc/", entry->d_name, "/stat"));
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    const std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+    if (fields.size() > 2 && fields[1] == std::to_string(pid)) children.push_back(std::stoi(entry->d_name));
+  }
+  closedir(proc);
+  return children;
+}
+
+bool AllGone(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    if (::kill(pid, 0) == 0 && Slurp(absl::StrCat("/proc/", pid, "/stat")).find(") Z") == std::string::npos) return false;
+  }
+  return true;
+}
+
+class LauncherTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LauncherTest, GoldenOutputWithLocalWorkers) {
+  const int nproc = GetParam();
+  const std::string name = absl::StrCat("local_", nproc);
+  LauncherRun run = Launch(name, FixtureJob(name, nproc));
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
+  ASSERT_TRUE(exit.ok());
+  ASSERT_TRUE(exit->success()) << run.err();
+  ExpectGoldenOutput(TempDir() + "/" + name + "/out.jsonl");
+  // Rank 0's results on stdout, as the reference's example script prints them.
+  EXPECT_THAT(run.out(), HasSubstr("I believe the meaning of life is\n> "));
+  EXPECT_THAT(run.err(), HasSubstr(absl::StrCat("launcher: ", nproc, " rank(s) on 1 node(s) done")));
+  EXPECT_THAT(Slurp(TempDir() + "/" + name + "/logs/rank0.log"), HasSubstr("[rank 0] "));
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, LauncherTest, ::testing::Values(1, 2, 4));
+
+TEST(LauncherFaultTest, KilledWorkerStopsTheJob) {
+  std::vector<std::string> args = FixtureJob("killed", 2);
+  args.push_back("--max_seq_len=4096");
+  args.push_back("--max_gen_len=4000");
+  LauncherRun run = Launch("killed", args);
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 500 && workers.size() < 2; ++i) {
+    std::this_thread::sleep_for(10ms);
+    workers = ChildrenOf(run.process->pid());
+  }
+  ASSERT_EQ(workers.size(), 2u);
+  for (int i = 0; i < 500 && Slurp(TempDir() + "/killed/logs/rank0.log").find("generating") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const pid_t victim = workers[1];
+  ::kill(victim, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 10s);
+  EXPECT_EQ(exit->code, 1);
+  EXPECT_THAT(run.err(), HasSubstr("failed ("));
+  EXPECT_THAT(run.err(), HasSubstr("its log: "));
+  EXPECT_TRUE(AllGone(workers)) << "a worker outlived the launcher";
+}
+
+TEST(LauncherFaultTest, SigtermStopsEveryWorker) {
+  std::vector<std::string> args = FixtureJob("sigterm", 2);
+  args.push_back("--max_seq_len=4096");
+  args.push_back("--max_gen_len=4000");
+  LauncherRun run = Launch("sigterm", args);
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 500 && workers.size() < 2; ++i) {
+    std::this_thread::sleep_for(10ms);
+    workers = ChildrenOf(run.process->pid());
+  }
+  ASSERT_EQ(workers.size(), 2u);
+  ::kill(run.process->pid(), SIGTERM);
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 130);
+  EXPECT_THAT(run.err(), HasSubstr("interrupted"));
+  EXPECT_TRUE(AllGone(workers));
+}
+
+struct BadLaunch {
+  std::string name;
+  std::vector<std::string> extra;
+  std::string model;
+  const char* expected;
+};
+
+class LauncherErrorTest : public ::testing::TestWithParam<BadLaunch> {};
+
+TEST_P(LauncherErrorTest, OneClearLine) {
+  const BadLaunch& bad = GetParam();
+  std::vector<std::string> args = FixtureJob(bad.name, 1, bad.model);
+  args.insert(args.end(), bad.extra.begin(), bad.extra.end());
+  LauncherRun run = Launch(bad.name, args);
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(60s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 1);
+  std::string last_line = run.err();
+  while (!last_line.empty() && last_line.back() == '\n') last_line.pop_back();
+  last_line = last_line.substr(last_line.rfind('\n') + 1);
+  EXPECT_THAT(last_line, HasSubstr("launcher: "));
+  EXPECT_THAT(last_line, HasSubstr(bad.expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LauncherErrorTest,
+    ::testing::Values(BadLaunch{"no_worker", {"--worker=/nonexistent/worker"}, "tiny_fp32_mp1", "cannot run \"/nonexistent/worker\""},
+                      BadLaunch{"checklist", {}, "broken/bad_checksum", "consolidated.00.pth is corrupt or truncated"},
+                      BadLaunch{"split", {"--nproc_per_node=3"}, "tiny_fp32_mp1",
+                                "--nproc_per_node=3 x --nnodes=1: world size 3 does not divide n_heads (4)"}),
+    [](const ::testing::TestParamInfo<BadLaunch>& info) { return info.param.name; });
+
+TEST(LauncherFaultTest, BusyMasterPort) {
+  absl::StatusOr<net::Socket> squatter = net::Listen("0.0.0.0", 0);
+  const int port = *net::LocalPort(*squatter);
+  std::vector<std::string> args = FixtureJob("busy", 1);
+  args.push_back(absl::StrCat("--master_port=", port));
+  LauncherRun run = Launch("busy", args);
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 1);
+  EXPECT_THAT(run.err(), HasSubstr(absl::StrCat("--master_port=", port, " is already in use")));
+}
+
+// Two launchers as two nodes of one job give the same tokens as one with 2 workers.
+TEST(LauncherMultiNodeTest, TwoNodesOnOneMachine) {
+  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
+  const int port = *net::LocalPort(*probe);
+  probe->Close();
+  std::vector<LauncherRun> nodes;
+  for (int node = 0; node < 2; ++node) {
+    const std::string name = absl::StrCat("node", node);
+    std::vector<std::string> args = FixtureJob(name, 1);
+    args.push_back("--nnodes=2");
+    args.push_back(absl::StrCat("--node_rank=", node));
+    args.push_back("--master_addr=127.0.0.1");
+    args.push_back(absl::StrCat("--master_port=", port));
+    args.push_back(absl::StrCat("--shard_dir=", TempDir(), "/shards_two_nodes_", node));
+    nodes.push_back(Launch(name, args, {"RENDEZVOUS_TOKEN=shared-secret"}));
+  }
+  for (LauncherRun& run : nodes) {
+    absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
+    ASSERT_TRUE(exit.ok());
+    EXPECT_TRUE(exit->success()) << run.err();
+  }
+  ExpectGoldenOutput(TempDir() + "/node0/out.jsonl");
+  EXPECT_FALSE(std::filesystem::exists(TempDir() + "/node1/out.jsonl"));  // Only rank 0 writes.
+}
+
+TEST(LauncherMultiNodeTest, NodesWithoutASharedTokenAreRefused) {
+  std::vector<std::string> args = FixtureJob("no_token", 1);
+  args.push_back("--nnodes=2");
+  LauncherRun run = Launch("no_token", args);
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 1);
+  EXPECT_THAT(run.err(), HasSubstr("set RENDEZVOUS_TOKEN or --token_file"));
+}
+
+// Inside an srun step, SLURM's variables place the launcher.
+TEST(LauncherSlurmTest, SrunPlacement) {
+  // A job id of our own, so concurrent test runs get different derived ports.
+  LauncherRun run = Launch("slurm", FixtureJob("slurm", 2),
+                   {absl::StrCat("SLURM_JOB_ID=", 1000 + getpid() % 25000), "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NNODES=1",
+                    "SLURM_JOB_NODELIST=localhost", "RENDEZVOUS_TOKEN=slurm-secret"});
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_TRUE(exit->success()) << run.err();
+  ExpectGoldenOutput(TempDir() + "/slurm/out.jsonl");
+  EXPECT_THAT(Slurp(TempDir() + "/slurm/logs/rank0.log"), HasSubstr("rank 0 of 2"));
+}
+
+TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
+  const std::string bin = TempDir() + "/fakebin";
+  std::filesystem::create_directories(bin);
+  const std::string submitted = TempDir() + "/submitted.sh";
+  std::ofstream(bin + "/sbatch") << "#!/bin/sh\ncp \"$1\" " << submitted << "\necho Submitted batch job 42\n";
+  chmod((bin + "/sbatch").c_str(), 0755);
+  LauncherRun run = Launch("sbatch", {"sbatch", "--nodes=2", "--gpus_per_node=4", "--partition=gpu", "--", "--ckpt_dir=/data/llama-2-13b",
+                              "--prompt=hello"},
+                   {"PATH=" + bin + ":/usr/bin:/bin"});
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_TRUE(exit->success()) << run.err();
+  const std::string script = Slurp(submitted);
+  EXPECT_THAT(script, HasSubstr("#SBATCH --nodes=2"));
+  EXPECT_THAT(script, HasSubstr("#SBATCH --gpus-per-node=4"));
+  EXPECT_THAT(script, HasSubstr("--nproc_per_node=4 '--ckpt_dir=/data/llama-2-13b' '--prompt=hello'"));
+  EXPECT_THAT(run.out(), HasSubstr("Submitted batch job 42"));
+  LauncherRun dry = Launch("sbatch_dry", {"sbatch", "--dry_run", "--nodes=1", "--", "--ckpt_dir=/x"}, {"PATH=/nonexistent"});
+  ASSERT_TRUE(dry.process->Wait(30s).ok());
+  EXPECT_THAT(dry.out(), HasSubstr("#!/bin/bash"));
+}
+
+// The README's first command: the demo job, with no checkpoint at all.
+TEST(LauncherDemoTest, DemoJobRunsOnAFreshMachine) {
+  LauncherRun run = Launch("demo_run", {"--demo_dir=" + TempDir() + "/demo_cache"});
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_TRUE(exit->success()) << run.err();
+  EXPECT_THAT(run.err(), HasSubstr("RANDOM weights"));
+  EXPECT_THAT(run.err(), HasSubstr("launcher: 2 rank(s) on 1 node(s) done"));
+  EXPECT_THAT(run.err(), HasSubstr("tokens generated at"));
+  EXPECT_THAT(run.out(), HasSubstr("I believe the meaning of life is\n> "));
+  EXPECT_THAT(run.out(), HasSubstr("cheese =>\n> "));
+}
+
+}  // namespace
+}  // namespace llama
