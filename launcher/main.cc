@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "checkpoint/converter.h"
 #include "launcher/demo.h"
@@ -54,6 +55,7 @@ DEFINE_uint64(seed, 1, "Sampling seed.");
 DEFINE_bool(logprobs, false, "Report log-probabilities.");
 DEFINE_bool(echo, false, "Include the prompt in the output.");
 DEFINE_string(output, "", "JSON Lines results file (written by rank 0).");
+DEFINE_string(device, "cpu", "Backend for the workers: cpu, or cuda (one GPU per local rank, checked before starting).");
 // Running.
 DEFINE_string(worker, "", "The worker binary. Default: //worker from this binary's runfiles.");
 // --log_dir (per-rank logs; default <shard_dir>/logs) is glog's flag, reused:
@@ -128,6 +130,24 @@ absl::StatusOr<std::string> FindWorker() {
   }
   return absl::NotFoundError(absl::StrFormat(
       "cannot find the worker binary next to %s; build //worker or pass --worker=PATH", self));
+}
+
+// GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else the
+// NVIDIA driver's list. Read without the CUDA runtime, which the launcher
+// does not link.
+std::vector<std::string> VisibleGpus() {
+  std::vector<std::string> gpus;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    for (absl::string_view id : absl::StrSplit(visible, ',', absl::SkipEmpty())) gpus.emplace_back(id);
+    return gpus;
+  }
+  std::error_code error;
+  size_t count = 0;
+  for (const auto& entry : fs::directory_iterator("/proc/driver/nvidia/gpus", error)) {
+    (void)entry;
+    gpus.push_back(std::to_string(count++));
+  }
+  return gpus;
 }
 
 std::string RandomToken() {
@@ -235,6 +255,17 @@ int Run(std::vector<std::string> extra_args) {
   }
   absl::StatusOr<std::vector<RankInfo>> ranks = LocalRanks(world);
   if (!ranks.ok()) return Fail(ranks.status().message());
+  if (FLAGS_device != "cpu" && FLAGS_device != "cuda") {
+    return Fail(absl::StrFormat("--device=\"%s\": expected cpu or cuda", FLAGS_device));
+  }
+  std::vector<std::string> gpus;
+  if (FLAGS_device == "cuda") {
+    gpus = VisibleGpus();
+    if (static_cast<int>(gpus.size()) < world.nproc_per_node) {
+      return Fail(absl::StrFormat("--nproc_per_node=%d needs %d GPUs on this node; %d visible", world.nproc_per_node,
+                                  world.nproc_per_node, gpus.size()));
+    }
+  }
   const int world_size = world.nnodes * world.nproc_per_node;
 
   auto prepare_start = std::chrono::steady_clock::now();
@@ -303,6 +334,8 @@ int Run(std::vector<std::string> extra_args) {
     // A clean, explicit environment: nothing from our shell leaks in.
     for (const auto& [name, value] : WorkerEnvironment(world, rank)) launch.process.env.push_back(name + "=" + value);
     launch.process.env.push_back("RENDEZVOUS_TOKEN=" + *token);
+    launch.process.argv.push_back("--device=" + FLAGS_device);
+    if (!gpus.empty()) launch.process.env.push_back("CUDA_VISIBLE_DEVICES=" + gpus[rank.local_rank]);
     launches.push_back(std::move(launch));
   }
   SupervisorOptions supervise;

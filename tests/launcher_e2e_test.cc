@@ -202,7 +202,8 @@ TEST_P(LauncherErrorTest, OneClearLine) {
   const BadLaunch& bad = GetParam();
   std::vector<std::string> args = FixtureJob(bad.name, 1, bad.model);
   args.insert(args.end(), bad.extra.begin(), bad.extra.end());
-  LauncherRun run = Launch(bad.name, args);
+  // One visible GPU, whatever this machine has.
+  LauncherRun run = Launch(bad.name, args, {"CUDA_VISIBLE_DEVICES=0"});
   absl::StatusOr<ExitStatus> exit = run.process->Wait(60s);
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->code, 1);
@@ -218,7 +219,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BadLaunch{"no_worker", {"--worker=/nonexistent/worker"}, "tiny_fp32_mp1", "cannot run \"/nonexistent/worker\""},
                       BadLaunch{"checklist", {}, "broken/bad_checksum", "consolidated.00.pth is corrupt or truncated"},
                       BadLaunch{"split", {"--nproc_per_node=3"}, "tiny_fp32_mp1",
-                                "--nproc_per_node=3 x --nnodes=1: world size 3 does not divide n_heads (4)"}),
+                                "--nproc_per_node=3 x --nnodes=1: world size 3 does not divide n_heads (4)"},
+                      BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1",
+                                "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible"}),
     [](const ::testing::TestParamInfo<BadLaunch>& info) { return info.param.name; });
 
 TEST(LauncherFaultTest, BusyMasterPort) {
