@@ -3,6 +3,7 @@
 // environment, supervise them, and print rank 0's results.
 // See --help (the usage message below) for the manual.
 
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,7 +27,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "checkpoint/converter.h"
+#include "checkpoint/progress.h"
 #include "launcher/demo.h"
+#include "launcher/download.h"
 #include "launcher/slurm.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
@@ -67,6 +70,12 @@ DEFINE_int32(rendezvous_timeout, 300, "Seconds for every rank to join.");
 DEFINE_int32(load_timeout, 1800, "Seconds for every rank to load its shard.");
 DEFINE_int32(collective_timeout, 300, "Seconds a collective may wait for a silent peer.");
 DEFINE_string(demo_dir, "", "Where the demo job keeps its checkpoint. Default: ~/.cache/llama2-cpp/demo.");
+// download subcommand.
+DEFINE_string(models, "", "download: models to fetch, comma-separated: 7B,13B,70B,7B-chat,13B-chat,70B-chat.");
+DEFINE_string(target_dir, "", "download: folder to download into (download.sh's TARGET_FOLDER).");
+DEFINE_string(url, "", "download: the presigned URL from Meta's e-mail. Safer: $PRESIGNED_URL, --url_file, or the prompt.");
+DEFINE_string(url_file, "", "download: file holding the presigned URL.");
+DEFINE_int32(connections, 4, "download: files fetched at once.");
 // sbatch subcommand.
 DEFINE_int32(nodes, 1, "sbatch: nodes to allocate.");
 DEFINE_int32(gpus_per_node, 1, "sbatch: GPUs (and workers) per node.");
@@ -99,6 +108,11 @@ count, master host (first of SLURM_JOB_NODELIST) and port come from SLURM.
 To write and submit the batch script:
   launcher sbatch --nodes=2 --gpus_per_node=8 --partition=gpu --time=1:00:00 -- --ckpt_dir=/data/llama-2-70b --prompt="..."
   (--dry_run prints the script without submitting it)
+
+Download (download.sh's job: same files and layout, resumable, parallel,
+MD5-checked while downloading; the URL is read from --url, --url_file,
+$PRESIGNED_URL or typed at the terminal, and never printed):
+  launcher download --models=7B,13B-chat --target_dir=$HOME/llama
 
 Exit status: 0 on success; 1 with one line naming the rank that failed, how,
 and its log; 130 when interrupted (Ctrl-C or SIGTERM stop every worker; a
@@ -212,7 +226,66 @@ int RunSbatch(const std::vector<std::string>& job_args) {
   return 0;
 }
 
+// The presigned URL: --url, --url_file, $PRESIGNED_URL, or typed at the
+// terminal without echo (never put on a command line we run).
+absl::StatusOr<std::string> PresignedUrl() {
+  if (!FLAGS_url.empty()) return FLAGS_url;
+  if (!FLAGS_url_file.empty()) {
+    std::ifstream in(FLAGS_url_file);
+    std::string url;
+    std::getline(in, url);
+    url = std::string(absl::StripAsciiWhitespace(url));
+    if (url.empty()) return absl::InvalidArgumentError(absl::StrFormat("--url_file \"%s\": empty or unreadable", FLAGS_url_file));
+    return url;
+  }
+  if (const char* url = std::getenv("PRESIGNED_URL"); url != nullptr && *url != '\0') return std::string(url);
+  FILE* tty = std::fopen("/dev/tty", "r+");
+  if (tty == nullptr) {
+    return absl::InvalidArgumentError("no presigned URL: pass --url, --url_file or set PRESIGNED_URL");
+  }
+  std::fprintf(tty, "Enter the URL from Meta's e-mail (not shown): ");
+  std::fflush(tty);
+  termios saved;
+  const bool terminal = tcgetattr(fileno(tty), &saved) == 0;
+  if (terminal) {
+    termios quiet = saved;
+    quiet.c_lflag &= ~ECHO;
+    tcsetattr(fileno(tty), TCSANOW, &quiet);
+  }
+  char line[8192] = {};
+  const bool read = std::fgets(line, sizeof line, tty) != nullptr;
+  if (terminal) tcsetattr(fileno(tty), TCSANOW, &saved);
+  std::fprintf(tty, "\n");
+  std::fclose(tty);
+  const std::string url(absl::StripAsciiWhitespace(line));
+  if (!read || url.empty()) return absl::InvalidArgumentError("no presigned URL entered");
+  return url;
+}
+
+int RunDownload() {
+  if (FLAGS_target_dir.empty()) return Fail("download: --target_dir is required");
+  absl::StatusOr<std::string> url = PresignedUrl();
+  if (!url.ok()) return Fail(url.status().message());
+  DownloadOptions options;
+  options.url_template = *url;
+  options.models = absl::StrSplit(FLAGS_models, ',', absl::SkipEmpty());
+  options.target_dir = FLAGS_target_dir;
+  options.connections = FLAGS_connections;
+  options.show_progress = true;
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(options);
+  if (!report.ok()) return Fail(absl::StrCat("download: ", report.status().message()));
+  std::printf("downloaded %zu file(s) (%s), %zu already complete, into %s; every file matches its checklist\n",
+              report->fetched.size(), HumanBytes(report->bytes_fetched).c_str(), report->skipped.size(),
+              FLAGS_target_dir.c_str());
+  return 0;
+}
+
 int Run(std::vector<std::string> extra_args) {
+  if (auto it = std::find(extra_args.begin(), extra_args.end(), "download"); it != extra_args.end()) {
+    extra_args.erase(it);
+    if (!extra_args.empty()) return Fail(absl::StrCat("download: unexpected argument \"", extra_args[0], "\""));
+    return RunDownload();
+  }
   // gflags leaves "sbatch" and the job's flags after "--" in some order.
   if (auto it = std::find(extra_args.begin(), extra_args.end(), "sbatch"); it != extra_args.end()) {
     extra_args.erase(it);
@@ -271,6 +344,13 @@ int Run(std::vector<std::string> extra_args) {
   auto prepare_start = std::chrono::steady_clock::now();
   // The model: Meta's checkpoint, or the demo's.
   std::string ckpt_dir = FLAGS_ckpt_dir, tokenizer = FLAGS_tokenizer_path;
+  // No checkpoint but a URL and --models: fetch it first, as download.sh would.
+  if (ckpt_dir.empty() && !FLAGS_models.empty()) {
+    if (int status = RunDownload(); status != 0) return status;
+    absl::StatusOr<MetaModel> first = LookUpMetaModel(std::vector<std::string>(absl::StrSplit(FLAGS_models, ','))[0]);
+    if (!first.ok()) return Fail(first.status().message());
+    ckpt_dir = (fs::path(FLAGS_target_dir) / first->folder).string();
+  }
   const bool demo = ckpt_dir.empty();
   if (demo) {
     const std::string demo_dir = FLAGS_demo_dir.empty()

@@ -20,6 +20,7 @@ _PKG_CONFIG_TARGETS = {
         "absl_synchronization",
         "absl_time",
     ],
+    "curl": ["libcurl"],
     "gflags": ["gflags"],
     "glog": ["libglog"],
     "nlohmann_json": ["nlohmann_json"],

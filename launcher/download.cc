@@ -1,0 +1,485 @@
+#include "launcher/download.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/checklist.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/progress.h"
+
+namespace llama {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kExpired[] =
+    "the presigned URL was refused (HTTP %d) for %s: it has probably expired. Meta's download links last 24 "
+    "hours and allow a limited number of downloads; request a new one";
+
+// One file to fetch.
+struct Job {
+  std::string relative;  // Path under the URL's "*" and under target_dir.
+  std::string md5;       // Expected, from a checklist; empty: not checked.
+  uint64_t size = 0;     // From the server, when asked.
+};
+
+// Makes any message safe to show: the URL's query never appears.
+class Redactor {
+ public:
+  explicit Redactor(absl::string_view url_template) {
+    const size_t q = url_template.find('?');
+    if (q != absl::string_view::npos && q + 1 < url_template.size()) query_ = std::string(url_template.substr(q + 1));
+  }
+  std::string operator()(absl::string_view message) const {
+    if (query_.empty()) return std::string(message);
+    return absl::StrReplaceAll(message, {{query_, "<redacted>"}});
+  }
+
+ private:
+  std::string query_;
+};
+
+struct Md5 {
+  Md5() : context(EVP_MD_CTX_new(), &EVP_MD_CTX_free) { Reset(); }
+  void Reset() { EVP_DigestInit_ex(context.get(), EVP_md5(), nullptr); }
+  void Update(const void* data, size_t size) { EVP_DigestUpdate(context.get(), data, size); }
+  std::string Hex() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(context.get(), digest, &length);
+    std::string hex;
+    for (unsigned int i = 0; i < length; ++i) hex += absl::StrFormat("%02x", digest[i]);
+    return hex;
+  }
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context;
+};
+
+// The state of one transfer, seen by libcurl's callbacks.
+struct Transfer {
+  CURL* curl;
+  FILE* file = nullptr;
+  Md5* md5 = nullptr;
+  uint64_t offset = 0;       // Bytes on disk before this request.
+  uint64_t written = 0;      // Bytes appended by this request.
+  long status = 0;
+  bool checked_head = false;
+  bool restarted = false;    // Server ignored Range: started over.
+  bool html = false;         // Got a web page instead of the file.
+  bool write_failed = false;
+  std::string error_body;    // First bytes of an error response.
+  std::function<void(uint64_t)> progress;
+};
+
+size_t OnBody(char* data, size_t size, size_t count, void* user) {
+  Transfer& t = *static_cast<Transfer*>(user);
+  const size_t n = size * count;
+  if (!t.checked_head) {
+    t.checked_head = true;
+    curl_easy_getinfo(t.curl, CURLINFO_RESPONSE_CODE, &t.status);
+    if (t.status == 200 && t.offset > 0) {
+      // The server ignored our Range: start the file over.
+      if (ftruncate(fileno(t.file), 0) != 0 || fseek(t.file, 0, SEEK_SET) != 0) return 0;
+      t.md5->Reset();
+      t.offset = 0;
+      t.restarted = true;
+    }
+    if (t.status == 200 || t.status == 206) {
+      // A web page where a file should be: a wrong or expired URL.
+      std::string start = absl::AsciiStrToLower(absl::string_view(data, std::min<size_t>(n, 64)));
+      start = std::string(absl::StripLeadingAsciiWhitespace(start));
+      if (t.offset == 0 && (absl::StartsWith(start, "<?xml") || absl::StartsWith(start, "<!doctype") ||
+                            absl::StartsWith(start, "<html"))) {
+        t.html = true;
+        return 0;
+      }
+    }
+  }
+  if (t.status != 200 && t.status != 206) {
+    if (t.error_body.size() < 512) t.error_body.append(data, std::min<size_t>(n, 512 - t.error_body.size()));
+    return n;
+  }
+  if (fwrite(data, 1, n, t.file) != n) {
+    t.write_failed = true;
+    return 0;
+  }
+  t.md5->Update(data, n);
+  t.written += n;
+  if (t.progress) t.progress(n);
+  return n;
+}
+
+size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+  // "Content-Range: bytes 0-0/12345" gives the size (HEAD is not allowed on
+  // GET-signed URLs, so sizes come from a one-byte ranged GET).
+  const absl::string_view line(data, size * count);
+  if (absl::StartsWithIgnoreCase(line, "content-range:")) {
+    const size_t slash = line.rfind('/');
+    uint64_t total = 0;
+    if (slash != absl::string_view::npos &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(slash + 1)), &total)) {
+      *static_cast<uint64_t*>(user) = total;
+    }
+  }
+  return size * count;
+}
+
+class Downloader {
+ public:
+  explicit Downloader(const DownloadOptions& options) : options_(options), redact_(options.url_template) {}
+
+  // Fetches a small file into memory (checklists, params): retried like the rest.
+  absl::StatusOr<std::string> FetchText(const std::string& relative);
+  // The file's size from the server.
+  absl::StatusOr<uint64_t> RemoteSize(const std::string& relative);
+  // Downloads a job to its final place (resume, retries, MD5).
+  absl::Status FetchFile(const Job& job, ProgressBar* progress, std::mutex* progress_mutex, uint64_t* fetched);
+
+  const Redactor& redact() const { return redact_; }
+
+ private:
+  // One attempt: appends to `file`; returns curl's code and fills `t`.
+  CURLcode Perform(const std::string& relative, Transfer& t, uint64_t offset);
+  absl::Status Classify(const std::string& relative, const Transfer& t, CURLcode code, bool* retry);
+
+  const DownloadOptions& options_;
+  Redactor redact_;
+};
+
+CURLcode Downloader::Perform(const std::string& relative, Transfer& t, uint64_t offset) {
+  const std::string url = FileUrl(options_.url_template, relative);
+  char error[CURL_ERROR_SIZE] = {};
+  curl_easy_reset(t.curl);
+  curl_easy_setopt(t.curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(t.curl, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(t.curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(t.curl, CURLOPT_CONNECTTIMEOUT, 30L);
+  curl_easy_setopt(t.curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(t.curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options_.stall_timeout.count()));
+  curl_easy_setopt(t.curl, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(t.curl, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(t.curl, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(t.curl, CURLOPT_BUFFERSIZE, 512L * 1024);
+  if (offset > 0) curl_easy_setopt(t.curl, CURLOPT_RANGE, absl::StrCat(offset, "-").c_str());
+  t.offset = offset;
+  return curl_easy_perform(t.curl);
+}
+
+absl::Status Downloader::Classify(const std::string& relative, const Transfer& t, CURLcode code, bool* retry) {
+  *retry = false;
+  const std::string where = redact_(RedactUrl(FileUrl(options_.url_template, relative)));
+  if (t.html) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the server sent a web page instead of %s (%s): the URL is probably wrong or expired; paste the "
+        "presigned URL from Meta's e-mail exactly",
+        relative, where));
+  }
+  if (t.write_failed) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot write %s/%s.partial (disk full?); the partial file is kept, run again to resume", options_.target_dir,
+        relative));
+  }
+  long status = t.status;
+  if (status == 0) curl_easy_getinfo(t.curl, CURLINFO_RESPONSE_CODE, &status);
+  if (status == 401 || status == 403 || status == 404 || status == 410) {
+    return absl::PermissionDeniedError(absl::StrFormat(kExpired, status, where));
+  }
+  if (code == CURLE_OK && (status == 200 || status == 206)) return absl::OkStatus();
+  *retry = true;
+  if (code != CURLE_OK) {
+    return absl::UnavailableError(redact_(absl::StrFormat("%s: %s", where, curl_easy_strerror(code))));
+  }
+  return absl::UnavailableError(absl::StrFormat("%s: HTTP %d", where, status));
+}
+
+absl::StatusOr<std::string> Downloader::FetchText(const std::string& relative) {
+  const std::string path = (fs::path(options_.target_dir) / relative).string();
+  Job job{relative, "", 0};
+  uint64_t ignored = 0;
+  if (absl::Status s = FetchFile(job, nullptr, nullptr, &ignored); !s.ok()) return s;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<uint64_t> Downloader::RemoteSize(const std::string& relative) {
+  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), &curl_easy_cleanup);
+  uint64_t total = 0;
+  std::string last;
+  for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
+    const std::string url = FileUrl(options_.url_template, relative);
+    curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl.get(), CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(curl.get(), CURLOPT_RANGE, "0-0");
+    curl_easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT, static_cast<long>(options_.stall_timeout.count()));
+    curl_easy_setopt(curl.get(), CURLOPT_HEADERFUNCTION, OnHeader);
+    curl_easy_setopt(curl.get(), CURLOPT_HEADERDATA, &total);
+    curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION,
+                     +[](char*, size_t size, size_t count, void*) -> size_t { return size * count; });
+    const CURLcode code = curl_easy_perform(curl.get());
+    long status = 0;
+    curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
+    const std::string where = redact_(RedactUrl(url));
+    if (status == 401 || status == 403 || status == 404 || status == 410) {
+      return absl::PermissionDeniedError(absl::StrFormat(kExpired, status, where));
+    }
+    if (code == CURLE_OK && total > 0) return total;
+    if (code == CURLE_OK && status == 200) return 0;  // No ranges: size unknown.
+    last = code != CURLE_OK ? redact_(absl::StrFormat("%s: %s", where, curl_easy_strerror(code)))
+                            : absl::StrFormat("%s: HTTP %d", where, status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 << std::min(attempt, 5)));
+  }
+  return absl::UnavailableError(
+      absl::StrFormat("gave up on %s after %d attempts: %s", relative, options_.max_attempts, last));
+}
+
+absl::Status Downloader::FetchFile(const Job& job, ProgressBar* progress, std::mutex* progress_mutex,
+                                   uint64_t* fetched) {
+  const std::string final_path = (fs::path(options_.target_dir) / job.relative).string();
+  const std::string partial_path = final_path + ".partial";
+  std::error_code error;
+  fs::create_directories(fs::path(final_path).parent_path(), error);
+  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), &curl_easy_cleanup);
+  absl::Status last;
+  bool mismatched_once = false;
+  for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << std::min(attempt, 6)));
+    // Resume: hash what is already on disk, then ask for the rest.
+    Md5 md5;
+    uint64_t offset = 0;
+    if (FILE* existing = std::fopen(partial_path.c_str(), "rb"); existing != nullptr) {
+      std::vector<char> buffer(8 << 20);
+      size_t n;
+      while ((n = std::fread(buffer.data(), 1, buffer.size(), existing)) > 0) {
+        md5.Update(buffer.data(), n);
+        offset += n;
+      }
+      std::fclose(existing);
+    }
+    if (job.size > 0 && offset >= job.size) {
+      if (offset > job.size) {
+        fs::remove(partial_path, error);
+        md5.Reset();
+        offset = 0;
+      }
+    }
+    std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(partial_path.c_str(), "ab"), &std::fclose);
+    if (file == nullptr) {
+      return absl::PermissionDeniedError(absl::StrFormat("cannot write %s: %s", partial_path, std::strerror(errno)));
+    }
+    std::setvbuf(file.get(), nullptr, _IOFBF, 4 << 20);  // Fewer, larger writes than curl's 16 KiB chunks.
+    Transfer t;
+    t.curl = curl.get();
+    t.file = file.get();
+    t.md5 = &md5;
+    if (progress != nullptr) {
+      t.progress = [&](uint64_t n) {
+        std::lock_guard<std::mutex> lock(*progress_mutex);
+        progress->Add(n);
+      };
+    }
+    CURLcode code = CURLE_OK;
+    if (!(job.size > 0 && offset == job.size)) code = Perform(job.relative, t, offset);
+    if (job.size > 0 && offset == job.size) t.status = 206;  // Nothing left to fetch.
+    std::fflush(file.get());
+    fsync(fileno(file.get()));  // Durable before any rename into place.
+    file.reset();
+    *fetched += t.written;
+    bool retry = false;
+    last = Classify(job.relative, t, code, &retry);
+    if (!last.ok()) {
+      if (t.html) fs::remove(partial_path, error);
+      if (!retry) return last;
+      continue;
+    }
+    if (!job.md5.empty()) {
+      const std::string actual = md5.Hex();
+      if (actual != job.md5) {
+        fs::remove(partial_path, error);
+        last = absl::DataLossError(absl::StrFormat("%s: MD5 %s does not match the checklist's %s", job.relative,
+                                                   actual, job.md5));
+        if (mismatched_once) return last;
+        mismatched_once = true;  // Fetch it once more, from scratch.
+        continue;
+      }
+    }
+    return RenameDurably(partial_path, final_path);
+  }
+  return absl::Status(last.code(), absl::StrFormat("gave up on %s after %d attempts: %s", job.relative,
+                                                   options_.max_attempts, last.message()));
+}
+
+uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs info;
+  if (statvfs(dir.c_str(), &info) != 0) return UINT64_MAX;
+  return static_cast<uint64_t>(info.f_bavail) * info.f_frsize;
+}
+
+absl::StatusOr<std::vector<ChecklistEntry>> Checklist(Downloader& d, const std::string& relative) {
+  absl::StatusOr<std::string> text = d.FetchText(relative);
+  if (!text.ok()) return text.status();
+  return ParseChecklist(*text, relative);
+}
+
+}  // namespace
+
+absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name) {
+  static const std::map<std::string, int> kShards = {{"7B", 1}, {"13B", 2}, {"70B", 8}};
+  const bool chat = absl::EndsWith(name, "-chat");
+  const std::string size(chat ? name.substr(0, name.size() - 5) : name);
+  auto it = kShards.find(size);
+  if (it == kShards.end()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--models: unknown model \"%s\"; expected 7B, 13B, 70B, 7B-chat, 13B-chat or 70B-chat", name));
+  }
+  return MetaModel{absl::StrCat("llama-2-", absl::AsciiStrToLower(size), chat ? "-chat" : ""), it->second};
+}
+
+std::string RedactUrl(absl::string_view url) {
+  const size_t q = url.find('?');
+  if (q == absl::string_view::npos) return std::string(url);
+  return absl::StrCat(url.substr(0, q), "?<redacted>");
+}
+
+std::string FileUrl(absl::string_view url_template, absl::string_view relative) {
+  const size_t star = url_template.find('*');
+  if (star == absl::string_view::npos) return std::string(url_template);
+  return absl::StrCat(url_template.substr(0, star), relative, url_template.substr(star + 1));
+}
+
+absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& options) {
+  if (options.url_template.find('*') == std::string::npos || !absl::StartsWith(options.url_template, "http")) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the presigned URL %s does not look like the one in Meta's e-mail (https://...*...?...)",
+        RedactUrl(options.url_template)));
+  }
+  std::vector<MetaModel> models;
+  for (const std::string& name : options.models) {
+    absl::StatusOr<MetaModel> model = LookUpMetaModel(name);
+    if (!model.ok()) return model.status();
+    models.push_back(*model);
+  }
+  if (models.empty()) return absl::InvalidArgumentError("--models: expected at least one, e.g. 7B,13B-chat");
+  std::error_code error;
+  fs::create_directories(options.target_dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("--target_dir \"%s\": cannot create: %s", options.target_dir, error.message()));
+  }
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  Downloader d(options);
+  DownloadReport report;
+
+  // Small files first, as download.sh: license, policy, checklists.
+  for (const std::string name : {"LICENSE", "USE_POLICY.md"}) {
+    if (absl::StatusOr<std::string> text = d.FetchText(name); !text.ok()) return text.status();
+  }
+  std::vector<Job> jobs;
+  absl::StatusOr<std::vector<ChecklistEntry>> tokenizer_checklist = Checklist(d, "tokenizer_checklist.chk");
+  if (!tokenizer_checklist.ok()) return tokenizer_checklist.status();
+  for (const ChecklistEntry& e : *tokenizer_checklist) jobs.push_back({e.file, e.md5, 0});
+  for (const MetaModel& model : models) {
+    absl::StatusOr<std::vector<ChecklistEntry>> checklist = Checklist(d, model.folder + "/checklist.chk");
+    if (!checklist.ok()) return checklist.status();
+    std::map<std::string, std::string> md5;
+    for (const ChecklistEntry& e : *checklist) md5[e.file] = e.md5;
+    std::vector<std::string> files = {"params.json"};
+    for (int s = 0; s < model.shards; ++s) files.push_back(absl::StrFormat("consolidated.%02d.pth", s));
+    for (const std::string& file : files) {
+      if (md5.count(file) == 0) {
+        return absl::InvalidArgumentError(absl::StrFormat("%s/checklist.chk has no entry for %s", model.folder, file));
+      }
+      jobs.push_back({model.folder + "/" + file, md5[file], 0});
+    }
+  }
+
+  // Skip what is already complete; size the rest; check the disk.
+  std::vector<Job> todo;
+  uint64_t needed = 0;
+  for (Job& job : jobs) {
+    const std::string final_path = (fs::path(options.target_dir) / job.relative).string();
+    if (fs::exists(final_path)) {
+      absl::StatusOr<std::string> md5 = Md5File(final_path);
+      if (md5.ok() && *md5 == job.md5) {
+        report.skipped.push_back(job.relative);
+        continue;
+      }
+      fs::remove(final_path, error);  // Wrong or truncated: fetch again.
+    }
+    absl::StatusOr<uint64_t> size = d.RemoteSize(job.relative);
+    if (!size.ok()) return size.status();
+    job.size = *size;
+    const uint64_t have = fs::exists(final_path + ".partial") ? fs::file_size(final_path + ".partial", error) : 0;
+    needed += job.size > have ? job.size - have : 0;
+    todo.push_back(job);
+  }
+  const uint64_t free_bytes = FreeBytes(options.target_dir);
+  if (needed > free_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat("the download needs %s more in %s but only %s is free",
+                                                        HumanBytes(needed), options.target_dir, HumanBytes(free_bytes)));
+  }
+
+  // The big files, several at a time.
+  ProgressBar progress(absl::StrFormat("download %zu file(s)", todo.size()), needed,
+                       options.show_progress ? stderr : nullptr);
+  std::mutex mutex;
+  size_t next = 0;
+  std::vector<absl::Status> failures;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < std::max(1, options.connections); ++c) {
+    threads.emplace_back([&] {
+      while (true) {
+        Job job;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (next >= todo.size() || !failures.empty()) return;
+          job = todo[next++];
+        }
+        uint64_t fetched = 0;
+        absl::Status s = d.FetchFile(job, &progress, &mutex, &fetched);
+        std::lock_guard<std::mutex> lock(mutex);
+        report.bytes_fetched += fetched;
+        if (s.ok()) {
+          report.fetched.push_back(job.relative);
+        } else {
+          failures.push_back(s);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  progress.Finish();
+  if (!failures.empty()) {
+    std::vector<std::string> messages;
+    for (const absl::Status& s : failures) messages.push_back(d.redact()(s.message()));
+    return absl::Status(failures[0].code(), absl::StrJoin(messages, "; "));
+  }
+  return report;
+}
+
+}  // namespace llama

@@ -1,0 +1,67 @@
+// Fetching Meta's checkpoints with the presigned URL from Meta's e-mail, as
+// download.sh does (same files, same layout), but resumable, parallel,
+// checked while downloading, and careful with the URL:
+//
+// - the URL's "*" is replaced by each file's path ("llama-2-7b/params.json");
+// - LICENSE and USE_POLICY.md first, then the checklists (a malformed one is
+//   an error), then tokenizer.model and every model's files;
+// - each file downloads to "<file>.partial", resumes from the bytes on disk
+//   (Range), retries with backoff on connection loss, stalls and 5xx, and
+//   is renamed into place only once its MD5 (computed while downloading)
+//   matches the checklist; a finished file whose MD5 matches is skipped;
+// - 403/404 stop at once: the URL has probably expired (Meta's links last
+//   24 hours and a limited number of downloads);
+// - an HTML or XML page served with status 200 (a wrong URL pasted) is
+//   recognised before anything is hashed;
+// - free space is checked before starting;
+// - the URL's query (the signature) never appears in any message: errors
+//   show the URL with its query replaced by "<redacted>".
+
+#ifndef LLAMA_LAUNCHER_DOWNLOAD_H_
+#define LLAMA_LAUNCHER_DOWNLOAD_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace llama {
+
+// The folder and shard count of one of Meta's models ("7B" -> llama-2-7b, 1;
+// "70B-chat" -> llama-2-70b-chat, 8).
+struct MetaModel {
+  std::string folder;
+  int shards;
+};
+absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name);
+
+// `url` with everything from '?' on replaced by "?<redacted>".
+std::string RedactUrl(absl::string_view url);
+
+// The URL template with "*" replaced by `relative`.
+std::string FileUrl(absl::string_view url_template, absl::string_view relative);
+
+struct DownloadOptions {
+  std::string url_template;         // Presigned URL with "*".
+  std::vector<std::string> models;  // "7B", "13B-chat", ...
+  std::string target_dir;
+  int connections = 4;              // Files downloaded at once.
+  int max_attempts = 6;             // Per file, for retryable failures.
+  std::chrono::seconds stall_timeout{60};  // No byte for this long: retry.
+  bool show_progress = false;
+};
+
+struct DownloadReport {
+  std::vector<std::string> fetched;   // Relative paths downloaded now.
+  std::vector<std::string> skipped;   // Already present with a matching MD5.
+  uint64_t bytes_fetched = 0;
+};
+
+absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& options);
+
+}  // namespace llama
+
+#endif  // LLAMA_LAUNCHER_DOWNLOAD_H_

@@ -1,0 +1,224 @@
+// The launcher's download against a local HTTP server that serves fixture
+// checkpoints under a fake presigned path and injects faults.
+
+#include "launcher/download.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checklist.h"
+#include "checkpoint/checkpoint_fixture.h"
+#include "launcher/process.h"
+#include "tests/http_test_server.h"
+#include "tokenizer/tokenizer_fixture.h"
+
+namespace llama {
+namespace {
+
+namespace fs = std::filesystem;
+using ::llama::testing::Fault;
+using ::llama::testing::HttpTestServer;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+constexpr char kQuery[] = "Policy=eyJTdGF0ZW1lbnQiOlt7fQ__&Signature=s3cr3tS1gnatur3&Key-Pair-Id=K2ABC";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// What Meta's server holds: LICENSE, USE_POLICY.md, the tokenizer and its
+// checklist, llama-2-7b (1 shard) and llama-2-13b (2 shards) from fixtures.
+std::string ServedFolder() {
+  const std::string root = std::string(getenv("TEST_TMPDIR")) + "/served";
+  if (fs::exists(root + "/LICENSE")) return root;
+  fs::create_directories(root + "/llama-2-7b");
+  fs::create_directories(root + "/llama-2-13b");
+  std::ofstream(root + "/LICENSE") << "LLAMA 2 COMMUNITY LICENSE AGREEMENT\n";
+  std::ofstream(root + "/USE_POLICY.md") << "# Llama 2 Acceptable Use Policy\n";
+  fs::copy_file(testing::TokenizerFixturePath("tokenizer.model"), root + "/tokenizer.model");
+  std::ofstream(root + "/tokenizer_checklist.chk") << *Md5File(root + "/tokenizer.model") << "  tokenizer.model\n";
+  for (const auto& [folder, fixture, shards] : {std::tuple<std::string, std::string, int>{"llama-2-7b", "tiny_fp32_mp1", 1},
+                                                {"llama-2-13b", "tiny_fp32_mp2", 2}}) {
+    std::ofstream checklist(root + "/" + folder + "/checklist.chk");
+    std::vector<std::string> files = {"params.json"};
+    for (int s = 0; s < shards; ++s) files.push_back(absl::StrCat("consolidated.0", s, ".pth"));
+    for (const std::string& f : files) {
+      fs::copy_file(testing::CheckpointFixturePath(fixture + "/" + f), root + "/" + folder + "/" + f);
+      checklist << *Md5File(root + "/" + folder + "/" + f) << "  " << f << "\n";
+    }
+  }
+  return root;
+}
+
+class DownloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<HttpTestServer>> server = HttpTestServer::Start(ServedFolder(), "llama2", kQuery);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    target_ = std::string(getenv("TEST_TMPDIR")) + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  DownloadOptions Options(std::vector<std::string> models = {"7B", "13B"}) {
+    DownloadOptions o;
+    o.url_template = server_->UrlTemplate();
+    o.models = std::move(models);
+    o.target_dir = target_;
+    o.stall_timeout = 2s;
+    return o;
+  }
+  void ExpectComplete(const std::string& relative) {
+    EXPECT_EQ(*Md5File(target_ + "/" + relative), *Md5File(ServedFolder() + "/" + relative)) << relative;
+    EXPECT_FALSE(fs::exists(target_ + "/" + relative + ".partial")) << relative;
+  }
+  std::unique_ptr<HttpTestServer> server_;
+  std::string target_;
+};
+
+TEST_F(DownloadTest, CompleteDownloadInDownloadShLayout) {
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(Options());
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const char* f : {"LICENSE", "USE_POLICY.md", "tokenizer.model", "tokenizer_checklist.chk", "llama-2-7b/params.json",
+                        "llama-2-7b/consolidated.00.pth", "llama-2-7b/checklist.chk", "llama-2-13b/consolidated.00.pth",
+                        "llama-2-13b/consolidated.01.pth"}) {
+    ExpectComplete(f);
+  }
+  EXPECT_EQ(report->fetched.size(), 6u);  // tokenizer + 7B (params, 1 shard) + 13B (params, 2 shards).
+  // Again: everything matches its checklist and is not fetched.
+  const int before = server_->Requests("llama-2-13b/consolidated.01.pth");
+  report = DownloadMetaCheckpoints(Options());
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->fetched.size(), 0u);
+  EXPECT_EQ(report->skipped.size(), 6u);
+  EXPECT_EQ(server_->Requests("llama-2-13b/consolidated.01.pth"), before);
+}
+
+TEST_F(DownloadTest, ResumesAfterADroppedConnection) {
+  const std::string file = "llama-2-13b/consolidated.01.pth";
+  const int64_t size = fs::file_size(ServedFolder() + "/" + file);
+  Fault drop;
+  drop.drop_after_bytes_once = static_cast<int>(size / 3);
+  server_->SetFault(file, drop);
+  ASSERT_TRUE(DownloadMetaCheckpoints(Options()).ok());
+  ExpectComplete(file);
+  // The size probe costs one byte; nothing else is fetched twice.
+  EXPECT_LE(server_->BytesServed(file), size + 1);
+  EXPECT_GE(server_->Requests(file), 3);  // Probe, dropped transfer, resumed transfer.
+}
+
+TEST_F(DownloadTest, ExpiredUrlStopsAtOnceWithTheReason) {
+  DownloadOptions o = Options();
+  o.url_template = absl::StrCat("http://127.0.0.1:", server_->port(), "/llama2/*?Policy=old&Signature=expired99");
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(o);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(report.status().message(), HasSubstr("HTTP 403"));
+  EXPECT_THAT(report.status().message(), HasSubstr("expired"));
+  EXPECT_THAT(report.status().message(), HasSubstr("?<redacted>"));
+  EXPECT_THAT(report.status().message(), Not(HasSubstr("expired99")));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_EQ(server_->Requests("LICENSE"), 1);  // No retry.
+}
+
+TEST_F(DownloadTest, CorruptedByteIsDetectedAndRefetched) {
+  const std::string file = "llama-2-7b/consolidated.00.pth";
+  Fault corrupt;
+  corrupt.corrupt_offset_once = 1000;
+  server_->SetFault(file, corrupt);
+  ASSERT_TRUE(DownloadMetaCheckpoints(Options({"7B"})).ok());
+  ExpectComplete(file);
+  EXPECT_GE(server_->Requests(file), 3);
+}
+
+TEST_F(DownloadTest, ServerErrorsAreRetried) {
+  Fault flaky;
+  flaky.statuses_first = {500, 503};
+  server_->SetFault("tokenizer.model", flaky);
+  ASSERT_TRUE(DownloadMetaCheckpoints(Options({"7B"})).ok());
+  ExpectComplete("tokenizer.model");
+}
+
+TEST_F(DownloadTest, StallHitsTheTimeout) {
+  Fault stall;
+  stall.stall_ms = 6000;
+  server_->SetFault("llama-2-7b/consolidated.00.pth", stall);
+  DownloadOptions o = Options({"7B"});
+  o.stall_timeout = 1s;
+  o.max_attempts = 2;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(o);
+  EXPECT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(), HasSubstr("gave up on llama-2-7b/consolidated.00.pth after 2 attempts"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+}
+
+TEST_F(DownloadTest, WebPageInsteadOfTheFile) {
+  Fault html;
+  html.html_instead = true;
+  server_->SetFault("tokenizer.model", html);
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(Options({"7B"}));
+  EXPECT_THAT(report.status().message(), HasSubstr("web page instead of tokenizer.model"));
+  EXPECT_FALSE(fs::exists(target_ + "/tokenizer.model"));
+  EXPECT_FALSE(fs::exists(target_ + "/tokenizer.model.partial"));
+}
+
+TEST_F(DownloadTest, ServerIgnoringRangeRestartsTheFile) {
+  const std::string file = "llama-2-7b/consolidated.00.pth";
+  fs::create_directories(target_ + "/llama-2-7b");
+  std::ofstream(target_ + "/" + file + ".partial") << std::string(100, 'x');  // Not even the right bytes.
+  Fault no_range;
+  no_range.ignore_range = true;
+  server_->SetFault(file, no_range);
+  ASSERT_TRUE(DownloadMetaCheckpoints(Options({"7B"})).ok());
+  ExpectComplete(file);
+}
+
+TEST_F(DownloadTest, BadInput) {
+  DownloadOptions o = Options({"7B", "65B"});
+  EXPECT_THAT(DownloadMetaCheckpoints(o).status().message(), HasSubstr("unknown model \"65B\""));
+  o = Options();
+  o.url_template = "https://example.com/no-star?Signature=abc";
+  EXPECT_THAT(DownloadMetaCheckpoints(o).status().message(), HasSubstr("?<redacted>"));
+  EXPECT_THAT(DownloadMetaCheckpoints(o).status().message(), Not(HasSubstr("abc")));
+  EXPECT_EQ(LookUpMetaModel("70B-chat")->folder, "llama-2-70b-chat");
+  EXPECT_EQ(LookUpMetaModel("70B-chat")->shards, 8);
+  EXPECT_EQ(RedactUrl("https://h/p/*?a=1&b=2"), "https://h/p/*?<redacted>");
+}
+
+// Through the launcher binary: the URL's query appears nowhere in what it
+// prints or writes, on success or failure.
+TEST_F(DownloadTest, TheUrlNeverLeaks) {
+  for (const bool good : {true, false}) {
+    const std::string dir = target_ + (good ? "_good" : "_bad");
+    fs::create_directories(dir);
+    const std::string url = good ? server_->UrlTemplate()
+                                 : absl::StrCat("http://127.0.0.1:", server_->port(), "/nope/*?", kQuery);
+    ProcessOptions p;
+    p.argv = {"launcher/launcher", "download", "--models=7B", "--target_dir=" + dir + "/target"};
+    p.env = {"PRESIGNED_URL=" + url, "HOME=" + dir};
+    p.stdout_path = dir + "/stdout";
+    p.stderr_path = dir + "/stderr";
+    absl::StatusOr<std::unique_ptr<Process>> process = Process::Spawn(p);
+    ASSERT_TRUE(process.ok());
+    absl::StatusOr<ExitStatus> exit = (*process)->Wait(60s);
+    ASSERT_TRUE(exit.ok());
+    EXPECT_EQ(exit->success(), good) << Slurp(dir + "/stderr");
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      if (!entry.is_regular_file() || entry.path().extension() == ".pth" || entry.path().filename() == "tokenizer.model") continue;
+      EXPECT_THAT(Slurp(entry.path()), Not(HasSubstr("s3cr3tS1gnatur3"))) << entry.path();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llama

@@ -1,0 +1,86 @@
+// //tools:download_bench: the launcher's download next to curl, on one
+// large file served from this machine (loopback, so the numbers compare
+// the clients, not a network).
+//
+//   bazel run //tools:download_bench -- --size_mb=2048
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checklist.h"
+#include "launcher/download.h"
+#include "tests/http_test_server.h"
+
+DEFINE_int32(size_mb, 2048, "Size of the served file.");
+DEFINE_string(scratch_dir, "/tmp/llama2-download-bench", "Where to put the served file and the downloads.");
+
+namespace fs = std::filesystem;
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("Compares //launcher download with curl on a large local file.");
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  const std::string served = FLAGS_scratch_dir + "/served";
+  fs::remove_all(FLAGS_scratch_dir);
+  fs::create_directories(served + "/llama-2-7b");
+  {
+    std::ofstream big(served + "/llama-2-7b/consolidated.00.pth", std::ios::binary);
+    std::vector<uint64_t> block(1 << 17);
+    std::mt19937_64 rng(1);
+    for (int mb = 0; mb < FLAGS_size_mb; ++mb) {
+      for (uint64_t& v : block) v = rng();
+      big.write(reinterpret_cast<const char*>(block.data()), block.size() * sizeof(uint64_t));
+    }
+  }
+  std::ofstream(served + "/llama-2-7b/params.json") << "{}";
+  std::ofstream(served + "/LICENSE") << "license";
+  std::ofstream(served + "/USE_POLICY.md") << "policy";
+  std::ofstream(served + "/tokenizer.model") << "tokenizer";
+  std::ofstream(served + "/tokenizer_checklist.chk") << *llama::Md5File(served + "/tokenizer.model") << "  tokenizer.model\n";
+  std::ofstream(served + "/llama-2-7b/checklist.chk")
+      << *llama::Md5File(served + "/llama-2-7b/consolidated.00.pth") << "  consolidated.00.pth\n"
+      << *llama::Md5File(served + "/llama-2-7b/params.json") << "  params.json\n";
+
+  absl::StatusOr<std::unique_ptr<llama::testing::HttpTestServer>> server =
+      llama::testing::HttpTestServer::Start(served, "bench", "Signature=x");
+  if (!server.ok()) return 1;
+  const double bytes = static_cast<double>(int64_t{FLAGS_size_mb} << 20);
+
+  const std::string curl_target = FLAGS_scratch_dir + "/curl.pth";
+  const std::string command = absl::StrCat("curl -sS -o ", curl_target, " '",
+                                           llama::FileUrl((*server)->UrlTemplate(), "llama-2-7b/consolidated.00.pth"), "'");
+  auto start = std::chrono::steady_clock::now();
+  if (std::system(command.c_str()) != 0) {
+    std::fprintf(stderr, "download_bench: curl failed\n");
+    return 1;
+  }
+  const double curl_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  llama::DownloadOptions options;
+  options.url_template = (*server)->UrlTemplate();
+  options.models = {"7B"};
+  options.target_dir = FLAGS_scratch_dir + "/ours";
+  start = std::chrono::steady_clock::now();
+  absl::StatusOr<llama::DownloadReport> report = llama::DownloadMetaCheckpoints(options);
+  const double our_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!report.ok()) {
+    std::fprintf(stderr, "download_bench: %s\n", std::string(report.status().message()).c_str());
+    return 1;
+  }
+  std::printf("file:      %d MB over HTTP on 127.0.0.1\n", FLAGS_size_mb);
+  std::printf("curl:      %.2f s, %.0f MB/s (download only)\n", curl_seconds, bytes / curl_seconds / 1e6);
+  std::printf("launcher:  %.2f s, %.0f MB/s (download + MD5 while downloading + size probe + fsync)\n", our_seconds,
+              bytes / our_seconds / 1e6);
+  fs::remove_all(FLAGS_scratch_dir);
+  return 0;
+}
