@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace llama {
@@ -37,6 +38,13 @@ void ProgressBar::Add(uint64_t bytes) {
 
 void ProgressBar::Finish() { Draw(true); }
 
+void ProgressBar::Note(const std::string& line) {
+  if (out_ == nullptr) return;
+  std::fprintf(out_, terminal_ ? "\r\033[K%s\n" : "%s\n", line.c_str());
+  if (terminal_) Draw(false);
+  std::fflush(out_);
+}
+
 void ProgressBar::Draw(bool final) {
   if (out_ == nullptr) return;
   const double seconds =
@@ -49,6 +57,7 @@ void ProgressBar::Draw(bool final) {
     absl::StrAppendFormat(&line, ", %.0f s left", (total_ - done_) / rate);
   }
   if (final) absl::StrAppendFormat(&line, " in %.1f s", seconds);
+  if (!final && !detail_.empty()) absl::StrAppend(&line, " | ", detail_);
   if (terminal_) {
     std::fprintf(out_, "\r\033[K%s%s", line.c_str(), final ? "\n" : "");
   } else {

@@ -18,6 +18,10 @@ class ProgressBar {
   // `out` null disables all output.
   ProgressBar(std::string label, uint64_t total_bytes, FILE* out);
   void Add(uint64_t bytes);
+  // Text shown after the totals (e.g. per-file progress), from the next redraw.
+  void set_detail(std::string detail) { detail_ = std::move(detail); }
+  // Prints `line` on a line of its own (above the bar on a terminal).
+  void Note(const std::string& line);
   // Prints the final line (with the average rate).
   void Finish();
 
@@ -25,6 +29,7 @@ class ProgressBar {
   void Draw(bool final);
 
   std::string label_;
+  std::string detail_;
   uint64_t total_;
   uint64_t done_ = 0;
   FILE* out_;

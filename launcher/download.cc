@@ -154,8 +154,9 @@ class Downloader {
   absl::StatusOr<std::string> FetchText(const std::string& relative);
   // The file's size from the server.
   absl::StatusOr<uint64_t> RemoteSize(const std::string& relative);
-  // Downloads a job to its final place (resume, retries, MD5).
-  absl::Status FetchFile(const Job& job, ProgressBar* progress, std::mutex* progress_mutex, uint64_t* fetched);
+  // Downloads a job to its final place (resume, retries, MD5). `on_bytes`
+  // (may be empty) hears of every chunk written.
+  absl::Status FetchFile(const Job& job, const std::function<void(uint64_t)>& on_bytes, uint64_t* fetched);
 
   const Redactor& redact() const { return redact_; }
 
@@ -218,7 +219,7 @@ absl::StatusOr<std::string> Downloader::FetchText(const std::string& relative) {
   const std::string path = (fs::path(options_.target_dir) / relative).string();
   Job job{relative, "", 0};
   uint64_t ignored = 0;
-  if (absl::Status s = FetchFile(job, nullptr, nullptr, &ignored); !s.ok()) return s;
+  if (absl::Status s = FetchFile(job, nullptr, &ignored); !s.ok()) return s;
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
@@ -258,8 +259,7 @@ absl::StatusOr<uint64_t> Downloader::RemoteSize(const std::string& relative) {
       absl::StrFormat("gave up on %s after %d attempts: %s", relative, options_.max_attempts, last));
 }
 
-absl::Status Downloader::FetchFile(const Job& job, ProgressBar* progress, std::mutex* progress_mutex,
-                                   uint64_t* fetched) {
+absl::Status Downloader::FetchFile(const Job& job, const std::function<void(uint64_t)>& on_bytes, uint64_t* fetched) {
   const std::string final_path = (fs::path(options_.target_dir) / job.relative).string();
   const std::string partial_path = final_path + ".partial";
   std::error_code error;
@@ -297,12 +297,7 @@ absl::Status Downloader::FetchFile(const Job& job, ProgressBar* progress, std::m
     t.curl = curl.get();
     t.file = file.get();
     t.md5 = &md5;
-    if (progress != nullptr) {
-      t.progress = [&](uint64_t n) {
-        std::lock_guard<std::mutex> lock(*progress_mutex);
-        progress->Add(n);
-      };
-    }
+    t.progress = on_bytes;
     CURLcode code = CURLE_OK;
     if (!(job.size > 0 && offset == job.size)) code = Perform(job.relative, t, offset);
     if (job.size > 0 && offset == job.size) t.status = 206;  // Nothing left to fetch.
@@ -448,6 +443,17 @@ absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& op
   ProgressBar progress(absl::StrFormat("download %zu file(s)", todo.size()), needed,
                        options.show_progress ? stderr : nullptr);
   std::mutex mutex;
+  // Per-file progress for the files in flight: relative path -> (done, size).
+  std::map<std::string, std::pair<uint64_t, uint64_t>> in_flight;
+  const auto describe = [&] {
+    std::vector<std::string> parts;
+    for (const auto& [name, counts] : in_flight) {
+      parts.push_back(counts.second > 0 ? absl::StrFormat("%s %.0f%%", fs::path(name).filename().string(),
+                                                          100.0 * counts.first / counts.second)
+                                        : fs::path(name).filename().string());
+    }
+    return absl::StrJoin(parts, ", ");
+  };
   size_t next = 0;
   std::vector<absl::Status> failures;
   std::vector<std::thread> threads;
@@ -460,12 +466,26 @@ absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& op
           if (next >= todo.size() || !failures.empty()) return;
           job = todo[next++];
         }
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          in_flight[job.relative] = {0, job.size};
+        }
         uint64_t fetched = 0;
-        absl::Status s = d.FetchFile(job, &progress, &mutex, &fetched);
+        absl::Status s = d.FetchFile(
+            job,
+            [&](uint64_t n) {
+              std::lock_guard<std::mutex> lock(mutex);
+              in_flight[job.relative].first += n;
+              progress.set_detail(describe());
+              progress.Add(n);
+            },
+            &fetched);
         std::lock_guard<std::mutex> lock(mutex);
+        in_flight.erase(job.relative);
         report.bytes_fetched += fetched;
         if (s.ok()) {
           report.fetched.push_back(job.relative);
+          progress.Note(absl::StrFormat("downloaded %s (%s), MD5 matches", job.relative, HumanBytes(job.size)));
         } else {
           failures.push_back(s);
         }
