@@ -41,29 +41,40 @@ absl::StatusOr<std::vector<ChecklistEntry>> ParseChecklist(absl::string_view tex
   return entries;
 }
 
+struct Md5::Context {
+  EVP_MD_CTX* evp = EVP_MD_CTX_new();
+};
+
+Md5::Md5() : context_(new Context) { Reset(); }
+Md5::~Md5() {
+  EVP_MD_CTX_free(context_->evp);
+  delete context_;
+}
+void Md5::Reset() { EVP_DigestInit_ex(context_->evp, EVP_md5(), nullptr); }
+void Md5::Update(const void* data, size_t size) { EVP_DigestUpdate(context_->evp, data, size); }
+std::string Md5::Hex() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(context_->evp, digest, &length);
+  Reset();
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += absl::StrFormat("%02x", digest[i]);
+  return hex;
+}
+
 absl::StatusOr<std::string> Md5File(const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (file == nullptr) {
     return absl::NotFoundError(absl::StrFormat("\"%s\": %s", path, std::strerror(errno)));
   }
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  if (context == nullptr || EVP_DigestInit_ex(context.get(), EVP_md5(), nullptr) != 1) {
-    return absl::InternalError("OpenSSL MD5 unavailable");
-  }
+  Md5 md5;
   std::vector<unsigned char> block(8 << 20);
   size_t n;
-  while ((n = std::fread(block.data(), 1, block.size(), file.get())) > 0) {
-    EVP_DigestUpdate(context.get(), block.data(), n);
-  }
+  while ((n = std::fread(block.data(), 1, block.size(), file.get())) > 0) md5.Update(block.data(), n);
   if (std::ferror(file.get())) {
     return absl::DataLossError(absl::StrFormat("read error in \"%s\"", path));
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(context.get(), digest, &length);
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) hex += absl::StrFormat("%02x", digest[i]);
-  return hex;
+  return md5.Hex();
 }
 
 absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checklist_path) {

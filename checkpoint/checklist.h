@@ -22,6 +22,23 @@ struct ChecklistEntry {
 absl::StatusOr<std::vector<ChecklistEntry>> ParseChecklist(absl::string_view text,
                                                            absl::string_view source);
 
+// An incremental MD5 (OpenSSL), for hashing data as it streams by.
+class Md5 {
+ public:
+  Md5();
+  ~Md5();
+  Md5(const Md5&) = delete;
+  Md5& operator=(const Md5&) = delete;
+  void Reset();
+  void Update(const void* data, size_t size);
+  // Lower-case hex digest of everything since the last Reset; then Reset.
+  std::string Hex();
+
+ private:
+  struct Context;
+  Context* context_;
+};
+
 // MD5 of a file, read in 8 MiB blocks (never whole into memory).
 absl::StatusOr<std::string> Md5File(const std::string& path);
 

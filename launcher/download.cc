@@ -1,7 +1,6 @@
 #include "launcher/download.h"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -60,21 +59,6 @@ class Redactor {
 
  private:
   std::string query_;
-};
-
-struct Md5 {
-  Md5() : context(EVP_MD_CTX_new(), &EVP_MD_CTX_free) { Reset(); }
-  void Reset() { EVP_DigestInit_ex(context.get(), EVP_md5(), nullptr); }
-  void Update(const void* data, size_t size) { EVP_DigestUpdate(context.get(), data, size); }
-  std::string Hex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(context.get(), digest, &length);
-    std::string hex;
-    for (unsigned int i = 0; i < length; ++i) hex += absl::StrFormat("%02x", digest[i]);
-    return hex;
-  }
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context;
 };
 
 // The state of one transfer, seen by libcurl's callbacks.

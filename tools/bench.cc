@@ -10,8 +10,6 @@
 // read per decode step with the machine's memory bandwidth (--mem_gbps).
 
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,8 +25,8 @@
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/shard_format.h"
 #include "worker/communicator.h"
-#include "worker/net.h"
 #include "worker/rendezvous.h"
+#include "tools/local_ranks.h"
 #include "worker/tcp_communicator.h"
 #include "worker/model_weights.h"
 #include "worker/synthetic_weights.h"
@@ -200,22 +198,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench: --world_size > 1 runs the synthetic model only\n");
     return 2;
   }
-  int port = 0;
-  if (FLAGS_world_size > 1) {
-    absl::StatusOr<llama::net::Socket> probe = llama::net::Listen("127.0.0.1", 0);
-    port = *llama::net::LocalPort(*probe);
-  }
-  std::vector<pid_t> children;
-  for (int rank = 1; rank < FLAGS_world_size; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(RunRank(rank, port));
-    children.push_back(pid);
-  }
-  int result = RunRank(0, port);
-  for (pid_t pid : children) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) result = 1;
-  }
-  return result;
+  return llama::RunLocalRanks(FLAGS_world_size, RunRank);
 }

@@ -7,8 +7,6 @@
 // bytes each rank actually sends in a ring all-reduce (NCCL's convention),
 // so it is comparable with the link's bandwidth.
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,7 +17,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_format.h"
-#include "worker/net.h"
+#include "tools/local_ranks.h"
 #include "worker/rendezvous.h"
 #include "worker/tcp_communicator.h"
 
@@ -94,21 +92,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "comm_bench: --world_size must be at least 2\n");
     return 2;
   }
-  absl::StatusOr<llama::net::Socket> probe = llama::net::Listen("127.0.0.1", 0);
-  const int port = *llama::net::LocalPort(*probe);
-  probe->Close();
-  std::fflush(stdout);
-  std::vector<pid_t> children;
-  for (int rank = 1; rank < FLAGS_world_size; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) _exit(RunRank(rank, port));
-    children.push_back(pid);
-  }
-  int result = RunRank(0, port);
-  for (pid_t pid : children) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) result = 1;
-  }
-  return result;
+  return llama::RunLocalRanks(FLAGS_world_size, RunRank);
 }

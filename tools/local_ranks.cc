@@ -1,0 +1,36 @@
+#include "tools/local_ranks.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "worker/net.h"
+
+namespace llama {
+
+int RunLocalRanks(int world_size, const std::function<int(int rank, int port)>& run) {
+  int port = 0;
+  if (world_size > 1) {
+    absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
+    if (!probe.ok()) return 1;
+    port = *net::LocalPort(*probe);
+  }
+  std::fflush(stdout);
+  std::vector<pid_t> children;
+  for (int rank = 1; rank < world_size; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(run(rank, port));
+    children.push_back(pid);
+  }
+  int result = run(0, port);
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) result = 1;
+  }
+  return result;
+}
+
+}  // namespace llama
