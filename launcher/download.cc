@@ -398,7 +398,7 @@ absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& op
   }
 
   // Skip what is already complete; size the rest; check the disk.
-  std::vector<Job> todo;
+  std::vector<Job> pending;
   uint64_t needed = 0;
   for (Job& job : jobs) {
     const std::string final_path = (fs::path(options.target_dir) / job.relative).string();
@@ -415,7 +415,7 @@ absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& op
     job.size = *size;
     const uint64_t have = fs::exists(final_path + ".partial") ? fs::file_size(final_path + ".partial", error) : 0;
     needed += job.size > have ? job.size - have : 0;
-    todo.push_back(job);
+    pending.push_back(job);
   }
   const uint64_t free_bytes = FreeBytes(options.target_dir);
   if (needed > free_bytes) {
@@ -424,7 +424,7 @@ absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& op
   }
 
   // The big files, several at a time.
-  ProgressBar progress(absl::StrFormat("download %zu file(s)", todo.size()), needed,
+  ProgressBar progress(absl::StrFormat("download %zu file(s)", pending.size()), needed,
                        options.show_progress ? stderr : nullptr);
   std::mutex mutex;
   // Per-file progress for the files in flight: relative path -> (done, size).
@@ -447,8 +447,8 @@ absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& op
         Job job;
         {
           std::lock_guard<std::mutex> lock(mutex);
-          if (next >= todo.size() || !failures.empty()) return;
-          job = todo[next++];
+          if (next >= pending.size() || !failures.empty()) return;
+          job = pending[next++];
         }
         {
           std::lock_guard<std::mutex> lock(mutex);

@@ -1,4 +1,5 @@
 #include "launcher/process.h"
+#include "tests/test_util.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,15 +15,9 @@
 namespace llama {
 namespace {
 
+using ::llama::testing::ReadFileOrEmpty;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(ProcessTest, RunsWithAnExplicitEnvironmentAndRedirects) {
   const std::string out = std::string(getenv("TEST_TMPDIR")) + "/out.txt";
@@ -33,7 +28,7 @@ TEST(ProcessTest, RunsWithAnExplicitEnvironmentAndRedirects) {
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->code, 3);
   EXPECT_EQ(exit->Describe(), "exit code 3");
-  EXPECT_EQ(Slurp(out), "hello and no-home\n");  // Nothing inherited.
+  EXPECT_EQ(ReadFileOrEmpty(out), "hello and no-home\n");  // Nothing inherited.
 }
 
 TEST(ProcessTest, SignalsReachTheWholeGroup) {
@@ -80,7 +75,7 @@ TEST(ProcessTest, ChildrenDieWithTheirSupervisor) {
   std::string pid_text;
   for (int i = 0; i < 200 && pid_text.empty(); ++i) {
     std::this_thread::sleep_for(10ms);
-    pid_text = Slurp(pid_file);
+    pid_text = ReadFileOrEmpty(pid_file);
   }
   ASSERT_FALSE(pid_text.empty());
   const pid_t child = std::stoi(pid_text);
@@ -90,7 +85,7 @@ TEST(ProcessTest, ChildrenDieWithTheirSupervisor) {
   bool gone = false;
   for (int i = 0; i < 200 && !gone; ++i) {
     std::this_thread::sleep_for(10ms);
-    gone = ::kill(child, 0) != 0 || Slurp("/proc/" + pid_text + "/stat").find(" Z ") != std::string::npos;
+    gone = ::kill(child, 0) != 0 || ReadFileOrEmpty("/proc/" + pid_text + "/stat").find(" Z ") != std::string::npos;
   }
   EXPECT_TRUE(gone) << "the child outlived its supervisor";
 }

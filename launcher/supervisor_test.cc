@@ -1,4 +1,5 @@
 #include "launcher/supervisor.h"
+#include "tests/test_util.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -14,15 +15,9 @@
 namespace llama {
 namespace {
 
+using ::llama::testing::ReadFileOrEmpty;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 WorkerLaunch Shell(int rank, const std::string& script) {
   WorkerLaunch w;
@@ -44,7 +39,7 @@ class SupervisorTest : public ::testing::Test {
   }
   std::string Results() {
     std::fflush(results_);
-    return Slurp(results_path_);
+    return ReadFileOrEmpty(results_path_);
   }
   void TearDown() override {
     if (results_ != nullptr) std::fclose(results_);
@@ -60,9 +55,9 @@ TEST_F(SupervisorTest, ForwardsRankZeroAndLogsEveryRank) {
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->success);
   EXPECT_EQ(Results(), "result line\n");
-  EXPECT_THAT(Slurp(RankLogPath(o.log_dir, 0)), HasSubstr("[rank 0] result line\n"));
-  EXPECT_THAT(Slurp(RankLogPath(o.log_dir, 0)), HasSubstr("[rank 0] progress\n"));
-  EXPECT_EQ(Slurp(RankLogPath(o.log_dir, 1)), "[rank 1] quiet\n");
+  EXPECT_THAT(ReadFileOrEmpty(RankLogPath(o.log_dir, 0)), HasSubstr("[rank 0] result line\n"));
+  EXPECT_THAT(ReadFileOrEmpty(RankLogPath(o.log_dir, 0)), HasSubstr("[rank 0] progress\n"));
+  EXPECT_EQ(ReadFileOrEmpty(RankLogPath(o.log_dir, 1)), "[rank 1] quiet\n");
 }
 
 TEST_F(SupervisorTest, OneFailureStopsTheOthers) {

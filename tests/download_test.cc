@@ -17,10 +17,12 @@
 #include "launcher/process.h"
 #include "tests/http_test_server.h"
 #include "tokenizer/tokenizer_fixture.h"
+#include "tests/test_util.h"
 
 namespace llama {
 namespace {
 
+using ::llama::testing::ReadFileOrEmpty;
 namespace fs = std::filesystem;
 using ::llama::testing::Fault;
 using ::llama::testing::HttpTestServer;
@@ -29,13 +31,6 @@ using ::testing::Not;
 using namespace std::chrono_literals;
 
 constexpr char kQuery[] = "Policy=eyJTdGF0ZW1lbnQiOlt7fQ__&Signature=s3cr3tS1gnatur3&Key-Pair-Id=K2ABC";
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // What Meta's server holds: LICENSE, USE_POLICY.md, the tokenizer and its
 // checklist, llama-2-7b (1 shard) and llama-2-13b (2 shards) from fixtures.
@@ -212,10 +207,10 @@ TEST_F(DownloadTest, TheUrlNeverLeaks) {
     ASSERT_TRUE(process.ok());
     absl::StatusOr<ExitStatus> exit = (*process)->Wait(60s);
     ASSERT_TRUE(exit.ok());
-    EXPECT_EQ(exit->success(), good) << Slurp(dir + "/stderr");
+    EXPECT_EQ(exit->success(), good) << ReadFileOrEmpty(dir + "/stderr");
     for (const auto& entry : fs::recursive_directory_iterator(dir)) {
       if (!entry.is_regular_file() || entry.path().extension() == ".pth" || entry.path().filename() == "tokenizer.model") continue;
-      EXPECT_THAT(Slurp(entry.path()), Not(HasSubstr("s3cr3tS1gnatur3"))) << entry.path();
+      EXPECT_THAT(ReadFileOrEmpty(entry.path()), Not(HasSubstr("s3cr3tS1gnatur3"))) << entry.path();
     }
   }
 }

@@ -23,21 +23,16 @@
 #include "launcher/process.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/net.h"
+#include "tests/test_util.h"
 
 namespace llama {
 namespace {
 
+using ::llama::testing::ReadFileOrEmpty;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 std::string TempDir() { return getenv("TEST_TMPDIR"); }
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 const nlohmann::json& Golden() {
   static const nlohmann::json* golden = [] {
@@ -58,8 +53,8 @@ std::string PromptsFile() {
 struct LauncherRun {
   std::unique_ptr<Process> process;
   std::string dir;
-  std::string out() const { return Slurp(dir + "/stdout"); }
-  std::string err() const { return Slurp(dir + "/stderr"); }
+  std::string out() const { return ReadFileOrEmpty(dir + "/stdout"); }
+  std::string err() const { return ReadFileOrEmpty(dir + "/stderr"); }
 };
 
 LauncherRun Launch(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
@@ -109,7 +104,7 @@ std::vector<pid_t> ChildrenOf(pid_t pid) {
   std::vector<pid_t> children;
   DIR* proc = opendir("/proc");
   while (dirent* entry = readdir(proc)) {
-    const std::string stat = Slurp(absl::StrCat("/proc/", entry->d_name, "/stat"));
+    const std::string stat = ReadFileOrEmpty(absl::StrCat("/proc/", entry->d_name, "/stat"));
     const size_t close = stat.rfind(')');
     if (close == std::string::npos) continue;
     const std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
@@ -121,7 +116,7 @@ std::vector<pid_t> ChildrenOf(pid_t pid) {
 
 bool AllGone(const std::vector<pid_t>& pids) {
   for (pid_t pid : pids) {
-    if (::kill(pid, 0) == 0 && Slurp(absl::StrCat("/proc/", pid, "/stat")).find(") Z") == std::string::npos) return false;
+    if (::kill(pid, 0) == 0 && ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat")).find(") Z") == std::string::npos) return false;
   }
   return true;
 }
@@ -139,7 +134,7 @@ TEST_P(LauncherTest, GoldenOutputWithLocalWorkers) {
   // Rank 0's results on stdout, as the reference's example script prints them.
   EXPECT_THAT(run.out(), HasSubstr("I believe the meaning of life is\n> "));
   EXPECT_THAT(run.err(), HasSubstr(absl::StrCat("launcher: ", nproc, " rank(s) on 1 node(s) done")));
-  EXPECT_THAT(Slurp(TempDir() + "/" + name + "/logs/rank0.log"), HasSubstr("[rank 0] "));
+  EXPECT_THAT(ReadFileOrEmpty(TempDir() + "/" + name + "/logs/rank0.log"), HasSubstr("[rank 0] "));
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, LauncherTest, ::testing::Values(1, 2, 4));
@@ -155,7 +150,7 @@ TEST(LauncherFaultTest, KilledWorkerStopsTheJob) {
     workers = ChildrenOf(run.process->pid());
   }
   ASSERT_EQ(workers.size(), 2u);
-  for (int i = 0; i < 500 && Slurp(TempDir() + "/killed/logs/rank0.log").find("generating") == std::string::npos; ++i) {
+  for (int i = 0; i < 500 && ReadFileOrEmpty(TempDir() + "/killed/logs/rank0.log").find("generating") == std::string::npos; ++i) {
     std::this_thread::sleep_for(10ms);
   }
   const pid_t victim = workers[1];
@@ -281,7 +276,7 @@ TEST(LauncherSlurmTest, SrunPlacement) {
   ASSERT_TRUE(exit.ok());
   EXPECT_TRUE(exit->success()) << run.err();
   ExpectGoldenOutput(TempDir() + "/slurm/out.jsonl");
-  EXPECT_THAT(Slurp(TempDir() + "/slurm/logs/rank0.log"), HasSubstr("rank 0 of 2"));
+  EXPECT_THAT(ReadFileOrEmpty(TempDir() + "/slurm/logs/rank0.log"), HasSubstr("rank 0 of 2"));
 }
 
 TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
@@ -296,7 +291,7 @@ TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
   absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
   ASSERT_TRUE(exit.ok());
   EXPECT_TRUE(exit->success()) << run.err();
-  const std::string script = Slurp(submitted);
+  const std::string script = ReadFileOrEmpty(submitted);
   EXPECT_THAT(script, HasSubstr("#SBATCH --nodes=2"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --gpus-per-node=4"));
   EXPECT_THAT(script, HasSubstr("--nproc_per_node=4 '--ckpt_dir=/data/llama-2-13b' '--prompt=hello'"));

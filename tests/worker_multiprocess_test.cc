@@ -21,21 +21,16 @@
 #include "launcher/process.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/net.h"
+#include "tests/test_util.h"
 
 namespace llama {
 namespace {
 
+using ::llama::testing::ReadFileOrEmpty;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 std::string TempDir() { return getenv("TEST_TMPDIR"); }
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 int FreePort() {
   absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
@@ -67,8 +62,8 @@ const nlohmann::json& Golden(const std::string& model) {
 struct Job {
   std::vector<std::unique_ptr<Process>> ranks;
   std::string dir;
-  std::string Log(int rank) const { return Slurp(absl::StrCat(dir, "/rank", rank, ".err")); }
-  std::string Stdout(int rank) const { return Slurp(absl::StrCat(dir, "/rank", rank, ".out")); }
+  std::string Log(int rank) const { return ReadFileOrEmpty(absl::StrCat(dir, "/rank", rank, ".err")); }
+  std::string Stdout(int rank) const { return ReadFileOrEmpty(absl::StrCat(dir, "/rank", rank, ".out")); }
 };
 
 // Starts ranks `which` of a `world_size` job (all if empty).
