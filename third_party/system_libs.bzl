@@ -33,11 +33,26 @@ _PKG_CONFIG_TARGETS = {
 
 _HINT = "Install the build dependencies first: ./bazelw (or third_party/setup.sh) installs them."
 
+# Libraries Debian ships only as shared objects; with LLAMA_STATIC they stay
+# dynamic (and travel beside the binary).
+_SHARED_ONLY = ["sentencepiece", "curl"]
+
 def _pkg_config_libs(rctx, modules):
-    result = rctx.execute(["pkg-config", "--libs"] + modules)
+    static = rctx.os.environ.get("LLAMA_STATIC", "") == "1" and not [m for m in modules if m in _SHARED_ONLY]
+    result = rctx.execute(["pkg-config", "--libs"] + (["--static"] if static else []) + modules)
     if result.return_code != 0:
         fail("pkg-config --libs %s failed: %s\n%s" % (" ".join(modules), result.stderr.strip(), _HINT))
-    return [flag for flag in result.stdout.strip().split(" ") if flag]
+    flags = [flag for flag in result.stdout.strip().split(" ") if flag]
+    if static:
+        # Link the archives, so the binary runs where these packages are not
+        # installed (the GPU machine); libc and libstdc++ stay shared.
+        system = ["-lpthread", "-lrt", "-ldl", "-lm", "-latomic"]
+        libs = [f for f in flags if f.startswith("-l") and f not in system]
+        if "-lunwind" in libs:
+            libs.append("-llzma")  # libunwind.a's own dependency, missing from glog's .pc.
+        others = [f for f in flags if not (f.startswith("-l") and f not in system)]
+        flags = ["-Wl,--push-state,-Bstatic"] + libs + ["-Wl,--pop-state"] + others
+    return flags
 
 def _system_libs_impl(rctx):
     if rctx.which("pkg-config") == None:
@@ -78,6 +93,6 @@ def _system_libs_impl(rctx):
 
 system_libs_configure = repository_rule(
     implementation = _system_libs_impl,
-    environ = ["PATH", "PKG_CONFIG_PATH"],
+    environ = ["PATH", "PKG_CONFIG_PATH", "LLAMA_STATIC"],
     local = True,
 )

@@ -21,6 +21,10 @@ class RopeTable {
   // Rotates `heads` consecutive heads of `x` ([heads, head_dim]) for `pos`.
   void Apply(float* x, int64_t heads, int64_t pos) const;
 
+  // The tables, [positions, head_dim / 2] (uploaded by the CUDA backend).
+  const std::vector<float>& cos_table() const { return cos_; }
+  const std::vector<float>& sin_table() const { return sin_; }
+
  private:
   int64_t half_;
   int64_t positions_;

@@ -1,0 +1,55 @@
+#include "ops/cuda/cublas_linear.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_format.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/kernels.h"
+
+namespace llama::cuda {
+
+absl::StatusOr<std::unique_ptr<CublasLinear>> CublasLinear::Create(CUstream_st* stream, int64_t max_input_elements) {
+  auto linear = std::unique_ptr<CublasLinear>(new CublasLinear());
+  linear->stream_ = stream;
+  if (absl::Status s = CublasCall(cublasCreate(&linear->handle_), "cublasCreate"); !s.ok()) return s;
+  if (absl::Status s = CublasCall(cublasSetStream(linear->handle_, stream), "cublasSetStream"); !s.ok()) return s;
+  // Exact f32 for f32 weights: no TF32 rounding of the inputs.
+  if (absl::Status s = CublasCall(cublasSetMathMode(linear->handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CudaCall(cudaMalloc(&linear->scratch_, max_input_elements * 2), "cudaMalloc"); !s.ok()) return s;
+  linear->scratch_elements_ = max_input_elements;
+  return linear;
+}
+
+CublasLinear::~CublasLinear() {
+  if (handle_ != nullptr) cublasDestroy(handle_);
+  if (scratch_ != nullptr) cudaFree(scratch_);
+}
+
+absl::Status CublasLinear::Run(const float* x, int64_t n, const void* w, DType dtype, int64_t out, int64_t in,
+                               float* y) {
+  const float one = 1.0f, zero = 0.0f;
+  // Row-major y[n, out] = x[n, in] w[out, in]^T is, column-major,
+  // y^T[out, n] = (w^T[in, out])^T x^T[in, n]: A = w (transposed), B = x.
+  if (dtype == DType::kF32) {
+    return CublasCall(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, CUDA_R_32F, in, x,
+                                   CUDA_R_32F, in, &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      "cublasGemmEx(f32)");
+  }
+  if (dtype != DType::kBF16 && dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrFormat("CublasLinear: %s weights", DTypeName(dtype)));
+  }
+  if (n * in > scratch_elements_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CublasLinear: input of %d elements exceeds the %d planned", n * in, scratch_elements_));
+  }
+  if (absl::Status s = CastFromF32(x, scratch_, dtype, n * in, stream_); !s.ok()) return s;
+  const cudaDataType type = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  return CublasCall(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, type, in, scratch_, type, in,
+                                 &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx(16-bit)");
+}
+
+}  // namespace llama::cuda
