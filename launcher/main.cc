@@ -29,6 +29,7 @@
 #include "checkpoint/converter.h"
 #include "checkpoint/progress.h"
 #include "launcher/demo.h"
+#include "ops/device.h"
 #include "launcher/download.h"
 #include "launcher/slurm.h"
 #include "launcher/supervisor.h"
@@ -58,7 +59,8 @@ DEFINE_uint64(seed, 1, "Sampling seed.");
 DEFINE_bool(logprobs, false, "Report log-probabilities.");
 DEFINE_bool(echo, false, "Include the prompt in the output.");
 DEFINE_string(output, "", "JSON Lines results file (written by rank 0).");
-DEFINE_string(device, "cpu", "Backend for the workers: cpu, or cuda (one GPU per local rank, checked before starting).");
+DEFINE_string(device, "", "Workers' backend: cpu or cuda (one GPU per local rank, checked before starting). "
+              "Default: cuda when built with CUDA and GPUs are visible, else cpu.");
 // Running.
 DEFINE_string(worker, "", "The worker binary. Default: //worker from this binary's runfiles.");
 // --log_dir (per-rank logs; default <shard_dir>/logs) is glog's flag, reused:
@@ -328,11 +330,11 @@ int Run(std::vector<std::string> extra_args) {
   }
   absl::StatusOr<std::vector<RankInfo>> ranks = LocalRanks(world);
   if (!ranks.ok()) return Fail(ranks.status().message());
-  if (FLAGS_device != "cpu" && FLAGS_device != "cuda") {
-    return Fail(absl::StrFormat("--device=\"%s\": expected cpu or cuda", FLAGS_device));
-  }
+  std::string device = FLAGS_device;
+  if (device.empty()) device = BuiltWithCuda() && !VisibleGpus().empty() ? "cuda" : "cpu";
+  if (absl::StatusOr<Device> parsed = ParseDevice(device); !parsed.ok()) return Fail(parsed.status().message());
   std::vector<std::string> gpus;
-  if (FLAGS_device == "cuda") {
+  if (device == "cuda") {
     gpus = VisibleGpus();
     if (static_cast<int>(gpus.size()) < world.nproc_per_node) {
       return Fail(absl::StrFormat("--nproc_per_node=%d needs %d GPUs on this node; %d visible", world.nproc_per_node,
@@ -414,7 +416,7 @@ int Run(std::vector<std::string> extra_args) {
     // A clean, explicit environment: nothing from our shell leaks in.
     for (const auto& [name, value] : WorkerEnvironment(world, rank)) launch.process.env.push_back(name + "=" + value);
     launch.process.env.push_back("RENDEZVOUS_TOKEN=" + *token);
-    launch.process.argv.push_back("--device=" + FLAGS_device);
+    launch.process.argv.push_back("--device=" + device);
     if (!gpus.empty()) launch.process.env.push_back("CUDA_VISIBLE_DEVICES=" + gpus[rank.local_rank]);
     launches.push_back(std::move(launch));
   }

@@ -189,6 +189,7 @@ struct BadLaunch {
   std::vector<std::string> extra;
   std::string model;
   const char* expected;
+  std::vector<std::string> env = {};
 };
 
 class LauncherErrorTest : public ::testing::TestWithParam<BadLaunch> {};
@@ -197,8 +198,7 @@ TEST_P(LauncherErrorTest, OneClearLine) {
   const BadLaunch& bad = GetParam();
   std::vector<std::string> args = FixtureJob(bad.name, 1, bad.model);
   args.insert(args.end(), bad.extra.begin(), bad.extra.end());
-  // One visible GPU, whatever this machine has.
-  LauncherRun run = Launch(bad.name, args, {"CUDA_VISIBLE_DEVICES=0"});
+  LauncherRun run = Launch(bad.name, args, bad.env);
   absl::StatusOr<ExitStatus> exit = run.process->Wait(60s);
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->code, 1);
@@ -215,8 +215,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"checklist", {}, "broken/bad_checksum", "consolidated.00.pth is corrupt or truncated"},
                       BadLaunch{"split", {"--nproc_per_node=3"}, "tiny_fp32_mp1",
                                 "--nproc_per_node=3 x --nnodes=1: world size 3 does not divide n_heads (4)"},
+                      // One visible GPU, whatever this machine has.
                       BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1",
-                                "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible"}),
+                                "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible", {"CUDA_VISIBLE_DEVICES=0"}}),
     [](const ::testing::TestParamInfo<BadLaunch>& info) { return info.param.name; });
 
 TEST(LauncherFaultTest, BusyMasterPort) {

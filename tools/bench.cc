@@ -31,6 +31,10 @@
 #include "worker/model_weights.h"
 #include "worker/synthetic_weights.h"
 #include "worker/transformer.h"
+#include "third_party/cuda/cuda_build_info.h"
+#if LLAMA_WITH_CUDA
+#include "worker/cuda_transformer.h"
+#endif
 
 DEFINE_string(shard, "", "A shard to benchmark (world size 1); default: a synthetic model.");
 DEFINE_int64(dim, 2048, "Synthetic model: embedding dimension.");
@@ -44,6 +48,7 @@ DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
 DEFINE_int32(threads, 0, "Worker threads (0: one per hardware thread).");
 DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
+DEFINE_string(device, "cpu", "cpu, or cuda (one GPU, world size 1; needs a build with the CUDA toolkit).");
 DEFINE_double(mem_gbps, 0, "Memory bandwidth of this machine in GB/s, for the % of the limit (0: not shown).");
 
 namespace {
@@ -130,8 +135,28 @@ int RunRank(int rank, int port) {
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
   options.threads = FLAGS_threads > 0 ? FLAGS_threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / FLAGS_world_size);
-  absl::StatusOr<std::unique_ptr<llama::Transformer>> model =
-      llama::Transformer::Create(*std::move(weights), comm.get(), options);
+  absl::StatusOr<std::unique_ptr<llama::LanguageModel>> model = absl::UnimplementedError("");
+  if (FLAGS_device == "cuda") {
+#if LLAMA_WITH_CUDA
+    absl::StatusOr<std::unique_ptr<llama::CudaTransformer>> gpu =
+        llama::CudaTransformer::Create(*weights, comm.get(), options);
+    if (gpu.ok()) {
+      model = std::unique_ptr<llama::LanguageModel>(*std::move(gpu));
+    } else {
+      model = gpu.status();
+    }
+#else
+    model = absl::FailedPreconditionError("--device=cuda: this binary was built without CUDA");
+#endif
+  } else {
+    absl::StatusOr<std::unique_ptr<llama::Transformer>> cpu =
+        llama::Transformer::Create(*std::move(weights), comm.get(), options);
+    if (cpu.ok()) {
+      model = std::unique_ptr<llama::LanguageModel>(*std::move(cpu));
+    } else {
+      model = cpu.status();
+    }
+  }
   if (!model.ok()) {
     std::fprintf(stderr, "bench: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -175,8 +200,12 @@ int RunRank(int rank, int port) {
               (long long)config.dim, (long long)config.n_layers, (long long)config.n_heads,
               (long long)config.n_kv_heads, (long long)config.ffn_hidden_dim(), (long long)config.vocab_size,
               weight_bytes / 1e9, FLAGS_shard.empty() ? "synthetic bf16" : FLAGS_shard.c_str());
-  std::printf("ranks:    %d%s, %d thread(s) each\n", FLAGS_world_size,
-              FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads);
+  if (FLAGS_device == "cuda") {
+    std::printf("device:   cuda (one GPU)\n");
+  } else {
+    std::printf("ranks:    %d%s, %d thread(s) each\n", FLAGS_world_size,
+                FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads);
+  }
   std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
               prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / prefill_seconds);
   std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,
@@ -194,6 +223,10 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
+  if (FLAGS_device == "cuda" && FLAGS_world_size != 1) {
+    std::fprintf(stderr, "bench: --device=cuda runs one rank\n");
+    return 2;
+  }
   if (FLAGS_world_size > 1 && !FLAGS_shard.empty()) {
     std::fprintf(stderr, "bench: --world_size > 1 runs the synthetic model only\n");
     return 2;

@@ -35,6 +35,14 @@
 #include "worker/results.h"
 #include "worker/tcp_communicator.h"
 #include "worker/transformer.h"
+#include "third_party/cuda/cuda_build_info.h"
+#if LLAMA_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "ops/cuda/cuda_status.h"
+#include "worker/cuda_transformer.h"
+#include "worker/nccl_communicator.h"
+#endif
 
 DEFINE_string(shard_dir, "", "Folder of rank-R-of-N.shard files from //tools:convert. Required.");
 DEFINE_string(tokenizer_path, "", "Llama 2's tokenizer.model. Required.");
@@ -51,7 +59,7 @@ DEFINE_bool(logprobs, false, "Report each generated token's log-probability.");
 DEFINE_bool(echo, false, "Include the prompt tokens in the output.");
 DEFINE_string(output, "", "Write one JSON object per prompt or dialog to this file (JSON Lines).");
 DEFINE_string(summary_file, "", "Rank 0 writes the run's numbers here as JSON (ranks, load and generation time, tokens).");
-DEFINE_string(device, "cpu", "Compute backend: cpu (cuda arrives with the CUDA backend).");
+DEFINE_string(device, "", "Compute backend: cpu or cuda. Default: cuda when this binary has the CUDA backend and sees a GPU, else cpu.");
 DEFINE_int32(threads, 0, "CPU threads for this rank; 0: one per hardware thread / LOCAL_WORLD_SIZE.");
 DEFINE_int32(rendezvous_timeout, 300, "Seconds to wait for every rank to join.");
 DEFINE_int32(load_timeout, 1800, "Seconds to wait for every rank to load its shard.");
@@ -139,19 +147,65 @@ absl::StatusOr<std::shared_ptr<const ShardReader>> OpenShard(const WorkerEnviron
   return std::shared_ptr<const ShardReader>(*std::move(shard));
 }
 
+// --device, or the best this binary and machine offer.
+absl::StatusOr<Device> ChooseDevice() {
+  if (!FLAGS_device.empty()) return ParseDevice(FLAGS_device);
+#if LLAMA_WITH_CUDA
+  absl::StatusOr<int> gpus = cuda::VisibleDeviceCount();
+  if (gpus.ok() && *gpus > 0) return Device::kCuda;
+#endif
+  return Device::kCpu;
+}
+
+// The model for the chosen device. On CUDA, collectives go through NCCL
+// (kept in *device_communicator); the GPU is LOCAL_RANK's, or the only one
+// visible when the launcher gave each rank its own CUDA_VISIBLE_DEVICES.
+absl::StatusOr<std::unique_ptr<LanguageModel>> MakeModel(Device device, const WorkerEnvironment& env,
+                                                         Rendezvous* rendezvous, Communicator* host_communicator,
+                                                         ModelWeights weights, const TransformerOptions& options,
+                                                         std::unique_ptr<Communicator>* device_communicator) {
+  if (device == Device::kCpu) {
+    absl::StatusOr<std::unique_ptr<Transformer>> model =
+        Transformer::Create(std::move(weights), host_communicator, options);
+    if (!model.ok()) return model.status();
+    return std::unique_ptr<LanguageModel>(*std::move(model));
+  }
+#if LLAMA_WITH_CUDA
+  absl::StatusOr<int> gpus = cuda::VisibleDeviceCount();
+  if (!gpus.ok()) return gpus.status();
+  if (*gpus == 0) return absl::FailedPreconditionError("--device=cuda: no GPU visible to this process");
+  const int gpu = *gpus == 1 ? 0 : env.local_rank;
+  if (absl::Status s = cuda::CudaCall(cudaSetDevice(gpu), "cudaSetDevice"); !s.ok()) return s;
+  if (rendezvous != nullptr) {
+    absl::StatusOr<std::unique_ptr<NcclCommunicator>> nccl =
+        NcclCommunicator::Create(rendezvous, gpu, std::chrono::seconds(FLAGS_collective_timeout));
+    if (!nccl.ok()) return nccl.status();
+    *device_communicator = *std::move(nccl);
+  } else {
+    *device_communicator = std::make_unique<LocalCommunicator>();
+  }
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> model =
+      CudaTransformer::Create(weights, device_communicator->get(), options);
+  if (!model.ok()) return model.status();
+  return std::unique_ptr<LanguageModel>(*std::move(model));
+#else
+  return absl::FailedPreconditionError("--device=cuda: this binary was built without CUDA");
+#endif
+}
+
 absl::Status Run() {
   if (FLAGS_shard_dir.empty() || FLAGS_tokenizer_path.empty()) {
     return absl::InvalidArgumentError("--shard_dir and --tokenizer_path are required (see --help)");
-  }
-  if (absl::StatusOr<Device> device = ParseDevice(FLAGS_device); !device.ok()) {
-    return device.status();
-  } else if (*device != Device::kCpu) {
-    return absl::UnimplementedError("--device=cuda: the worker's CUDA backend is not built yet; use --device=cpu");
   }
   absl::StatusOr<WorkerEnvironment> env = ReadWorkerEnvironment();
   if (!env.ok()) return env.status();
   const bool leader = env->rank == 0;
   if (!leader) FLAGS_minloglevel = google::GLOG_WARNING;  // Other ranks speak only of problems.
+  absl::StatusOr<Device> device = ChooseDevice();
+  if (!device.ok()) return device.status();
+  LOG(INFO) << "rank " << env->rank << ": device " << DeviceName(*device)
+            << (FLAGS_device.empty() ? " (chosen: " : " (asked: ")
+            << (BuiltWithCuda() ? "this binary has the CUDA backend" : "this binary has no CUDA backend") << ")";
 
   // Join first: loading can take minutes and has its own deadline.
   std::unique_ptr<Rendezvous> rendezvous;
@@ -197,6 +251,8 @@ absl::Status Run() {
         FLAGS_tokenizer_path, (*tokenizer)->vocab_size(), weights->config.vocab_size));
   }
 
+  // The TCP ring carries host-side agreement (sampled tokens) on every
+  // backend, and the model's collectives on the CPU one.
   std::unique_ptr<Communicator> communicator;
   if (rendezvous) {
     if (absl::Status s = rendezvous->AgreeOnModel(fingerprint); !s.ok()) return s;
@@ -213,8 +269,9 @@ absl::Status Run() {
   options.threads = FLAGS_threads > 0 ? FLAGS_threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                                         std::max(1, env->local_world_size));
-  absl::StatusOr<std::unique_ptr<Transformer>> model =
-      Transformer::Create(*std::move(weights), communicator.get(), options);
+  std::unique_ptr<Communicator> device_communicator;
+  absl::StatusOr<std::unique_ptr<LanguageModel>> model =
+      MakeModel(*device, *env, rendezvous.get(), communicator.get(), *std::move(weights), options, &device_communicator);
   if (!model.ok()) return model.status();
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   LOG(INFO) << absl::StrFormat("rank %d of %d: loaded %s and %s in %.2f s", env->rank, env->world_size,

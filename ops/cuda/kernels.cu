@@ -154,6 +154,16 @@ __global__ void AttentionKernel(const float* q, const float* k_cache, const floa
   }
 }
 
+__global__ void NonFiniteKernel(const float* x, int64_t count, int32_t* flag) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    if (!isfinite(x[i])) {
+      *flag = 1;
+      return;
+    }
+  }
+}
+
 __global__ void ArgmaxKernel(const float* logits, int64_t vocab, int32_t* out) {
   const float* row = logits + blockIdx.x * vocab;
   float best = -FLT_MAX;
@@ -256,6 +266,11 @@ absl::Status Attention(const float* q, const float* k_cache, const float* v_cach
   AttentionKernel<<<len * n_heads, kAttentionThreads, shared, stream>>>(q, k_cache, v_cache, kv_head_of, start_pos,
                                                                        n_heads, n_kv_heads, head_dim, out);
   return Launched("AttentionKernel");
+}
+
+absl::Status FlagNonFinite(const float* x, int64_t count, int32_t* flags, int index, cudaStream_t stream) {
+  NonFiniteKernel<<<Blocks(count), kThreads, 0, stream>>>(x, count, flags + index);
+  return Launched("NonFiniteKernel");
 }
 
 absl::Status ArgmaxRows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {

@@ -45,6 +45,10 @@ absl::Status Attention(const float* q, const float* k_cache, const float* v_cach
                        int64_t start_pos, int64_t len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                        float* out, cudaStream_t stream);
 
+// flags[index] |= 1 if any of x[0, count) is NaN or infinite (no host sync:
+// the caller reads the flags once per step).
+absl::Status FlagNonFinite(const float* x, int64_t count, int32_t* flags, int index, cudaStream_t stream);
+
 // out[r] = argmax of row r of logits [rows, vocab] (first maximum on ties).
 absl::Status ArgmaxRows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 

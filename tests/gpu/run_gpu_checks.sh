@@ -13,7 +13,8 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-readonly TARGETS=(//ops/cuda:toolkit_test //ops/cuda:parity_test //worker:nccl_communicator_test)
+readonly TARGETS=(//ops/cuda:toolkit_test //ops/cuda:parity_test //worker:nccl_communicator_test
+                 //worker:cuda_transformer_test //tools:bench)
 readonly BUNDLE=.gpu_bundle
 
 case "${1:-}" in
@@ -51,6 +52,10 @@ case "${1:-}" in
       fi
       rm -f "$log"
     done
+    # Benchmarks (numbers, not pass/fail): a 7B-shaped model, random bf16 weights.
+    seven_b=(--dim=4096 --n_layers=32 --n_heads=32 --n_kv_heads=32 --ffn_hidden=11008 --vocab_size=32000)
+    "$BUNDLE/bench" --device=cuda "${seven_b[@]}" --prefill_tokens=512 --decode_tokens=64 --batch=1 || true
+    "$BUNDLE/bench" --device=cuda "${seven_b[@]}" --prefill_tokens=128 --decode_tokens=32 --batch=32 || true
     echo "$passed passed, $failed failed"
     [[ $failed -eq 0 ]]
     ;;
