@@ -20,7 +20,7 @@ float LoadAsFloat(const Tensor& t, int64_t i) {
 
 // Upcasting weight rows is on the decode path's critical loop: compiled for
 // AVX2 too (see ops/cpu/linear.cc).
-__attribute__((target_clones("arch=haswell", "default")))
+__attribute__((target_clones("arch=x86-64-v3", "default")))
 void LoadRow(const Tensor& t, int64_t offset, int64_t count, float* out) {
   switch (t.dtype()) {
     case DType::kF16: {

@@ -1,6 +1,7 @@
 #include "ops/cpu/linear.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "ops/cpu/elementwise.h"
@@ -11,38 +12,69 @@ namespace {
 // The inner kernels are compiled twice (GCC function multiversioning): for
 // AVX2+FMA and for baseline x86-64, chosen once at load time by the CPU, so
 // the binary still runs on any x86-64 while using 8-wide FMAs where it can.
-#define LLAMA_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
+#define LLAMA_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
 
-// Dot products of kRows rows of x with one weight row, eight partial sums
-// per row so the loop vectorises without -ffast-math; the weight row is
-// loaded once for all rows.
-template <int kRows>
-__attribute__((always_inline)) inline void DotRowsImpl(const float* const* x, const float* w, int64_t n, float* out) {
-  float s[kRows][8] = {};
+// Eight floats in one vector (GCC vector extension): a ymm register on
+// AVX2, two xmm registers on baseline x86-64. Its helpers are always
+// inlined, so the ABI note GCC gives for passing it by value does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float Float8 __attribute__((vector_size(32)));
+
+__attribute__((always_inline)) inline Float8 Load8(const float* p) {
+  Float8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Dot products of kRows rows of x with kCols weight rows: a register tile
+// of eight-wide partial sums, each input loaded once for the whole tile.
+template <int kRows, int kCols>
+__attribute__((always_inline)) inline void DotTile(const float* const* x, const float* const* w, int64_t n,
+                                                   float* out /* [kRows][kCols] */) {
+  Float8 s[kRows][kCols] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
+    Float8 wv[kCols];
+    for (int c = 0; c < kCols; ++c) wv[c] = Load8(w[c] + i);
     for (int r = 0; r < kRows; ++r) {
-      for (int k = 0; k < 8; ++k) s[r][k] += x[r][i + k] * w[i + k];
+      const Float8 xv = Load8(x[r] + i);
+      for (int c = 0; c < kCols; ++c) s[r][c] += xv * wv[c];
     }
   }
   for (int r = 0; r < kRows; ++r) {
-    float sum = ((s[r][0] + s[r][1]) + (s[r][2] + s[r][3])) + ((s[r][4] + s[r][5]) + (s[r][6] + s[r][7]));
-    for (int64_t j = i; j < n; ++j) sum += x[r][j] * w[j];
-    out[r] = sum;
+    for (int c = 0; c < kCols; ++c) {
+      const Float8& p = s[r][c];
+      float sum = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+      for (int64_t j = i; j < n; ++j) sum += x[r][j] * w[c][j];
+      out[r * kCols + c] = sum;
+    }
   }
 }
 
+// out[r][c] = dot(x[r], w[c]) for `rows` (1..4) rows and `cols` (1..2) weight rows.
 LLAMA_MULTIVERSION
-void DotRows(const float* const* x, int rows, const float* w, int64_t n, float* out) {
+void DotRows(const float* const* x, int rows, const float* const* w, int cols, int64_t n, float* out) {
+  if (cols == 2) {
+    switch (rows) {
+      case 4:
+        return DotTile<4, 2>(x, w, n, out);
+      case 3:
+        return DotTile<3, 2>(x, w, n, out);
+      case 2:
+        return DotTile<2, 2>(x, w, n, out);
+      default:
+        return DotTile<1, 2>(x, w, n, out);
+    }
+  }
   switch (rows) {
     case 4:
-      return DotRowsImpl<4>(x, w, n, out);
+      return DotTile<4, 1>(x, w, n, out);
     case 3:
-      return DotRowsImpl<3>(x, w, n, out);
+      return DotTile<3, 1>(x, w, n, out);
     case 2:
-      return DotRowsImpl<2>(x, w, n, out);
+      return DotTile<2, 1>(x, w, n, out);
     default:
-      return DotRowsImpl<1>(x, w, n, out);
+      return DotTile<1, 1>(x, w, n, out);
   }
 }
 
@@ -71,10 +103,14 @@ void Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& po
         const int rows = static_cast<int>(std::min<int64_t>(4, n - i));
         const float* xs[4] = {x + i * in, x + std::min(i + 1, n - 1) * in, x + std::min(i + 2, n - 1) * in,
                               x + std::min(i + 3, n - 1) * in};
-        for (int64_t r = 0; r < count; ++r) {
-          float dots[4];
-          DotRows(xs, rows, block + r * in, in, dots);
-          for (int k = 0; k < rows; ++k) y[(i + k) * out + first + r] = dots[k];
+        for (int64_t r = 0; r < count; r += 2) {
+          const int cols = static_cast<int>(std::min<int64_t>(2, count - r));
+          const float* ws[2] = {block + r * in, block + std::min(r + 1, count - 1) * in};
+          float dots[8];
+          DotRows(xs, rows, ws, cols, in, dots);
+          for (int k = 0; k < rows; ++k) {
+            for (int c = 0; c < cols; ++c) y[(i + k) * out + first + r + c] = dots[k * cols + c];
+          }
         }
       }
     }
