@@ -31,6 +31,7 @@
 #include "worker/model_weights.h"
 #include "worker/synthetic_weights.h"
 #include "worker/transformer.h"
+#include "ops/cpu/thread_pool.h"
 #include "third_party/cuda/cuda_build_info.h"
 #if LLAMA_WITH_CUDA
 #include "worker/cuda_transformer.h"
@@ -49,9 +50,36 @@ DEFINE_int32(batch, 1, "Sequences decoded together.");
 DEFINE_int32(threads, 0, "Worker threads (0: one per hardware thread).");
 DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
 DEFINE_string(device, "cpu", "cpu, or cuda (one GPU, world size 1; needs a build with the CUDA toolkit).");
-DEFINE_double(mem_gbps, 0, "Memory bandwidth of this machine in GB/s, for the % of the limit (0: not shown).");
+DEFINE_double(mem_gbps, 0, "Memory read bandwidth of this machine in GB/s, for the % of the limit. "
+              "0: measured here (CPU) by streaming 1 GB with every thread; not shown for cuda.");
 
 namespace {
+
+// Read bandwidth of this machine: every thread sums its share of a 1 GB
+// buffer (best of 3), the access pattern of a decode step's weights.
+double MeasureReadBandwidth(int threads) {
+  const size_t count = (size_t{1} << 30) / sizeof(float);
+  std::vector<float> data(count, 1.0f);
+  llama::ThreadPool pool(threads);
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<double> sums(pool.size(), 0);
+    const auto start = std::chrono::steady_clock::now();
+    pool.ParallelFor(pool.size(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t part = begin; part < end; ++part) {
+        const size_t lo = count / pool.size() * part, hi = part + 1 == pool.size() ? count : lo + count / pool.size();
+        float s[8] = {};
+        for (size_t i = lo; i + 8 <= hi; i += 8) {
+          for (int k = 0; k < 8; ++k) s[k] += data[i + k];
+        }
+        sums[part] = s[0] + s[7];
+      }
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, count * sizeof(float) / seconds / 1e9);
+  }
+  return best;
+}
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -211,7 +239,12 @@ int RunRank(int rank, int port) {
   std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,
               FLAGS_batch * 1000 / step_ms);
   std::printf("weights streamed per decode step: %.2f GB/s (all ranks)", gbps * FLAGS_world_size);
-  if (FLAGS_mem_gbps > 0) std::printf(" = %.0f%% of the %.1f GB/s memory limit", 100 * gbps / FLAGS_mem_gbps, FLAGS_mem_gbps);
+  double limit = FLAGS_mem_gbps;
+  if (limit <= 0 && FLAGS_device != "cuda") limit = MeasureReadBandwidth(options.threads * FLAGS_world_size);
+  if (limit > 0) {
+    std::printf(" = %.0f%% of the %.1f GB/s memory limit%s", 100 * gbps * FLAGS_world_size / limit, limit,
+                FLAGS_mem_gbps > 0 ? "" : " (measured here)");
+  }
   std::printf("\npeak RSS: %.2f GB\n", usage.ru_maxrss / 1e6);
   return 0;
 }

@@ -33,9 +33,13 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
   }
 }
 
-TEST(KernelsTest, LinearMatchesScalarForEveryDtype) {
+class LinearTest : public ::testing::TestWithParam<int64_t> {};
+
+// n = 1 and 3 take the decode path (bf16 widened in registers), 5 the
+// prefill path (a block widened into a buffer).
+TEST_P(LinearTest, MatchesScalarForEveryDtype) {
   ThreadPool pool(3);
-  const int64_t n = 5, in = 67, out = 70;  // Not multiples of the row block or unroll.
+  const int64_t n = GetParam(), in = 67, out = 70;  // Not multiples of the tile, block or vector width.
   const std::vector<float> x = Random(n * in, 1), w = Random(out * in, 2);
   std::vector<uint16_t> w16(w.size()), wb16(w.size());
   std::vector<float> w16f(w.size()), wb16f(w.size());
@@ -64,6 +68,8 @@ TEST(KernelsTest, LinearMatchesScalarForEveryDtype) {
     ExpectClose(y, expected);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 3, 5, 9));
 
 TEST(KernelsTest, RmsNorm) {
   const int64_t n = 3, dim = 33;
