@@ -35,8 +35,8 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
 
 class LinearTest : public ::testing::TestWithParam<int64_t> {};
 
-// n = 1 and 3 take the decode path (bf16 widened in registers), 5 the
-// prefill path (a block widened into a buffer).
+// n <= 16 takes the decode path (bf16 widened in registers), 17 the
+// prefill path (a block widened into a buffer); odd n exercise partial tiles.
 TEST_P(LinearTest, MatchesScalarForEveryDtype) {
   ThreadPool pool(3);
   const int64_t n = GetParam(), in = 67, out = 70;  // Not multiples of the tile, block or vector width.
@@ -69,7 +69,7 @@ TEST_P(LinearTest, MatchesScalarForEveryDtype) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 3, 5, 9));
+INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 3, 5, 9, 17));
 
 TEST(KernelsTest, RmsNorm) {
   const int64_t n = 3, dim = 33;

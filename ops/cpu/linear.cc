@@ -137,10 +137,10 @@ constexpr int64_t kRowBlock = 32;
 void Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
   const int64_t out = w.dim(0), in = w.dim(1);
   const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
-  // Few activation rows (decode): bf16 weights are widened in registers as
-  // they stream by. Many (prefill): a block is widened once into a buffer
-  // and reused for every row.
-  const bool stream_bf16 = w.dtype() == DType::kBF16 && n <= 4;
+  // Few activation rows (decode, up to batch 16): bf16 weights are widened
+  // in registers as they stream by. Many (prefill): a block is widened once
+  // into a buffer and reused for every row.
+  const bool stream_bf16 = w.dtype() == DType::kBF16 && n <= 16;
   pool.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
     // Per thread, sized once: no allocation per call.
     thread_local std::vector<float> widened;
