@@ -25,7 +25,8 @@ std::vector<Tensor> SyntheticTensors(const ModelConfig& config, DType dtype, uin
     Tensor t = Tensor::Zeros(dtype, RankShape(spec, config, rank, world_size));
     const bool matrix = spec.shape.size() == 2;
     const float scale = matrix ? 1.0f / std::sqrt(static_cast<float>(spec.shape[1])) : 0.0f;
-    for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t count = t.numel();
+    for (int64_t i = 0; i < count; ++i) {
       const float value = matrix ? uniform() * scale : 1.0f;
       switch (dtype) {
         case DType::kF32:
