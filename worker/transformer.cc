@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <new>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -10,6 +13,21 @@
 #include "ops/cpu/linear.h"
 
 namespace llama {
+namespace {
+
+// MemAvailable from /proc/meminfo, in bytes; 0 if unknown.
+double AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
 
 Transformer::Transformer(ModelWeights weights, Communicator* communicator, const TransformerOptions& options)
     : weights_(std::move(weights)),
@@ -70,7 +88,29 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights we
         "--max_batch_size (%d), --max_seq_len (%d) and the step size (%d) must be positive",
         options.max_batch_size, options.max_seq_len, options.max_step_tokens));
   }
-  return std::unique_ptr<Transformer>(new Transformer(std::move(weights), communicator, options));
+  // Everything is allocated here, once: say so plainly if it cannot fit
+  // rather than die in the allocator.
+  const ModelConfig& c = weights.config;
+  const double kv_bytes = 2.0 * c.n_layers * options.max_batch_size * options.max_seq_len *
+                          weights.layers[0].wk.dim(0) * sizeof(float);
+  const double work_bytes = static_cast<double>(options.max_step_tokens) *
+                            (8.0 * c.dim + 2.0 * c.ffn_hidden_dim() / weights.world_size + 3.0 * c.vocab_size) *
+                            sizeof(float);
+  const double available = AvailableMemoryBytes();
+  if (available > 0 && kv_bytes + work_bytes > available) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the KV cache (%.2f GB for --max_batch_size=%d x --max_seq_len=%d) and work buffers (%.2f GB) need more than "
+        "the %.2f GB of memory available; lower --max_batch_size or --max_seq_len",
+        kv_bytes / 1e9, options.max_batch_size, options.max_seq_len, work_bytes / 1e9, available / 1e9));
+  }
+  try {
+    return std::unique_ptr<Transformer>(new Transformer(std::move(weights), communicator, options));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "out of memory allocating the KV cache (%.2f GB) and work buffers (%.2f GB); lower --max_batch_size or "
+        "--max_seq_len",
+        kv_bytes / 1e9, work_bytes / 1e9));
+  }
 }
 
 absl::Status Transformer::CheckChunks(absl::Span<const SequenceChunk> chunks, int64_t* tokens,

@@ -214,6 +214,25 @@ TEST(TransformerTest, TextAndChatCompletion) {
   EXPECT_THAT(bad.status().message(), HasSubstr("dialog 0: dialog message 1 has role \"user\""));
 }
 
+// A KV cache that cannot fit is a clear error, not a crash in the allocator.
+TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
+  ModelConfig config;
+  config.dim = 32;
+  config.n_layers = 2;
+  config.n_heads = 4;
+  config.n_kv_heads = 4;
+  config.vocab_size = 40;
+  config.multiple_of = 16;
+  LocalCommunicator comm;
+  TransformerOptions options;
+  options.max_batch_size = 1 << 20;
+  options.max_seq_len = 1 << 20;
+  absl::StatusOr<std::unique_ptr<Transformer>> model =
+      Transformer::Create(SyntheticWeights(config, DType::kF32), &comm, options);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(model.status().message(), HasSubstr("lower --max_batch_size or --max_seq_len"));
+}
+
 // A NaN planted in layer 1's FFN output weight is reported with the layer,
 // not passed on to sampling.
 TEST(TransformerTest, NonFiniteActivationsNameTheLayer) {
