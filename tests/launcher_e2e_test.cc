@@ -215,6 +215,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"checklist", {}, "broken/bad_checksum", "consolidated.00.pth is corrupt or truncated"},
                       BadLaunch{"split", {"--nproc_per_node=3"}, "tiny_fp32_mp1",
                                 "--nproc_per_node=3 x --nnodes=1: world size 3 does not divide n_heads (4)"},
+                      BadLaunch{"token_file", {"--token_file=/nonexistent/token"}, "tiny_fp32_mp1",
+                                "--token_file \"/nonexistent/token\": missing or empty"},
+                      BadLaunch{"bad_device", {"--device=tpu"}, "tiny_fp32_mp1", "--device=\"tpu\""},
                       // One visible GPU, whatever this machine has.
                       BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1",
                                 "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible", {"CUDA_VISIBLE_DEVICES=0"}}),
@@ -230,6 +233,17 @@ TEST(LauncherFaultTest, BusyMasterPort) {
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->code, 1);
   EXPECT_THAT(run.err(), HasSubstr(absl::StrCat("--master_port=", port, " is already in use")));
+}
+
+TEST(LauncherFaultTest, DownloadNeedsATargetAndAUrl) {
+  LauncherRun no_target = Launch("dl_no_target", {"download", "--models=7B"});
+  ASSERT_TRUE(no_target.process->Wait(30s).ok());
+  EXPECT_THAT(no_target.err(), HasSubstr("download: --target_dir is required"));
+  LauncherRun no_url = Launch("dl_no_url", {"download", "--models=7B", "--target_dir=" + TempDir() + "/dl"});
+  absl::StatusOr<ExitStatus> exit = no_url.process->Wait(30s);
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 1);
+  EXPECT_THAT(no_url.err(), HasSubstr("no presigned URL"));
 }
 
 // Two launchers as two nodes of one job give the same tokens as one with 2 workers.

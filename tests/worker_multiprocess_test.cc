@@ -202,6 +202,29 @@ TEST(WorkerFaultTest, BusyPortIsAClearError) {
   EXPECT_THAT(job.Log(0), HasSubstr("already in use"));
 }
 
+// Ranks whose shards come from different conversions refuse to run together.
+TEST(WorkerFaultTest, RanksWithDifferentModelsAreRefused) {
+  const std::string mixed = absl::StrCat(TempDir(), "/mixed_tp2");
+  std::filesystem::create_directories(mixed);
+  std::filesystem::copy_file(Shards("tiny_fp32_mp1", 2) + "/rank-0-of-2.shard", mixed + "/rank-0-of-2.shard",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(Shards("tiny_fp16_mp1", 2) + "/rank-1-of-2.shard", mixed + "/rank-1-of-2.shard",
+                             std::filesystem::copy_options::overwrite_existing);
+  Job job = Start("mixed", mixed, 2, {"--prompt=hello"});
+  for (auto& rank : job.ranks) {
+    absl::StatusOr<ExitStatus> exit = rank->Wait(30s);
+    ASSERT_TRUE(exit.ok());
+    EXPECT_EQ(exit->code, 1);
+  }
+  EXPECT_THAT(job.Log(0) + job.Log(1), HasSubstr("loaded a different model than rank"));
+}
+
+TEST(WorkerFaultTest, JobFlagsAreChecked) {
+  Job job = Start("no_prompt", Shards("tiny_fp32_mp1", 1), 1, {});
+  ASSERT_TRUE(job.ranks[0]->Wait(30s).ok());
+  EXPECT_THAT(job.Log(0), HasSubstr("give exactly one of --prompt, --prompts_file, --dialogs_file"));
+}
+
 TEST(WorkerFaultTest, ShardsOfAnotherWorldSizeSayHowToConvert) {
   Job job = Start("wrong_ws", Shards("tiny_fp32_mp1", 1), 2, {"--prompt=hello"});
   for (auto& rank : job.ranks) ASSERT_TRUE(rank->Wait(30s).ok());
