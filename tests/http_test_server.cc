@@ -155,7 +155,11 @@ void HttpTestServer::Serve(net::Socket client) {
   file.seekg(begin);
   std::vector<char> buffer(1 << 20);
   int64_t position = begin, sent = 0;
+  const auto body_start = std::chrono::steady_clock::now();
   while (position <= end) {
+    if (fault.bytes_per_second > 0) {
+      std::this_thread::sleep_until(body_start + std::chrono::microseconds(sent * 1000000 / fault.bytes_per_second));
+    }
     const int64_t n = std::min<int64_t>(buffer.size(), end - position + 1);
     file.read(buffer.data(), n);
     if (fault.corrupt_offset_once >= position && fault.corrupt_offset_once < position + n) {

@@ -27,6 +27,7 @@ struct Fault {
   int stall_ms = 0;                    // Sleep before sending the body.
   bool ignore_range = false;           // Answer 200 with the whole file to Range requests.
   bool html_instead = false;           // 200 with an HTML error page.
+  int64_t bytes_per_second = 0;        // Pace the body like a link of this speed (0: as fast as possible).
 };
 
 class HttpTestServer {

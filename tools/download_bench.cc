@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -21,6 +23,9 @@
 #include "tests/http_test_server.h"
 
 DEFINE_int32(size_mb, 2048, "Size of the served file.");
+DEFINE_int32(link_mb_per_s, 0,
+             "Pace the server like a link of this many MB/s (0: as fast as loopback goes). Below MD5's speed, "
+             "this shows whether hashing overlaps the transfer.");
 DEFINE_string(scratch_dir, "/tmp/llama2-download-bench", "Where to put the served file and the downloads.");
 
 namespace fs = std::filesystem;
@@ -54,11 +59,19 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<llama::testing::HttpTestServer>> server =
       llama::testing::HttpTestServer::Start(served, "bench", "Signature=x");
   if (!server.ok()) return 1;
+  if (FLAGS_link_mb_per_s > 0) {
+    llama::testing::Fault paced;
+    paced.bytes_per_second = int64_t{FLAGS_link_mb_per_s} * 1000000;
+    (*server)->SetFault("llama-2-7b/consolidated.00.pth", paced);
+  }
   const double bytes = static_cast<double>(int64_t{FLAGS_size_mb} << 20);
 
   const std::string curl_target = FLAGS_scratch_dir + "/curl.pth";
   const std::string command = absl::StrCat("curl -sS -o ", curl_target, " '",
                                            llama::FileUrl((*server)->UrlTemplate(), "llama-2-7b/consolidated.00.pth"), "'");
+  // Both clients start with no dirty pages to write back: otherwise the second
+  // one is throttled for the first one's (and the served file's) writes.
+  sync();
   auto start = std::chrono::steady_clock::now();
   if (std::system(command.c_str()) != 0) {
     std::fprintf(stderr, "download_bench: curl failed\n");
@@ -70,6 +83,7 @@ int main(int argc, char** argv) {
   options.url_template = (*server)->UrlTemplate();
   options.models = {"7B"};
   options.target_dir = FLAGS_scratch_dir + "/ours";
+  sync();
   start = std::chrono::steady_clock::now();
   absl::StatusOr<llama::DownloadReport> report = llama::DownloadMetaCheckpoints(options);
   const double our_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
