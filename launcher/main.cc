@@ -316,9 +316,9 @@ int Run(std::vector<std::string> extra_args) {
   const bool single_node = world.nnodes == 1;
   if (world.master_port == 0) {
     if (single_node) {
-      absl::StatusOr<net::Socket> probe = net::Listen("0.0.0.0", 0);
-      if (!probe.ok()) return Fail(probe.status().message());
-      world.master_port = *net::LocalPort(*probe);
+      absl::StatusOr<int> port = net::PickFreePort("0.0.0.0");
+      if (!port.ok()) return Fail(port.status().message());
+      world.master_port = *port;
     } else {
       world.master_port = kDefaultMasterPort;
     }

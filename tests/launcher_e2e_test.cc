@@ -248,9 +248,7 @@ TEST(LauncherFaultTest, DownloadNeedsATargetAndAUrl) {
 
 // Two launchers as two nodes of one job give the same tokens as one with 2 workers.
 TEST(LauncherMultiNodeTest, TwoNodesOnOneMachine) {
-  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
-  const int port = *net::LocalPort(*probe);
-  probe->Close();
+  const int port = *net::PickFreePort();
   std::vector<LauncherRun> nodes;
   for (int node = 0; node < 2; ++node) {
     const std::string name = absl::StrCat("node", node);

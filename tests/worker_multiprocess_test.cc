@@ -32,11 +32,6 @@ using namespace std::chrono_literals;
 
 std::string TempDir() { return getenv("TEST_TMPDIR"); }
 
-int FreePort() {
-  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
-  return *net::LocalPort(*probe);
-}
-
 // Shards of fixture `model` for `world_size` ranks (converted once).
 std::string Shards(const std::string& model, int world_size) {
   const std::string out = absl::StrCat(TempDir(), "/", model, "_tp", world_size);
@@ -72,7 +67,7 @@ Job Start(const std::string& name, const std::string& shard_dir, int world_size,
   Job job;
   job.dir = absl::StrCat(TempDir(), "/", name);
   std::filesystem::create_directories(job.dir);
-  if (port == 0) port = FreePort();
+  if (port == 0) port = *net::PickFreePort();
   if (which.empty()) {
     for (int r = 0; r < world_size; ++r) which.push_back(r);
   }

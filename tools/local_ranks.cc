@@ -13,9 +13,12 @@ namespace llama {
 int RunLocalRanks(int world_size, const std::function<int(int rank, int port)>& run) {
   int port = 0;
   if (world_size > 1) {
-    absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
-    if (!probe.ok()) return 1;
-    port = *net::LocalPort(*probe);
+    absl::StatusOr<int> free_port = net::PickFreePort();
+    if (!free_port.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(free_port.status().message()).c_str());
+      return 1;
+    }
+    port = *free_port;
   }
   std::fflush(stdout);
   std::vector<pid_t> children;

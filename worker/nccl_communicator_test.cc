@@ -21,10 +21,8 @@ TEST(NcclCommunicatorTest, OneRankCollectives) {
   ASSERT_TRUE(devices.ok()) << devices.status();
   if (*devices == 0) GTEST_SKIP() << "no CUDA device visible: " << why_none;
 
-  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
   RendezvousOptions options;
-  options.master_port = *net::LocalPort(*probe);
-  probe->Close();
+  options.master_port = *net::PickFreePort();
   absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
   ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =

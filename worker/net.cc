@@ -97,6 +97,12 @@ absl::StatusOr<int> LocalPort(const Socket& socket) {
   return ntohs(address.sin_port);
 }
 
+absl::StatusOr<int> PickFreePort(const std::string& host) {
+  absl::StatusOr<Socket> probe = Listen(host, 0);
+  if (!probe.ok()) return probe.status();
+  return LocalPort(*probe);
+}
+
 absl::StatusOr<std::string> LocalAddress(const Socket& socket) {
   sockaddr_in address = {};
   socklen_t length = sizeof address;

@@ -55,6 +55,10 @@ absl::StatusOr<Socket> Listen(const std::string& host, int port, int backlog = 1
 
 // The port a listening socket is bound to.
 absl::StatusOr<int> LocalPort(const Socket& socket);
+// A port that was free on `host` a moment ago (bound, then released), for a
+// server another process will start; it can be taken meanwhile, which that
+// server's Listen then reports.
+absl::StatusOr<int> PickFreePort(const std::string& host = "127.0.0.1");
 // The local address (IPv4 dotted) of a connected socket: the interface that
 // reaches its peer.
 absl::StatusOr<std::string> LocalAddress(const Socket& socket);

@@ -16,14 +16,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-int FreePort() {
-  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
-  return *net::LocalPort(*probe);
-}
-
 // Runs body(rank, communicator) on `world` threads.
 void RunRanks(int world, const std::function<void(int, Communicator&)>& body) {
-  const int port = FreePort();
+  const int port = *net::PickFreePort();
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
@@ -91,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpCommunicatorTest, ::testing::Values(1, 2
 
 TEST(RendezvousTest, MissingRankIsNamedAtTheDeadline) {
   RendezvousOptions options;
-  options.master_port = FreePort();
+  options.master_port = *net::PickFreePort();
   options.world_size = 3;
   options.token = "t";
   options.join_timeout = 1s;

@@ -151,9 +151,7 @@ TEST(TcpStoreTest, ServerShutdownMidRequestFailsTheClient) {
 }
 
 TEST(TcpStoreTest, NobodyListeningTimesOut) {
-  absl::StatusOr<net::Socket> probe = net::Listen("127.0.0.1", 0);
-  const int port = *net::LocalPort(*probe);
-  probe->Close();
+  const int port = *net::PickFreePort();
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
       TcpStoreClient::Connect("127.0.0.1", port, kToken, 1, net::After(300ms));
   EXPECT_EQ(client.status().code(), absl::StatusCode::kDeadlineExceeded);
