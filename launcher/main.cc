@@ -30,6 +30,7 @@
 #include "checkpoint/progress.h"
 #include "launcher/demo.h"
 #include "ops/device.h"
+#include "ops/dtype.h"
 #include "launcher/download.h"
 #include "launcher/slurm.h"
 #include "launcher/supervisor.h"
@@ -55,6 +56,7 @@ DEFINE_double(top_p, 0.9, "Top-p sampling threshold, in (0, 1].");
 DEFINE_int32(max_seq_len, 512, "Longest sequence (prompt + generation).");
 DEFINE_int32(max_batch_size, 4, "Sequences generated together.");
 DEFINE_int32(max_gen_len, -1, "Most tokens per prompt; -1: max_seq_len - 1.");
+DEFINE_string(kv_cache_dtype, "f32", "Workers' KV cache storage: f32, bf16 or f16 (half the memory; CPU backend).");
 DEFINE_uint64(seed, 1, "Sampling seed.");
 DEFINE_bool(logprobs, false, "Report log-probabilities.");
 DEFINE_bool(echo, false, "Include the prompt in the output.");
@@ -193,6 +195,7 @@ std::vector<std::string> WorkerJobFlags() {
       absl::StrCat("--temperature=", FLAGS_temperature), absl::StrCat("--top_p=", FLAGS_top_p),
       absl::StrCat("--max_seq_len=", FLAGS_max_seq_len), absl::StrCat("--max_batch_size=", FLAGS_max_batch_size),
       absl::StrCat("--max_gen_len=", FLAGS_max_gen_len), absl::StrCat("--seed=", FLAGS_seed),
+      absl::StrCat("--kv_cache_dtype=", FLAGS_kv_cache_dtype),
       absl::StrCat("--logprobs=", FLAGS_logprobs ? "true" : "false"),
       absl::StrCat("--echo=", FLAGS_echo ? "true" : "false"),
       absl::StrCat("--rendezvous_timeout=", FLAGS_rendezvous_timeout),
@@ -333,6 +336,14 @@ int Run(std::vector<std::string> extra_args) {
   std::string device = FLAGS_device;
   if (device.empty()) device = BuiltWithCuda() && !VisibleGpus().empty() ? "cuda" : "cpu";
   if (absl::StatusOr<Device> parsed = ParseDevice(device); !parsed.ok()) return Fail(parsed.status().message());
+  const absl::StatusOr<DType> kv_cache_dtype = ParseDType(FLAGS_kv_cache_dtype);
+  if (!kv_cache_dtype.ok() || !IsFloat16Or32(*kv_cache_dtype)) {
+    return Fail(absl::StrFormat("--kv_cache_dtype=\"%s\": expected f32, bf16 or f16", FLAGS_kv_cache_dtype));
+  }
+  if (*kv_cache_dtype != DType::kF32 && device == "cuda") {
+    return Fail(absl::StrFormat("--kv_cache_dtype=%s is CPU-only for now; the CUDA backend keeps an f32 cache",
+                                FLAGS_kv_cache_dtype));
+  }
   std::vector<std::string> gpus;
   if (device == "cuda") {
     gpus = VisibleGpus();

@@ -68,8 +68,7 @@ float LoadElement(const void* src, DType dtype, size_t i) {
 }  // namespace
 
 absl::Status CastElements(const void* src, DType from, void* dst, DType to, size_t count) {
-  const auto supported = [](DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; };
-  if (!supported(from) || !supported(to)) {
+  if (!IsFloat16Or32(from) || !IsFloat16Or32(to)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "cannot convert %s to %s (only f32, f16 and bf16)", DTypeName(from), DTypeName(to)));
   }

@@ -72,4 +72,6 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
 
 bool IsKnownDType(int value) { return value >= 1 && value <= 10; }
 
+bool IsFloat16Or32(DType dtype) { return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16; }
+
 }  // namespace llama

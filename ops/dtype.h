@@ -38,6 +38,10 @@ absl::StatusOr<DType> ParseDType(absl::string_view name);
 // True for values of the enum (checks integers read from files).
 bool IsKnownDType(int value);
 
+// f32, f16 or bf16: the types weights, activations and caches are stored in
+// (and that CastElements converts between).
+bool IsFloat16Or32(DType dtype);
+
 }  // namespace llama
 
 #endif  // LLAMA_OPS_DTYPE_H_

@@ -218,6 +218,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"token_file", {"--token_file=/nonexistent/token"}, "tiny_fp32_mp1",
                                 "--token_file \"/nonexistent/token\": missing or empty"},
                       BadLaunch{"bad_device", {"--device=tpu"}, "tiny_fp32_mp1", "--device=\"tpu\""},
+                      BadLaunch{"bad_kv_cache_dtype", {"--kv_cache_dtype=int8"}, "tiny_fp32_mp1",
+                                "--kv_cache_dtype=\"int8\": expected f32, bf16 or f16"},
                       // One visible GPU, whatever this machine has.
                       BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1",
                                 "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible", {"CUDA_VISIBLE_DEVICES=0"}}),

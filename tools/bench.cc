@@ -32,6 +32,7 @@
 #include "worker/synthetic_weights.h"
 #include "worker/transformer.h"
 #include "ops/cpu/thread_pool.h"
+#include "ops/dtype.h"
 #include "third_party/cuda/cuda_build_info.h"
 #if LLAMA_WITH_CUDA
 #include "worker/cuda_transformer.h"
@@ -47,6 +48,7 @@ DEFINE_int64(vocab_size, 32000, "Synthetic model: vocabulary.");
 DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
+DEFINE_string(kv_cache_dtype, "f32", "KV cache storage: f32, bf16 or f16.");
 DEFINE_int32(threads, 0, "Worker threads (0: one per hardware thread).");
 DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
 DEFINE_string(device, "cpu", "cpu, or cuda (one GPU, world size 1; needs a build with the CUDA toolkit).");
@@ -158,6 +160,12 @@ int RunRank(int rank, int port) {
     comm = *std::move(tcp);
   }
   llama::TransformerOptions options;
+  absl::StatusOr<llama::DType> kv_cache_dtype = llama::ParseDType(FLAGS_kv_cache_dtype);
+  if (!kv_cache_dtype.ok()) {
+    std::fprintf(stderr, "bench: --kv_cache_dtype: %s\n", std::string(kv_cache_dtype.status().message()).c_str());
+    return 1;
+  }
+  options.kv_cache_dtype = *kv_cache_dtype;
   options.max_batch_size = FLAGS_batch;
   options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
@@ -234,6 +242,12 @@ int RunRank(int rank, int port) {
     std::printf("ranks:    %d%s, %d thread(s) each\n", FLAGS_world_size,
                 FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads);
   }
+  const int64_t kv_heads_per_rank = std::max<int64_t>(1, config.n_kv_heads / FLAGS_world_size);
+  std::printf("KV cache: %.2f GB per rank (%s, batch %d x %lld positions)\n",
+              2.0 * config.n_layers * options.max_batch_size * options.max_seq_len * kv_heads_per_rank *
+                  config.head_dim() * llama::DTypeSize(options.kv_cache_dtype) / 1e9,
+              llama::DTypeName(options.kv_cache_dtype).data(), options.max_batch_size,
+              (long long)options.max_seq_len);
   std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
               prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / prefill_seconds);
   std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,

@@ -174,6 +174,11 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
         weights.rank, weights.world_size, communicator->rank(), communicator->world_size(), communicator->world_size()));
   }
   if (absl::Status s = ValidateModelConfig(weights.config, "model config"); !s.ok()) return s;
+  if (options.kv_cache_dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "--kv_cache_dtype=%s: the CUDA backend keeps an f32 KV cache; use --kv_cache_dtype=f32 or --device=cpu",
+        DTypeName(options.kv_cache_dtype)));
+  }
   auto state = std::make_unique<State>();
   State& st = *state;
   st.config = weights.config;

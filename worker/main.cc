@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/shard_format.h"
 #include "ops/device.h"
+#include "ops/dtype.h"
 #include "tokenizer/prompt_files.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/environment.h"
@@ -53,6 +54,9 @@ DEFINE_double(temperature, 0.6, "Sampling temperature; 0 is greedy.");
 DEFINE_double(top_p, 0.9, "Top-p (nucleus) sampling threshold, in (0, 1].");
 DEFINE_int32(max_seq_len, 512, "Longest sequence (prompt + generation) the KV cache holds.");
 DEFINE_int32(max_batch_size, 4, "Sequences generated together; larger jobs run in batches of this size.");
+DEFINE_string(kv_cache_dtype, "f32",
+              "KV cache storage: f32, or bf16/f16 for half the memory (values rounded once when cached; the "
+              "reference keeps its cache in the model's 16-bit dtype). CPU backend.");
 DEFINE_int32(max_gen_len, -1, "Most tokens to generate per prompt; -1: max_seq_len - 1, as the reference.");
 DEFINE_uint64(seed, 1, "Sampling seed (rank 0's is the one that counts).");
 DEFINE_bool(logprobs, false, "Report each generated token's log-probability.");
@@ -264,6 +268,11 @@ absl::Status Run() {
     communicator = std::make_unique<LocalCommunicator>();
   }
   TransformerOptions options;
+  absl::StatusOr<DType> kv_cache_dtype = ParseDType(FLAGS_kv_cache_dtype);
+  if (!kv_cache_dtype.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv_cache_dtype: ", kv_cache_dtype.status().message()));
+  }
+  options.kv_cache_dtype = *kv_cache_dtype;
   options.max_batch_size = FLAGS_max_batch_size;
   options.max_seq_len = FLAGS_max_seq_len;
   options.threads = FLAGS_threads > 0 ? FLAGS_threads
@@ -274,8 +283,9 @@ absl::Status Run() {
       MakeModel(*device, *env, rendezvous.get(), communicator.get(), *std::move(weights), options, &device_communicator);
   if (!model.ok()) return model.status();
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
-  LOG(INFO) << absl::StrFormat("rank %d of %d: loaded %s and %s in %.2f s", env->rank, env->world_size,
-                               (*shard)->path(), FLAGS_tokenizer_path, load_seconds);
+  LOG(INFO) << absl::StrFormat("rank %d of %d: loaded %s and %s in %.2f s; %s KV cache for %d x %d positions",
+                               env->rank, env->world_size, (*shard)->path(), FLAGS_tokenizer_path, load_seconds,
+                               DTypeName(options.kv_cache_dtype), options.max_batch_size, options.max_seq_len);
 
   Generator generator(model->get(), tokenizer->get(), (*tokenizer)->eos_id(),
                       env->world_size > 1 ? communicator.get() : nullptr);

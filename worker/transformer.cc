@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "ops/cast.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
@@ -49,8 +50,8 @@ Transformer::Transformer(ModelWeights weights, Communicator* communicator, const
   }
   const int64_t cache_row = local_kv_heads_ * head_dim_;
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    k_cache_.push_back(Tensor::Zeros(DType::kF32, {options.max_batch_size, options.max_seq_len, cache_row}));
-    v_cache_.push_back(Tensor::Zeros(DType::kF32, {options.max_batch_size, options.max_seq_len, cache_row}));
+    k_cache_.push_back(Tensor::Zeros(options.kv_cache_dtype, {options.max_batch_size, options.max_seq_len, cache_row}));
+    v_cache_.push_back(Tensor::Zeros(options.kv_cache_dtype, {options.max_batch_size, options.max_seq_len, cache_row}));
   }
   const int64_t t = options.max_step_tokens;
   x_ = Tensor::Zeros(DType::kF32, {t, c.dim});
@@ -83,6 +84,10 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights we
         weights.rank, weights.world_size, communicator->rank(), communicator->world_size(),
         communicator->world_size(), communicator->world_size()));
   }
+  if (!IsFloat16Or32(options.kv_cache_dtype)) {
+    return absl::InvalidArgumentError(absl::StrFormat("--kv_cache_dtype=%s: expected f32, bf16 or f16",
+                                                      DTypeName(options.kv_cache_dtype)));
+  }
   if (options.max_batch_size < 1 || options.max_seq_len < 1 || options.max_step_tokens < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--max_batch_size (%d), --max_seq_len (%d) and the step size (%d) must be positive",
@@ -92,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights we
   // rather than die in the allocator.
   const ModelConfig& c = weights.config;
   const double kv_bytes = 2.0 * c.n_layers * options.max_batch_size * options.max_seq_len *
-                          weights.layers[0].wk.dim(0) * sizeof(float);
+                          weights.layers[0].wk.dim(0) * DTypeSize(options.kv_cache_dtype);
   const double work_bytes = static_cast<double>(options.max_step_tokens) *
                             (8.0 * c.dim + 2.0 * c.ffn_hidden_dim() / weights.world_size + 3.0 * c.vocab_size) *
                             sizeof(float);
@@ -174,16 +179,21 @@ absl::Status Transformer::Layer(int index, absl::Span<const SequenceChunk> chunk
   int64_t row = 0;
   for (const SequenceChunk& chunk : chunks) {
     const int64_t len = chunk.tokens.size();
-    float* k_cache = k_cache_[index].mutable_f32() + chunk.slot * options_.max_seq_len * kv_width;
-    float* v_cache = v_cache_[index].mutable_f32() + chunk.slot * options_.max_seq_len * kv_width;
+    const DType cache_dtype = options_.kv_cache_dtype;
+    const size_t cache_row_bytes = kv_width * DTypeSize(cache_dtype);
+    char* k_cache = static_cast<char*>(k_cache_[index].mutable_raw()) + chunk.slot * options_.max_seq_len * cache_row_bytes;
+    char* v_cache = static_cast<char*>(v_cache_[index].mutable_raw()) + chunk.slot * options_.max_seq_len * cache_row_bytes;
     for (int64_t i = 0; i < len; ++i) {
       const int64_t pos = chunk.start_pos + i;
       rope_.Apply(q_.mutable_f32() + (row + i) * q_width, local_heads_, pos);
       rope_.Apply(k_.mutable_f32() + (row + i) * kv_width, local_kv_heads_, pos);
-      std::memcpy(k_cache + pos * kv_width, k_.f32() + (row + i) * kv_width, kv_width * sizeof(float));
-      std::memcpy(v_cache + pos * kv_width, v_.f32() + (row + i) * kv_width, kv_width * sizeof(float));
+      // Create checked the dtype, the one failure CastElements has.
+      CastElements(k_.f32() + (row + i) * kv_width, DType::kF32, k_cache + pos * cache_row_bytes, cache_dtype,
+                   kv_width).IgnoreError();
+      CastElements(v_.f32() + (row + i) * kv_width, DType::kF32, v_cache + pos * cache_row_bytes, cache_dtype,
+                   kv_width).IgnoreError();
     }
-    cpu::Attention({q_.f32() + row * q_width, k_cache, v_cache, kv_head_of_.data(), chunk.start_pos, len,
+    cpu::Attention({q_.f32() + row * q_width, k_cache, v_cache, cache_dtype, kv_head_of_.data(), chunk.start_pos, len,
                     local_heads_, local_kv_heads_, head_dim_, attention_.mutable_f32() + row * q_width},
                    pool_);
     row += len;

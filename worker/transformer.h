@@ -33,6 +33,9 @@ struct TransformerOptions {
   // Tokens per Forward call; longer prompts are prefilled in pieces.
   int64_t max_step_tokens = 512;
   int threads = 0;  // 0: one per hardware thread.
+  // Storage of cached keys and values. bf16/f16 halve the cache (the
+  // reference keeps it in the model's 16-bit dtype); math stays f32.
+  DType kv_cache_dtype = DType::kF32;
 };
 
 // Not thread-safe: one caller at a time (it uses its own thread pool inside).

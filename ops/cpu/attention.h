@@ -11,13 +11,15 @@
 #include <cstdint>
 
 #include "ops/cpu/thread_pool.h"
+#include "ops/dtype.h"
 
 namespace llama::cpu {
 
 struct AttentionArgs {
   const float* q;        // [len, n_heads, head_dim], rotary already applied.
-  const float* k_cache;  // [capacity, n_kv_heads, head_dim] of this sequence.
-  const float* v_cache;  // Same layout.
+  const void* k_cache;   // [capacity, n_kv_heads, head_dim] of this sequence, of cache_dtype.
+  const void* v_cache;   // Same layout.
+  DType cache_dtype;     // f32, or bf16/f16 (half the memory; widened per row).
   const int* kv_head_of;  // [n_heads]: the KV head each query head reads.
   int64_t start_pos;      // Position of q's first row.
   int64_t len;

@@ -104,6 +104,30 @@ TEST(KernelsTest, RopeRotatesPairs) {
   EXPECT_EQ(y, y0);
 }
 
+// A 16-bit cache is read as its values widened to f32: the same arithmetic
+// as an f32 cache holding the rounded values, to the last bit.
+TEST(KernelsTest, AttentionOverHalfCachesMatchesTheRoundedF32Cache) {
+  ThreadPool pool(2);
+  const int64_t n_heads = 4, n_kv = 2, hd = 8, start = 9, len = 4, capacity = 16;
+  const std::vector<float> q = Random(len * n_heads * hd, 10);
+  const std::vector<float> k = Random(capacity * n_kv * hd, 11), v = Random(capacity * n_kv * hd, 12);
+  const int kv_head_of[] = {0, 0, 1, 1};
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    std::vector<float> k_rounded(k.size()), v_rounded(v.size());
+    ASSERT_TRUE(CastElements(k.data(), DType::kF32, k16.data(), dtype, k.size()).ok());
+    ASSERT_TRUE(CastElements(v.data(), DType::kF32, v16.data(), dtype, v.size()).ok());
+    ASSERT_TRUE(CastElements(k16.data(), dtype, k_rounded.data(), DType::kF32, k.size()).ok());
+    ASSERT_TRUE(CastElements(v16.data(), dtype, v_rounded.data(), DType::kF32, v.size()).ok());
+    std::vector<float> out(len * n_heads * hd), expected(out.size());
+    Attention({q.data(), k16.data(), v16.data(), dtype, kv_head_of, start, len, n_heads, n_kv, hd, out.data()}, pool);
+    Attention({q.data(), k_rounded.data(), v_rounded.data(), DType::kF32, kv_head_of, start, len, n_heads, n_kv, hd,
+               expected.data()},
+              pool);
+    EXPECT_EQ(out, expected) << DTypeName(dtype);
+  }
+}
+
 // Grouped-query attention with a causal prefix, against the textbook form.
 TEST(KernelsTest, AttentionMatchesScalar) {
   ThreadPool pool(2);
@@ -112,7 +136,7 @@ TEST(KernelsTest, AttentionMatchesScalar) {
   const std::vector<float> k = Random(capacity * n_kv * hd, 8), v = Random(capacity * n_kv * hd, 9);
   const int kv_head_of[] = {0, 0, 1, 1};
   std::vector<float> out(len * n_heads * hd), expected(out.size());
-  Attention({q.data(), k.data(), v.data(), kv_head_of, start, len, n_heads, n_kv, hd, out.data()}, pool);
+  Attention({q.data(), k.data(), v.data(), DType::kF32, kv_head_of, start, len, n_heads, n_kv, hd, out.data()}, pool);
   for (int64_t r = 0; r < len; ++r) {
     for (int64_t h = 0; h < n_heads; ++h) {
       const int64_t kvh = h / 2, pos = start + r;
