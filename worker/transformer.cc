@@ -181,8 +181,9 @@ absl::Status Transformer::Layer(int index, absl::Span<const SequenceChunk> chunk
     const int64_t len = chunk.tokens.size();
     const DType cache_dtype = options_.kv_cache_dtype;
     const size_t cache_row_bytes = kv_width * DTypeSize(cache_dtype);
-    char* k_cache = static_cast<char*>(k_cache_[index].mutable_raw()) + chunk.slot * options_.max_seq_len * cache_row_bytes;
-    char* v_cache = static_cast<char*>(v_cache_[index].mutable_raw()) + chunk.slot * options_.max_seq_len * cache_row_bytes;
+    const size_t slot_offset = chunk.slot * options_.max_seq_len * cache_row_bytes;
+    char* k_cache = static_cast<char*>(k_cache_[index].mutable_raw()) + slot_offset;
+    char* v_cache = static_cast<char*>(v_cache_[index].mutable_raw()) + slot_offset;
     for (int64_t i = 0; i < len; ++i) {
       const int64_t pos = chunk.start_pos + i;
       rope_.Apply(q_.mutable_f32() + (row + i) * q_width, local_heads_, pos);

@@ -8,8 +8,8 @@
 namespace llama::cpu {
 namespace {
 
-// Row `row` of a cache as f32: in place for an f32 cache, else widened
-// into `scratch` (head_dim elements, so it stays in L1).
+// The n elements of a cache at element `offset`, as f32: in place for an
+// f32 cache, else widened into `scratch` (one head's row, so it stays in L1).
 const float* CacheRow(const void* cache, DType dtype, int64_t offset, int64_t n, float* scratch) {
   if (dtype == DType::kF32) return static_cast<const float*>(cache) + offset;
   const uint16_t* bits = static_cast<const uint16_t*>(cache) + offset;
@@ -37,8 +37,11 @@ void Attention(const AttentionArgs& a, ThreadPool& pool) {
       const int64_t kv = a.kv_head_of[head];
       if (static_cast<int64_t>(scores.size()) < pos + 1) scores.resize(pos + 1);
       float max_score = -INFINITY;
+      const auto row_of = [&](const void* cache, int64_t t) {
+        return CacheRow(cache, a.cache_dtype, t * kv_stride + kv * a.head_dim, a.head_dim, widened.data());
+      };
       for (int64_t t = 0; t <= pos; ++t) {
-        const float* k = CacheRow(a.k_cache, a.cache_dtype, t * kv_stride + kv * a.head_dim, a.head_dim, widened.data());
+        const float* k = row_of(a.k_cache, t);
         float dot = 0.0f;
         for (int64_t d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
         scores[t] = dot * scale;
@@ -53,7 +56,7 @@ void Attention(const AttentionArgs& a, ThreadPool& pool) {
       float* out = a.out + (row * a.n_heads + head) * a.head_dim;
       for (int64_t d = 0; d < a.head_dim; ++d) out[d] = 0.0f;
       for (int64_t t = 0; t <= pos; ++t) {
-        const float* v = CacheRow(a.v_cache, a.cache_dtype, t * kv_stride + kv * a.head_dim, a.head_dim, widened.data());
+        const float* v = row_of(a.v_cache, t);
         const float weight = scores[t] * inverse;
         for (int64_t d = 0; d < a.head_dim; ++d) out[d] += weight * v[d];
       }

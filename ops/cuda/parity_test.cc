@@ -134,7 +134,9 @@ TEST_F(ParityTest, AttentionPrefillAndDecode) {
     const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
     const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
     std::vector<float> expected(len * n_heads * hd);
-    cpu::Attention({q.data(), k.data(), v.data(), DType::kF32, kv_cpu.data(), start, len, n_heads, n_kv, hd, expected.data()}, pool);
+    cpu::Attention(
+        {q.data(), k.data(), v.data(), DType::kF32, kv_cpu.data(), start, len, n_heads, n_kv, hd, expected.data()},
+        pool);
     float* out = Upload(std::vector<float>(expected.size()));
     ASSERT_TRUE(Attention(Upload(q), Upload(k), Upload(v), Upload(kv_head_of), start, len, n_heads, n_kv, hd, out, nullptr).ok());
     ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4, "attention");
