@@ -171,28 +171,23 @@ int RunRank(int rank, int port) {
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
   options.threads = FLAGS_threads > 0 ? FLAGS_threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / FLAGS_world_size);
-  absl::StatusOr<std::unique_ptr<llama::LanguageModel>> model = absl::UnimplementedError("");
-  if (FLAGS_device == "cuda") {
+  const auto make_model = [&]() -> absl::StatusOr<std::unique_ptr<llama::LanguageModel>> {
+    if (FLAGS_device == "cuda") {
 #if LLAMA_WITH_CUDA
-    absl::StatusOr<std::unique_ptr<llama::CudaTransformer>> gpu =
-        llama::CudaTransformer::Create(*weights, comm.get(), options);
-    if (gpu.ok()) {
-      model = std::unique_ptr<llama::LanguageModel>(*std::move(gpu));
-    } else {
-      model = gpu.status();
-    }
+      absl::StatusOr<std::unique_ptr<llama::CudaTransformer>> gpu =
+          llama::CudaTransformer::Create(*weights, comm.get(), options);
+      if (!gpu.ok()) return gpu.status();
+      return std::unique_ptr<llama::LanguageModel>(*std::move(gpu));
 #else
-    model = absl::FailedPreconditionError("--device=cuda: this binary was built without CUDA");
+      return absl::FailedPreconditionError("--device=cuda: this binary was built without CUDA");
 #endif
-  } else {
+    }
     absl::StatusOr<std::unique_ptr<llama::Transformer>> cpu =
         llama::Transformer::Create(*std::move(weights), comm.get(), options);
-    if (cpu.ok()) {
-      model = std::unique_ptr<llama::LanguageModel>(*std::move(cpu));
-    } else {
-      model = cpu.status();
-    }
-  }
+    if (!cpu.ok()) return cpu.status();
+    return std::unique_ptr<llama::LanguageModel>(*std::move(cpu));
+  };
+  absl::StatusOr<std::unique_ptr<llama::LanguageModel>> model = make_model();
   if (!model.ok()) {
     std::fprintf(stderr, "bench: %s\n", std::string(model.status().message()).c_str());
     return 1;
