@@ -336,10 +336,8 @@ int Run(std::vector<std::string> extra_args) {
   std::string device = FLAGS_device;
   if (device.empty()) device = BuiltWithCuda() && !VisibleGpus().empty() ? "cuda" : "cpu";
   if (absl::StatusOr<Device> parsed = ParseDevice(device); !parsed.ok()) return Fail(parsed.status().message());
-  const absl::StatusOr<DType> kv_cache_dtype = ParseDType(FLAGS_kv_cache_dtype);
-  if (!kv_cache_dtype.ok() || !IsFloat16Or32(*kv_cache_dtype)) {
-    return Fail(absl::StrFormat("--kv_cache_dtype=\"%s\": expected f32, bf16 or f16", FLAGS_kv_cache_dtype));
-  }
+  const absl::StatusOr<DType> kv_cache_dtype = ParseFloat16Or32Flag("kv_cache_dtype", FLAGS_kv_cache_dtype);
+  if (!kv_cache_dtype.ok()) return Fail(kv_cache_dtype.status().message());
   if (*kv_cache_dtype != DType::kF32 && device == "cuda") {
     return Fail(absl::StrFormat("--kv_cache_dtype=%s is CPU-only for now; the CUDA backend keeps an f32 cache",
                                 FLAGS_kv_cache_dtype));

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
+
 namespace llama {
 namespace {
 
@@ -66,6 +68,17 @@ TEST(CastTest, CastElements) {
   EXPECT_EQ(F16ToF32(f16[2]), 3.140625f);
   EXPECT_EQ(CastElements(values.data(), DType::kI64, back.data(), DType::kF32, 1).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CastTest, Float16Or32FlagsAcceptTheCastableTypesOnly) {
+  EXPECT_EQ(*ParseFloat16Or32Flag("kv_cache_dtype", "bfloat16"), DType::kBF16);
+  EXPECT_EQ(*ParseFloat16Or32Flag("kv_cache_dtype", "f16"), DType::kF16);
+  EXPECT_EQ(*ParseFloat16Or32Flag("kv_cache_dtype", "fp32"), DType::kF32);
+  for (const char* bad : {"int8", "f64", "q4", ""}) {
+    const absl::StatusOr<DType> parsed = ParseFloat16Or32Flag("kv_cache_dtype", bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().message(), absl::StrFormat("--kv_cache_dtype=\"%s\": expected f32, bf16 or f16", bad));
+  }
 }
 
 }  // namespace

@@ -74,4 +74,12 @@ bool IsKnownDType(int value) { return value >= 1 && value <= 10; }
 
 bool IsFloat16Or32(DType dtype) { return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16; }
 
+absl::StatusOr<DType> ParseFloat16Or32Flag(absl::string_view flag, absl::string_view value) {
+  const absl::StatusOr<DType> dtype = ParseDType(value);
+  if (!dtype.ok() || !IsFloat16Or32(*dtype)) {
+    return absl::InvalidArgumentError(absl::StrFormat("--%s=\"%s\": expected f32, bf16 or f16", flag, value));
+  }
+  return *dtype;
+}
+
 }  // namespace llama

@@ -42,6 +42,10 @@ bool IsKnownDType(int value);
 // (and that CastElements converts between).
 bool IsFloat16Or32(DType dtype);
 
+// The value of a flag that takes one of those (in any ParseDType spelling);
+// errors name the flag: `--<flag>="<value>": expected f32, bf16 or f16`.
+absl::StatusOr<DType> ParseFloat16Or32Flag(absl::string_view flag, absl::string_view value);
+
 }  // namespace llama
 
 #endif  // LLAMA_OPS_DTYPE_H_

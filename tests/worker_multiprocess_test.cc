@@ -220,6 +220,12 @@ TEST(WorkerFaultTest, JobFlagsAreChecked) {
   EXPECT_THAT(job.Log(0), HasSubstr("give exactly one of --prompt, --prompts_file, --dialogs_file"));
 }
 
+TEST(WorkerFaultTest, KvCacheDtypeIsChecked) {
+  Job job = Start("bad_kv", Shards("tiny_fp32_mp1", 1), 1, {"--prompt=hello", "--kv_cache_dtype=int8"});
+  ASSERT_TRUE(job.ranks[0]->Wait(30s).ok());
+  EXPECT_THAT(job.Log(0), HasSubstr("--kv_cache_dtype=\"int8\": expected f32, bf16 or f16"));
+}
+
 TEST(WorkerFaultTest, ShardsOfAnotherWorldSizeSayHowToConvert) {
   Job job = Start("wrong_ws", Shards("tiny_fp32_mp1", 1), 2, {"--prompt=hello"});
   for (auto& rank : job.ranks) ASSERT_TRUE(rank->Wait(30s).ok());

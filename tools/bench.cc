@@ -160,9 +160,9 @@ int RunRank(int rank, int port) {
     comm = *std::move(tcp);
   }
   llama::TransformerOptions options;
-  absl::StatusOr<llama::DType> kv_cache_dtype = llama::ParseDType(FLAGS_kv_cache_dtype);
+  absl::StatusOr<llama::DType> kv_cache_dtype = llama::ParseFloat16Or32Flag("kv_cache_dtype", FLAGS_kv_cache_dtype);
   if (!kv_cache_dtype.ok()) {
-    std::fprintf(stderr, "bench: --kv_cache_dtype: %s\n", std::string(kv_cache_dtype.status().message()).c_str());
+    std::fprintf(stderr, "bench: %s\n", std::string(kv_cache_dtype.status().message()).c_str());
     return 1;
   }
   options.kv_cache_dtype = *kv_cache_dtype;

@@ -201,6 +201,9 @@ absl::Status Run() {
   if (FLAGS_shard_dir.empty() || FLAGS_tokenizer_path.empty()) {
     return absl::InvalidArgumentError("--shard_dir and --tokenizer_path are required (see --help)");
   }
+  // Checked before minutes of joining and loading.
+  const absl::StatusOr<DType> kv_cache_dtype = ParseFloat16Or32Flag("kv_cache_dtype", FLAGS_kv_cache_dtype);
+  if (!kv_cache_dtype.ok()) return kv_cache_dtype.status();
   absl::StatusOr<WorkerEnvironment> env = ReadWorkerEnvironment();
   if (!env.ok()) return env.status();
   const bool leader = env->rank == 0;
@@ -268,10 +271,6 @@ absl::Status Run() {
     communicator = std::make_unique<LocalCommunicator>();
   }
   TransformerOptions options;
-  absl::StatusOr<DType> kv_cache_dtype = ParseDType(FLAGS_kv_cache_dtype);
-  if (!kv_cache_dtype.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv_cache_dtype: ", kv_cache_dtype.status().message()));
-  }
   options.kv_cache_dtype = *kv_cache_dtype;
   options.max_batch_size = FLAGS_max_batch_size;
   options.max_seq_len = FLAGS_max_seq_len;

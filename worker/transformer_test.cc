@@ -266,6 +266,23 @@ TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
   EXPECT_THAT(model.status().message(), HasSubstr("lower --max_batch_size or --max_seq_len"));
 }
 
+TEST(TransformerTest, KvCacheOfANonFloatTypeIsAClearError) {
+  ModelConfig config;
+  config.dim = 32;
+  config.n_layers = 1;
+  config.n_heads = 4;
+  config.n_kv_heads = 4;
+  config.vocab_size = 40;
+  config.multiple_of = 16;
+  LocalCommunicator comm;
+  TransformerOptions options;
+  options.kv_cache_dtype = DType::kI8;
+  absl::StatusOr<std::unique_ptr<Transformer>> model =
+      Transformer::Create(SyntheticWeights(config, DType::kF32), &comm, options);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(), HasSubstr("--kv_cache_dtype=i8: expected f32, bf16 or f16"));
+}
+
 // A NaN planted in layer 1's FFN output weight is reported with the layer,
 // not passed on to sampling.
 TEST(TransformerTest, NonFiniteActivationsNameTheLayer) {
