@@ -18,7 +18,7 @@ struct Generator::Row {
   size_t prompt_len;
   size_t limit;                // Positions [0, limit) may be filled.
   std::vector<float> logprobs; // logprobs[p]: of tokens[p]; [0] is 0, as the reference.
-  std::vector<float> last_logits;
+  size_t cached = 0;           // Positions [0, cached) are in the KV cache.
   bool done = false;
   cpu::Rng rng;
 };
@@ -54,22 +54,22 @@ absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
   return absl::OkStatus();
 }
 
-absl::Status Generator::Prefill(std::vector<Row>& rows, bool all_logits) {
-  // Pack prompt pieces into steps of at most max_step_tokens tokens.
-  std::vector<size_t> done(rows.size(), 0);
+absl::Status Generator::ScorePrompts(std::vector<Row>& rows) {
+  // Every prompt position but the last, whose logits pick the first new
+  // token in RunBatch; in steps of at most max_step_tokens tokens.
   const int64_t vocab = model_->vocab_size();
   while (true) {
     std::vector<SequenceChunk> chunks;
-    std::vector<size_t> owners;
+    std::vector<Row*> owners;
     int64_t budget = model_->max_step_tokens();
-    for (size_t r = 0; r < rows.size() && budget > 0; ++r) {
-      if (rows[r].done && !all_logits) continue;
-      const size_t remaining = rows[r].prompt_len - done[r];
+    for (Row& row : rows) {
+      if (budget == 0) break;
+      const size_t remaining = row.prompt_len - 1 - row.cached;
       if (remaining == 0) continue;
       const size_t take = std::min<size_t>(remaining, budget);
-      chunks.push_back({rows[r].slot, static_cast<int64_t>(done[r]),
-                        absl::MakeConstSpan(rows[r].tokens).subspan(done[r], take), all_logits});
-      owners.push_back(r);
+      chunks.push_back({row.slot, static_cast<int64_t>(row.cached),
+                        absl::MakeConstSpan(row.tokens).subspan(row.cached, take), /*all_logits=*/true});
+      owners.push_back(&row);
       budget -= take;
     }
     if (chunks.empty()) return absl::OkStatus();
@@ -77,68 +77,69 @@ absl::Status Generator::Prefill(std::vector<Row>& rows, bool all_logits) {
     if (!logits.ok()) return logits.status();
     const float* next = logits->data();
     for (size_t c = 0; c < chunks.size(); ++c) {
-      Row& row = rows[owners[c]];
-      const size_t len = chunks[c].tokens.size();
-      if (all_logits) {
-        // Logits at position p score the prompt token at p + 1.
-        for (size_t i = 0; i < len; ++i) {
-          const size_t p = done[owners[c]] + i;
-          if (p + 1 < row.prompt_len) row.logprobs[p + 1] = cpu::LogProb(next + i * vocab, vocab, row.tokens[p + 1]);
-        }
-        next += (len - 1) * vocab;
+      Row& row = *owners[c];
+      // Logits at position p score the prompt token at p + 1.
+      for (size_t i = 0; i < chunks[c].tokens.size(); ++i, next += vocab) {
+        const size_t p = row.cached + i;
+        row.logprobs[p + 1] = cpu::LogProb(next, vocab, row.tokens[p + 1]);
       }
-      done[owners[c]] += len;
-      if (done[owners[c]] == row.prompt_len) row.last_logits.assign(next, next + vocab);
-      next += vocab;
+      row.cached += chunks[c].tokens.size();
     }
   }
 }
 
 absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& options) {
-  const int64_t vocab = model_->vocab_size();
-  // Rows with nothing to generate need the model only for prompt logprobs.
-  const bool all_logits = options.logprobs && options.echo;
   for (Row& row : rows) row.done = row.tokens.size() >= row.limit;
-  if (absl::Status s = Prefill(rows, all_logits); !s.ok()) return s;
-  cpu::TopPSampler sampler;
+  if (options.logprobs && options.echo) {
+    if (absl::Status s = ScorePrompts(rows); !s.ok()) return s;
+  }
+  // Each step feeds every unfinished row what it has not cached yet (a
+  // prompt, in pieces when it exceeds the step's budget, or the last new
+  // token) and gets back the next token of each row fed to its end. So
+  // prompts are prefilled in one pass, and a step may mix one row's
+  // prefill with the others' decoding.
   std::vector<SequenceChunk> chunks;
-  std::vector<Row*> active;
-  std::vector<int32_t> sampled(rows.size());
+  std::vector<TokenChoice> choices;
+  std::vector<ChosenToken> chosen;
+  std::vector<Row*> owners;
+  std::vector<int32_t> tokens;
   while (true) {
     chunks.clear();
-    active.clear();
-    for (size_t r = 0; r < rows.size(); ++r) {
-      Row& row = rows[r];
+    choices.clear();
+    owners.clear();
+    int64_t budget = model_->max_step_tokens();
+    for (Row& row : rows) {
+      if (budget == 0) break;
       if (row.done) continue;
-      const float* logits = row.last_logits.data();
-      sampled[r] = options.temperature > 0
-                       ? sampler.Sample(logits, vocab, options.temperature, options.top_p, row.rng)
-                       : cpu::Argmax(logits, vocab);
-    }
-    if (communicator_ != nullptr) {
-      if (absl::Status s = communicator_->Broadcast(sampled.data(), sampled.size() * sizeof(int32_t), 0); !s.ok()) {
-        return s;
-      }
-    }
-    for (size_t r = 0; r < rows.size(); ++r) {
-      Row& row = rows[r];
-      if (row.done) continue;
-      const int token = sampled[r];
-      row.tokens.push_back(token);
-      if (options.logprobs) row.logprobs.push_back(cpu::LogProb(row.last_logits.data(), vocab, token));
-      if (token == eos_id_ || row.tokens.size() >= row.limit) {
-        row.done = true;
-        continue;
-      }
-      chunks.push_back({row.slot, static_cast<int64_t>(row.tokens.size() - 1),
-                        absl::MakeConstSpan(row.tokens).subspan(row.tokens.size() - 1, 1), false});
-      active.push_back(&row);
+      const size_t take = std::min<size_t>(row.tokens.size() - row.cached, budget);
+      chunks.push_back({row.slot, static_cast<int64_t>(row.cached),
+                        absl::MakeConstSpan(row.tokens).subspan(row.cached, take), false});
+      TokenChoice choice{options.temperature, options.top_p, 0.0};
+      // A row's stream gives one number per token it samples, whatever the
+      // step size or the other rows.
+      if (options.temperature > 0 && row.cached + take == row.tokens.size()) choice.uniform = row.rng.Uniform();
+      choices.push_back(choice);
+      owners.push_back(&row);
+      budget -= take;
     }
     if (chunks.empty()) return absl::OkStatus();
-    absl::StatusOr<absl::Span<const float>> logits = model_->Forward(chunks);
-    if (!logits.ok()) return logits.status();
-    for (size_t i = 0; i < active.size(); ++i) {
-      active[i]->last_logits.assign(logits->data() + i * vocab, logits->data() + (i + 1) * vocab);
+    chosen.resize(chunks.size());
+    if (absl::Status s = model_->ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)); !s.ok()) return s;
+    if (communicator_ != nullptr) {
+      tokens.resize(chosen.size());
+      for (size_t c = 0; c < chosen.size(); ++c) tokens[c] = chosen[c].token;
+      if (absl::Status s = communicator_->Broadcast(tokens.data(), tokens.size() * sizeof(int32_t), 0); !s.ok()) {
+        return s;
+      }
+      for (size_t c = 0; c < chosen.size(); ++c) chosen[c].token = tokens[c];
+    }
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      Row& row = *owners[c];
+      row.cached += chunks[c].tokens.size();
+      if (row.cached < row.tokens.size()) continue;  // More prompt to feed.
+      row.tokens.push_back(chosen[c].token);
+      if (options.logprobs) row.logprobs.push_back(chosen[c].logprob);
+      row.done = chosen[c].token == eos_id_ || row.tokens.size() >= row.limit;
     }
   }
 }
@@ -173,7 +174,7 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
     for (size_t i = first; i < std::min(prompts.size(), first + batch); ++i) {
       Row row{i, static_cast<int>(i - first), prompts[i], prompts[i].size(),
               static_cast<size_t>(std::min<int64_t>(prompts[i].size() + max_gen_len, max_seq_len)),
-              {}, {}, false, cpu::Rng(RowSeed(options.seed, i))};
+              {}, 0, false, cpu::Rng(RowSeed(options.seed, i))};
       if (options.logprobs) row.logprobs.assign(row.prompt_len, 0.0f);
       rows.push_back(std::move(row));
     }

@@ -83,7 +83,8 @@ class Generator {
   struct Row;
   absl::Status CheckOptions(const SamplingOptions& options) const;
   absl::Status RunBatch(std::vector<Row>& rows, const SamplingOptions& options);
-  absl::Status Prefill(std::vector<Row>& rows, bool all_logits);
+  // Prompt log-probabilities (echo with logprobs).
+  absl::Status ScorePrompts(std::vector<Row>& rows);
   absl::StatusOr<std::vector<Completion>> Decode(const std::vector<Generation>& generations,
                                                  const SamplingOptions& options);
 

@@ -23,7 +23,7 @@ class ScriptedModel final : public LanguageModel {
   int64_t vocab_size() const override { return 8; }
   int max_batch_size() const override { return 2; }
   int64_t max_seq_len() const override { return 16; }
-  int64_t max_step_tokens() const override { return 8; }
+  int64_t max_step_tokens() const override { return step_tokens; }
 
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override {
     ++calls;
@@ -43,6 +43,7 @@ class ScriptedModel final : public LanguageModel {
     return absl::Span<const float>(logits_);
   }
 
+  int64_t step_tokens = 8;
   int calls = 0;
   int64_t tokens = 0;
 
@@ -166,6 +167,50 @@ TEST(GeneratorTest, SamplingIsSeededPerRow) {
   bool differs = false;
   for (int i = 0; i < 3; ++i) differs |= (*a)[i].tokens != (*c)[i].tokens;
   EXPECT_TRUE(differs);
+}
+
+// A row's random stream is read once per sampled token, so the tokens do not
+// depend on how prompts are cut into steps or mixed with other rows' decoding.
+TEST(GeneratorTest, SampledTokensDoNotDependOnTheStepSize) {
+  SamplingOptions o;
+  o.temperature = 5.0f;
+  o.top_p = 0.95f;
+  o.max_gen_len = 5;
+  o.logprobs = true;
+  const std::vector<std::vector<int>> prompts = {{3, 4, 5, 6, 7, 0, 1}, {4}, {5, 6, 7, 0, 1, 3, 4, 5, 6, 7}};
+  std::vector<std::vector<Generation>> results;
+  for (int64_t step_tokens : {1, 3, 8, 64}) {
+    ScriptedModel model;
+    model.step_tokens = step_tokens;
+    Generator generator(&model, nullptr, 2);
+    absl::StatusOr<std::vector<Generation>> out = generator.Generate(prompts, o);
+    ASSERT_TRUE(out.ok()) << out.status();
+    results.push_back(*std::move(out));
+  }
+  for (size_t r = 1; r < results.size(); ++r) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(results[r][i].tokens, results[0][i].tokens) << "run " << r << " row " << i;
+      EXPECT_EQ(results[r][i].logprobs, results[0][i].logprobs) << "run " << r << " row " << i;
+    }
+  }
+}
+
+TEST(GeneratorTest, ForwardAndChooseChecksItsArguments) {
+  ScriptedModel model;
+  const std::vector<int> tokens = {3};
+  std::vector<SequenceChunk> chunks = {{0, 0, tokens, false}};
+  std::vector<TokenChoice> choices(1);
+  std::vector<ChosenToken> chosen(2);
+  EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
+              HasSubstr("1 chunks but 1 token choices and room for 2 tokens"));
+  chosen.resize(1);
+  chunks[0].all_logits = true;
+  EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
+              HasSubstr("asks for all logits"));
+  chunks[0].all_logits = false;
+  ASSERT_TRUE(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).ok());
+  EXPECT_EQ(chosen[0].token, 4);
+  EXPECT_NEAR(chosen[0].logprob, kLikely, 1e-6);
 }
 
 TEST(GeneratorTest, BadInputIsAClearError) {

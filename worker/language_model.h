@@ -1,5 +1,5 @@
 // What the generator needs from a model: run some tokens of some sequences
-// through it and get next-token logits back.
+// through it and get next-token logits back, or the next tokens themselves.
 
 #ifndef LLAMA_WORKER_LANGUAGE_MODEL_H_
 #define LLAMA_WORKER_LANGUAGE_MODEL_H_
@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ops/cpu/sampling.h"
 
 namespace llama {
 
@@ -23,6 +24,25 @@ struct SequenceChunk {
   bool all_logits = false;
 };
 
+// How to pick a chunk's next token from its last row's logits: argmax at
+// temperature 0, else top-p sampling driven by `uniform` (ops/cpu/sampling.h
+// says how), drawn by the caller from the row's own random stream.
+struct TokenChoice {
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  double uniform = 0.0;  // In [0, 1).
+};
+
+struct ChosenToken {
+  int token = 0;
+  float logprob = 0.0f;  // log_softmax(logits)[token], at temperature 1 as the reference reports it.
+};
+
+// ForwardAndChoose's argument checks, shared by its implementations: one
+// choice and one output per chunk, no chunk asking for all logits.
+absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
+                                  absl::Span<ChosenToken> chosen);
+
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;
@@ -37,6 +57,16 @@ class LanguageModel {
   // for each chunk in order, every position if all_logits, else the last.
   // The span is valid until the next call.
   virtual absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) = 0;
+
+  // Runs the chunks (none with all_logits) as Forward does and picks each
+  // chunk's next token by choices[i] into chosen[i]. This implementation
+  // picks on the host from Forward's logits; a device backend overrides it
+  // so that only the chosen tokens leave the device.
+  virtual absl::Status ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
+                                        absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen);
+
+ private:
+  cpu::TopPSampler sampler_;
 };
 
 }  // namespace llama

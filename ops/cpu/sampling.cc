@@ -53,17 +53,22 @@ int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, 
   return kept;
 }
 
-int TopPSampler::Sample(const float* logits, int64_t n, float temperature, float top_p, Rng& rng) {
+int TopPSampler::Sample(const float* logits, int64_t n, float temperature, float top_p, double uniform) {
   const int64_t kept = Prepare(logits, n, temperature, top_p);
+  std::sort(order_.begin(), order_.begin() + kept);
   double mass = 0.0;
   for (int64_t i = 0; i < kept; ++i) mass += probs_[order_[i]];
-  const double target = rng.Uniform() * mass;
+  const double target = uniform * mass;
   double cumulative = 0.0;
   for (int64_t i = 0; i < kept; ++i) {
     cumulative += probs_[order_[i]];
     if (target < cumulative) return order_[i];
   }
-  return order_[kept - 1];
+  // Rounding left target at the very end: the last kept token with mass.
+  for (int64_t i = kept - 1; i > 0; --i) {
+    if (probs_[order_[i]] > 0) return order_[i];
+  }
+  return order_[0];
 }
 
 std::vector<std::pair<int, double>> TopPSampler::Distribution(const float* logits, int64_t n, float temperature,

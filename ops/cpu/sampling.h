@@ -2,6 +2,13 @@
 // temperature 0, else softmax(logits / T) then top-p (nucleus) sampling:
 // sort descending, drop tokens whose preceding cumulative probability
 // already exceeds top_p (mask = cumsum - p > top_p), renormalise, draw.
+//
+// The draw is a function of one uniform number: the kept tokens are walked
+// in token-id order (not probability order) until their cumulative mass
+// passes uniform * kept mass. Same distribution as the reference's, and
+// a walk the GPU sampler (ops/cuda/kernels.h, SampleRows) does with a
+// prefix sum and no sort, so both backends pick the same token for the
+// same draw (up to rounding at a boundary).
 
 #ifndef LLAMA_OPS_CPU_SAMPLING_H_
 #define LLAMA_OPS_CPU_SAMPLING_H_
@@ -34,8 +41,8 @@ class Rng {
 // Top-p sampling with reusable scratch space (one per generation row or thread).
 class TopPSampler {
  public:
-  // temperature > 0, 0 < top_p <= 1 (the generator checks).
-  int Sample(const float* logits, int64_t n, float temperature, float top_p, Rng& rng);
+  // temperature > 0, 0 < top_p <= 1 (the generator checks), 0 <= uniform < 1.
+  int Sample(const float* logits, int64_t n, float temperature, float top_p, double uniform);
 
   // The truncated, renormalised distribution Sample draws from: pairs of
   // (token, probability) in descending probability. For tests.
@@ -43,7 +50,8 @@ class TopPSampler {
                                                    float top_p);
 
  private:
-  // Fills order_ (sorted token ids) and probs_; returns how many are kept.
+  // Fills order_ (token ids by descending probability) and probs_; returns
+  // how many are kept.
   int64_t Prepare(const float* logits, int64_t n, float temperature, float top_p);
 
   std::vector<int> order_;

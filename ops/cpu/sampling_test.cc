@@ -40,6 +40,31 @@ TEST(SamplingTest, TopPKeepsTheReferencesNucleus) {
   EXPECT_EQ(sampler.Distribution(logits.data(), 4, 1.0f, 0.4f).size(), 1u);
 }
 
+// The draw walks the kept tokens in id order: on probabilities 0.05, 0.5,
+// 0.15, 0.3 the uniform number's intervals are [0, .05) -> 0, [.05, .55)
+// -> 1, [.55, .70) -> 2, [.70, 1) -> 3; with top_p 0.7 only 1 and 3 are
+// kept, renormalised: [0, .625) -> 1, [.625, 1) -> 3. The GPU sampler's
+// parity test holds it to the same map.
+TEST(SamplingTest, DrawWalksKeptTokensInIdOrder) {
+  const std::vector<double> p = {0.05, 0.5, 0.15, 0.3};
+  std::vector<float> logits;
+  for (double x : p) logits.push_back(static_cast<float>(std::log(x)));
+  TopPSampler sampler;
+  const auto draw = [&](float top_p, double uniform) { return sampler.Sample(logits.data(), 4, 1.0f, top_p, uniform); };
+  EXPECT_EQ(draw(1.0f, 0.0), 0);
+  EXPECT_EQ(draw(1.0f, 0.049), 0);
+  EXPECT_EQ(draw(1.0f, 0.051), 1);
+  EXPECT_EQ(draw(1.0f, 0.549), 1);
+  EXPECT_EQ(draw(1.0f, 0.551), 2);
+  EXPECT_EQ(draw(1.0f, 0.699), 2);
+  EXPECT_EQ(draw(1.0f, 0.701), 3);
+  EXPECT_EQ(draw(1.0f, 0.999999), 3);
+  EXPECT_EQ(draw(0.7f, 0.0), 1);
+  EXPECT_EQ(draw(0.7f, 0.624), 1);
+  EXPECT_EQ(draw(0.7f, 0.626), 3);
+  EXPECT_EQ(draw(0.7f, 0.999999), 3);
+}
+
 TEST(SamplingTest, SameSeedSameTokens) {
   std::vector<float> logits(1000);
   for (int i = 0; i < 1000; ++i) logits[i] = std::sin(i * 0.37f) * 3;
@@ -47,7 +72,7 @@ TEST(SamplingTest, SameSeedSameTokens) {
     Rng rng(seed);
     TopPSampler sampler;
     std::vector<int> tokens;
-    for (int i = 0; i < 50; ++i) tokens.push_back(sampler.Sample(logits.data(), 1000, 0.8f, 0.9f, rng));
+    for (int i = 0; i < 50; ++i) tokens.push_back(sampler.Sample(logits.data(), 1000, 0.8f, 0.9f, rng.Uniform()));
     return tokens;
   };
   EXPECT_EQ(draw(42), draw(42));
@@ -65,7 +90,7 @@ TEST(SamplingTest, EmpiricalDistributionMatches) {
   Rng rng(7);
   std::map<int, int> counts;
   const int draws = 200000;
-  for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits.data(), 50, temperature, top_p, rng)];
+  for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits.data(), 50, temperature, top_p, rng.Uniform())];
   double chi2 = 0;
   for (const auto& [token, p] : expected) {
     const double e = p * draws;
