@@ -9,6 +9,10 @@
 #include <cuda_fp16.h>
 
 #include <cfloat>
+#include <cstdint>
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 
 #include "absl/strings/str_format.h"
 
@@ -27,6 +31,19 @@ __device__ __forceinline__ float Load(const void* p, DType dtype, int64_t i) {
       return static_cast<const float*>(p)[i];
   }
 }
+
+__device__ __forceinline__ float ToFloat(float x) { return x; }
+__device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float x);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 __device__ __forceinline__ float WarpSum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffff, v, offset);
@@ -110,13 +127,28 @@ __global__ void CastKernel(const float* in, void* out, DType to, int64_t count) 
   }
 }
 
+template <typename T>
+__global__ void StoreKvKernel(const float* k, const float* v, int64_t kv_width, const int32_t* slots,
+                              const int32_t* positions, T* k_cache, T* v_cache, int64_t slot_stride) {
+  const int64_t row = blockIdx.x;
+  const int64_t base = slots[row] * slot_stride + static_cast<int64_t>(positions[row]) * kv_width;
+  for (int64_t i = threadIdx.x; i < kv_width; i += blockDim.x) {
+    k_cache[base + i] = FromFloat<T>(k[row * kv_width + i]);
+    v_cache[base + i] = FromFloat<T>(v[row * kv_width + i]);
+  }
+}
+
 // One block per (row, head). The scores are not kept (their number grows
 // with the context): one pass finds the maximum, a second accumulates the
 // exponentials and the weighted values, recomputing the dot products.
-__global__ void AttentionKernel(const float* q, const float* k_cache, const float* v_cache, const int32_t* kv_head_of,
-                                int64_t start_pos, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out) {
+template <typename T>
+__global__ void AttentionKernel(const float* q, const int32_t* slots, const int32_t* positions, const T* k_base,
+                                const T* v_base, int64_t slot_stride, const int32_t* kv_head_of, int64_t n_heads,
+                                int64_t n_kv_heads, int64_t head_dim, float* out) {
   const int64_t row = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
-  const int64_t pos = start_pos + row;
+  const int64_t pos = positions[row];
+  const T* k_cache = k_base + slots[row] * slot_stride;
+  const T* v_cache = v_base + slots[row] * slot_stride;
   const float* qv = q + (row * n_heads + head) * head_dim;
   const int64_t kv = kv_head_of[head];
   const int64_t stride = n_kv_heads * head_dim;
@@ -125,9 +157,9 @@ __global__ void AttentionKernel(const float* q, const float* k_cache, const floa
   // Each warp takes positions t = warp, warp + warps, ...; lanes split the head dimension.
   float local_max = -FLT_MAX;
   for (int64_t t = warp; t <= pos; t += warps) {
-    const float* k = k_cache + t * stride + kv * head_dim;
+    const T* k = k_cache + t * stride + kv * head_dim;
     float dot = 0.0f;
-    for (int64_t d = lane; d < head_dim; d += 32) dot += qv[d] * k[d];
+    for (int64_t d = lane; d < head_dim; d += 32) dot += qv[d] * ToFloat(k[d]);
     local_max = fmaxf(local_max, WarpSum(dot) * scale);
   }
   const float max_score = BlockReduce<true>(local_max);
@@ -136,13 +168,13 @@ __global__ void AttentionKernel(const float* q, const float* k_cache, const floa
   for (int64_t d = lane; d < head_dim; d += 32) acc[d] = 0.0f;
   float local_sum = 0.0f;
   for (int64_t t = warp; t <= pos; t += warps) {
-    const float* k = k_cache + t * stride + kv * head_dim;
-    const float* v = v_cache + t * stride + kv * head_dim;
+    const T* k = k_cache + t * stride + kv * head_dim;
+    const T* v = v_cache + t * stride + kv * head_dim;
     float dot = 0.0f;
-    for (int64_t d = lane; d < head_dim; d += 32) dot += qv[d] * k[d];
+    for (int64_t d = lane; d < head_dim; d += 32) dot += qv[d] * ToFloat(k[d]);
     const float weight = __expf(WarpSum(dot) * scale - max_score);
     local_sum += weight;
-    for (int64_t d = lane; d < head_dim; d += 32) acc[d] += weight * v[d];
+    for (int64_t d = lane; d < head_dim; d += 32) acc[d] += weight * ToFloat(v[d]);
   }
   const float sum = BlockReduce<false>(lane == 0 ? local_sum : 0.0f);
   __syncthreads();
@@ -152,6 +184,11 @@ __global__ void AttentionKernel(const float* q, const float* k_cache, const floa
     for (int w = 0; w < warps; ++w) total += accumulators[w * head_dim + d];
     o[d] = total / sum;
   }
+}
+
+__global__ void GatherRowsKernel(const float* x, const int32_t* rows, int64_t width, float* out) {
+  const float* in = x + static_cast<int64_t>(rows[blockIdx.x]) * width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[blockIdx.x * width + i] = in[i];
 }
 
 __global__ void NonFiniteKernel(const float* x, int64_t count, int32_t* flag) {
@@ -164,45 +201,154 @@ __global__ void NonFiniteKernel(const float* x, int64_t count, int32_t* flag) {
   }
 }
 
-__global__ void ArgmaxKernel(const float* logits, int64_t vocab, int32_t* out) {
-  const float* row = logits + blockIdx.x * vocab;
-  float best = -FLT_MAX;
-  int64_t index = 0;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-    if (row[i] > best) {
-      best = row[i];
-      index = i;
-    }
+constexpr int kSampleThreads = 512;
+
+struct ValueIndex {
+  float value;
+  int index;
+};
+
+// The larger value; the smaller index on ties (the first maximum, as the CPU).
+struct FirstMax {
+  __device__ ValueIndex operator()(const ValueIndex& a, const ValueIndex& b) const {
+    return b.value > a.value || (b.value == a.value && b.index < a.index) ? b : a;
   }
-  __shared__ float values[kThreads];
-  __shared__ int64_t indices[kThreads];
-  values[threadIdx.x] = best;
-  indices[threadIdx.x] = index;
+};
+
+// One block per row; see SampleRows in kernels.h for the method.
+__global__ void __launch_bounds__(kSampleThreads)
+    SampleKernel(const float* logits, int64_t vocab, const RowSampling* params, float* probs, int32_t* tokens,
+                 float* logprobs) {
+  using PairReduce = cub::BlockReduce<ValueIndex, kSampleThreads>;
+  using DoubleReduce = cub::BlockReduce<double, kSampleThreads>;
+  using IntMax = cub::BlockReduce<int, kSampleThreads>;
+  using IntScan = cub::BlockScan<int, kSampleThreads>;
+  using DoubleScan = cub::BlockScan<double, kSampleThreads>;
+  __shared__ union {
+    typename PairReduce::TempStorage pair;
+    typename DoubleReduce::TempStorage sum;
+    typename IntMax::TempStorage max;
+    typename IntScan::TempStorage int_scan;
+    typename DoubleScan::TempStorage double_scan;
+  } temp;
+  __shared__ ValueIndex shared_best;
+  __shared__ double shared_sum;
+  __shared__ int shared_int;
+  // cub leaves a reduction's result in thread 0: share it, and sync before
+  // the union is reused.
+  const auto block_sum = [&](double v) {
+    const double total = DoubleReduce(temp.sum).Sum(v);
+    if (threadIdx.x == 0) shared_sum = total;
+    __syncthreads();
+    const double result = shared_sum;
+    __syncthreads();
+    return result;
+  };
+  const int64_t row = blockIdx.x;
+  const float* l = logits + row * vocab;
+  float* p = probs + row * vocab;
+  const RowSampling params_row = params[row];
+
+  ValueIndex best{-FLT_MAX, 0};
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    if (l[i] > best.value) best = {l[i], static_cast<int>(i)};
+  }
+  best = PairReduce(temp.pair).Reduce(best, FirstMax());
+  if (threadIdx.x == 0) shared_best = best;
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      const float other = values[threadIdx.x + stride];
-      const int64_t other_index = indices[threadIdx.x + stride];
-      // The first maximum wins, as on the CPU.
-      if (other > values[threadIdx.x] || (other == values[threadIdx.x] && other_index < indices[threadIdx.x])) {
-        values[threadIdx.x] = other;
-        indices[threadIdx.x] = other_index;
+  best = shared_best;
+  __syncthreads();
+  const float max_logit = best.value;
+  double local = 0.0;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) local += __expf(l[i] - max_logit);
+  const double log_normaliser = log(block_sum(local));
+
+  int token = best.index;
+  if (params_row.temperature > 0) {
+    local = 0.0;
+    for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+      p[i] = expf((l[i] - max_logit) / params_row.temperature);
+      local += p[i];
+    }
+    __syncthreads();
+    const double limit = params_row.top_p * block_sum(local);
+    // Token k (by descending probability) is kept while the mass before it
+    // is <= limit: the kept set is every p above the smallest threshold t
+    // whose mass above is <= limit, plus ties at t in id order. Positive
+    // floats order as their bit patterns: bisect those, in [0, 1].
+    uint32_t lo = 0, hi = __float_as_uint(1.0f);
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      const float t = __uint_as_float(mid);
+      local = 0.0;
+      for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) local += p[i] > t ? p[i] : 0.0f;
+      if (block_sum(local) <= limit) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    const float t = __uint_as_float(lo);
+    // Contiguous segments per thread, so prefix sums run in token-id order.
+    const int64_t segment = (vocab + blockDim.x - 1) / blockDim.x;
+    const int64_t begin = min(vocab, threadIdx.x * segment), end = min(vocab, begin + segment);
+    double above = 0.0;
+    int ties = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      if (p[i] > t) above += p[i];
+      ties += p[i] == t;
+    }
+    const double mass_above = block_sum(above);
+    int tie_rank = 0, all_ties = 0;
+    IntScan(temp.int_scan).ExclusiveSum(ties, tie_rank, all_ties);
+    __syncthreads();
+    // The m-th tie (in id order) is kept while mass_above + m * t <= limit.
+    const double room = t > 0 ? floor((limit - mass_above) / t) + 1 : static_cast<double>(all_ties);
+    const int kept_ties = static_cast<int>(fmin(fmax(room, 0.0), static_cast<double>(all_ties)));
+    double mass = 0.0;
+    int last_kept = -1;
+    for (int64_t i = begin; i < end; ++i) {
+      bool kept = p[i] > t;
+      if (p[i] == t) kept = tie_rank++ < kept_ties;
+      if (kept) mass += p[i];
+      if (kept && p[i] > 0) last_kept = static_cast<int>(i);
+    }
+    double before = 0.0, kept_mass = 0.0;
+    DoubleScan(temp.double_scan).ExclusiveSum(mass, before, kept_mass);
+    if (threadIdx.x == 0) shared_int = INT32_MAX;
+    __syncthreads();
+    const double target = params_row.uniform * kept_mass;
+    if (mass > 0 && target >= before && target < before + mass) {
+      // Walk the segment again, the same sums in the same order.
+      tie_rank -= ties;
+      double cumulative = before;
+      for (int64_t i = begin; i < end; ++i) {
+        bool kept = p[i] > t;
+        if (p[i] == t) kept = tie_rank++ < kept_ties;
+        if (!kept) continue;
+        cumulative += p[i];
+        if (target < cumulative) {
+          atomicMin(&shared_int, static_cast<int>(i));
+          break;
+        }
       }
     }
     __syncthreads();
+    token = shared_int;
+    __syncthreads();
+    if (token == INT32_MAX) {
+      // Rounding put the target past every segment: the last kept token
+      // with mass, as the CPU does.
+      last_kept = IntMax(temp.max).Reduce(last_kept, [](int a, int b) { return a > b ? a : b; });
+      if (threadIdx.x == 0) shared_int = last_kept;
+      __syncthreads();
+      token = shared_int;
+    }
   }
-  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(indices[0]);
-}
-
-__global__ void LogProbKernel(const float* logits, int64_t vocab, const int32_t* tokens, float* out) {
-  const float* row = logits + blockIdx.x * vocab;
-  float m = -FLT_MAX;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
-  m = BlockReduce<true>(m);
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) sum += __expf(row[i] - m);
-  sum = BlockReduce<false>(sum);
-  if (threadIdx.x == 0) out[blockIdx.x] = row[tokens[blockIdx.x]] - m - logf(sum);
+  if (threadIdx.x == 0) {
+    tokens[row] = token;
+    logprobs[row] = static_cast<float>(l[token] - max_logit - log_normaliser);
+  }
 }
 
 int Blocks(int64_t count) {
@@ -257,15 +403,56 @@ absl::Status CastFromF32(const float* in, void* out, DType to, int64_t count, cu
   return Launched("CastKernel");
 }
 
-absl::Status Attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* kv_head_of,
-                       int64_t start_pos, int64_t len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                       float* out, cudaStream_t stream) {
-  if (len == 0) return absl::OkStatus();
+namespace {
+
+template <typename Kernel>
+absl::Status ForCacheType(DType dtype, const char* what, Kernel&& kernel) {
+  switch (dtype) {
+    case DType::kF32:
+      return kernel(float{});
+    case DType::kF16:
+      return kernel(__half{});
+    case DType::kBF16:
+      return kernel(__nv_bfloat16{});
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: a KV cache of %s; expected f32, bf16 or f16", what, DTypeName(dtype)));
+  }
+}
+
+}  // namespace
+
+absl::Status StoreKv(const float* k, const float* v, int64_t n, int64_t kv_width, const int32_t* slots,
+                     const int32_t* positions, const KvCacheView& cache, cudaStream_t stream) {
+  if (n == 0) return absl::OkStatus();
+  return ForCacheType(cache.dtype, "StoreKv", [&](auto zero) {
+    using T = decltype(zero);
+    StoreKvKernel<T><<<n, kThreads, 0, stream>>>(k, v, kv_width, slots, positions, static_cast<T*>(cache.k),
+                                                 static_cast<T*>(cache.v), cache.slot_stride);
+    return Launched("StoreKvKernel");
+  });
+}
+
+absl::Status Attention(const float* q, int64_t n, const int32_t* slots, const int32_t* positions,
+                       const KvCacheView& cache, const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads,
+                       int64_t head_dim, float* out, cudaStream_t stream) {
+  if (n == 0) return absl::OkStatus();
   constexpr int kAttentionThreads = 128;  // 4 warps, each with a [head_dim] accumulator.
   const size_t shared = (kAttentionThreads / 32) * head_dim * sizeof(float);
-  AttentionKernel<<<len * n_heads, kAttentionThreads, shared, stream>>>(q, k_cache, v_cache, kv_head_of, start_pos,
-                                                                       n_heads, n_kv_heads, head_dim, out);
-  return Launched("AttentionKernel");
+  return ForCacheType(cache.dtype, "Attention", [&](auto zero) {
+    using T = decltype(zero);
+    AttentionKernel<T><<<n * n_heads, kAttentionThreads, shared, stream>>>(
+        q, slots, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v), cache.slot_stride,
+        kv_head_of, n_heads, n_kv_heads, head_dim, out);
+    return Launched("AttentionKernel");
+  });
+}
+
+absl::Status GatherRows(const float* x, const int32_t* rows, int64_t count, int64_t width, float* out,
+                        cudaStream_t stream) {
+  if (count == 0) return absl::OkStatus();
+  GatherRowsKernel<<<count, kThreads, 0, stream>>>(x, rows, width, out);
+  return Launched("GatherRowsKernel");
 }
 
 absl::Status FlagNonFinite(const float* x, int64_t count, int32_t* flags, int index, cudaStream_t stream) {
@@ -273,17 +460,12 @@ absl::Status FlagNonFinite(const float* x, int64_t count, int32_t* flags, int in
   return Launched("NonFiniteKernel");
 }
 
-absl::Status ArgmaxRows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
+absl::Status SampleRows(const float* logits, int64_t rows, int64_t vocab, const RowSampling* params, float* probs,
+                        int32_t* tokens, float* logprobs, cudaStream_t stream) {
   if (rows == 0) return absl::OkStatus();
-  ArgmaxKernel<<<rows, kThreads, 0, stream>>>(logits, vocab, out);
-  return Launched("ArgmaxKernel");
-}
-
-absl::Status LogProbRows(const float* logits, int64_t rows, int64_t vocab, const int32_t* tokens, float* out,
-                         cudaStream_t stream) {
-  if (rows == 0) return absl::OkStatus();
-  LogProbKernel<<<rows, kThreads, 0, stream>>>(logits, vocab, tokens, out);
-  return Launched("LogProbKernel");
+  if (vocab > INT32_MAX) return absl::InvalidArgumentError(absl::StrFormat("SampleRows: vocabulary of %d", vocab));
+  SampleKernel<<<rows, kSampleThreads, 0, stream>>>(logits, vocab, params, probs, tokens, logprobs);
+  return Launched("SampleKernel");
 }
 
 }  // namespace llama::cuda

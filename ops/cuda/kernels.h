@@ -38,23 +38,55 @@ absl::Status AddInPlace(float* x, const float* y, int64_t count, cudaStream_t st
 // f32 -> bf16 or f16 (round to nearest even), for GEMM inputs.
 absl::Status CastFromF32(const float* in, void* out, DType to, int64_t count, cudaStream_t stream);
 
-// Causal attention of `len` new rows starting at `start_pos` over one
-// sequence's cache ([capacity, n_kv_heads, head_dim]); q [len, n_heads,
-// head_dim]; kv_head_of [n_heads] (device); out [len, n_heads * head_dim].
-absl::Status Attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* kv_head_of,
-                       int64_t start_pos, int64_t len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                       float* out, cudaStream_t stream);
+// Where a step's rows live in the KV cache: slot s's cache starts at
+// element s * slot_stride of k and of v ([capacity, n_kv_heads, head_dim]
+// per slot, of `dtype`: f32, or bf16/f16 for half the memory), and row r of
+// the step is position positions[r] of slot slots[r]. slots and positions
+// are device arrays, so a captured CUDA graph replays with new values.
+struct KvCacheView {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kF32;
+  int64_t slot_stride = 0;
+};
+
+// Writes rows of k and v ([n, kv_width], f32) into the cache at each row's
+// slot and position, rounding to the cache's type.
+absl::Status StoreKv(const float* k, const float* v, int64_t n, int64_t kv_width, const int32_t* slots,
+                     const int32_t* positions, const KvCacheView& cache, cudaStream_t stream);
+
+// Causal attention of n rows: row r (q [n, n_heads, head_dim]) attends over
+// positions [0, positions[r]] of slot slots[r], which must already be in the
+// cache (StoreKv first). One kernel for prefill and decode, and for steps
+// mixing both. kv_head_of [n_heads] (device); out [n, n_heads * head_dim].
+absl::Status Attention(const float* q, int64_t n, const int32_t* slots, const int32_t* positions,
+                       const KvCacheView& cache, const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads,
+                       int64_t head_dim, float* out, cudaStream_t stream);
+
+// out[i, :] = x[rows[i], :] for i < count; x and out [*, width].
+absl::Status GatherRows(const float* x, const int32_t* rows, int64_t count, int64_t width, float* out,
+                        cudaStream_t stream);
 
 // flags[index] |= 1 if any of x[0, count) is NaN or infinite (no host sync:
 // the caller reads the flags once per step).
 absl::Status FlagNonFinite(const float* x, int64_t count, int32_t* flags, int index, cudaStream_t stream);
 
-// out[r] = argmax of row r of logits [rows, vocab] (first maximum on ties).
-absl::Status ArgmaxRows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+// How one row picks its token (worker/language_model.h's TokenChoice).
+struct RowSampling {
+  float temperature;  // 0: argmax, the first maximum on ties.
+  float top_p;
+  double uniform;  // In [0, 1).
+};
 
-// out[r] = log_softmax(row r)[tokens[r]].
-absl::Status LogProbRows(const float* logits, int64_t rows, int64_t vocab, const int32_t* tokens, float* out,
-                         cudaStream_t stream);
+// tokens[r] = the token cpu::TopPSampler::Sample (or cpu::Argmax at
+// temperature 0) picks from row r of logits [rows, vocab] with params[r],
+// without sorting: a binary search over the probability threshold finds the
+// nucleus, a prefix sum in token-id order finds the draw. logprobs[r] =
+// log_softmax(row r)[tokens[r]]. probs: scratch [rows, vocab]. The CPU
+// computes probabilities in double, the GPU in float: a draw within
+// rounding of a boundary may pick a neighbour.
+absl::Status SampleRows(const float* logits, int64_t rows, int64_t vocab, const RowSampling* params, float* probs,
+                        int32_t* tokens, float* logprobs, cudaStream_t stream);
 
 }  // namespace llama::cuda
 

@@ -4,7 +4,9 @@
 // (the GPU rounds activations to the weights' type for the tensor cores,
 // the CPU keeps them f32). NaN is never accepted. Skipped without a GPU.
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -125,39 +127,213 @@ TEST_F(ParityTest, RmsNormRopeSwiGluEmbedding) {
   ExpectClose(Download(gpu_rows, rows.size()), rows, 0, 0, "embedding");
 }
 
-TEST_F(ParityTest, AttentionPrefillAndDecode) {
+// A cache of three slots in each dtype; one step that prefills 64 rows of
+// slot 0 from position 64, decodes slot 1 at position 300 and prefills 37
+// rows of slot 2 from 0, against cpu::Attention per slot over the same bytes.
+TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
   ThreadPool pool(4);
-  for (const auto& [start, len] : {std::pair<int64_t, int64_t>{0, 37}, {300, 1}, {64, 64}}) {
-    const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512;
-    const std::vector<float> q = Random(len * n_heads * hd, 9), k = Random(capacity * n_kv * hd, 10),
-                             v = Random(capacity * n_kv * hd, 11);
-    const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
-    const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
-    std::vector<float> expected(len * n_heads * hd);
-    cpu::Attention(
-        {q.data(), k.data(), v.data(), DType::kF32, kv_cpu.data(), start, len, n_heads, n_kv, hd, expected.data()},
-        pool);
+  const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, slots = 3, kv_width = n_kv * hd;
+  const struct Chunk { int32_t slot; int64_t start, len; } chunks[] = {{0, 64, 64}, {1, 300, 1}, {2, 0, 37}};
+  std::vector<int32_t> row_slots, row_positions;
+  for (const Chunk& c : chunks) {
+    for (int64_t i = 0; i < c.len; ++i) {
+      row_slots.push_back(c.slot);
+      row_positions.push_back(static_cast<int32_t>(c.start + i));
+    }
+  }
+  const int64_t n = row_slots.size();
+  const std::vector<float> q = Random(n * n_heads * hd, 9), k = Random(slots * capacity * kv_width, 10),
+                           v = Random(slots * capacity * kv_width, 11);
+  const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      k16[i] = dtype == DType::kF16 ? F32ToF16(k[i]) : F32ToBf16(k[i]);
+      v16[i] = dtype == DType::kF16 ? F32ToF16(v[i]) : F32ToBf16(v[i]);
+    }
+    const bool wide = dtype == DType::kF32;
+    const char* k_host = wide ? reinterpret_cast<const char*>(k.data()) : reinterpret_cast<const char*>(k16.data());
+    const char* v_host = wide ? reinterpret_cast<const char*>(v.data()) : reinterpret_cast<const char*>(v16.data());
+    const size_t slot_bytes = capacity * kv_width * DTypeSize(dtype);
+    std::vector<float> expected(n * n_heads * hd);
+    int64_t row = 0;
+    for (const Chunk& c : chunks) {
+      cpu::Attention({q.data() + row * n_heads * hd, k_host + c.slot * slot_bytes, v_host + c.slot * slot_bytes, dtype,
+                      kv_cpu.data(), c.start, c.len, n_heads, n_kv, hd, expected.data() + row * n_heads * hd},
+                     pool);
+      row += c.len;
+    }
+    const KvCacheView cache{wide ? static_cast<void*>(Upload(k)) : Upload(k16),
+                            wide ? static_cast<void*>(Upload(v)) : Upload(v16), dtype, capacity * kv_width};
     float* out = Upload(std::vector<float>(expected.size()));
-    ASSERT_TRUE(Attention(Upload(q), Upload(k), Upload(v), Upload(kv_head_of), start, len, n_heads, n_kv, hd, out, nullptr).ok());
-    ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4, "attention");
+    ASSERT_TRUE(Attention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache, Upload(kv_head_of), n_heads,
+                          n_kv, hd, out, nullptr)
+                    .ok());
+    ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4,
+                std::string("attention, ") + std::string(DTypeName(dtype)) + " cache");
   }
 }
 
-TEST_F(ParityTest, ArgmaxAndLogProbs) {
-  const int64_t rows = 3, vocab = 32000;
-  std::vector<float> logits = Random(rows * vocab, 12);
-  logits[vocab + 7] = logits[vocab + 9] = 50.0f;  // A tie: the first wins.
-  const std::vector<int32_t> tokens = {3, 7, 31999};
-  int32_t* argmax = Upload(std::vector<int32_t>(rows));
+// StoreKv writes each row at its slot and position, rounded to the cache's
+// type exactly as ops/cast.h rounds (nearest even); GatherRows copies rows.
+TEST_F(ParityTest, StoreKvAndGatherRows) {
+  const int64_t capacity = 16, kv_width = 256, n = 3;
+  const std::vector<float> k = Random(n * kv_width, 13), v = Random(n * kv_width, 14);
+  const std::vector<int32_t> slots = {1, 0, 1}, positions = {5, 0, 6};
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const size_t bytes = 2 * capacity * kv_width * DTypeSize(dtype);
+    const KvCacheView cache{Upload(std::vector<char>(bytes)), Upload(std::vector<char>(bytes)), dtype,
+                            capacity * kv_width};
+    ASSERT_TRUE(StoreKv(Upload(k), Upload(v), n, kv_width, Upload(slots), Upload(positions), cache, nullptr).ok());
+    const std::vector<char> k_cache = Download(static_cast<const char*>(cache.k), bytes);
+    const std::vector<char> v_cache = Download(static_cast<const char*>(cache.v), bytes);
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t element = (slots[r] * capacity + positions[r]) * kv_width;
+      for (int64_t i = 0; i < kv_width; ++i) {
+        const float kx = k[r * kv_width + i], vx = v[r * kv_width + i];
+        if (dtype == DType::kF32) {
+          ASSERT_EQ(reinterpret_cast<const float*>(k_cache.data())[element + i], kx);
+          ASSERT_EQ(reinterpret_cast<const float*>(v_cache.data())[element + i], vx);
+        } else {
+          const auto round = [&](float x) { return dtype == DType::kF16 ? F32ToF16(x) : F32ToBf16(x); };
+          ASSERT_EQ(reinterpret_cast<const uint16_t*>(k_cache.data())[element + i], round(kx)) << DTypeName(dtype);
+          ASSERT_EQ(reinterpret_cast<const uint16_t*>(v_cache.data())[element + i], round(vx)) << DTypeName(dtype);
+        }
+      }
+    }
+  }
+  const std::vector<int32_t> rows = {2, 0, 2};
+  float* gathered = Upload(std::vector<float>(3 * kv_width));
+  ASSERT_TRUE(GatherRows(Upload(k), Upload(rows), 3, kv_width, gathered, nullptr).ok());
+  const std::vector<float> got = Download(gathered, 3 * kv_width);
+  for (int i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < kv_width; ++j) ASSERT_EQ(got[i * kv_width + j], k[rows[i] * kv_width + j]);
+  }
+}
+
+// The CPU sampler's probabilities, sorted by descending probability (ties
+// by id), for judging how close a draw is to a boundary.
+struct Nucleus {
+  std::vector<std::pair<int, double>> kept;  // In id order, normalised.
+  double margin;                             // Distance of the nucleus' edge from top_p.
+};
+
+Nucleus CpuNucleus(const float* logits, int64_t vocab, float temperature, float top_p) {
+  std::vector<double> p(vocab);
+  const double m = logits[cpu::Argmax(logits, vocab)];
+  double total = 0;
+  for (int64_t i = 0; i < vocab; ++i) total += p[i] = std::exp((logits[i] - m) / temperature);
+  std::vector<int> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  Nucleus nucleus{{}, 1.0};
+  double before = 0, kept_mass = 0;
+  for (int i : order) {
+    nucleus.margin = std::min(nucleus.margin, std::abs(before / total - top_p));
+    if (before / total > top_p) break;
+    nucleus.kept.emplace_back(i, p[i]);
+    kept_mass += p[i];
+    before += p[i];
+  }
+  std::sort(nucleus.kept.begin(), nucleus.kept.end());
+  for (auto& [token, prob] : nucleus.kept) prob /= kept_mass;
+  return nucleus;
+}
+
+// SampleRows picks what cpu::TopPSampler / cpu::Argmax pick for the same
+// uniform numbers, on 32000-token rows at several temperatures and top_p,
+// except where a draw or the nucleus edge lies within 1e-5 of a boundary
+// (the GPU's float probabilities may round across it): those are counted
+// and must stay rare. Log-probabilities within 1e-4 of cpu::LogProb.
+TEST_F(ParityTest, SampleRowsPicksTheCpuSamplersTokens) {
+  const int64_t vocab = 32000;
+  const struct { float temperature, top_p; } settings[] = {{0.0f, 0.9f}, {0.6f, 0.9f}, {1.0f, 0.5f}, {1.5f, 1.0f},
+                                                            {0.8f, 0.95f}};
+  std::vector<float> logits;
+  std::vector<RowSampling> params;
+  std::mt19937_64 rng(15);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  int row = 0;
+  for (const auto& setting : settings) {
+    for (int draw = 0; draw < 24; ++draw, ++row) {
+      std::vector<float> values = Random(vocab, 100 + row);
+      for (float& x : values) x *= 3.0f;  // Peaked enough for small nuclei, flat enough for big ones.
+      if (draw == 0) values[17] = values[23] = 40.0f;  // A tie for the argmax: the first wins.
+      logits.insert(logits.end(), values.begin(), values.end());
+      params.push_back({setting.temperature, setting.top_p, uniform(rng)});
+    }
+  }
+  const int64_t rows = params.size();
+  int32_t* tokens = Upload(std::vector<int32_t>(rows));
   float* logprobs = Upload(std::vector<float>(rows));
-  float* device_logits = Upload(logits);
-  ASSERT_TRUE(ArgmaxRows(device_logits, rows, vocab, argmax, nullptr).ok());
-  ASSERT_TRUE(LogProbRows(device_logits, rows, vocab, Upload(tokens), logprobs, nullptr).ok());
-  const std::vector<int32_t> gpu_argmax = Download(argmax, rows);
+  float* probs = Upload(std::vector<float>(rows * vocab));
+  ASSERT_TRUE(SampleRows(Upload(logits), rows, vocab, Upload(params), probs, tokens, logprobs, nullptr).ok());
+  const std::vector<int32_t> gpu_tokens = Download(tokens, rows);
   const std::vector<float> gpu_logprobs = Download(logprobs, rows);
+  cpu::TopPSampler sampler;
+  int marginal = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    EXPECT_EQ(gpu_argmax[r], cpu::Argmax(logits.data() + r * vocab, vocab)) << r;
-    EXPECT_NEAR(gpu_logprobs[r], cpu::LogProb(logits.data() + r * vocab, vocab, tokens[r]), 1e-4) << r;
+    const float* l = logits.data() + r * vocab;
+    const RowSampling& p = params[r];
+    ASSERT_GE(gpu_tokens[r], 0);
+    ASSERT_LT(gpu_tokens[r], vocab);
+    EXPECT_NEAR(gpu_logprobs[r], cpu::LogProb(l, vocab, gpu_tokens[r]), 1e-4) << r;
+    if (p.temperature == 0) {
+      EXPECT_EQ(gpu_tokens[r], cpu::Argmax(l, vocab)) << r;
+      continue;
+    }
+    const Nucleus nucleus = CpuNucleus(l, vocab, p.temperature, p.top_p);
+    double cumulative = 0, distance = nucleus.margin;
+    for (const auto& [token, prob] : nucleus.kept) {
+      cumulative += prob;
+      distance = std::min(distance, std::abs(cumulative - p.uniform));
+    }
+    if (distance < 1e-5) {
+      ++marginal;
+      continue;
+    }
+    EXPECT_EQ(gpu_tokens[r], sampler.Sample(l, vocab, p.temperature, p.top_p, p.uniform))
+        << "row " << r << " T " << p.temperature << " top_p " << p.top_p << " u " << p.uniform;
+  }
+  EXPECT_LE(marginal, rows / 10);
+}
+
+// Exact cases: the hand-made distribution of ops/cpu/sampling_test.cc and a
+// flat one where every token ties (1000 tokens, top_p 0.5005 keeps 501).
+TEST_F(ParityTest, SampleRowsOnKnownDistributions) {
+  std::vector<float> logits;
+  for (double x : {0.05, 0.5, 0.15, 0.3}) logits.push_back(static_cast<float>(std::log(x)));
+  const std::vector<std::pair<RowSampling, int>> cases = {
+      {{1.0f, 1.0f, 0.049}, 0}, {{1.0f, 1.0f, 0.051}, 1}, {{1.0f, 1.0f, 0.551}, 2}, {{1.0f, 1.0f, 0.701}, 3},
+      {{1.0f, 0.7f, 0.0}, 1},   {{1.0f, 0.7f, 0.624}, 1}, {{1.0f, 0.7f, 0.626}, 3}, {{1.0f, 0.7f, 0.999999}, 3}};
+  std::vector<float> all_logits;
+  std::vector<RowSampling> params;
+  for (const auto& [param, token] : cases) {
+    all_logits.insert(all_logits.end(), logits.begin(), logits.end());
+    params.push_back(param);
+  }
+  int32_t* tokens = Upload(std::vector<int32_t>(cases.size()));
+  float* logprobs = Upload(std::vector<float>(cases.size()));
+  ASSERT_TRUE(SampleRows(Upload(all_logits), cases.size(), 4, Upload(params), Upload(std::vector<float>(4 * cases.size())),
+                         tokens, logprobs, nullptr)
+                  .ok());
+  const std::vector<int32_t> got = Download(tokens, cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[i], cases[i].second) << "case " << i;
+
+  const std::vector<float> flat(1000, 0.0f);
+  const std::vector<RowSampling> flat_params = {{1.0f, 0.5005f, 0.1}, {1.0f, 0.5005f, 0.5}, {1.0f, 0.5005f, 0.9}};
+  std::vector<float> flat_logits;
+  for (int i = 0; i < 3; ++i) flat_logits.insert(flat_logits.end(), flat.begin(), flat.end());
+  int32_t* flat_tokens = Upload(std::vector<int32_t>(3));
+  ASSERT_TRUE(SampleRows(Upload(flat_logits), 3, 1000, Upload(flat_params), Upload(std::vector<float>(3000)),
+                         flat_tokens, Upload(std::vector<float>(3)), nullptr)
+                  .ok());
+  const std::vector<int32_t> flat_got = Download(flat_tokens, 3);
+  cpu::TopPSampler sampler;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(flat_got[i], static_cast<int>(flat_params[i].uniform * 501)) << i;
+    EXPECT_EQ(sampler.Sample(flat.data(), 1000, 1.0f, 0.5005f, flat_params[i].uniform), flat_got[i]) << i;
   }
 }
 
