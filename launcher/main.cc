@@ -56,7 +56,8 @@ DEFINE_double(top_p, 0.9, "Top-p sampling threshold, in (0, 1].");
 DEFINE_int32(max_seq_len, 512, "Longest sequence (prompt + generation).");
 DEFINE_int32(max_batch_size, 4, "Sequences generated together.");
 DEFINE_int32(max_gen_len, -1, "Most tokens per prompt; -1: max_seq_len - 1.");
-DEFINE_string(kv_cache_dtype, "f32", "Workers' KV cache storage: f32, bf16 or f16 (half the memory; CPU backend).");
+DEFINE_string(kv_cache_dtype, "f32", "Workers' KV cache storage: f32, bf16 or f16 (half the memory).");
+DEFINE_bool(cuda_graphs, true, "GPU workers replay decode steps from CUDA graphs (off to compare or debug).");
 DEFINE_uint64(seed, 1, "Sampling seed.");
 DEFINE_bool(logprobs, false, "Report log-probabilities.");
 DEFINE_bool(echo, false, "Include the prompt in the output.");
@@ -196,6 +197,7 @@ std::vector<std::string> WorkerJobFlags() {
       absl::StrCat("--max_seq_len=", FLAGS_max_seq_len), absl::StrCat("--max_batch_size=", FLAGS_max_batch_size),
       absl::StrCat("--max_gen_len=", FLAGS_max_gen_len), absl::StrCat("--seed=", FLAGS_seed),
       absl::StrCat("--kv_cache_dtype=", FLAGS_kv_cache_dtype),
+      absl::StrCat("--cuda_graphs=", FLAGS_cuda_graphs ? "true" : "false"),
       absl::StrCat("--logprobs=", FLAGS_logprobs ? "true" : "false"),
       absl::StrCat("--echo=", FLAGS_echo ? "true" : "false"),
       absl::StrCat("--rendezvous_timeout=", FLAGS_rendezvous_timeout),
@@ -338,10 +340,6 @@ int Run(std::vector<std::string> extra_args) {
   if (absl::StatusOr<Device> parsed = ParseDevice(device); !parsed.ok()) return Fail(parsed.status().message());
   const absl::StatusOr<DType> kv_cache_dtype = ParseFloat16Or32Flag("kv_cache_dtype", FLAGS_kv_cache_dtype);
   if (!kv_cache_dtype.ok()) return Fail(kv_cache_dtype.status().message());
-  if (*kv_cache_dtype != DType::kF32 && device == "cuda") {
-    return Fail(absl::StrFormat("--kv_cache_dtype=%s is CPU-only for now; the CUDA backend keeps an f32 cache",
-                                FLAGS_kv_cache_dtype));
-  }
   std::vector<std::string> gpus;
   if (device == "cuda") {
     gpus = VisibleGpus();

@@ -220,8 +220,6 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"bad_device", {"--device=tpu"}, "tiny_fp32_mp1", "--device=\"tpu\""},
                       BadLaunch{"bad_kv_cache_dtype", {"--kv_cache_dtype=int8"}, "tiny_fp32_mp1",
                                 "--kv_cache_dtype=\"int8\": expected f32, bf16 or f16"},
-                      BadLaunch{"kv_cache_on_gpu", {"--device=cuda", "--kv_cache_dtype=bf16"}, "tiny_fp32_mp1",
-                                "--kv_cache_dtype=bf16 is CPU-only for now"},
                       // One visible GPU, whatever this machine has.
                       BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1",
                                 "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible", {"CUDA_VISIBLE_DEVICES=0"}}),

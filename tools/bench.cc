@@ -51,6 +51,7 @@ DEFINE_int32(batch, 1, "Sequences decoded together.");
 DEFINE_string(kv_cache_dtype, "f32", "KV cache storage: f32, bf16 or f16.");
 DEFINE_int32(threads, 0, "Worker threads (0: one per hardware thread).");
 DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
+DEFINE_bool(cuda_graphs, true, "cuda: replay decode steps from CUDA graphs (false: launch every kernel each step).");
 DEFINE_string(device, "cpu", "cpu, or cuda (one GPU, world size 1; needs a build with the CUDA toolkit).");
 DEFINE_double(mem_gbps, 0, "Memory read bandwidth of this machine in GB/s, for the % of the limit. "
               "0: measured here (CPU) by streaming 1 GB with every thread; not shown for cuda.");
@@ -166,6 +167,7 @@ int RunRank(int rank, int port) {
     return 1;
   }
   options.kv_cache_dtype = *kv_cache_dtype;
+  options.cuda_graphs = FLAGS_cuda_graphs;
   options.max_batch_size = FLAGS_batch;
   options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
@@ -175,7 +177,7 @@ int RunRank(int rank, int port) {
     if (FLAGS_device == "cuda") {
 #if LLAMA_WITH_CUDA
       absl::StatusOr<std::unique_ptr<llama::CudaTransformer>> gpu =
-          llama::CudaTransformer::Create(*weights, comm.get(), options);
+          llama::CudaTransformer::Create(*weights, /*nccl=*/nullptr, options);
       if (!gpu.ok()) return gpu.status();
       return std::unique_ptr<llama::LanguageModel>(*std::move(gpu));
 #else
@@ -206,18 +208,22 @@ int RunRank(int rank, int port) {
   }
   const double prefill_seconds = Seconds(start);
 
+  // Decode as the generator does: each step feeds every row its last token
+  // and gets the next (greedy) back; on a GPU only the ids leave the device.
   std::vector<int> next(FLAGS_batch, 1);
   std::vector<llama::SequenceChunk> chunks(FLAGS_batch);
+  const std::vector<llama::TokenChoice> greedy(FLAGS_batch);
+  std::vector<llama::ChosenToken> chosen(FLAGS_batch);
   start = std::chrono::steady_clock::now();
   for (int step = 0; step < FLAGS_decode_tokens; ++step) {
     for (int b = 0; b < FLAGS_batch; ++b) {
       chunks[b] = {b, FLAGS_prefill_tokens + step, absl::MakeConstSpan(&next[b], 1), false};
     }
-    absl::StatusOr<absl::Span<const float>> logits = (*model)->Forward(chunks);
-    if (!logits.ok()) {
-      std::fprintf(stderr, "bench: %s\n", std::string(logits.status().message()).c_str());
+    if (absl::Status s = (*model)->ForwardAndChoose(chunks, greedy, absl::MakeSpan(chosen)); !s.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
       return 1;
     }
+    for (int b = 0; b < FLAGS_batch; ++b) next[b] = chosen[b].token;
   }
   const double decode_seconds = Seconds(start);
   struct rusage usage;
@@ -232,7 +238,7 @@ int RunRank(int rank, int port) {
               (long long)config.n_kv_heads, (long long)config.ffn_hidden_dim(), (long long)config.vocab_size,
               weight_bytes / 1e9, FLAGS_shard.empty() ? "synthetic bf16" : FLAGS_shard.c_str());
   if (FLAGS_device == "cuda") {
-    std::printf("device:   cuda (one GPU)\n");
+    std::printf("device:   cuda (one GPU), CUDA graphs %s\n", FLAGS_cuda_graphs ? "on" : "off");
   } else {
     std::printf("ranks:    %d%s, %d thread(s) each\n", FLAGS_world_size,
                 FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads);

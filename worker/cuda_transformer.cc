@@ -1,8 +1,12 @@
 #include "worker/cuda_transformer.h"
 
 #include <cuda_runtime.h>
+#include <glog/logging.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -10,10 +14,13 @@
 #include "ops/cuda/cublas_linear.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/kernels.h"
+#include "worker/step_graphs.h"
 
 namespace llama {
 
 using cuda::CudaCall;
+
+namespace {
 
 // A device allocation, freed on destruction.
 class DeviceBuffer {
@@ -63,28 +70,109 @@ struct DeviceLayer {
   DeviceBuffer k_cache, v_cache;
 };
 
+// An instantiated CUDA graph, destroyed with its owner.
+class GraphExec {
+ public:
+  explicit GraphExec(cudaGraphExec_t exec) : exec_(exec) {}
+  GraphExec(GraphExec&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+  GraphExec& operator=(GraphExec&& other) noexcept {
+    std::swap(exec_, other.exec_);
+    return *this;
+  }
+  ~GraphExec() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_;
+};
+
+// Page-locked host memory: copies from and to it are asynchronous and can
+// be captured in a graph at fixed addresses.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  absl::Status Allocate(size_t bytes) { return CudaCall(cudaMallocHost(&data_, bytes == 0 ? 1 : bytes), "cudaMallocHost"); }
+  template <typename T>
+  T* get() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// A step's inputs and outputs that cross between host and device: a pinned
+// staging buffer and a device buffer each, [capacity] elements of T.
+template <typename T>
+struct Mirrored {
+  PinnedBuffer host;
+  DeviceBuffer device;
+  absl::Status Allocate(int64_t capacity) {
+    absl::Status s = host.Allocate(capacity * sizeof(T));
+    if (s.ok()) s = device.Allocate(capacity * sizeof(T));
+    return s;
+  }
+  T* staged() const { return host.get<T>(); }
+  T* on_device() const { return device.get<T>(); }
+  absl::Status Upload(int64_t count, cudaStream_t stream) const {
+    return CudaCall(cudaMemcpyAsync(on_device(), staged(), count * sizeof(T), cudaMemcpyHostToDevice, stream),
+                    "cudaMemcpyAsync(host to device)");
+  }
+  absl::Status Download(int64_t count, cudaStream_t stream) const {
+    return CudaCall(cudaMemcpyAsync(staged(), on_device(), count * sizeof(T), cudaMemcpyDeviceToHost, stream),
+                    "cudaMemcpyAsync(device to host)");
+  }
+};
+
+}  // namespace
+
 struct CudaTransformer::State {
   ModelConfig config;
   int rank = 0, world_size = 1;
   TransformerOptions options;
-  Communicator* communicator = nullptr;
+  NcclCommunicator* nccl = nullptr;
   cudaStream_t stream = nullptr;
   std::unique_ptr<cuda::CublasLinear> linear;
   int64_t local_heads = 0, local_kv_heads = 0, head_dim = 0, local_hidden = 0;
   DeviceWeight tok_embeddings, norm, output;
   std::vector<DeviceLayer> layers;
   DeviceBuffer rope_cos, rope_sin, kv_head_of;
-  DeviceBuffer x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits;
-  DeviceBuffer tokens, positions, flags;
-  std::vector<int32_t> host_tokens, host_positions, host_flags;
+  DeviceBuffer x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits, probs;
+  // Per step: tokens, positions and slots of each token; the rows whose
+  // logits are wanted; sampling settings and results; per-layer NaN flags.
+  Mirrored<int32_t> tokens, positions, slots, out_rows, chosen_tokens, flags;
+  Mirrored<cuda::RowSampling> sampling;
+  Mirrored<float> chosen_logprobs;
   std::vector<float> host_logits;
+  StepGraphs<GraphExec> graphs{1, false};
 
   ~State() {
-    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (stream != nullptr) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
   }
 
+  absl::Status AllReduceSum(float* data, int64_t count) {
+    return nccl == nullptr ? absl::OkStatus() : nccl->AllReduceSum(data, count);
+  }
   absl::Status GatherColumns(const float* local, int64_t n, int64_t width, float* full);
-  absl::Status Layer(int index, absl::Span<const SequenceChunk> chunks, int64_t n);
+  absl::Status Layer(int index, int64_t n);
+  // Fills the staging buffers; *n: tokens in the step, *rows: logit rows.
+  absl::Status Stage(absl::Span<const SequenceChunk> chunks, int64_t* n, int64_t* rows);
+  // The whole step, from the staged inputs to the staged outputs.
+  absl::Status EnqueueStep(int64_t n, int64_t rows, bool choose);
+  absl::Status CaptureAndLaunch(int key, int64_t n, int64_t rows);
+  // Waits for the step (watching NCCL when there are peers), then checks
+  // the NaN flags.
+  absl::Status Finish();
 };
 
 absl::Status CudaTransformer::State::GatherColumns(const float* local, int64_t n, int64_t width, float* full) {
@@ -93,7 +181,7 @@ absl::Status CudaTransformer::State::GatherColumns(const float* local, int64_t n
                     "cudaMemcpyAsync");
   }
   float* staged = gathered.get();
-  if (absl::Status s = communicator->AllGather(local, n * width, staged); !s.ok()) return s;
+  if (absl::Status s = nccl->AllGather(local, n * width, staged); !s.ok()) return s;
   // [ws][n][width] -> [n][ws * width]: one strided copy per rank.
   for (int r = 0; r < world_size; ++r) {
     if (absl::Status s = CudaCall(cudaMemcpy2DAsync(full + r * width, world_size * width * sizeof(float),
@@ -107,54 +195,137 @@ absl::Status CudaTransformer::State::GatherColumns(const float* local, int64_t n
   return absl::OkStatus();
 }
 
-absl::Status CudaTransformer::State::Layer(int index, absl::Span<const SequenceChunk> chunks, int64_t n) {
+absl::Status CudaTransformer::State::Layer(int index, int64_t n) {
   DeviceLayer& w = layers[index];
-  const int64_t dim = config.dim, q_width = local_heads * head_dim, kv_width = local_kv_heads * head_dim;
+  const int64_t dim = config.dim, kv_width = local_kv_heads * head_dim;
   const float eps = static_cast<float>(config.norm_eps);
   const auto run = [&](const float* in, const DeviceWeight& weight, float* out) {
     return linear->Run(in, n, weight.data.get<void>(), weight.dtype, weight.rows, weight.cols, out);
   };
+  const cuda::KvCacheView cache{w.k_cache.get<void>(), w.v_cache.get<void>(), options.kv_cache_dtype,
+                                options.max_seq_len * kv_width};
+  const int32_t* row_positions = positions.on_device();
   absl::Status s = cuda::RmsNorm(x.get(), w.attention_norm.data.get<void>(), w.attention_norm.dtype, n, dim, eps,
                                  xb.get(), stream);
   if (s.ok()) s = run(xb.get(), w.wq, q.get());
   if (s.ok()) s = run(xb.get(), w.wk, k.get());
   if (s.ok()) s = run(xb.get(), w.wv, v.get());
-  if (s.ok()) s = cuda::Rope(q.get(), n, local_heads, head_dim, positions.get<int32_t>(), rope_cos.get(), rope_sin.get(), stream);
-  if (s.ok()) s = cuda::Rope(k.get(), n, local_kv_heads, head_dim, positions.get<int32_t>(), rope_cos.get(), rope_sin.get(), stream);
-  if (!s.ok()) return s;
-  int64_t row = 0;
-  for (const SequenceChunk& chunk : chunks) {
-    const int64_t len = chunk.tokens.size();
-    float* k_cache = w.k_cache.get() + chunk.slot * options.max_seq_len * kv_width;
-    float* v_cache = w.v_cache.get() + chunk.slot * options.max_seq_len * kv_width;
-    // A chunk's rows are consecutive positions: one copy each into the cache.
-    s = CudaCall(cudaMemcpyAsync(k_cache + chunk.start_pos * kv_width, k.get() + row * kv_width,
-                                 len * kv_width * sizeof(float), cudaMemcpyDeviceToDevice, stream),
-                 "cudaMemcpyAsync");
-    if (s.ok()) {
-      s = CudaCall(cudaMemcpyAsync(v_cache + chunk.start_pos * kv_width, v.get() + row * kv_width,
-                                   len * kv_width * sizeof(float), cudaMemcpyDeviceToDevice, stream),
-                   "cudaMemcpyAsync");
-    }
-    if (s.ok()) {
-      s = cuda::Attention(q.get() + row * q_width, k_cache, v_cache, kv_head_of.get<int32_t>(), chunk.start_pos, len,
-                          local_heads, local_kv_heads, head_dim, attention.get() + row * q_width, stream);
-    }
-    if (!s.ok()) return s;
-    row += len;
+  if (s.ok()) s = cuda::Rope(q.get(), n, local_heads, head_dim, row_positions, rope_cos.get(), rope_sin.get(), stream);
+  if (s.ok()) s = cuda::Rope(k.get(), n, local_kv_heads, head_dim, row_positions, rope_cos.get(), rope_sin.get(), stream);
+  if (s.ok()) s = cuda::StoreKv(k.get(), v.get(), n, kv_width, slots.on_device(), row_positions, cache, stream);
+  if (s.ok()) {
+    s = cuda::Attention(q.get(), n, slots.on_device(), row_positions, cache, kv_head_of.get<int32_t>(), local_heads,
+                        local_kv_heads, head_dim, attention.get(), stream);
   }
-  s = run(attention.get(), w.wo, projection.get());
-  if (s.ok()) s = communicator->AllReduceSum(projection.get(), n * dim);
+  if (s.ok()) s = run(attention.get(), w.wo, projection.get());
+  if (s.ok()) s = AllReduceSum(projection.get(), n * dim);
   if (s.ok()) s = cuda::AddInPlace(x.get(), projection.get(), n * dim, stream);
   if (s.ok()) s = cuda::RmsNorm(x.get(), w.ffn_norm.data.get<void>(), w.ffn_norm.dtype, n, dim, eps, xb.get(), stream);
   if (s.ok()) s = run(xb.get(), w.w1, gate.get());
   if (s.ok()) s = run(xb.get(), w.w3, up.get());
   if (s.ok()) s = cuda::SwiGlu(gate.get(), up.get(), n * local_hidden, stream);
   if (s.ok()) s = run(gate.get(), w.w2, projection.get());
-  if (s.ok()) s = communicator->AllReduceSum(projection.get(), n * dim);
+  if (s.ok()) s = AllReduceSum(projection.get(), n * dim);
   if (s.ok()) s = cuda::AddInPlace(x.get(), projection.get(), n * dim, stream);
-  if (s.ok()) s = cuda::FlagNonFinite(x.get(), n * dim, flags.get<int32_t>(), index, stream);
+  if (s.ok()) s = cuda::FlagNonFinite(x.get(), n * dim, flags.on_device(), index, stream);
   return s;
+}
+
+absl::Status CudaTransformer::State::Stage(absl::Span<const SequenceChunk> chunks, int64_t* n, int64_t* rows) {
+  *n = *rows = 0;
+  for (const SequenceChunk& chunk : chunks) {
+    const int64_t len = chunk.tokens.size();
+    if (chunk.slot < 0 || chunk.slot >= options.max_batch_size || len == 0 || chunk.start_pos < 0 ||
+        chunk.start_pos + len > options.max_seq_len) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("chunk for slot %d at [%d, +%d) does not fit the cache", chunk.slot, chunk.start_pos, len));
+    }
+    if (*n + len > options.max_step_tokens) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("more than %d tokens in one step", options.max_step_tokens));
+    }
+    for (int64_t i = 0; i < len; ++i) {
+      if (chunk.tokens[i] < 0 || chunk.tokens[i] >= config.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrFormat("token id %d outside the vocabulary", chunk.tokens[i]));
+      }
+      tokens.staged()[*n + i] = chunk.tokens[i];
+      positions.staged()[*n + i] = static_cast<int32_t>(chunk.start_pos + i);
+      slots.staged()[*n + i] = chunk.slot;
+      if (chunk.all_logits || i == len - 1) out_rows.staged()[(*rows)++] = static_cast<int32_t>(*n + i);
+    }
+    *n += len;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaTransformer::State::EnqueueStep(int64_t n, int64_t rows, bool choose) {
+  const ModelConfig& c = config;
+  absl::Status s = tokens.Upload(n, stream);
+  if (s.ok()) s = positions.Upload(n, stream);
+  if (s.ok()) s = slots.Upload(n, stream);
+  if (s.ok()) s = out_rows.Upload(rows, stream);
+  if (s.ok() && choose) s = sampling.Upload(rows, stream);
+  if (s.ok()) {
+    s = CudaCall(cudaMemsetAsync(flags.on_device(), 0, c.n_layers * sizeof(int32_t), stream), "cudaMemsetAsync");
+  }
+  const int64_t local_dim = tok_embeddings.cols;
+  if (s.ok()) {
+    s = cuda::EmbeddingLookup(tokens.on_device(), n, tok_embeddings.data.get<void>(), tok_embeddings.dtype, local_dim,
+                              xb.get(), stream);
+  }
+  if (s.ok()) s = GatherColumns(xb.get(), n, local_dim, x.get());
+  for (int i = 0; i < c.n_layers && s.ok(); ++i) s = Layer(i, n);
+  if (s.ok()) s = cuda::GatherRows(x.get(), out_rows.on_device(), rows, c.dim, xb.get(), stream);
+  if (s.ok()) {
+    s = cuda::RmsNorm(xb.get(), norm.data.get<void>(), norm.dtype, rows, c.dim, static_cast<float>(c.norm_eps),
+                      xb.get(), stream);
+  }
+  if (s.ok()) {
+    s = linear->Run(xb.get(), rows, output.data.get<void>(), output.dtype, output.rows, output.cols,
+                    logits_local.get());
+  }
+  if (s.ok()) s = GatherColumns(logits_local.get(), rows, c.vocab_size / world_size, logits.get());
+  if (s.ok() && choose) {
+    s = cuda::SampleRows(logits.get(), rows, c.vocab_size, sampling.on_device(), probs.get(),
+                         chosen_tokens.on_device(), chosen_logprobs.on_device(), stream);
+    if (s.ok()) s = chosen_tokens.Download(rows, stream);
+    if (s.ok()) s = chosen_logprobs.Download(rows, stream);
+  }
+  if (s.ok()) s = flags.Download(c.n_layers, stream);
+  return s;
+}
+
+absl::Status CudaTransformer::State::CaptureAndLaunch(int key, int64_t n, int64_t rows) {
+  if (absl::Status s = CudaCall(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                                "cudaStreamBeginCapture");
+      !s.ok()) {
+    return s;
+  }
+  const absl::Status enqueued = EnqueueStep(n, rows, /*choose=*/true);
+  cudaGraph_t graph = nullptr;
+  const absl::Status ended = CudaCall(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  absl::Status s = enqueued.ok() ? ended : enqueued;
+  cudaGraphExec_t exec = nullptr;
+  if (s.ok()) s = CudaCall(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (!s.ok()) {
+    cudaGetLastError();  // A failed capture's error must not be reported by the next launch.
+    return s;
+  }
+  graphs.Captured(key, GraphExec(exec));
+  return CudaCall(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+}
+
+absl::Status CudaTransformer::State::Finish() {
+  absl::Status s = nccl != nullptr ? nccl->Wait("the model step")
+                                   : CudaCall(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  if (!s.ok()) return s;
+  for (int i = 0; i < config.n_layers; ++i) {
+    if (flags.staged()[i] != 0) {
+      return absl::DataLossError(absl::StrFormat("non-finite activation after layer %d (rank %d)", i, rank));
+    }
+  }
+  return absl::OkStatus();
 }
 
 CudaTransformer::CudaTransformer(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -164,37 +335,68 @@ int64_t CudaTransformer::vocab_size() const { return state_->config.vocab_size; 
 int CudaTransformer::max_batch_size() const { return state_->options.max_batch_size; }
 int64_t CudaTransformer::max_seq_len() const { return state_->options.max_seq_len; }
 int64_t CudaTransformer::max_step_tokens() const { return state_->options.max_step_tokens; }
+int CudaTransformer::graphs_captured() const { return state_->graphs.captures(); }
 
 absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const ModelWeights& weights,
-                                                                         Communicator* communicator,
+                                                                         NcclCommunicator* nccl,
                                                                          const TransformerOptions& options) {
-  if (communicator->rank() != weights.rank || communicator->world_size() != weights.world_size) {
+  const int rank = nccl != nullptr ? nccl->rank() : 0, world_size = nccl != nullptr ? nccl->world_size() : 1;
+  if (rank != weights.rank || world_size != weights.world_size) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "the shard is for rank %d of %d but this process is rank %d of %d; convert for world size %d",
-        weights.rank, weights.world_size, communicator->rank(), communicator->world_size(), communicator->world_size()));
+        "the shard is for rank %d of %d but this process is rank %d of %d; convert for world size %d", weights.rank,
+        weights.world_size, rank, world_size, world_size));
   }
   if (absl::Status s = ValidateModelConfig(weights.config, "model config"); !s.ok()) return s;
-  if (options.kv_cache_dtype != DType::kF32) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "--kv_cache_dtype=%s: the CUDA backend keeps an f32 KV cache; use --kv_cache_dtype=f32 or --device=cpu",
-        DTypeName(options.kv_cache_dtype)));
+  if (!IsFloat16Or32(options.kv_cache_dtype)) {
+    return absl::InvalidArgumentError(absl::StrFormat("KV cache of %s: expected f32, bf16 or f16",
+                                                      DTypeName(options.kv_cache_dtype)));
+  }
+  if (options.max_batch_size < 1 || options.max_seq_len < 1 || options.max_step_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max_batch_size (%d), --max_seq_len (%d) and the step size (%d) must be positive", options.max_batch_size,
+        options.max_seq_len, options.max_step_tokens));
   }
   auto state = std::make_unique<State>();
   State& st = *state;
   st.config = weights.config;
-  st.rank = weights.rank;
-  st.world_size = weights.world_size;
+  st.rank = rank;
+  st.world_size = world_size;
   st.options = options;
-  st.communicator = communicator;
+  st.nccl = nccl;
   const ModelConfig& c = st.config;
-  if (absl::Status s = CudaCall(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking), "cudaStreamCreate"); !s.ok()) {
+  st.head_dim = c.head_dim();
+  st.local_heads = c.n_heads / world_size;
+  st.local_kv_heads = weights.layers[0].wk.dim(0) / st.head_dim;
+  st.local_hidden = c.ffn_hidden_dim() / world_size;
+  const int64_t t = options.max_step_tokens, kv_width = st.local_kv_heads * st.head_dim;
+
+  // Said up front, in the flags' terms, rather than as a failed cudaMalloc.
+  size_t free_bytes = 0, total_bytes = 0;
+  if (absl::Status s = CudaCall(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"); !s.ok()) return s;
+  double weight_bytes = weights.tok_embeddings.bytes() + weights.norm.bytes() + weights.output.bytes();
+  for (const LayerWeights& l : weights.layers) {
+    for (const Tensor* w : {&l.attention_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w1, &l.w2, &l.w3}) {
+      weight_bytes += w->bytes();
+    }
+  }
+  const double cache_bytes = 2.0 * c.n_layers * options.max_batch_size * options.max_seq_len * kv_width *
+                             DTypeSize(options.kv_cache_dtype);
+  const double work_bytes =
+      static_cast<double>(t) * (8.0 * c.dim + 2.0 * st.local_hidden + 2.0 * c.vocab_size + 3.0 * c.vocab_size) * 4;
+  if (weight_bytes + cache_bytes + work_bytes > free_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the weights (%.2f GB), the KV cache (%.2f GB for --max_batch_size=%d x --max_seq_len=%d, %s) and work "
+        "buffers (%.2f GB) need more than the %.2f GB free on this GPU; lower --max_batch_size or --max_seq_len, "
+        "use --kv_cache_dtype=bf16, or split the model over more GPUs",
+        weight_bytes / 1e9, cache_bytes / 1e9, options.max_batch_size, options.max_seq_len,
+        DTypeName(options.kv_cache_dtype), work_bytes / 1e9, free_bytes / 1e9));
+  }
+
+  if (absl::Status s = CudaCall(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      !s.ok()) {
     return s;
   }
-  st.head_dim = c.head_dim();
-  st.local_heads = c.n_heads / st.world_size;
-  st.local_kv_heads = weights.layers[0].wk.dim(0) / st.head_dim;
-  st.local_hidden = c.ffn_hidden_dim() / st.world_size;
-  const int64_t t = options.max_step_tokens, kv_width = st.local_kv_heads * st.head_dim;
+  if (nccl != nullptr) nccl->set_stream(st.stream);
   absl::StatusOr<std::unique_ptr<cuda::CublasLinear>> linear =
       cuda::CublasLinear::Create(st.stream, t * std::max(c.dim, st.local_hidden));
   if (!linear.ok()) return linear.status();
@@ -212,9 +414,10 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
                                        {&d.ffn_norm, &l.ffn_norm}, {&d.w1, &l.w1}, {&d.w2, &l.w2}, {&d.w3, &l.w3}}) {
       if (s.ok()) s = device->Upload(*host);
     }
-    const size_t cache_bytes = options.max_batch_size * options.max_seq_len * kv_width * sizeof(float);
-    if (s.ok()) s = d.k_cache.Allocate(cache_bytes);
-    if (s.ok()) s = d.v_cache.Allocate(cache_bytes);
+    const size_t layer_cache_bytes =
+        options.max_batch_size * options.max_seq_len * kv_width * DTypeSize(options.kv_cache_dtype);
+    if (s.ok()) s = d.k_cache.Allocate(layer_cache_bytes);
+    if (s.ok()) s = d.v_cache.Allocate(layer_cache_bytes);
   }
   if (!s.ok()) return s;
 
@@ -233,95 +436,68 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
                                          {&st.v, t * kv_width}, {&st.attention, t * st.local_heads * st.head_dim},
                                          {&st.projection, t * c.dim}, {&st.gate, t * st.local_hidden},
                                          {&st.up, t * st.local_hidden}, {&st.gathered, t * std::max(c.dim, c.vocab_size)},
-                                         {&st.logits_local, t * (c.vocab_size / st.world_size)},
-                                         {&st.logits, t * c.vocab_size}}) {
+                                         {&st.logits_local, t * (c.vocab_size / world_size)},
+                                         {&st.logits, t * c.vocab_size}, {&st.probs, t * c.vocab_size}}) {
     if (s.ok()) s = buffer->Allocate(elements * f);
   }
-  if (s.ok()) s = st.tokens.Allocate(t * sizeof(int32_t));
-  if (s.ok()) s = st.positions.Allocate(t * sizeof(int32_t));
-  if (s.ok()) s = st.flags.Allocate(c.n_layers * sizeof(int32_t));
+  for (Mirrored<int32_t>* m : {&st.tokens, &st.positions, &st.slots, &st.out_rows, &st.chosen_tokens}) {
+    if (s.ok()) s = m->Allocate(t);
+  }
+  if (s.ok()) s = st.flags.Allocate(c.n_layers);
+  if (s.ok()) s = st.sampling.Allocate(t);
+  if (s.ok()) s = st.chosen_logprobs.Allocate(t);
   if (!s.ok()) return s;
-  st.host_flags.resize(c.n_layers);
   st.host_logits.resize(t * c.vocab_size);
+  st.graphs = StepGraphs<GraphExec>(options.max_batch_size, options.cuda_graphs);
   return std::unique_ptr<CudaTransformer>(new CudaTransformer(std::move(state)));
 }
 
 absl::StatusOr<absl::Span<const float>> CudaTransformer::Forward(absl::Span<const SequenceChunk> chunks) {
   State& st = *state_;
-  const ModelConfig& c = st.config;
-  st.host_tokens.clear();
-  st.host_positions.clear();
-  int64_t rows = 0;
-  for (const SequenceChunk& chunk : chunks) {
-    if (chunk.slot < 0 || chunk.slot >= st.options.max_batch_size || chunk.tokens.empty() || chunk.start_pos < 0 ||
-        chunk.start_pos + static_cast<int64_t>(chunk.tokens.size()) > st.options.max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrFormat("chunk for slot %d at [%d, +%d) does not fit the cache",
-                                                        chunk.slot, chunk.start_pos, chunk.tokens.size()));
-    }
-    for (size_t i = 0; i < chunk.tokens.size(); ++i) {
-      if (chunk.tokens[i] < 0 || chunk.tokens[i] >= c.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrFormat("token id %d outside the vocabulary", chunk.tokens[i]));
-      }
-      st.host_tokens.push_back(chunk.tokens[i]);
-      st.host_positions.push_back(static_cast<int32_t>(chunk.start_pos + i));
-    }
-    rows += chunk.all_logits ? chunk.tokens.size() : 1;
-  }
-  const int64_t n = st.host_tokens.size();
-  if (n > st.options.max_step_tokens) {
-    return absl::InvalidArgumentError(absl::StrFormat("%d tokens in one step; at most %d", n, st.options.max_step_tokens));
-  }
-  absl::Status s = CudaCall(cudaMemcpyAsync(st.tokens.get<int32_t>(), st.host_tokens.data(), n * sizeof(int32_t),
-                                            cudaMemcpyHostToDevice, st.stream),
-                            "cudaMemcpyAsync");
+  int64_t n = 0, rows = 0;
+  absl::Status s = st.Stage(chunks, &n, &rows);
+  if (s.ok()) s = st.EnqueueStep(n, rows, /*choose=*/false);
   if (s.ok()) {
-    s = CudaCall(cudaMemcpyAsync(st.positions.get<int32_t>(), st.host_positions.data(), n * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice, st.stream),
-                 "cudaMemcpyAsync");
-  }
-  if (s.ok()) s = CudaCall(cudaMemsetAsync(st.flags.get(), 0, c.n_layers * sizeof(int32_t), st.stream), "cudaMemsetAsync");
-  const int64_t local_dim = st.tok_embeddings.cols;
-  if (s.ok()) {
-    s = cuda::EmbeddingLookup(st.tokens.get<int32_t>(), n, st.tok_embeddings.data.get<void>(), st.tok_embeddings.dtype,
-                              local_dim, st.xb.get(), st.stream);
-  }
-  if (s.ok()) s = st.GatherColumns(st.xb.get(), n, local_dim, st.x.get());
-  for (int i = 0; i < c.n_layers && s.ok(); ++i) s = st.Layer(i, chunks, n);
-  // The rows whose logits are wanted, packed.
-  int64_t row = 0, out = 0;
-  for (const SequenceChunk& chunk : chunks) {
-    const int64_t len = chunk.tokens.size(), first = chunk.all_logits ? 0 : len - 1;
-    if (s.ok()) {
-      s = CudaCall(cudaMemcpyAsync(st.xb.get() + out * c.dim, st.x.get() + (row + first) * c.dim,
-                                   (len - first) * c.dim * sizeof(float), cudaMemcpyDeviceToDevice, st.stream),
-                   "cudaMemcpyAsync");
-    }
-    out += len - first;
-    row += len;
-  }
-  if (s.ok()) s = cuda::RmsNorm(st.xb.get(), st.norm.data.get<void>(), st.norm.dtype, rows, c.dim,
-                                static_cast<float>(c.norm_eps), st.xb.get(), st.stream);
-  if (s.ok()) s = st.linear->Run(st.xb.get(), rows, st.output.data.get<void>(), st.output.dtype, st.output.rows,
-                                 st.output.cols, st.logits_local.get());
-  if (s.ok()) s = st.GatherColumns(st.logits_local.get(), rows, c.vocab_size / st.world_size, st.logits.get());
-  if (s.ok()) {
-    s = CudaCall(cudaMemcpyAsync(st.host_logits.data(), st.logits.get(), rows * c.vocab_size * sizeof(float),
+    s = CudaCall(cudaMemcpyAsync(st.host_logits.data(), st.logits.get(), rows * st.config.vocab_size * sizeof(float),
                                  cudaMemcpyDeviceToHost, st.stream),
-                 "cudaMemcpyAsync");
+                 "cudaMemcpyAsync(logits)");
   }
-  if (s.ok()) {
-    s = CudaCall(cudaMemcpyAsync(st.host_flags.data(), st.flags.get(), c.n_layers * sizeof(int32_t),
-                                 cudaMemcpyDeviceToHost, st.stream),
-                 "cudaMemcpyAsync");
-  }
-  if (s.ok()) s = CudaCall(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+  if (s.ok()) s = st.Finish();
   if (!s.ok()) return s;
-  for (int i = 0; i < c.n_layers; ++i) {
-    if (st.host_flags[i] != 0) {
-      return absl::DataLossError(absl::StrFormat("non-finite activation after layer %d (rank %d)", i, st.rank));
-    }
+  return absl::Span<const float>(st.host_logits.data(), rows * st.config.vocab_size);
+}
+
+absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
+                                               absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
+  if (absl::Status s = CheckChooseArguments(chunks, choices, chosen); !s.ok()) return s;
+  State& st = *state_;
+  int64_t n = 0, rows = 0;
+  if (absl::Status s = st.Stage(chunks, &n, &rows); !s.ok()) return s;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    st.sampling.staged()[i] = {choices[i].temperature, choices[i].top_p, choices[i].uniform};
   }
-  return absl::Span<const float>(st.host_logits.data(), rows * c.vocab_size);
+  const std::optional<int> key = st.graphs.KeyOf(chunks);
+  absl::Status s;
+  switch (st.graphs.Plan(key)) {
+    case StepMode::kReplay:
+      s = CudaCall(cudaGraphLaunch(st.graphs.graph(*key).get(), st.stream), "cudaGraphLaunch");
+      break;
+    case StepMode::kCapture:
+      s = st.CaptureAndLaunch(*key, n, rows);
+      if (!s.ok()) {
+        LOG(WARNING) << "rank " << st.rank << ": decode steps run without CUDA graphs: " << s;
+        st.graphs.CaptureFailed(s);
+        s = st.EnqueueStep(n, rows, /*choose=*/true);
+      }
+      break;
+    case StepMode::kEager:
+      s = st.EnqueueStep(n, rows, /*choose=*/true);
+      break;
+  }
+  if (s.ok()) s = st.Finish();
+  if (!s.ok()) return s;
+  for (int64_t i = 0; i < rows; ++i) chosen[i] = {st.chosen_tokens.staged()[i], st.chosen_logprobs.staged()[i]};
+  return absl::OkStatus();
 }
 
 }  // namespace llama

@@ -1,14 +1,18 @@
 // The GPU transformer against the CPU one on the same in-memory weights
 // (no files, so the binary runs anywhere the GPU check script takes it).
 // f32 weights: logits within 1e-3 (f32 GEMMs, another summation order) and
-// identical greedy tokens. bf16 weights: the GPU feeds bf16 activations to
-// the tensor cores where the CPU keeps f32, so logits agree within 5e-2 and
-// greedy tokens must agree wherever the CPU's top two logits are 0.1 apart.
+// identical greedy and sampled tokens. bf16 weights: the GPU feeds bf16
+// activations to the tensor cores where the CPU keeps f32, so logits agree
+// within 5e-2 and greedy tokens must agree wherever the CPU's top two
+// logits are 0.1 apart. 16-bit KV caches: both backends round the same f32
+// keys and values, which differ in the last bits, so a rare element rounds
+// the other way: 5e-3.
 
 #include "worker/cuda_transformer.h"
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -32,7 +36,23 @@ ModelConfig SmallConfig() {
   return c;
 }
 
-class CudaTransformerTest : public ::testing::TestWithParam<DType> {
+TransformerOptions SmallOptions(DType kv_cache_dtype = DType::kF32, bool cuda_graphs = true) {
+  TransformerOptions options;
+  options.max_batch_size = 2;
+  options.max_seq_len = 128;
+  options.max_step_tokens = 64;
+  options.kv_cache_dtype = kv_cache_dtype;
+  options.cuda_graphs = cuda_graphs;
+  return options;
+}
+
+std::vector<int> Prompt() {
+  std::vector<int> prompt(37);
+  for (int i = 0; i < 37; ++i) prompt[i] = (i * 131 + 7) % 512;
+  return prompt;
+}
+
+class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why_none;
@@ -42,28 +62,28 @@ class CudaTransformerTest : public ::testing::TestWithParam<DType> {
   }
 };
 
+// (weights, KV cache) dtypes.
+class CudaTransformerTest : public CudaTest, public ::testing::WithParamInterface<std::tuple<DType, DType>> {};
+
 TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
-  const DType dtype = GetParam();
+  const auto [dtype, cache_dtype] = GetParam();
   const bool f32 = dtype == DType::kF32;
-  TransformerOptions options;
-  options.max_batch_size = 2;
-  options.max_seq_len = 128;
-  options.max_step_tokens = 64;
+  const TransformerOptions options = SmallOptions(cache_dtype);
   LocalCommunicator comm;
   absl::StatusOr<std::unique_ptr<Transformer>> cpu = Transformer::Create(SyntheticWeights(SmallConfig(), dtype), &comm, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu = CudaTransformer::Create(SyntheticWeights(SmallConfig(), dtype), &comm, options);
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+      CudaTransformer::Create(SyntheticWeights(SmallConfig(), dtype), nullptr, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
-  std::vector<int> prompt(37);
-  for (int i = 0; i < 37; ++i) prompt[i] = (i * 131 + 7) % 512;
+  const std::vector<int> prompt = Prompt();
   absl::StatusOr<absl::Span<const float>> cpu_logits = (*cpu)->Forward({{0, 0, prompt, true}});
   ASSERT_TRUE(cpu_logits.ok());
   const std::vector<float> expected(cpu_logits->begin(), cpu_logits->end());
   absl::StatusOr<absl::Span<const float>> gpu_logits = (*gpu)->Forward({{0, 0, prompt, true}});
   ASSERT_TRUE(gpu_logits.ok()) << gpu_logits.status();
   ASSERT_EQ(gpu_logits->size(), expected.size());
-  const double tolerance = f32 ? 1e-3 : 5e-2;
+  const double tolerance = !f32 ? 5e-2 : cache_dtype != DType::kF32 ? 5e-3 : 1e-3;
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_FALSE(std::isnan((*gpu_logits)[i])) << i;
     ASSERT_NEAR((*gpu_logits)[i], expected[i], tolerance) << "position " << i / 512 << " token " << i % 512;
@@ -72,13 +92,27 @@ TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
   SamplingOptions greedy;
   greedy.temperature = 0;
   greedy.max_gen_len = 32;
+  greedy.logprobs = true;
   Generator cpu_generator(cpu->get(), nullptr, 2), gpu_generator(gpu->get(), nullptr, 2);
   const std::vector<std::vector<int>> prompts = {prompt, {1, 5, 9}};
   absl::StatusOr<std::vector<Generation>> a = cpu_generator.Generate(prompts, greedy);
   absl::StatusOr<std::vector<Generation>> b = gpu_generator.Generate(prompts, greedy);
   ASSERT_TRUE(a.ok() && b.ok()) << b.status();
-  if (f32) {
-    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens) << i;
+  if (f32 && cache_dtype == DType::kF32) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens) << i;
+      for (size_t j = 0; j < (*a)[i].logprobs.size() && j < (*b)[i].logprobs.size(); ++j) {
+        EXPECT_NEAR((*a)[i].logprobs[j], (*b)[i].logprobs[j], 1e-3) << i << " " << j;
+      }
+    }
+    // Sampling on the device picks the CPU sampler's tokens for the same draws.
+    SamplingOptions sampled = greedy;
+    sampled.temperature = 0.8f;
+    sampled.top_p = 0.9f;
+    a = cpu_generator.Generate(prompts, sampled);
+    b = gpu_generator.Generate(prompts, sampled);
+    ASSERT_TRUE(a.ok() && b.ok()) << b.status();
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens) << "sampled " << i;
   } else {
     // The first token: compare where the CPU's decision is not a near-tie.
     const float* last = expected.data() + 36 * 512;
@@ -88,9 +122,54 @@ TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
       EXPECT_EQ((*a)[0].tokens[0], (*b)[0].tokens[0]);
     }
   }
+  EXPECT_GT((*gpu)->graphs_captured(), 0) << "decode steps never replayed a CUDA graph";
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTransformerTest, ::testing::Values(DType::kF32, DType::kBF16));
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTransformerTest,
+                         ::testing::Values(std::make_tuple(DType::kF32, DType::kF32),
+                                           std::make_tuple(DType::kBF16, DType::kF32),
+                                           std::make_tuple(DType::kF32, DType::kBF16),
+                                           std::make_tuple(DType::kF32, DType::kF16)));
+
+// Graph replay runs the very kernels of an eager step: the same tokens and
+// log-probabilities, bit for bit, over batches whose rows finish at
+// different steps (so several row counts get graphs).
+TEST_F(CudaTest, GraphReplayEqualsEagerSteps) {
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> with_graphs =
+      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, true));
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> eager = CudaTransformer::Create(
+      SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, false));
+  ASSERT_TRUE(with_graphs.ok() && eager.ok()) << with_graphs.status() << eager.status();
+  SamplingOptions o;
+  o.temperature = 0.9f;
+  o.top_p = 0.95f;
+  o.logprobs = true;
+  const std::vector<std::vector<int>> prompts = {Prompt(), {1, 5, 9}, {7}};
+  Generator g1(with_graphs->get(), nullptr, 2), g2(eager->get(), nullptr, 2);
+  for (int64_t max_gen_len : {40, 7, 80}) {
+    o.max_gen_len = max_gen_len;
+    absl::StatusOr<std::vector<Generation>> a = g1.Generate(prompts, o);
+    absl::StatusOr<std::vector<Generation>> b = g2.Generate(prompts, o);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens) << i;
+      EXPECT_EQ((*a)[i].logprobs, (*b)[i].logprobs) << i;
+    }
+  }
+  EXPECT_GE((*with_graphs)->graphs_captured(), 2);
+  EXPECT_EQ((*eager)->graphs_captured(), 0);
+}
+
+TEST_F(CudaTest, TooBigACacheIsAClearError) {
+  TransformerOptions options = SmallOptions();
+  options.max_batch_size = 1 << 20;
+  options.max_seq_len = 1 << 16;
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.status().message().find("lower --max_batch_size or --max_seq_len"), std::string::npos)
+      << gpu.status();
+}
 
 }  // namespace
 }  // namespace llama

@@ -56,7 +56,8 @@ DEFINE_int32(max_seq_len, 512, "Longest sequence (prompt + generation) the KV ca
 DEFINE_int32(max_batch_size, 4, "Sequences generated together; larger jobs run in batches of this size.");
 DEFINE_string(kv_cache_dtype, "f32",
               "KV cache storage: f32, or bf16/f16 for half the memory (values rounded once when cached; the "
-              "reference keeps its cache in the model's 16-bit dtype). CPU backend.");
+              "reference keeps its cache in the model's 16-bit dtype).");
+DEFINE_bool(cuda_graphs, true, "CUDA backend: replay decode steps from captured CUDA graphs (off to compare or debug).");
 DEFINE_int32(max_gen_len, -1, "Most tokens to generate per prompt; -1: max_seq_len - 1, as the reference.");
 DEFINE_uint64(seed, 1, "Sampling seed (rank 0's is the one that counts).");
 DEFINE_bool(logprobs, false, "Report each generated token's log-probability.");
@@ -180,16 +181,15 @@ absl::StatusOr<std::unique_ptr<LanguageModel>> MakeModel(Device device, const Wo
   if (*gpus == 0) return absl::FailedPreconditionError("--device=cuda: no GPU visible to this process");
   const int gpu = *gpus == 1 ? 0 : env.local_rank;
   if (absl::Status s = cuda::CudaCall(cudaSetDevice(gpu), "cudaSetDevice"); !s.ok()) return s;
+  NcclCommunicator* nccl = nullptr;
   if (rendezvous != nullptr) {
-    absl::StatusOr<std::unique_ptr<NcclCommunicator>> nccl =
+    absl::StatusOr<std::unique_ptr<NcclCommunicator>> created =
         NcclCommunicator::Create(rendezvous, gpu, std::chrono::seconds(FLAGS_collective_timeout));
-    if (!nccl.ok()) return nccl.status();
-    *device_communicator = *std::move(nccl);
-  } else {
-    *device_communicator = std::make_unique<LocalCommunicator>();
+    if (!created.ok()) return created.status();
+    nccl = created->get();
+    *device_communicator = *std::move(created);
   }
-  absl::StatusOr<std::unique_ptr<CudaTransformer>> model =
-      CudaTransformer::Create(weights, device_communicator->get(), options);
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> model = CudaTransformer::Create(weights, nccl, options);
   if (!model.ok()) return model.status();
   return std::unique_ptr<LanguageModel>(*std::move(model));
 #else
@@ -272,6 +272,7 @@ absl::Status Run() {
   }
   TransformerOptions options;
   options.kv_cache_dtype = *kv_cache_dtype;
+  options.cuda_graphs = FLAGS_cuda_graphs;
   options.max_batch_size = FLAGS_max_batch_size;
   options.max_seq_len = FLAGS_max_seq_len;
   options.threads = FLAGS_threads > 0 ? FLAGS_threads

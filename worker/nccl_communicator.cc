@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rende
       !s.ok()) {
     return s;
   }
-  comm->stream_ = stream;
+  comm->own_stream_ = comm->stream_ = stream;
   ncclComm_t raw = nullptr;
   if (absl::Status s = NcclCall(ncclCommInitRank(&raw, o.world_size, id, o.rank), "ncclCommInitRank"); !s.ok()) {
     return s;
@@ -57,29 +57,30 @@ NcclCommunicator::~NcclCommunicator() {
       ncclCommDestroy(comm_);
     }
   }
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (own_stream_ != nullptr) cudaStreamDestroy(own_stream_);
 }
 
-absl::Status NcclCommunicator::Synchronize(const char* collective) {
+absl::Status NcclCommunicator::Wait(const char* what) {
+  if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
     const cudaError_t state = cudaStreamQuery(stream_);
     if (state == cudaSuccess) return absl::OkStatus();
-    if (state != cudaErrorNotReady) return CudaCall(state, collective);
+    if (state != cudaErrorNotReady) return CudaCall(state, what);
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm_, &async);
     if (async != ncclSuccess) {
       aborted_ = true;
       ncclCommAbort(comm_);
       comm_ = nullptr;
-      return NcclCall(async, absl::StrFormat("%s (a peer failed; communicator aborted)", collective).c_str());
+      return NcclCall(async, absl::StrFormat("%s (a peer failed; communicator aborted)", what).c_str());
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       aborted_ = true;
       ncclCommAbort(comm_);
       comm_ = nullptr;
       return absl::DeadlineExceededError(absl::StrFormat(
-          "%s: no progress for %d s; a peer is hung or gone, communicator aborted", collective,
+          "%s: no progress for %d s; a peer is hung or gone, communicator aborted", what,
           std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -88,29 +89,17 @@ absl::Status NcclCommunicator::Synchronize(const char* collective) {
 
 absl::Status NcclCommunicator::AllReduceSum(float* data, size_t count) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  if (absl::Status s = NcclCall(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
-      !s.ok()) {
-    return s;
-  }
-  return Synchronize("ncclAllReduce");
+  return NcclCall(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
 }
 
 absl::Status NcclCommunicator::AllGather(const float* send, size_t count, float* recv) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  if (absl::Status s = NcclCall(ncclAllGather(send, recv, count, ncclFloat, comm_, stream_), "ncclAllGather");
-      !s.ok()) {
-    return s;
-  }
-  return Synchronize("ncclAllGather");
+  return NcclCall(ncclAllGather(send, recv, count, ncclFloat, comm_, stream_), "ncclAllGather");
 }
 
 absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  if (absl::Status s = NcclCall(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
-      !s.ok()) {
-    return s;
-  }
-  return Synchronize("ncclBroadcast");
+  return NcclCall(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
 }
 
 }  // namespace llama

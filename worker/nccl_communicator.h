@@ -1,12 +1,14 @@
 // Collectives for GPU ranks through NCCL: the communicator is created from a
 // unique id that rank 0 publishes in the rendezvous store.
 //
-// Buffers are device pointers (the CUDA backend's activations). Every call
-// enqueues on the communicator's stream and waits for it by polling, so a
+// Buffers are device pointers (the CUDA backend's activations). Every
+// collective is only enqueued, on the stream the model gives (set_stream:
+// so it follows the kernels that produce its input, and a CUDA graph can
+// capture it) and complete once Wait returns. Wait polls the stream, so a
 // peer that dies or hangs is noticed: an NCCL async error or the
 // collective deadline aborts the communicator (ncclCommAbort) and returns
-// an error naming the collective, never a hang (FasterTransformer's
-// ftNcclStreamSynchronize does the same).
+// an error naming what was waited for, never a hang (FasterTransformer's
+// ftNcclStreamSynchronize does the same). The model waits once per step.
 
 #ifndef LLAMA_WORKER_NCCL_COMMUNICATOR_H_
 #define LLAMA_WORKER_NCCL_COMMUNICATOR_H_
@@ -36,21 +38,27 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
-  // Device pointers.
+  // Device pointers; enqueued only (see above).
   absl::Status AllReduceSum(float* data, size_t count) override;
   absl::Status AllGather(const float* send, size_t count, float* recv) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
 
+  // Collectives go on `stream` from now on (the communicator's own until
+  // then); the caller keeps it alive.
+  void set_stream(CUstream_st* stream) { stream_ = stream; }
+  // Waits for everything enqueued on the stream, watching for NCCL errors
+  // and the deadline; `what` names the wait in errors.
+  absl::Status Wait(const char* what);
+
  private:
   NcclCommunicator(int rank, int world_size, std::chrono::milliseconds timeout)
       : rank_(rank), world_size_(world_size), timeout_(timeout) {}
-  // Waits for the stream, watching for NCCL errors and the deadline.
-  absl::Status Synchronize(const char* collective);
 
   int rank_;
   int world_size_;
   std::chrono::milliseconds timeout_;
   ncclComm* comm_ = nullptr;
+  CUstream_st* own_stream_ = nullptr;
   CUstream_st* stream_ = nullptr;
   bool aborted_ = false;
 };

@@ -35,9 +35,18 @@ TEST(NcclCommunicatorTest, OneRankCollectives) {
   ASSERT_TRUE(cuda::CudaCall(cudaMemcpy(device, host.data(), 12, cudaMemcpyHostToDevice), "cudaMemcpy").ok());
   ASSERT_TRUE((*comm)->AllReduceSum(device, 3).ok());
   ASSERT_TRUE((*comm)->Broadcast(device, 12, 0).ok());
+  ASSERT_TRUE((*comm)->Wait("the test's collectives").ok());
+  // On a stream of the caller's, as the CUDA model uses it.
+  cudaStream_t stream = nullptr;
+  ASSERT_TRUE(cuda::CudaCall(cudaStreamCreate(&stream), "cudaStreamCreate").ok());
+  (*comm)->set_stream(stream);
+  ASSERT_TRUE((*comm)->AllReduceSum(device, 3).ok());
+  ASSERT_TRUE((*comm)->Wait("the test's all-reduce on its own stream").ok());
   std::vector<float> back(3);
   ASSERT_TRUE(cuda::CudaCall(cudaMemcpy(back.data(), device, 12, cudaMemcpyDeviceToHost), "cudaMemcpy").ok());
   cudaFree(device);
+  comm->reset();
+  cudaStreamDestroy(stream);
   EXPECT_EQ(back, host);  // A sum over one rank is the identity.
 }
 

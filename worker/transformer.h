@@ -36,6 +36,9 @@ struct TransformerOptions {
   // Storage of cached keys and values. bf16/f16 halve the cache (the
   // reference keeps it in the model's 16-bit dtype); math stays f32.
   DType kv_cache_dtype = DType::kF32;
+  // CUDA backend: replay decode steps from captured CUDA graphs
+  // (worker/step_graphs.h). Off only to compare or to debug.
+  bool cuda_graphs = true;
 };
 
 // Not thread-safe: one caller at a time (it uses its own thread pool inside).

@@ -18,6 +18,15 @@ absl::StatusOr<std::unique_ptr<CublasLinear>> CublasLinear::Create(CUstream_st* 
   if (absl::Status s = CublasCall(cublasSetMathMode(linear->handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"); !s.ok()) {
     return s;
   }
+  // A workspace of our own: cuBLAS must not allocate while a CUDA graph is
+  // being captured (32 MiB: NVIDIA's recommendation for Hopper).
+  constexpr size_t kWorkspaceBytes = 32 << 20;
+  if (absl::Status s = CudaCall(cudaMalloc(&linear->workspace_, kWorkspaceBytes), "cudaMalloc"); !s.ok()) return s;
+  if (absl::Status s = CublasCall(cublasSetWorkspace(linear->handle_, linear->workspace_, kWorkspaceBytes),
+                                  "cublasSetWorkspace");
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CudaCall(cudaMalloc(&linear->scratch_, max_input_elements * 2), "cudaMalloc"); !s.ok()) return s;
   linear->scratch_elements_ = max_input_elements;
   return linear;
@@ -26,6 +35,7 @@ absl::StatusOr<std::unique_ptr<CublasLinear>> CublasLinear::Create(CUstream_st* 
 CublasLinear::~CublasLinear() {
   if (handle_ != nullptr) cublasDestroy(handle_);
   if (scratch_ != nullptr) cudaFree(scratch_);
+  if (workspace_ != nullptr) cudaFree(workspace_);
 }
 
 absl::Status CublasLinear::Run(const float* x, int64_t n, const void* w, DType dtype, int64_t out, int64_t in,

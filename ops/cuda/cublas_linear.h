@@ -36,6 +36,7 @@ class CublasLinear {
   cublasContext* handle_ = nullptr;
   CUstream_st* stream_ = nullptr;
   void* scratch_ = nullptr;
+  void* workspace_ = nullptr;
   int64_t scratch_elements_ = 0;
 };
 
