@@ -35,6 +35,7 @@
 #include "ops/dtype.h"
 #include "third_party/cuda/cuda_build_info.h"
 #if LLAMA_WITH_CUDA
+#include "ops/cuda/bandwidth.h"
 #include "worker/cuda_transformer.h"
 #endif
 
@@ -54,7 +55,8 @@ DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP
 DEFINE_bool(cuda_graphs, true, "cuda: replay decode steps from CUDA graphs (false: launch every kernel each step).");
 DEFINE_string(device, "cpu", "cpu, or cuda (one GPU, world size 1; needs a build with the CUDA toolkit).");
 DEFINE_double(mem_gbps, 0, "Memory read bandwidth of this machine in GB/s, for the % of the limit. "
-              "0: measured here (CPU) by streaming 1 GB with every thread; not shown for cuda.");
+              "0: measured here: CPU by streaming 1 GB with every thread, cuda by a 1 GiB device-to-device copy "
+              "(bytes read + written).");
 
 namespace {
 
@@ -256,6 +258,12 @@ int RunRank(int rank, int port) {
   std::printf("weights streamed per decode step: %.2f GB/s (all ranks)", gbps * FLAGS_world_size);
   double limit = FLAGS_mem_gbps;
   if (limit <= 0 && FLAGS_device != "cuda") limit = MeasureReadBandwidth(options.threads * FLAGS_world_size);
+#if LLAMA_WITH_CUDA
+  if (limit <= 0 && FLAGS_device == "cuda") {
+    absl::StatusOr<double> copy = llama::cuda::MeasureCopyBandwidth();
+    if (copy.ok()) limit = *copy;
+  }
+#endif
   if (limit > 0) {
     std::printf(" = %.0f%% of the %.1f GB/s memory limit%s", 100 * gbps * FLAGS_world_size / limit, limit,
                 FLAGS_mem_gbps > 0 ? "" : " (measured here)");
