@@ -51,11 +51,16 @@ __attribute__((always_inline)) inline void DotTile(const float* const* x, const 
                                                    float* out /* [kRows][kCols] */) {
   Float8 s[kRows][kCols] = {};
   int64_t i = 0;
+  // Unrolled by force: GCC at -O2 may otherwise keep the tile's sums in
+  // memory (a store and a reload per FMA, measured at a third of the speed).
   for (; i + 8 <= n; i += 8) {
     Float8 wv[kCols];
+#pragma GCC unroll 4
     for (int c = 0; c < kCols; ++c) wv[c] = Load8(w[c] + i);
+#pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
       const Float8 xv = Load8(x[r] + i);
+#pragma GCC unroll 4
       for (int c = 0; c < kCols; ++c) s[r][c] += xv * wv[c];
     }
   }
