@@ -31,6 +31,7 @@
 #include "worker/model_weights.h"
 #include "worker/synthetic_weights.h"
 #include "worker/transformer.h"
+#include "ops/cpu/linear.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/dtype.h"
 #include "third_party/cuda/cuda_build_info.h"
@@ -242,8 +243,9 @@ int RunRank(int rank, int port) {
   if (FLAGS_device == "cuda") {
     std::printf("device:   cuda (one GPU), CUDA graphs %s\n", FLAGS_cuda_graphs ? "on" : "off");
   } else {
-    std::printf("ranks:    %d%s, %d thread(s) each\n", FLAGS_world_size,
-                FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads);
+    std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel\n", FLAGS_world_size,
+                FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads,
+                std::string(llama::cpu::PrefillKernel()).c_str());
   }
   const int64_t kv_heads_per_rank = std::max<int64_t>(1, config.n_kv_heads / FLAGS_world_size);
   std::printf("KV cache: %.2f GB per rank (%s, batch %d x %lld positions)\n",

@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "ops/cast.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/elementwise.h"
@@ -33,13 +35,11 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
   }
 }
 
-class LinearTest : public ::testing::TestWithParam<int64_t> {};
-
-// n <= 16 takes the decode path (bf16 widened in registers), 17 the
-// prefill path (a block widened into a buffer); odd n exercise partial tiles.
-TEST_P(LinearTest, MatchesScalarForEveryDtype) {
+// Linear against a double-precision scalar product for n rows of x, every
+// weight dtype; sizes that are not multiples of any tile, panel or vector.
+void ExpectLinearMatchesScalar(int64_t n) {
   ThreadPool pool(3);
-  const int64_t n = GetParam(), in = 67, out = 70;  // Not multiples of the tile, block or vector width.
+  const int64_t in = 67, out = 70;
   const std::vector<float> x = Random(n * in, 1), w = Random(out * in, 2);
   std::vector<uint16_t> w16(w.size()), wb16(w.size());
   std::vector<float> w16f(w.size()), wb16f(w.size());
@@ -65,11 +65,35 @@ TEST_P(LinearTest, MatchesScalarForEveryDtype) {
         expected[i * out + o] = static_cast<float>(sum);
       }
     }
+    SCOPED_TRACE(absl::StrCat("n ", n, ", ", DTypeName(c.weight.dtype()), " weights"));
     ExpectClose(y, expected);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 3, 5, 9, 17));
+class LinearTest : public ::testing::TestWithParam<int64_t> {};
+
+// n <= 16 takes the decode path (weights streamed, bf16 widened in
+// registers), more the prefill path (packed panels); odd n exercise partial
+// tiles.
+TEST_P(LinearTest, MatchesScalarForEveryDtype) { ExpectLinearMatchesScalar(GetParam()); }
+
+// Every prefill kernel this CPU can run (AVX-512, AVX2, baseline), not only
+// the one it picks.
+TEST(LinearKernelsTest, EveryPrefillKernelMatchesScalar) {
+  const std::string chosen(PrefillKernel());
+  int tried = 0;
+  for (const char* kernel : {"avx512", "avx2", "baseline"}) {
+    if (!ForcePrefillKernelForTesting(kernel)) continue;
+    ++tried;
+    SCOPED_TRACE(kernel);
+    for (int64_t n : {17, 24, 100}) ExpectLinearMatchesScalar(n);
+  }
+  ASSERT_TRUE(ForcePrefillKernelForTesting(chosen));
+  EXPECT_GE(tried, 1);
+  EXPECT_FALSE(ForcePrefillKernelForTesting("sse9"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 3, 5, 9, 16, 17, 33));
 
 TEST(KernelsTest, RmsNorm) {
   const int64_t n = 3, dim = 33;

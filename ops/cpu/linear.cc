@@ -1,7 +1,9 @@
 #include "ops/cpu/linear.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "ops/cast.h"
@@ -134,26 +136,225 @@ void BlockTimesX(const float* x, int64_t n, const Weight* block, int64_t count, 
   }
 }
 
-// Weight rows upcast at a time: 32 rows x 8192 floats = 1 MiB, within L2.
+// Prefill (many rows of x): an outer-product kernel over a packed panel,
+// as BLIS and OpenBLAS do. A block of kPanelWidth weight rows is widened and
+// transposed once into panel[k][kPanelWidth] (in L2); a tile of kRows rows
+// of x then accumulates y[tile][block] in registers, one broadcast x value
+// times one panel line of vectors per step, with no horizontal sums. Kept
+// here rather than calling OpenBLAS: the weights are bf16, and Debian's
+// runtime-dispatching OpenBLAS would add 30 MB to every binary.
+constexpr int kPanelWidth = 32;
+
+template <typename Vec, int kRows>
+__attribute__((always_inline)) inline void PanelTile(const float* const* x, const float* panel, int64_t depth,
+                                                     float* const* y, int columns) {
+  constexpr int kLanes = sizeof(Vec) / sizeof(float), kVecs = kPanelWidth / kLanes;
+  Vec acc[kRows][kVecs] = {};
+  for (int64_t k = 0; k < depth; ++k) {
+    Vec line[kVecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v) std::memcpy(&line[v], panel + k * kPanelWidth + v * kLanes, sizeof(Vec));
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      // A broadcast: x - 0.0f is x exactly, so it folds away (x + 0.0f
+      // would not: -0.0f + 0.0f is +0.0f).
+      const Vec xv = x[r][k] - Vec{};
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) acc[r][v] += xv * line[v];
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    if (y[r] == nullptr) continue;
+    if (columns == kPanelWidth) {
+      std::memcpy(y[r], acc[r], sizeof acc[r]);
+    } else {
+      float row[kPanelWidth];
+      std::memcpy(row, acc[r], sizeof row);
+      std::memcpy(y[r], row, columns * sizeof(float));
+    }
+  }
+}
+
+// y[i, first + c] for every row i of x and c < columns, from a packed panel.
+template <typename Vec, int kRows>
+__attribute__((always_inline)) inline void PanelTimesXImpl(const float* x, int64_t n, int64_t in, const float* panel,
+                                                           int columns, float* y, int64_t out, int64_t first) {
+  for (int64_t i = 0; i < n; i += kRows) {
+    const float* xs[kRows];
+    float* ys[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      // Past the last row: recompute the last row, keep nothing.
+      xs[r] = x + std::min(i + r, n - 1) * in;
+      ys[r] = i + r < n ? y + (i + r) * out + first : nullptr;
+    }
+    PanelTile<Vec, kRows>(xs, panel, in, ys, columns);
+  }
+}
+
+typedef float Float16 __attribute__((vector_size(64)));
+
+// One instance per instruction set, picked once (PrefillKernel): 16 zmm
+// sums on AVX-512, 12 ymm sums on AVX2, and the AVX2 shape (as xmm pairs)
+// for any other x86-64.
+__attribute__((target("arch=x86-64-v4"))) void PanelTimesXAvx512(const float* x, int64_t n, int64_t in,
+                                                                 const float* panel, int columns, float* y,
+                                                                 int64_t out, int64_t first) {
+  PanelTimesXImpl<Float16, 8>(x, n, in, panel, columns, y, out, first);
+}
+
+__attribute__((target("arch=x86-64-v3"))) void PanelTimesXAvx2(const float* x, int64_t n, int64_t in,
+                                                               const float* panel, int columns, float* y,
+                                                               int64_t out, int64_t first) {
+  PanelTimesXImpl<Float8, 3>(x, n, in, panel, columns, y, out, first);
+}
+
+void PanelTimesXBaseline(const float* x, int64_t n, int64_t in, const float* panel, int columns, float* y,
+                         int64_t out, int64_t first) {
+  PanelTimesXImpl<Float8, 3>(x, n, in, panel, columns, y, out, first);
+}
+
+using PanelTimesXFn = void (*)(const float*, int64_t, int64_t, const float*, int, float*, int64_t, int64_t);
+
+struct PrefillKernelChoice {
+  std::string_view name;
+  PanelTimesXFn run;
+};
+
+const PrefillKernelChoice kPrefillKernels[] = {
+    {"avx512", PanelTimesXAvx512}, {"avx2", PanelTimesXAvx2}, {"baseline", PanelTimesXBaseline}};
+
+bool CpuRuns(std::string_view name) {
+  __builtin_cpu_init();
+  if (name == "avx512") {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2");
+  }
+  if (name == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return name == "baseline";
+}
+
+std::atomic<const PrefillKernelChoice*>& ChosenPrefillKernel() {
+  static std::atomic<const PrefillKernelChoice*> chosen = [] {
+    for (const PrefillKernelChoice& k : kPrefillKernels) {
+      if (CpuRuns(k.name)) return &k;
+    }
+    return &kPrefillKernels[2];
+  }();
+  return chosen;
+}
+
+// Widens and transposes weight rows [first, first + count) of w into
+// panel[k][kPanelWidth], zero beyond count: 8 x 8 blocks transposed in
+// registers (three rounds of two-vector shuffles), the rest one by one.
+template <typename Weight>
+__attribute__((always_inline)) inline void PackRowsImpl(const Weight* rows, int64_t in, int64_t count, float* panel) {
+  int64_t c = 0;
+  for (; c + 8 <= count; c += 8) {
+    const Weight* src = rows + c * in;
+    int64_t k = 0;
+    for (; k + 8 <= in; k += 8) {
+      Float8 r[8], t[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) r[i] = Load8(src + i * in + k);
+      // Swap the off-diagonal 4 x 4 blocks, then 2 x 2 blocks within them,
+      // then single elements: row j ends up holding column j.
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        t[i] = __builtin_shufflevector(r[i], r[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        t[i + 4] = __builtin_shufflevector(r[i], r[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+      }
+#pragma GCC unroll 2
+      for (int g = 0; g < 8; g += 4) {
+#pragma GCC unroll 2
+        for (int i = 0; i < 2; ++i) {
+          r[g + i] = __builtin_shufflevector(t[g + i], t[g + i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+          r[g + i + 2] = __builtin_shufflevector(t[g + i], t[g + i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+      }
+#pragma GCC unroll 4
+      for (int m = 0; m < 8; m += 2) {
+        t[m] = __builtin_shufflevector(r[m], r[m + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+        t[m + 1] = __builtin_shufflevector(r[m], r[m + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) std::memcpy(panel + (k + j) * kPanelWidth + c, &t[j], sizeof(Float8));
+    }
+    for (; k < in; ++k) {
+      for (int i = 0; i < 8; ++i) panel[k * kPanelWidth + c + i] = Scalar(src[i * in + k]);
+    }
+  }
+  for (; c < count; ++c) {
+    for (int64_t k = 0; k < in; ++k) panel[k * kPanelWidth + c] = Scalar(rows[c * in + k]);
+  }
+}
+
+LLAMA_MULTIVERSION
+void PackRows(const float* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+
+LLAMA_MULTIVERSION
+void PackRows(const uint16_t* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+
+void PackPanel(const Tensor& w, int64_t first, int64_t count, std::vector<float>& row, float* panel) {
+  const int64_t in = w.dim(1);
+  if (count < kPanelWidth) std::fill(panel, panel + in * kPanelWidth, 0.0f);
+  if (w.dtype() == DType::kF32) return PackRows(w.f32() + first * in, in, count, panel);
+  if (w.dtype() == DType::kBF16) return PackRows(static_cast<const uint16_t*>(w.raw()) + first * in, in, count, panel);
+  for (int64_t c = 0; c < count; ++c) {
+    LoadRow(w, (first + c) * in, in, row.data());
+    for (int64_t k = 0; k < in; ++k) panel[k * kPanelWidth + c] = row[k];
+  }
+}
+
+// Weight rows per task when decoding (f16 ones upcast into a 1 MiB buffer
+// at 8192 floats a row, within L2).
 constexpr int64_t kRowBlock = 32;
+
+// Up to this many rows of x, Linear streams the weights (decode); above,
+// it packs panels (prefill).
+constexpr int64_t kDecodeRows = 16;
 
 }  // namespace
 
+std::string_view PrefillKernel() { return ChosenPrefillKernel().load()->name; }
+
+bool ForcePrefillKernelForTesting(std::string_view name) {
+  for (const PrefillKernelChoice& k : kPrefillKernels) {
+    if (k.name == name && CpuRuns(name)) {
+      ChosenPrefillKernel().store(&k);
+      return true;
+    }
+  }
+  return false;
+}
+
 void Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
   const int64_t out = w.dim(0), in = w.dim(1);
+  if (n > kDecodeRows) {
+    const PanelTimesXFn run = ChosenPrefillKernel().load()->run;
+    const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
+    pool.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
+      // Per thread, sized once: no allocation per call once warm.
+      thread_local std::vector<float> panel, row;
+      if (static_cast<int64_t>(panel.size()) < in * kPanelWidth) panel.resize(in * kPanelWidth);
+      if (static_cast<int64_t>(row.size()) < in) row.resize(in);
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t first = p * kPanelWidth, count = std::min<int64_t>(kPanelWidth, out - first);
+        PackPanel(w, first, count, row, panel.data());
+        run(x, n, in, panel.data(), static_cast<int>(count), y, out, first);
+      }
+    });
+    return;
+  }
+  // Few activation rows (decode): each weight row is read once, bf16
+  // widened in registers as it streams by, and dotted with every row of x.
   const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
-  // Few activation rows (decode, up to batch 16): bf16 weights are widened
-  // in registers as they stream by. Many (prefill): a block is widened once
-  // into a buffer and reused for every row.
-  const bool stream_bf16 = w.dtype() == DType::kBF16 && n <= 16;
   pool.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
-    // Per thread, sized once: no allocation per call.
     thread_local std::vector<float> widened;
     for (int64_t b = begin; b < end; ++b) {
       const int64_t first = b * kRowBlock, count = std::min(kRowBlock, out - first);
       if (w.dtype() == DType::kF32) {
         BlockTimesX(x, n, w.f32() + first * in, count, in, out, first, y);
-      } else if (stream_bf16) {
+      } else if (w.dtype() == DType::kBF16) {
         BlockTimesX(x, n, static_cast<const uint16_t*>(w.raw()) + first * in, count, in, out, first, y);
       } else {
         if (static_cast<int64_t>(widened.size()) < kRowBlock * in) widened.resize(kRowBlock * in);

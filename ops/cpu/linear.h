@@ -1,14 +1,18 @@
 // y = x W^T for activations x [n, in] (f32) and a weight W [out, in] in
 // f32, f16 or bf16, accumulating in f32: every linear layer of the model.
 //
-// Memory-bound at decode (n = batch): each weight row is read once per call
-// and upcast into a small per-thread buffer, then dotted with every row of
-// x while it sits in cache. Threads split the output features.
+// Memory-bound at decode (n = batch, up to 16): each weight row is read once
+// per call (bf16 widened in registers) and dotted with every row of x while
+// it sits in cache. Compute-bound at prefill (more rows): weight rows are
+// packed, 32 at a time, into a transposed f32 panel and multiplied into
+// register tiles of y with the widest vectors the CPU has. Threads split the
+// output features.
 
 #ifndef LLAMA_OPS_CPU_LINEAR_H_
 #define LLAMA_OPS_CPU_LINEAR_H_
 
 #include <cstdint>
+#include <string_view>
 
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
@@ -17,6 +21,13 @@ namespace llama::cpu {
 
 // y [n, out] = x [n, in] * w^T; w is [out, in].
 void Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool);
+
+// The prefill kernel in use: "avx512", "avx2" or "baseline", the widest
+// this CPU runs.
+std::string_view PrefillKernel();
+
+// Tests: use the named prefill kernel from now on, if this CPU runs it.
+bool ForcePrefillKernelForTesting(std::string_view name);
 
 }  // namespace llama::cpu
 
