@@ -154,10 +154,12 @@ struct CudaTransformer::State {
   StepGraphs<GraphExec> graphs{1, false};
 
   ~State() {
-    if (stream != nullptr) {
-      cudaStreamSynchronize(stream);
-      cudaStreamDestroy(stream);
-    }
+    if (stream == nullptr) return;
+    cudaStreamSynchronize(stream);
+    // Everything bound to the stream goes before it.
+    linear.reset();
+    if (nccl != nullptr) nccl->set_stream(nullptr);
+    cudaStreamDestroy(stream);
   }
 
   absl::Status AllReduceSum(float* data, int64_t count) {
@@ -454,6 +456,7 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
 
 absl::StatusOr<absl::Span<const float>> CudaTransformer::Forward(absl::Span<const SequenceChunk> chunks) {
   State& st = *state_;
+  if (chunks.empty()) return absl::Span<const float>();
   int64_t n = 0, rows = 0;
   absl::Status s = st.Stage(chunks, &n, &rows);
   if (s.ok()) s = st.EnqueueStep(n, rows, /*choose=*/false);
@@ -470,6 +473,7 @@ absl::StatusOr<absl::Span<const float>> CudaTransformer::Forward(absl::Span<cons
 absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
                                                absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
   if (absl::Status s = CheckChooseArguments(chunks, choices, chosen); !s.ok()) return s;
+  if (chunks.empty()) return absl::OkStatus();
   State& st = *state_;
   int64_t n = 0, rows = 0;
   if (absl::Status s = st.Stage(chunks, &n, &rows); !s.ok()) return s;

@@ -44,8 +44,8 @@ class NcclCommunicator final : public Communicator {
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
 
   // Collectives go on `stream` from now on (the communicator's own until
-  // then); the caller keeps it alive.
-  void set_stream(CUstream_st* stream) { stream_ = stream; }
+  // then, and again after set_stream(nullptr)); the caller keeps it alive.
+  void set_stream(CUstream_st* stream) { stream_ = stream != nullptr ? stream : own_stream_; }
   // Waits for everything enqueued on the stream, watching for NCCL errors
   // and the deadline; `what` names the wait in errors.
   absl::Status Wait(const char* what);
