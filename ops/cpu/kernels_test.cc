@@ -152,35 +152,41 @@ TEST(KernelsTest, AttentionOverHalfCachesMatchesTheRoundedF32Cache) {
   }
 }
 
-// Grouped-query attention with a causal prefix, against the textbook form.
+// Grouped-query attention with a causal prefix, against the textbook form:
+// few rows (a job per query head), many rows (a job per KV head group), and
+// head sizes that take every vector loop and the scalar tail.
 TEST(KernelsTest, AttentionMatchesScalar) {
   ThreadPool pool(2);
-  const int64_t n_heads = 4, n_kv = 2, hd = 8, start = 5, len = 3, capacity = 16;
-  const std::vector<float> q = Random(len * n_heads * hd, 7);
-  const std::vector<float> k = Random(capacity * n_kv * hd, 8), v = Random(capacity * n_kv * hd, 9);
-  const int kv_head_of[] = {0, 0, 1, 1};
-  std::vector<float> out(len * n_heads * hd), expected(out.size());
-  Attention({q.data(), k.data(), v.data(), DType::kF32, kv_head_of, start, len, n_heads, n_kv, hd, out.data()}, pool);
-  for (int64_t r = 0; r < len; ++r) {
-    for (int64_t h = 0; h < n_heads; ++h) {
-      const int64_t kvh = h / 2, pos = start + r;
-      std::vector<double> s(pos + 1);
-      double max_s = -1e30, sum = 0;
-      for (int64_t t = 0; t <= pos; ++t) {
-        double dot = 0;
-        for (int64_t d = 0; d < hd; ++d) dot += double(q[(r * n_heads + h) * hd + d]) * k[(t * n_kv + kvh) * hd + d];
-        s[t] = dot / std::sqrt(double(hd));
-        max_s = std::max(max_s, s[t]);
-      }
-      for (double& x : s) sum += (x = std::exp(x - max_s));
-      for (int64_t d = 0; d < hd; ++d) {
-        double acc = 0;
-        for (int64_t t = 0; t <= pos; ++t) acc += s[t] / sum * v[(t * n_kv + kvh) * hd + d];
-        expected[(r * n_heads + h) * hd + d] = static_cast<float>(acc);
+  const struct { int64_t len, hd; } shapes[] = {{3, 8}, {8, 20}, {9, 43}};
+  for (const auto& shape : shapes) {
+    const int64_t n_heads = 4, n_kv = 2, hd = shape.hd, start = 5, len = shape.len, capacity = 16;
+    const std::vector<float> q = Random(len * n_heads * hd, 7);
+    const std::vector<float> k = Random(capacity * n_kv * hd, 8), v = Random(capacity * n_kv * hd, 9);
+    const int kv_head_of[] = {0, 0, 1, 1};
+    std::vector<float> out(len * n_heads * hd), expected(out.size());
+    Attention({q.data(), k.data(), v.data(), DType::kF32, kv_head_of, start, len, n_heads, n_kv, hd, out.data()}, pool);
+    for (int64_t r = 0; r < len; ++r) {
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const int64_t kvh = h / 2, pos = start + r;
+        std::vector<double> s(pos + 1);
+        double max_s = -1e30, sum = 0;
+        for (int64_t t = 0; t <= pos; ++t) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += double(q[(r * n_heads + h) * hd + d]) * k[(t * n_kv + kvh) * hd + d];
+          s[t] = dot / std::sqrt(double(hd));
+          max_s = std::max(max_s, s[t]);
+        }
+        for (double& x : s) sum += (x = std::exp(x - max_s));
+        for (int64_t d = 0; d < hd; ++d) {
+          double acc = 0;
+          for (int64_t t = 0; t <= pos; ++t) acc += s[t] / sum * v[(t * n_kv + kvh) * hd + d];
+          expected[(r * n_heads + h) * hd + d] = static_cast<float>(acc);
+        }
       }
     }
+    SCOPED_TRACE(absl::StrCat("len ", len, ", head_dim ", hd));
+    ExpectClose(out, expected);
   }
-  ExpectClose(out, expected);
 }
 
 TEST(KernelsTest, SwiGluEmbeddingAndFiniteness) {

@@ -8,43 +8,14 @@
 
 #include "ops/cast.h"
 #include "ops/cpu/elementwise.h"
+#include "ops/cpu/simd.h"
 
 namespace llama::cpu {
 namespace {
 
-// The inner kernels are compiled twice (GCC function multiversioning): for
-// AVX2+FMA and for baseline x86-64, chosen once at load time by the CPU, so
-// the binary still runs on any x86-64 while using 8-wide FMAs where it can.
-#define LLAMA_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
-
-// Eight floats in one vector (GCC vector extension): a ymm register on
-// AVX2, two xmm registers on baseline x86-64. Its helpers are always
-// inlined, so the ABI note GCC gives for passing it by value does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef float Float8 __attribute__((vector_size(32)));
-
-typedef uint16_t Uint16x8 __attribute__((vector_size(16)));
-typedef uint32_t Uint32x8 __attribute__((vector_size(32)));
-
-__attribute__((always_inline)) inline Float8 Load8(const float* p) {
-  Float8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// Eight bf16 weights widened to f32 in registers (bf16 is the top half of
-// an f32), so decode reads each weight once, at two bytes.
-__attribute__((always_inline)) inline Float8 Load8(const uint16_t* p) {
-  Uint16x8 half;
-  std::memcpy(&half, p, sizeof half);
-  const Uint32x8 wide = __builtin_convertvector(half, Uint32x8) << 16;
-  Float8 v;
-  std::memcpy(&v, &wide, sizeof v);
-  return v;
-}
-
-__attribute__((always_inline)) inline float Scalar(float v) { return v; }
-__attribute__((always_inline)) inline float Scalar(uint16_t v) { return Bf16ToF32(v); }
+using simd::Float8;
+using simd::Load8;
+using simd::Scalar;
 
 // Dot products of kRows rows of x with kCols weight rows: a register tile
 // of eight-wide partial sums, each input loaded once for the whole tile.
@@ -68,8 +39,7 @@ __attribute__((always_inline)) inline void DotTile(const float* const* x, const 
   }
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kCols; ++c) {
-      const Float8& p = s[r][c];
-      float sum = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+      float sum = simd::Sum(s[r][c]);
       for (int64_t j = i; j < n; ++j) sum += x[r][j] * Scalar(w[c][j]);
       out[r * kCols + c] = sum;
     }
