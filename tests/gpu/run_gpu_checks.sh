@@ -5,15 +5,15 @@
 #   tests/gpu/run_gpu_checks.sh build   here: builds the CUDA test binaries, the
 #                                       bench and the worker with --config=portable
 #                                       (system libraries linked statically) into
-#                                       .gpu_bundle/, with the demo job's shards and
-#                                       the CPU's output for them
+#                                       .gpu_bundle/, with the fixtures' shards and
+#                                       PyTorch's tokens for them
 #   tests/gpu/run_gpu_checks.sh run     on the GPU machine (carry .gpu_bundle):
 #                                       1. the GPU tests (parity of every op, GPU model
 #                                          vs CPU model, graphs vs eager, NCCL); a test
 #                                          skipped for want of a GPU counts as failed
-#                                       2. the worker on the demo job, on cuda (1 rank;
-#                                          2 ranks over NCCL where 2 GPUs are visible),
-#                                          its output next to the CPU's
+#                                       2. the worker on the test fixtures, on cuda (1
+#                                          rank; 2 ranks over NCCL where 2 GPUs are
+#                                          visible), its greedy tokens against PyTorch's
 #                                       3. the bench on a 7B-shaped bf16 model: prefill
 #                                          512, decode batch 1 (graphs on and off) and
 #                                          batch 32, against the copy bandwidth
@@ -23,9 +23,10 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-# The demo job's generation settings, the same for the CPU reference made
-# here and the GPU runs there.
-readonly DEMO_JOB_FLAGS="--temperature=0 --max_gen_len=48 --max_seq_len=256"
+# The worker's job in part 2: the PyTorch golden text completions of the
+# test fixtures (tests/reference_model.py), with the settings they were made with.
+readonly GOLDEN_MODELS=(tiny_fp32_mp1 gqa_bf16_mp1)
+readonly WORKER_JOB_FLAGS="--temperature=0 --max_gen_len=32 --max_seq_len=128 --logprobs"
 
 readonly TEST_TARGETS=(//ops/cuda:toolkit_test //ops/cuda:parity_test //worker:nccl_communicator_test
                       //worker:cuda_transformer_test)
@@ -34,20 +35,26 @@ readonly BUNDLE=.gpu_bundle
 
 case "${1:-}" in
   build)
-    # The demo job's shards for 1 and 2 ranks and the CPU's greedy output for
-    # them, made here with the launcher (which stays here: its libcurl does
-    # not link statically); the GPU machine runs the worker on them.
-    ./bazelw build //launcher //worker || exit 1
-    rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/demo"
-    source_dir="$(mktemp -d)"
-    for ranks in 1 2; do
-      bazel-bin/launcher/launcher --worker="$PWD/bazel-bin/worker/worker" --demo_dir="$source_dir" \
-        --nproc_per_node=$ranks --device=cpu $DEMO_JOB_FLAGS --output="$PWD/$BUNDLE/demo/cpu_tp$ranks.jsonl" \
-        >/dev/null 2>&1 || { echo "demo job on $ranks CPU rank(s) failed"; exit 1; }
-      mkdir -p "$BUNDLE/demo/tp$ranks" && cp "$source_dir"/llama-2-demo/shards/tp$ranks/*.shard "$BUNDLE/demo/tp$ranks/"
+    # The fixtures' shards for 1 and 2 ranks, their prompts and PyTorch's
+    # tokens for them (one JSON array per prompt).
+    ./bazelw build //tools:convert //tests:checkpoint_fixture //tests:tokenizer_fixture //tests:engine_golden || exit 1
+    rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/fixtures"
+    cp bazel-bin/tests/tokenizer_fixture/tokenizer.model "$BUNDLE/fixtures/"
+    for model in "${GOLDEN_MODELS[@]}"; do
+      for ranks in 1 2; do
+        bazel-bin/tools/convert --progress=false --world_size=$ranks \
+          --ckpt_dir="bazel-bin/tests/checkpoint_fixture/$model" --out_dir="$BUNDLE/fixtures/$model/tp$ranks" \
+          >/dev/null || exit 1
+      done
+      python3 - "bazel-bin/tests/engine_golden/$model/golden.json" "$BUNDLE/fixtures/$model" <<'PY' || exit 1
+import json, sys
+completions = json.load(open(sys.argv[1]))["text_completions"]
+json.dump([c["prompt"] for c in completions], open(sys.argv[2] + "/prompts.json", "w"))
+with open(sys.argv[2] + "/golden_tokens.jsonl", "w") as out:
+    for c in completions:
+        out.write(json.dumps(c["token_ids"]) + "\n")
+PY
     done
-    cp "$source_dir/tokenizer.model" "$source_dir/prompts.json" "$BUNDLE/demo/"
-    rm -rf "$source_dir"
     ./bazelw build --config=portable "${TEST_TARGETS[@]}" "${TOOL_TARGETS[@]}" || exit 1
     for target in "${TEST_TARGETS[@]}" "${TOOL_TARGETS[@]}"; do
       path="${target#//}"
@@ -57,7 +64,7 @@ case "${1:-}" in
     strip "$BUNDLE"/*_test "$BUNDLE"/bench "$BUNDLE"/worker
     # SentencePiece exists only as a shared library; it travels beside the binaries.
     cp /usr/lib/x86_64-linux-gnu/libsentencepiece.so.0 "$BUNDLE/" || exit 1
-    du -sh "$BUNDLE" && ls -la "$BUNDLE" "$BUNDLE/demo"
+    du -sh "$BUNDLE" && ls -la "$BUNDLE" && find "$BUNDLE/fixtures" -type f
     ;;
   run)
     [[ -d "$BUNDLE" ]] || { echo "no $BUNDLE: run '$0 build' first and carry it"; exit 1; }
@@ -74,8 +81,8 @@ case "${1:-}" in
     passed=0 failed=0
     table=()
     record() {  # name, ok (0/1), detail
-      if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); table+=("$(printf '%-30s %-5s %s' "$1" pass "$3")");
-      else failed=$((failed + 1)); table+=("$(printf '%-30s %-5s %s' "$1" FAIL "$3")"); fi
+      if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); table+=("$(printf '%-38s %-5s %s' "$1" pass "$3")");
+      else failed=$((failed + 1)); table+=("$(printf '%-38s %-5s %s' "$1" FAIL "$3")"); fi
     }
 
     # 1. Tests.
@@ -92,35 +99,55 @@ case "${1:-}" in
       fi
     done
 
-    # 2. The worker on the demo job's shards, as torchrun would start it.
-    worker_job() {  # ranks
-      local ranks=$1 pids=() status=0
+    # 2. The worker on the fixtures, started as torchrun would, against
+    # PyTorch's greedy tokens: f32 weights must give the same tokens (the
+    # fixture's top two logits are >= 0.0037 apart, GPU-CPU differences
+    # ~1e-5); bf16 weights are reported only (the GPU rounds activations to
+    # bf16 for the tensor cores, which may flip a near-tie).
+    worker_job() {  # model, ranks
+      local model=$1 ranks=$2 pids=() status=0 dir="$BUNDLE/fixtures/$1"
       for ((rank = 0; rank < ranks; ++rank)); do
+        # shellcheck disable=SC2086
         RANK=$rank WORLD_SIZE=$ranks LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 \
           MASTER_PORT=29611 RENDEZVOUS_TOKEN=gpu-checks timeout 180 "$BUNDLE/worker" --device=cuda \
-          --shard_dir="$BUNDLE/demo/tp$ranks" --tokenizer_path="$BUNDLE/demo/tokenizer.model" \
-          --prompts_file="$BUNDLE/demo/prompts.json" $DEMO_JOB_FLAGS --output="$work/cuda_tp$ranks.jsonl" \
-          >"$work/worker_tp$ranks.rank$rank.log" 2>&1 &
+          --shard_dir="$dir/tp$ranks" --tokenizer_path="$BUNDLE/fixtures/tokenizer.model" \
+          --prompts_file="$dir/prompts.json" $WORKER_JOB_FLAGS --output="$work/$model.tp$ranks.jsonl" \
+          >"$work/$model.tp$ranks.rank$rank.log" 2>&1 &
         pids+=($!)
       done
       for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-      tail -n 6 "$work/worker_tp$ranks.rank0.log"
+      tail -n 4 "$work/$model.tp$ranks.rank0.log"
       return $status
+    }
+    same_tokens() {  # output, golden: prints how many prompts match
+      python3 - "$1" "$2" <<'PY'
+import json, sys
+got = [json.loads(line)["token_ids"] for line in open(sys.argv[1])]
+want = [json.loads(line) for line in open(sys.argv[2])]
+same = sum(g == w for g, w in zip(got, want))
+print(f"{same}/{len(want)} prompts' greedy tokens = PyTorch's")
+sys.exit(0 if same == len(want) == len(got) else 1)
+PY
     }
     rank_counts=(1)
     [[ $gpus -ge 2 ]] && rank_counts+=(2)
-    for ranks in "${rank_counts[@]}"; do
-      worker_job "$ranks"
-      status=$?
-      # bf16 weights: the GPU rounds activations for the tensor cores, so a
-      # near-tie may go the other way: reported, not judged.
-      if [[ $status -ne 0 ]]; then same="failed: see the log tail above"
-      elif cmp -s "$BUNDLE/demo/cpu_tp$ranks.jsonl" "$work/cuda_tp$ranks.jsonl"; then same="greedy output = CPU's"
-      else same="greedy output differs from the CPU's (bf16 rounding?)"; fi
-      record "worker, $ranks rank(s)$([[ $ranks -gt 1 ]] && echo ' over NCCL')" \
-        $([[ $status -eq 0 && -s "$work/cuda_tp$ranks.jsonl" ]] && echo 0 || echo 1) "$same"
+    for model in "${GOLDEN_MODELS[@]}"; do
+      for ranks in "${rank_counts[@]}"; do
+        name="worker $model, $ranks rank(s)$([[ $ranks -gt 1 ]] && echo ' (NCCL)')"
+        if ! worker_job "$model" "$ranks"; then
+          record "$name" 1 "failed: see the log tail above"
+          continue
+        fi
+        verdict=$(same_tokens "$work/$model.tp$ranks.jsonl" "$BUNDLE/fixtures/$model/golden_tokens.jsonl")
+        matched=$?
+        if [[ $model == *fp32* ]]; then
+          record "$name" $matched "$verdict"
+        else
+          record "$name" 0 "$verdict (bf16: reported, not judged)"
+        fi
+      done
     done
-    [[ $gpus -ge 2 ]] || table+=("(fewer than 2 GPUs: no 2-rank NCCL run; NCCL refuses two ranks on one GPU)")
+    [[ $gpus -ge 2 ]] || table+=("(fewer than 2 GPUs: no 2-rank NCCL runs; NCCL refuses two ranks on one GPU)")
 
     # 3. Benchmarks (numbers, not pass/fail): a 7B-shaped model, random bf16 weights.
     seven_b=(--dim=4096 --n_layers=32 --n_heads=32 --n_kv_heads=32 --ffn_hidden=11008 --vocab_size=32000)
