@@ -1,7 +1,7 @@
 // y = x W^T for activations x [n, in] (f32) and a weight W [out, in] in
 // f32, f16 or bf16, accumulating in f32: every linear layer of the model.
 //
-// Memory-bound at decode (n = batch, up to 16): each weight row is read once
+// Memory-bound at decode (n = batch, up to 12): each weight row is read once
 // per call (bf16 widened in registers) and dotted with every row of x while
 // it sits in cache. Compute-bound at prefill (more rows): weight rows are
 // packed, 32 at a time, into a transposed f32 panel and multiplied into
