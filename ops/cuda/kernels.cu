@@ -319,19 +319,22 @@ __global__ void __launch_bounds__(kSampleThreads)
     __syncthreads();
     const double target = params_row.uniform * kept_mass;
     if (mass > 0 && target >= before && target < before + mass) {
-      // Walk the segment again, the same sums in the same order.
+      // The target falls in this segment: walk it again. Should rounding
+      // carry the walk past its end, the segment's last kept token is it.
       tie_rank -= ties;
       double cumulative = before;
+      int pick = last_kept;
       for (int64_t i = begin; i < end; ++i) {
         bool kept = p[i] > t;
         if (p[i] == t) kept = tie_rank++ < kept_ties;
         if (!kept) continue;
         cumulative += p[i];
         if (target < cumulative) {
-          atomicMin(&shared_int, static_cast<int>(i));
+          pick = static_cast<int>(i);
           break;
         }
       }
+      atomicMin(&shared_int, pick);
     }
     __syncthreads();
     token = shared_int;
