@@ -11,7 +11,9 @@
 #include "worker/cuda_transformer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <memory>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -19,6 +21,9 @@
 #include "ops/cuda/cuda_status.h"
 #include "worker/communicator.h"
 #include "worker/generator.h"
+#include "worker/nccl_communicator.h"
+#include "worker/net.h"
+#include "worker/rendezvous.h"
 #include "worker/synthetic_weights.h"
 #include "worker/transformer.h"
 
@@ -158,6 +163,39 @@ TEST_F(CudaTest, GraphReplayEqualsEagerSteps) {
   }
   EXPECT_GE((*with_graphs)->graphs_captured(), 2);
   EXPECT_EQ((*eager)->graphs_captured(), 0);
+}
+
+// The model over NCCL on one rank (the worker uses none for a world of one):
+// the all-reduces go on the model's stream, inside the captured graphs, and
+// the step waits through the communicator; the tokens are those of the
+// model without NCCL, bit for bit.
+TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
+  RendezvousOptions rendezvous_options;
+  rendezvous_options.master_port = *net::PickFreePort();
+  absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(rendezvous_options);
+  ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> nccl =
+      NcclCommunicator::Create(rendezvous->get(), 0, std::chrono::seconds(30));
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> with_nccl =
+      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nccl->get(), SmallOptions());
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> without =
+      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
+  ASSERT_TRUE(with_nccl.ok() && without.ok()) << with_nccl.status() << without.status();
+  SamplingOptions o;
+  o.temperature = 0.7f;
+  o.max_gen_len = 24;
+  o.logprobs = true;
+  const std::vector<std::vector<int>> prompts = {Prompt(), {1, 5, 9}};
+  Generator g1(with_nccl->get(), nullptr, 2), g2(without->get(), nullptr, 2);
+  absl::StatusOr<std::vector<Generation>> a = g1.Generate(prompts, o);
+  absl::StatusOr<std::vector<Generation>> b = g2.Generate(prompts, o);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens) << i;
+    EXPECT_EQ((*a)[i].logprobs, (*b)[i].logprobs) << i;
+  }
+  EXPECT_GT((*with_nccl)->graphs_captured(), 0) << "no decode graph was captured with NCCL calls in it";
 }
 
 TEST_F(CudaTest, TooBigACacheIsAClearError) {
