@@ -148,6 +148,10 @@ struct CudaTransformer::State {
   // Per step: tokens, positions and slots of each token; the rows whose
   // logits are wanted; sampling settings and results; per-layer NaN flags.
   Mirrored<int32_t> tokens, positions, slots, out_rows, chosen_tokens, flags;
+  // Prefill steps' attention tiles (cuda::AttentionTiles): first row and
+  // row count of each; decode steps (one token per chunk) attend row by row.
+  Mirrored<int32_t> tile_first, tile_rows;
+  int64_t tiles = 0;
   Mirrored<cuda::RowSampling> sampling;
   Mirrored<float> chosen_logprobs;
   std::vector<float> host_logits;
@@ -207,6 +211,7 @@ absl::Status CudaTransformer::State::Layer(int index, int64_t n) {
   const cuda::KvCacheView cache{w.k_cache.get<void>(), w.v_cache.get<void>(), options.kv_cache_dtype,
                                 options.max_seq_len * kv_width};
   const int32_t* row_positions = positions.on_device();
+  const bool by_tiles = tiles > 0;
   absl::Status s = cuda::RmsNorm(x.get(), w.attention_norm.data.get<void>(), w.attention_norm.dtype, n, dim, eps,
                                  xb.get(), stream);
   if (s.ok()) s = run(xb.get(), w.wq, q.get());
@@ -215,7 +220,11 @@ absl::Status CudaTransformer::State::Layer(int index, int64_t n) {
   if (s.ok()) s = cuda::Rope(q.get(), n, local_heads, head_dim, row_positions, rope_cos.get(), rope_sin.get(), stream);
   if (s.ok()) s = cuda::Rope(k.get(), n, local_kv_heads, head_dim, row_positions, rope_cos.get(), rope_sin.get(), stream);
   if (s.ok()) s = cuda::StoreKv(k.get(), v.get(), n, kv_width, slots.on_device(), row_positions, cache, stream);
-  if (s.ok()) {
+  if (s.ok() && by_tiles) {
+    s = cuda::AttentionTiles(q.get(), tile_first.on_device(), tile_rows.on_device(), tiles, slots.on_device(),
+                             row_positions, cache, kv_head_of.get<int32_t>(), local_heads, local_kv_heads, head_dim,
+                             attention.get(), stream);
+  } else if (s.ok()) {
     s = cuda::Attention(q.get(), n, slots.on_device(), row_positions, cache, kv_head_of.get<int32_t>(), local_heads,
                         local_kv_heads, head_dim, attention.get(), stream);
   }
@@ -235,6 +244,8 @@ absl::Status CudaTransformer::State::Layer(int index, int64_t n) {
 
 absl::Status CudaTransformer::State::Stage(absl::Span<const SequenceChunk> chunks, int64_t* n, int64_t* rows) {
   *n = *rows = 0;
+  tiles = 0;
+  bool decode = true;
   for (const SequenceChunk& chunk : chunks) {
     const int64_t len = chunk.tokens.size();
     if (chunk.slot < 0 || chunk.slot >= options.max_batch_size || len == 0 || chunk.start_pos < 0 ||
@@ -254,9 +265,17 @@ absl::Status CudaTransformer::State::Stage(absl::Span<const SequenceChunk> chunk
       positions.staged()[*n + i] = static_cast<int32_t>(chunk.start_pos + i);
       slots.staged()[*n + i] = chunk.slot;
       if (chunk.all_logits || i == len - 1) out_rows.staged()[(*rows)++] = static_cast<int32_t>(*n + i);
+      if (i % cuda::kAttentionTileRows == 0) {
+        tile_first.staged()[tiles] = static_cast<int32_t>(*n + i);
+        tile_rows.staged()[tiles++] = static_cast<int32_t>(std::min<int64_t>(cuda::kAttentionTileRows, len - i));
+      }
     }
+    decode &= len == 1;
     *n += len;
   }
+  // Tiles pay off once a chunk has several rows; decode steps keep fixed
+  // shapes for the graphs. AttentionTiles takes head_dim <= 128.
+  if (decode || head_dim > 128) tiles = 0;
   return absl::OkStatus();
 }
 
@@ -266,6 +285,8 @@ absl::Status CudaTransformer::State::EnqueueStep(int64_t n, int64_t rows, bool c
   if (s.ok()) s = positions.Upload(n, stream);
   if (s.ok()) s = slots.Upload(n, stream);
   if (s.ok()) s = out_rows.Upload(rows, stream);
+  if (s.ok() && tiles > 0) s = tile_first.Upload(tiles, stream);
+  if (s.ok() && tiles > 0) s = tile_rows.Upload(tiles, stream);
   if (s.ok() && choose) s = sampling.Upload(rows, stream);
   if (s.ok()) {
     s = CudaCall(cudaMemsetAsync(flags.on_device(), 0, c.n_layers * sizeof(int32_t), stream), "cudaMemsetAsync");
@@ -442,7 +463,8 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
                                          {&st.logits, t * c.vocab_size}, {&st.probs, t * c.vocab_size}}) {
     if (s.ok()) s = buffer->Allocate(elements * f);
   }
-  for (Mirrored<int32_t>* m : {&st.tokens, &st.positions, &st.slots, &st.out_rows, &st.chosen_tokens}) {
+  for (Mirrored<int32_t>* m : {&st.tokens, &st.positions, &st.slots, &st.out_rows, &st.chosen_tokens, &st.tile_first,
+                               &st.tile_rows}) {
     if (s.ok()) s = m->Allocate(t);
   }
   if (s.ok()) s = st.flags.Allocate(c.n_layers);

@@ -186,6 +186,94 @@ __global__ void AttentionKernel(const float* q, const int32_t* slots, const int3
   }
 }
 
+constexpr int kKeyBlock = 32;      // Keys (and values) staged per round: one per lane.
+constexpr int kTileThreads = 128;  // Four warps, four query rows each.
+constexpr int kRowsPerWarp = kAttentionTileRows / (kTileThreads / 32);
+constexpr int kMaxDimsPerLane = 4;  // head_dim <= 128.
+
+// One block per (tile, head); see AttentionTiles in kernels.h. Shared rows
+// are padded to head_dim + 1 floats, so the 32 lanes reading one column of
+// the key block (a key each) hit 32 different banks.
+template <typename T>
+__global__ void __launch_bounds__(kTileThreads)
+    AttentionTileKernel(const float* q, const int32_t* tile_first, const int32_t* tile_rows, const int32_t* slots,
+                        const int32_t* positions, const T* k_base, const T* v_base, int64_t slot_stride,
+                        const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out) {
+  extern __shared__ float staged[];
+  const int64_t stride = head_dim + 1;
+  float* q_tile = staged;                             // [kAttentionTileRows][stride], pre-scaled
+  float* k_block = q_tile + kAttentionTileRows * stride;  // [kKeyBlock][stride]
+  float* v_block = k_block + kKeyBlock * stride;          // [kKeyBlock][stride]
+  const int64_t first = tile_first[blockIdx.x], rows = tile_rows[blockIdx.x], head = blockIdx.y;
+  const int64_t kv_stride = n_kv_heads * head_dim, kv = kv_head_of[head];
+  const T* k_cache = k_base + slots[first] * slot_stride + kv * head_dim;
+  const T* v_cache = v_base + slots[first] * slot_stride + kv * head_dim;
+  const float scale = rsqrtf(static_cast<float>(head_dim));
+  for (int64_t i = threadIdx.x; i < kAttentionTileRows * head_dim; i += blockDim.x) {
+    const int64_t r = i / head_dim, d = i % head_dim;
+    q_tile[r * stride + d] = r < rows ? q[((first + r) * n_heads + head) * head_dim + d] * scale : 0.0f;
+  }
+  int64_t last = 0;  // The last position any row of the tile attends to.
+  for (int64_t r = 0; r < rows; ++r) last = max(last, static_cast<int64_t>(positions[first + r]));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float running_max[kRowsPerWarp], running_sum[kRowsPerWarp], acc[kRowsPerWarp][kMaxDimsPerLane];
+  int64_t pos[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = warp * kRowsPerWarp + r;
+    pos[r] = row < rows ? positions[first + row] : -1;
+    running_max[r] = -INFINITY;
+    running_sum[r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) acc[r][i] = 0.0f;
+  }
+  for (int64_t t0 = 0; t0 <= last; t0 += kKeyBlock) {
+    __syncthreads();  // The previous round's keys and values are no longer read.
+    for (int64_t i = threadIdx.x; i < kKeyBlock * head_dim; i += blockDim.x) {
+      const int64_t j = i / head_dim, d = i % head_dim, t = t0 + j;
+      k_block[j * stride + d] = t <= last ? ToFloat(k_cache[t * kv_stride + d]) : 0.0f;
+      v_block[j * stride + d] = t <= last ? ToFloat(v_cache[t * kv_stride + d]) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      if (pos[r] < t0) continue;  // The same for the whole warp: a row, not a lane.
+      const float* query = q_tile + (warp * kRowsPerWarp + r) * stride;
+      const float* key = k_block + lane * stride;
+      float score = 0.0f;
+      for (int64_t d = 0; d < head_dim; ++d) score += query[d] * key[d];
+      if (t0 + lane > pos[r]) score = -INFINITY;  // Causal mask.
+      // Online softmax: rescale what was summed so far to the new maximum
+      // (key t0 is visible, so the block's maximum is finite).
+      const float new_max = fmaxf(running_max[r], WarpMax(score));
+      const float correction = __expf(running_max[r] - new_max);
+      const float weight = __expf(score - new_max);
+      running_sum[r] = running_sum[r] * correction + WarpSum(weight);
+      running_max[r] = new_max;
+#pragma unroll
+      for (int i = 0; i < kMaxDimsPerLane; ++i) acc[r][i] *= correction;
+      for (int j = 0; j < kKeyBlock; ++j) {
+        const float w = __shfl_sync(0xffffffff, weight, j);
+#pragma unroll
+        for (int i = 0; i < kMaxDimsPerLane; ++i) {
+          const int64_t d = lane + 32 * i;
+          if (d < head_dim) acc[r][i] += w * v_block[j * stride + d];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t row = warp * kRowsPerWarp + r;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerLane; ++i) {
+      const int64_t d = lane + 32 * i;
+      if (d < head_dim) out[((first + row) * n_heads + head) * head_dim + d] = acc[r][i] / running_sum[r];
+    }
+  }
+}
+
 __global__ void GatherRowsKernel(const float* x, const int32_t* rows, int64_t width, float* out) {
   const float* in = x + static_cast<int64_t>(rows[blockIdx.x]) * width;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[blockIdx.x * width + i] = in[i];
@@ -448,6 +536,25 @@ absl::Status Attention(const float* q, int64_t n, const int32_t* slots, const in
         q, slots, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v), cache.slot_stride,
         kv_head_of, n_heads, n_kv_heads, head_dim, out);
     return Launched("AttentionKernel");
+  });
+}
+
+absl::Status AttentionTiles(const float* q, const int32_t* tile_first, const int32_t* tile_rows, int64_t tiles,
+                            const int32_t* slots, const int32_t* positions, const KvCacheView& cache,
+                            const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                            float* out, cudaStream_t stream) {
+  if (tiles == 0) return absl::OkStatus();
+  if (head_dim > 32 * kMaxDimsPerLane) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("AttentionTiles: head_dim %d; at most %d", head_dim, 32 * kMaxDimsPerLane));
+  }
+  const size_t shared = (kAttentionTileRows + 2 * kKeyBlock) * (head_dim + 1) * sizeof(float);
+  return ForCacheType(cache.dtype, "AttentionTiles", [&](auto zero) {
+    using T = decltype(zero);
+    AttentionTileKernel<T><<<dim3(tiles, n_heads), kTileThreads, shared, stream>>>(
+        q, tile_first, tile_rows, slots, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v),
+        cache.slot_stride, kv_head_of, n_heads, n_kv_heads, head_dim, out);
+    return Launched("AttentionTileKernel");
   });
 }
 

@@ -63,6 +63,18 @@ absl::Status Attention(const float* q, int64_t n, const int32_t* slots, const in
                        const KvCacheView& cache, const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads,
                        int64_t head_dim, float* out, cudaStream_t stream);
 
+// The same attention for prefill, a tile at a time: tile i is rows
+// [tile_first[i], tile_first[i] + tile_rows[i]) of the step (at most
+// kAttentionTileRows, all of one slot). A block stages the tile's queries
+// and blocks of 32 keys and values in shared memory and keeps a running
+// (online) softmax per row, so each cached key is read once per tile rather
+// than once per row. head_dim <= 128 (Llama 2's is 128).
+inline constexpr int kAttentionTileRows = 16;
+absl::Status AttentionTiles(const float* q, const int32_t* tile_first, const int32_t* tile_rows, int64_t tiles,
+                            const int32_t* slots, const int32_t* positions, const KvCacheView& cache,
+                            const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                            float* out, cudaStream_t stream);
+
 // out[i, :] = x[rows[i], :] for i < count; x and out [*, width].
 absl::Status GatherRows(const float* x, const int32_t* rows, int64_t count, int64_t width, float* out,
                         cudaStream_t stream);

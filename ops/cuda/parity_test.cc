@@ -129,14 +129,20 @@ TEST_F(ParityTest, RmsNormRopeSwiGluEmbedding) {
 
 // A cache of three slots in each dtype; one step that prefills 64 rows of
 // slot 0 from position 64, decodes slot 1 at position 300 and prefills 37
-// rows of slot 2 from 0, against cpu::Attention per slot over the same bytes.
+// rows of slot 2 from 0, against cpu::Attention per slot over the same bytes:
+// row by row (Attention) and in tiles of up to 16 rows (AttentionTiles, the
+// last of a chunk partial).
 TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
   ThreadPool pool(4);
   const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, slots = 3, kv_width = n_kv * hd;
   const struct Chunk { int32_t slot; int64_t start, len; } chunks[] = {{0, 64, 64}, {1, 300, 1}, {2, 0, 37}};
-  std::vector<int32_t> row_slots, row_positions;
+  std::vector<int32_t> row_slots, row_positions, tile_first, tile_rows;
   for (const Chunk& c : chunks) {
     for (int64_t i = 0; i < c.len; ++i) {
+      if (i % kAttentionTileRows == 0) {
+        tile_first.push_back(static_cast<int32_t>(row_slots.size()));
+        tile_rows.push_back(static_cast<int32_t>(std::min<int64_t>(kAttentionTileRows, c.len - i)));
+      }
       row_slots.push_back(c.slot);
       row_positions.push_back(static_cast<int32_t>(c.start + i));
     }
@@ -172,6 +178,12 @@ TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
                     .ok());
     ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4,
                 std::string("attention, ") + std::string(DTypeName(dtype)) + " cache");
+    float* tiled = Upload(std::vector<float>(expected.size()));
+    ASSERT_TRUE(AttentionTiles(Upload(q), Upload(tile_first), Upload(tile_rows), tile_first.size(), Upload(row_slots),
+                               Upload(row_positions), cache, Upload(kv_head_of), n_heads, n_kv, hd, tiled, nullptr)
+                    .ok());
+    ExpectClose(Download(tiled, expected.size()), expected, 1e-5, 1e-4,
+                std::string("tiled attention, ") + std::string(DTypeName(dtype)) + " cache");
   }
 }
 
