@@ -22,22 +22,33 @@ using cuda::CudaCall;
 
 namespace {
 
-// A device allocation, freed on destruction.
-class DeviceBuffer {
+// Device memory (cudaMalloc, zeroed), or page-locked host memory
+// (cudaMallocHost: copies from and to it are asynchronous and can be
+// captured in a graph at fixed addresses); freed with its match.
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() {
-    if (data_ != nullptr) cudaFree(data_);
+  enum class Kind { kDevice, kPinnedHost };
+  explicit CudaBuffer(Kind kind = Kind::kDevice) : kind_(kind) {}
+  ~CudaBuffer() {
+    if (data_ == nullptr) return;
+    if (kind_ == Kind::kDevice) {
+      cudaFree(data_);
+    } else {
+      cudaFreeHost(data_);
+    }
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
 
   absl::Status Allocate(size_t bytes) {
-    if (absl::Status s = CudaCall(cudaMalloc(&data_, bytes == 0 ? 1 : bytes), "cudaMalloc"); !s.ok()) {
+    bytes = std::max<size_t>(bytes, 1);
+    if (kind_ == Kind::kPinnedHost) return CudaCall(cudaMallocHost(&data_, bytes), "cudaMallocHost");
+    if (absl::Status s = CudaCall(cudaMalloc(&data_, bytes), "cudaMalloc"); !s.ok()) {
       return absl::ResourceExhaustedError(absl::StrFormat("%s (%d bytes)", s.message(), bytes));
     }
-    return CudaCall(cudaMemset(data_, 0, bytes == 0 ? 1 : bytes), "cudaMemset");
+    return CudaCall(cudaMemset(data_, 0, bytes), "cudaMemset");
   }
+  // Device memory only.
   absl::Status Upload(const void* host, size_t bytes) {
     if (absl::Status s = Allocate(bytes); !s.ok()) return s;
     return CudaCall(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -48,12 +59,13 @@ class DeviceBuffer {
   }
 
  private:
+  Kind kind_;
   void* data_ = nullptr;
 };
 
 // A weight on the device, with its dtype and shape.
 struct DeviceWeight {
-  DeviceBuffer data;
+  CudaBuffer data;
   DType dtype = DType::kF32;
   int64_t rows = 0, cols = 0;
 
@@ -67,7 +79,7 @@ struct DeviceWeight {
 
 struct DeviceLayer {
   DeviceWeight attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
-  DeviceBuffer k_cache, v_cache;
+  CudaBuffer k_cache, v_cache;
 };
 
 // An instantiated CUDA graph, destroyed with its owner.
@@ -88,32 +100,12 @@ class GraphExec {
   cudaGraphExec_t exec_;
 };
 
-// Page-locked host memory: copies from and to it are asynchronous and can
-// be captured in a graph at fixed addresses.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() {
-    if (data_ != nullptr) cudaFreeHost(data_);
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  absl::Status Allocate(size_t bytes) { return CudaCall(cudaMallocHost(&data_, bytes == 0 ? 1 : bytes), "cudaMallocHost"); }
-  template <typename T>
-  T* get() const {
-    return static_cast<T*>(data_);
-  }
-
- private:
-  void* data_ = nullptr;
-};
-
 // A step's inputs and outputs that cross between host and device: a pinned
 // staging buffer and a device buffer each, [capacity] elements of T.
 template <typename T>
 struct Mirrored {
-  PinnedBuffer host;
-  DeviceBuffer device;
+  CudaBuffer host{CudaBuffer::Kind::kPinnedHost};
+  CudaBuffer device;
   absl::Status Allocate(int64_t capacity) {
     absl::Status s = host.Allocate(capacity * sizeof(T));
     if (s.ok()) s = device.Allocate(capacity * sizeof(T));
@@ -143,8 +135,8 @@ struct CudaTransformer::State {
   int64_t local_heads = 0, local_kv_heads = 0, head_dim = 0, local_hidden = 0;
   DeviceWeight tok_embeddings, norm, output;
   std::vector<DeviceLayer> layers;
-  DeviceBuffer rope_cos, rope_sin, kv_head_of;
-  DeviceBuffer x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits, probs;
+  CudaBuffer rope_cos, rope_sin, kv_head_of;
+  CudaBuffer x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits, probs;
   // Per step: tokens, positions and slots of each token; the rows whose
   // logits are wanted; sampling settings and results; per-layer NaN flags.
   Mirrored<int32_t> tokens, positions, slots, out_rows, chosen_tokens, flags;
@@ -454,7 +446,7 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
   if (s.ok()) s = st.rope_sin.Upload(rope.sin_table().data(), rope.sin_table().size() * sizeof(float));
   if (s.ok()) s = st.kv_head_of.Upload(kv_head_of.data(), kv_head_of.size() * sizeof(int32_t));
   const size_t f = sizeof(float);
-  for (const auto& [buffer, elements] : {std::pair<DeviceBuffer*, int64_t>{&st.x, t * c.dim}, {&st.xb, t * c.dim},
+  for (const auto& [buffer, elements] : {std::pair<CudaBuffer*, int64_t>{&st.x, t * c.dim}, {&st.xb, t * c.dim},
                                          {&st.q, t * st.local_heads * st.head_dim}, {&st.k, t * kv_width},
                                          {&st.v, t * kv_width}, {&st.attention, t * st.local_heads * st.head_dim},
                                          {&st.projection, t * c.dim}, {&st.gate, t * st.local_hidden},

@@ -136,6 +136,19 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTransformerTest,
                                            std::make_tuple(DType::kF32, DType::kBF16),
                                            std::make_tuple(DType::kF32, DType::kF16)));
 
+// Both models generate the same tokens and log-probabilities, bit for bit.
+void ExpectSameGenerations(LanguageModel* a, LanguageModel* b, const std::vector<std::vector<int>>& prompts,
+                           const SamplingOptions& options) {
+  Generator first(a, nullptr, 2), second(b, nullptr, 2);
+  absl::StatusOr<std::vector<Generation>> x = first.Generate(prompts, options);
+  absl::StatusOr<std::vector<Generation>> y = second.Generate(prompts, options);
+  ASSERT_TRUE(x.ok() && y.ok()) << x.status() << y.status();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ((*x)[i].tokens, (*y)[i].tokens) << "prompt " << i;
+    EXPECT_EQ((*x)[i].logprobs, (*y)[i].logprobs) << "prompt " << i;
+  }
+}
+
 // Graph replay runs the very kernels of an eager step: the same tokens and
 // log-probabilities, bit for bit, over batches whose rows finish at
 // different steps (so several row counts get graphs).
@@ -150,16 +163,9 @@ TEST_F(CudaTest, GraphReplayEqualsEagerSteps) {
   o.top_p = 0.95f;
   o.logprobs = true;
   const std::vector<std::vector<int>> prompts = {Prompt(), {1, 5, 9}, {7}};
-  Generator g1(with_graphs->get(), nullptr, 2), g2(eager->get(), nullptr, 2);
   for (int64_t max_gen_len : {40, 7, 80}) {
     o.max_gen_len = max_gen_len;
-    absl::StatusOr<std::vector<Generation>> a = g1.Generate(prompts, o);
-    absl::StatusOr<std::vector<Generation>> b = g2.Generate(prompts, o);
-    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens) << i;
-      EXPECT_EQ((*a)[i].logprobs, (*b)[i].logprobs) << i;
-    }
+    ExpectSameGenerations(with_graphs->get(), eager->get(), prompts, o);
   }
   EXPECT_GE((*with_graphs)->graphs_captured(), 2);
   EXPECT_EQ((*eager)->graphs_captured(), 0);
@@ -186,15 +192,7 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
   o.temperature = 0.7f;
   o.max_gen_len = 24;
   o.logprobs = true;
-  const std::vector<std::vector<int>> prompts = {Prompt(), {1, 5, 9}};
-  Generator g1(with_nccl->get(), nullptr, 2), g2(without->get(), nullptr, 2);
-  absl::StatusOr<std::vector<Generation>> a = g1.Generate(prompts, o);
-  absl::StatusOr<std::vector<Generation>> b = g2.Generate(prompts, o);
-  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens) << i;
-    EXPECT_EQ((*a)[i].logprobs, (*b)[i].logprobs) << i;
-  }
+  ExpectSameGenerations(with_nccl->get(), without->get(), {Prompt(), {1, 5, 9}}, o);
   EXPECT_GT((*with_nccl)->graphs_captured(), 0) << "no decode graph was captured with NCCL calls in it";
 }
 

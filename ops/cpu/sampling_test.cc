@@ -50,19 +50,17 @@ TEST(SamplingTest, DrawWalksKeptTokensInIdOrder) {
   std::vector<float> logits;
   for (double x : p) logits.push_back(static_cast<float>(std::log(x)));
   TopPSampler sampler;
-  const auto draw = [&](float top_p, double uniform) { return sampler.Sample(logits.data(), 4, 1.0f, top_p, uniform); };
-  EXPECT_EQ(draw(1.0f, 0.0), 0);
-  EXPECT_EQ(draw(1.0f, 0.049), 0);
-  EXPECT_EQ(draw(1.0f, 0.051), 1);
-  EXPECT_EQ(draw(1.0f, 0.549), 1);
-  EXPECT_EQ(draw(1.0f, 0.551), 2);
-  EXPECT_EQ(draw(1.0f, 0.699), 2);
-  EXPECT_EQ(draw(1.0f, 0.701), 3);
-  EXPECT_EQ(draw(1.0f, 0.999999), 3);
-  EXPECT_EQ(draw(0.7f, 0.0), 1);
-  EXPECT_EQ(draw(0.7f, 0.624), 1);
-  EXPECT_EQ(draw(0.7f, 0.626), 3);
-  EXPECT_EQ(draw(0.7f, 0.999999), 3);
+  const struct {
+    float top_p;
+    double uniform;
+    int token;
+  } cases[] = {{1.0f, 0.0, 0},   {1.0f, 0.049, 0}, {1.0f, 0.051, 1}, {1.0f, 0.549, 1},
+               {1.0f, 0.551, 2}, {1.0f, 0.699, 2}, {1.0f, 0.701, 3}, {1.0f, 0.999999, 3},
+               {0.7f, 0.0, 1},   {0.7f, 0.624, 1}, {0.7f, 0.626, 3}, {0.7f, 0.999999, 3}};
+  for (const auto& c : cases) {
+    EXPECT_EQ(sampler.Sample(logits.data(), 4, 1.0f, c.top_p, c.uniform), c.token)
+        << "top_p " << c.top_p << ", uniform " << c.uniform;
+  }
 }
 
 TEST(SamplingTest, SameSeedSameTokens) {
