@@ -1,6 +1,9 @@
 #include "worker/synthetic_weights.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/llama_layout.h"
@@ -8,40 +11,58 @@
 
 namespace llama {
 
-std::vector<Tensor> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed, int rank,
-                                     int world_size) {
-  seed = seed * 1000003 + rank;
-  // A xorshift stream: a billion values take seconds, where
-  // std::normal_distribution takes a minute.
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 88172645463325252ull;
+namespace {
+
+// Fills `t` from its own xorshift stream (a billion values take seconds,
+// where std::normal_distribution takes a minute).
+void Fill(Tensor& t, uint64_t stream_seed, bool matrix, float scale) {
+  uint64_t state = stream_seed * 0x9E3779B97F4A7C15ull + 88172645463325252ull;
   const auto uniform = [&state] {
     state ^= state << 13;
     state ^= state >> 7;
     state ^= state << 17;
     return (static_cast<float>(state >> 40) / 16777216.0f * 2.0f - 1.0f) * 1.7320508f;
   };
-  std::vector<Tensor> tensors;
-  for (const TensorSpec& spec : LlamaTensors(config)) {
-    Tensor t = Tensor::Zeros(dtype, RankShape(spec, config, rank, world_size));
-    const bool matrix = spec.shape.size() == 2;
-    const float scale = matrix ? 1.0f / std::sqrt(static_cast<float>(spec.shape[1])) : 0.0f;
-    const int64_t count = t.numel();
-    for (int64_t i = 0; i < count; ++i) {
-      const float value = matrix ? uniform() * scale : 1.0f;
-      switch (dtype) {
-        case DType::kF32:
-          t.mutable_f32()[i] = value;
-          break;
-        case DType::kF16:
-          static_cast<uint16_t*>(t.mutable_raw())[i] = F32ToF16(value);
-          break;
-        default:
-          static_cast<uint16_t*>(t.mutable_raw())[i] = F32ToBf16(value);
-          break;
-      }
+  const int64_t count = t.numel();
+  for (int64_t i = 0; i < count; ++i) {
+    const float value = matrix ? uniform() * scale : 1.0f;
+    switch (t.dtype()) {
+      case DType::kF32:
+        t.mutable_f32()[i] = value;
+        break;
+      case DType::kF16:
+        static_cast<uint16_t*>(t.mutable_raw())[i] = F32ToF16(value);
+        break;
+      default:
+        static_cast<uint16_t*>(t.mutable_raw())[i] = F32ToBf16(value);
+        break;
     }
-    tensors.push_back(t);
   }
+}
+
+}  // namespace
+
+std::vector<Tensor> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed, int rank,
+                                     int world_size) {
+  const std::vector<TensorSpec> specs = LlamaTensors(config);
+  std::vector<Tensor> tensors;
+  for (const TensorSpec& spec : specs) tensors.push_back(Tensor::Zeros(dtype, RankShape(spec, config, rank, world_size)));
+  // Each tensor has its own stream, so threads can fill them in any order
+  // and the values do not depend on how many there are (a 7B model takes
+  // ~30 s on one core).
+  const unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), specs.size()));
+  std::atomic<size_t> next{0};
+  const auto fill = [&] {
+    for (size_t i = next++; i < specs.size(); i = next++) {
+      const bool matrix = specs[i].shape.size() == 2;
+      const float scale = matrix ? 1.0f / std::sqrt(static_cast<float>(specs[i].shape[1])) : 0.0f;
+      Fill(tensors[i], (seed * 1000003 + rank) * 1000003 + i, matrix, scale);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(fill);
+  fill();
+  for (std::thread& worker : workers) worker.join();
   return tensors;
 }
 
