@@ -190,6 +190,33 @@ TEST_F(DownloadTest, BadInput) {
   EXPECT_EQ(RedactUrl("https://h/p/*?a=1&b=2"), "https://h/p/*?<redacted>");
 }
 
+// A shard larger than any disk (an 8 TB sparse file on the server) is
+// refused before a byte of it is fetched, with sizes in the message.
+TEST_F(DownloadTest, NotEnoughFreeSpaceIsRefusedUpFront) {
+  const std::string root = std::string(getenv("TEST_TMPDIR")) + "/served_huge";
+  fs::create_directories(root + "/llama-2-7b");
+  for (const char* f : {"LICENSE", "USE_POLICY.md", "tokenizer.model", "tokenizer_checklist.chk",
+                        "llama-2-7b/params.json"}) {
+    fs::copy_file(ServedFolder() + "/" + f, root + "/" + f, fs::copy_options::overwrite_existing);
+  }
+  std::ofstream(root + "/llama-2-7b/consolidated.00.pth").close();
+  fs::resize_file(root + "/llama-2-7b/consolidated.00.pth", 8000000000000);  // Sparse: no disk used.
+  std::ofstream(root + "/llama-2-7b/checklist.chk")
+      << *Md5File(root + "/llama-2-7b/params.json") << "  params.json\n"
+      << "0123456789abcdef0123456789abcdef  consolidated.00.pth\n";
+  absl::StatusOr<std::unique_ptr<HttpTestServer>> huge = HttpTestServer::Start(root, "llama2", kQuery);
+  ASSERT_TRUE(huge.ok()) << huge.status();
+  DownloadOptions o = Options({"7B"});
+  o.url_template = (*huge)->UrlTemplate();
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(report.status().message(), HasSubstr("the download needs 8.00 TB more in " + target_));
+  EXPECT_THAT(report.status().message(), HasSubstr("is free"));
+  EXPECT_LE((*huge)->BytesServed("llama-2-7b/consolidated.00.pth"), 1);  // The size probe's one byte.
+  EXPECT_FALSE(fs::exists(target_ + "/llama-2-7b/consolidated.00.pth.partial"));
+}
+
 // Through the launcher binary: the URL's query appears nowhere in what it
 // prints or writes, on success or failure.
 TEST_F(DownloadTest, TheUrlNeverLeaks) {
