@@ -196,6 +196,24 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
   EXPECT_GT((*with_nccl)->graphs_captured(), 0) << "no decode graph was captured with NCCL calls in it";
 }
 
+// Checked before the GPU is touched, so these run on any machine.
+TEST(CudaTransformerArgumentsTest, BadOptionsAreClearErrors) {
+  TransformerOptions options = SmallOptions(DType::kI8);
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(gpu.status().message().find("KV cache of i8: expected f32, bf16 or f16"), std::string::npos)
+      << gpu.status();
+  options = SmallOptions();
+  options.max_batch_size = 0;
+  gpu = CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+  EXPECT_NE(gpu.status().message().find("--max_batch_size (0)"), std::string::npos) << gpu.status();
+  gpu = CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16, 1, 0, 2), nullptr, SmallOptions());
+  EXPECT_NE(gpu.status().message().find("the shard is for rank 0 of 2 but this process is rank 0 of 1"),
+            std::string::npos)
+      << gpu.status();
+}
+
 TEST_F(CudaTest, TooBigACacheIsAClearError) {
   TransformerOptions options = SmallOptions();
   options.max_batch_size = 1 << 20;

@@ -247,15 +247,21 @@ TEST(TransformerTest, TextAndChatCompletion) {
   EXPECT_THAT(bad.status().message(), HasSubstr("dialog 0: dialog message 1 has role \"user\""));
 }
 
-// A KV cache that cannot fit is a clear error, not a crash in the allocator.
-TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
+// A model small enough to build in a blink, for the error-path tests.
+ModelConfig TinyConfig(int n_layers, int n_kv_heads) {
   ModelConfig config;
   config.dim = 32;
-  config.n_layers = 2;
+  config.n_layers = n_layers;
   config.n_heads = 4;
-  config.n_kv_heads = 4;
+  config.n_kv_heads = n_kv_heads;
   config.vocab_size = 40;
   config.multiple_of = 16;
+  return config;
+}
+
+// A KV cache that cannot fit is a clear error, not a crash in the allocator.
+TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
+  const ModelConfig config = TinyConfig(/*n_layers=*/2, /*n_kv_heads=*/4);
   LocalCommunicator comm;
   TransformerOptions options;
   options.max_batch_size = 1 << 20;
@@ -267,13 +273,7 @@ TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
 }
 
 TEST(TransformerTest, KvCacheOfANonFloatTypeIsAClearError) {
-  ModelConfig config;
-  config.dim = 32;
-  config.n_layers = 1;
-  config.n_heads = 4;
-  config.n_kv_heads = 4;
-  config.vocab_size = 40;
-  config.multiple_of = 16;
+  const ModelConfig config = TinyConfig(/*n_layers=*/1, /*n_kv_heads=*/4);
   LocalCommunicator comm;
   TransformerOptions options;
   options.kv_cache_dtype = DType::kI8;
@@ -286,13 +286,7 @@ TEST(TransformerTest, KvCacheOfANonFloatTypeIsAClearError) {
 // A NaN planted in layer 1's FFN output weight is reported with the layer,
 // not passed on to sampling.
 TEST(TransformerTest, NonFiniteActivationsNameTheLayer) {
-  ModelConfig config;
-  config.dim = 32;
-  config.n_layers = 3;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.vocab_size = 40;
-  config.multiple_of = 16;
+  const ModelConfig config = TinyConfig(/*n_layers=*/3, /*n_kv_heads=*/2);
   ModelWeights weights = SyntheticWeights(config, DType::kF32);
   weights.layers[1].w2.mutable_f32()[5] = NAN;
   LocalCommunicator comm;
