@@ -138,7 +138,8 @@ struct CudaTransformer::State {
   CudaBuffer rope_cos, rope_sin, kv_head_of;
   CudaBuffer x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits, probs;
   // Per step: tokens, positions and slots of each token; the rows whose
-  // logits are wanted; sampling settings and results; per-layer NaN flags.
+  // logits are wanted; sampling settings and results; non-finite flags, one
+  // per layer and one for the logits (index n_layers).
   Mirrored<int32_t> tokens, positions, slots, out_rows, chosen_tokens, flags;
   // Prefill steps' attention tiles (cuda::AttentionTiles): first row and
   // row count of each; decode steps (one token per chunk) attend row by row.
@@ -146,7 +147,10 @@ struct CudaTransformer::State {
   int64_t tiles = 0;
   Mirrored<cuda::RowSampling> sampling;
   Mirrored<float> chosen_logprobs;
-  std::vector<float> host_logits;
+  // Prompt scoring's logits. Pinned: a copy to pageable memory blocks the
+  // host inside cudaMemcpyAsync, where a hung NCCL peer would stall it
+  // before Finish's watchdog ever ran.
+  CudaBuffer host_logits{CudaBuffer::Kind::kPinnedHost};
   StepGraphs<GraphExec> graphs{1, false};
 
   ~State() {
@@ -281,7 +285,8 @@ absl::Status CudaTransformer::State::EnqueueStep(int64_t n, int64_t rows, bool c
   if (s.ok() && tiles > 0) s = tile_rows.Upload(tiles, stream);
   if (s.ok() && choose) s = sampling.Upload(rows, stream);
   if (s.ok()) {
-    s = CudaCall(cudaMemsetAsync(flags.on_device(), 0, c.n_layers * sizeof(int32_t), stream), "cudaMemsetAsync");
+    s = CudaCall(cudaMemsetAsync(flags.on_device(), 0, (c.n_layers + 1) * sizeof(int32_t), stream),
+                 "cudaMemsetAsync");
   }
   const int64_t local_dim = tok_embeddings.cols;
   if (s.ok()) {
@@ -300,13 +305,14 @@ absl::Status CudaTransformer::State::EnqueueStep(int64_t n, int64_t rows, bool c
                     logits_local.get());
   }
   if (s.ok()) s = GatherColumns(logits_local.get(), rows, c.vocab_size / world_size, logits.get());
+  if (s.ok()) s = cuda::FlagNonFinite(logits.get(), rows * c.vocab_size, flags.on_device(), c.n_layers, stream);
   if (s.ok() && choose) {
     s = cuda::SampleRows(logits.get(), rows, c.vocab_size, sampling.on_device(), probs.get(),
                          chosen_tokens.on_device(), chosen_logprobs.on_device(), stream);
     if (s.ok()) s = chosen_tokens.Download(rows, stream);
     if (s.ok()) s = chosen_logprobs.Download(rows, stream);
   }
-  if (s.ok()) s = flags.Download(c.n_layers, stream);
+  if (s.ok()) s = flags.Download(c.n_layers + 1, stream);
   return s;
 }
 
@@ -339,6 +345,9 @@ absl::Status CudaTransformer::State::Finish() {
     if (flags.staged()[i] != 0) {
       return absl::DataLossError(absl::StrFormat("non-finite activation after layer %d (rank %d)", i, rank));
     }
+  }
+  if (flags.staged()[config.n_layers] != 0) {
+    return absl::DataLossError(absl::StrFormat("non-finite value in the logits (rank %d)", rank));
   }
   return absl::OkStatus();
 }
@@ -459,11 +468,14 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
                                &st.tile_rows}) {
     if (s.ok()) s = m->Allocate(t);
   }
-  if (s.ok()) s = st.flags.Allocate(c.n_layers);
+  if (s.ok()) s = st.flags.Allocate(c.n_layers + 1);
   if (s.ok()) s = st.sampling.Allocate(t);
   if (s.ok()) s = st.chosen_logprobs.Allocate(t);
+  if (s.ok()) s = st.host_logits.Allocate(t * c.vocab_size * f);
+  // The zeroing and the pageable uploads above ran on the legacy default
+  // stream, which the non-blocking model stream does not wait for.
+  if (s.ok()) s = CudaCall(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   if (!s.ok()) return s;
-  st.host_logits.resize(t * c.vocab_size);
   st.graphs = StepGraphs<GraphExec>(options.max_batch_size, options.cuda_graphs);
   return std::unique_ptr<CudaTransformer>(new CudaTransformer(std::move(state)));
 }
@@ -475,13 +487,13 @@ absl::StatusOr<absl::Span<const float>> CudaTransformer::Forward(absl::Span<cons
   absl::Status s = st.Stage(chunks, &n, &rows);
   if (s.ok()) s = st.EnqueueStep(n, rows, /*choose=*/false);
   if (s.ok()) {
-    s = CudaCall(cudaMemcpyAsync(st.host_logits.data(), st.logits.get(), rows * st.config.vocab_size * sizeof(float),
+    s = CudaCall(cudaMemcpyAsync(st.host_logits.get(), st.logits.get(), rows * st.config.vocab_size * sizeof(float),
                                  cudaMemcpyDeviceToHost, st.stream),
                  "cudaMemcpyAsync(logits)");
   }
   if (s.ok()) s = st.Finish();
   if (!s.ok()) return s;
-  return absl::Span<const float>(st.host_logits.data(), rows * st.config.vocab_size);
+  return absl::Span<const float>(st.host_logits.get(), rows * st.config.vocab_size);
 }
 
 absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
@@ -504,8 +516,8 @@ absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> c
       s = st.CaptureAndLaunch(*key, n, rows);
       if (!s.ok()) {
         LOG(WARNING) << "rank " << st.rank << ": decode steps run without CUDA graphs: " << s;
-        st.graphs.CaptureFailed(s);
-        s = st.EnqueueStep(n, rows, /*choose=*/true);
+        s = st.graphs.CaptureFailed(s, st.world_size);
+        if (s.ok()) s = st.EnqueueStep(n, rows, /*choose=*/true);
       }
       break;
     case StepMode::kEager:

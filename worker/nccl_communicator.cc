@@ -41,12 +41,49 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rende
     return s;
   }
   comm->own_stream_ = comm->stream_ = stream;
+  // Non-blocking, so that a peer dying after the id exchange cannot hang
+  // this rank inside ncclCommInitRank: Settle waits with the deadline and
+  // aborts. Every later call may then return ncclInProgress too; each goes
+  // through Settle.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t raw = nullptr;
-  if (absl::Status s = NcclCall(ncclCommInitRank(&raw, o.world_size, id, o.rank), "ncclCommInitRank"); !s.ok()) {
+  const ncclResult_t started = ncclCommInitRankConfig(&raw, o.world_size, id, o.rank, &config);
+  comm->comm_ = raw;
+  if (started != ncclSuccess && started != ncclInProgress) {
+    // Whatever was created is aborted in the destructor.
+    comm->aborted_ = true;
+    return NcclCall(started, "ncclCommInitRankConfig");
+  }
+  if (absl::Status s = comm->Settle(started, "ncclCommInitRankConfig (joining the other ranks)"); !s.ok()) {
     return s;
   }
-  comm->comm_ = raw;
   return comm;
+}
+
+absl::Status NcclCommunicator::Settle(int result_code, const char* what) {
+  ncclResult_t result = static_cast<ncclResult_t>(result_code);
+  if (result != ncclSuccess && result != ncclInProgress) return NcclCall(result, what);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (result == ncclInProgress) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      Abort();
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s: not done after %d s; a peer is hung or gone, communicator aborted", what,
+          std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (ncclResult_t q = ncclCommGetAsyncError(comm_, &result); q != ncclSuccess) result = q;
+  }
+  if (result == ncclSuccess) return absl::OkStatus();
+  Abort();
+  return NcclCall(result, absl::StrFormat("%s (communicator aborted)", what).c_str());
+}
+
+void NcclCommunicator::Abort() {
+  if (comm_ != nullptr) ncclCommAbort(comm_);
+  comm_ = nullptr;
+  aborted_ = true;
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -54,7 +91,17 @@ NcclCommunicator::~NcclCommunicator() {
     if (aborted_) {
       ncclCommAbort(comm_);
     } else {
-      ncclCommDestroy(comm_);
+      // Non-blocking: the destroy may still be settling when it returns.
+      ncclResult_t state = ncclCommFinalize(comm_);
+      while (state == ncclInProgress) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+      }
+      if (state == ncclSuccess) {
+        ncclCommDestroy(comm_);
+      } else {
+        ncclCommAbort(comm_);
+      }
     }
   }
   if (own_stream_ != nullptr) cudaStreamDestroy(own_stream_);
@@ -69,16 +116,13 @@ absl::Status NcclCommunicator::Wait(const char* what) {
     if (state != cudaErrorNotReady) return CudaCall(state, what);
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm_, &async);
-    if (async != ncclSuccess) {
-      aborted_ = true;
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
+    // ncclInProgress: a non-blocking call still settling, not a failure.
+    if (async != ncclSuccess && async != ncclInProgress) {
+      Abort();
       return NcclCall(async, absl::StrFormat("%s (a peer failed; communicator aborted)", what).c_str());
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      aborted_ = true;
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
+      Abort();
       return absl::DeadlineExceededError(absl::StrFormat(
           "%s: no progress for %d s; a peer is hung or gone, communicator aborted", what,
           std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
@@ -89,17 +133,17 @@ absl::Status NcclCommunicator::Wait(const char* what) {
 
 absl::Status NcclCommunicator::AllReduceSum(float* data, size_t count) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  return NcclCall(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
+  return Settle(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
 }
 
 absl::Status NcclCommunicator::AllGather(const float* send, size_t count, float* recv) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  return NcclCall(ncclAllGather(send, recv, count, ncclFloat, comm_, stream_), "ncclAllGather");
+  return Settle(ncclAllGather(send, recv, count, ncclFloat, comm_, stream_), "ncclAllGather");
 }
 
 absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  return NcclCall(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
+  return Settle(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
 }
 
 }  // namespace llama

@@ -9,6 +9,8 @@
 // collective deadline aborts the communicator (ncclCommAbort) and returns
 // an error naming what was waited for, never a hang (FasterTransformer's
 // ftNcclStreamSynchronize does the same). The model waits once per step.
+// Creation is bounded the same way: the communicator is non-blocking, so a
+// peer that dies after the id exchange cannot hang ncclCommInitRank.
 
 #ifndef LLAMA_WORKER_NCCL_COMMUNICATOR_H_
 #define LLAMA_WORKER_NCCL_COMMUNICATOR_H_
@@ -53,6 +55,12 @@ class NcclCommunicator final : public Communicator {
  private:
   NcclCommunicator(int rank, int world_size, std::chrono::milliseconds timeout)
       : rank_(rank), world_size_(world_size), timeout_(timeout) {}
+
+  // The communicator is non-blocking: a call's result may be ncclInProgress
+  // until its state settles. Waits for that (the deadline, then abort) and
+  // returns the outcome; `what` names the call in errors.
+  absl::Status Settle(int result, const char* what);
+  void Abort();
 
   int rank_;
   int world_size_;

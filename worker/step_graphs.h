@@ -8,8 +8,11 @@
 // each row count gets one graph: run eagerly the first time (cuBLAS picks
 // its kernels, NCCL sets up lazily, outside any capture), captured the
 // second, replayed from then on: one launch instead of hundreds per step.
-// A failed capture turns graphs off for good and keeps the reason; steps
-// then run eagerly, which is always correct.
+// A failed capture turns graphs off for good and keeps the reason. Alone,
+// a rank then reruns the step eagerly, which is always correct. With peers
+// it cannot: they replay or capture the same step, and their graphs' all-
+// reduces would wait for collectives this rank never launched (or launched
+// out of step), so the step fails and the job stops instead.
 
 #ifndef LLAMA_WORKER_STEP_GRAPHS_H_
 #define LLAMA_WORKER_STEP_GRAPHS_H_
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "worker/language_model.h"
 
@@ -56,10 +60,15 @@ class StepGraphs {
     ++captures_;
   }
 
-  // Turns graphs off (dropping any captured) and keeps why.
-  void CaptureFailed(absl::Status why) {
+  // Turns graphs off (dropping any captured) and keeps why. Returns OK when
+  // the step may be rerun eagerly (world_size 1), else the step's error.
+  absl::Status CaptureFailed(absl::Status why, int world_size) {
     disabled_ = std::move(why);
     for (std::optional<Graph>& graph : graphs_) graph.reset();
+    if (world_size == 1) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat(
+        "capturing a CUDA graph failed with ", world_size,
+        " ranks, whose peers replay theirs; rerun with --cuda_graphs=false: ", disabled_.ToString()));
   }
 
   Graph& graph(int key) { return *graphs_[key]; }

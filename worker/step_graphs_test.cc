@@ -56,7 +56,7 @@ TEST(StepGraphsTest, AFailedCaptureTurnsGraphsOffAndReleasesThem) {
   EXPECT_EQ(graph.use_count(), 2);
   graphs.Plan(2);
   ASSERT_EQ(graphs.Plan(2), StepMode::kCapture);
-  graphs.CaptureFailed(absl::InternalError("operation not permitted when stream is capturing"));
+  EXPECT_TRUE(graphs.CaptureFailed(absl::InternalError("operation not permitted when stream is capturing"), 1).ok());
   EXPECT_EQ(graph.use_count(), 1);  // Released.
   EXPECT_FALSE(graphs.enabled());
   EXPECT_EQ(graphs.disabled_reason().message(), "operation not permitted when stream is capturing");
@@ -64,6 +64,21 @@ TEST(StepGraphsTest, AFailedCaptureTurnsGraphsOffAndReleasesThem) {
     EXPECT_EQ(graphs.Plan(1), StepMode::kEager);
     EXPECT_EQ(graphs.Plan(2), StepMode::kEager);
   }
+}
+
+// With peers a rank cannot fall back alone: the step fails, naming the way
+// out, and graphs stay off.
+TEST(StepGraphsTest, AFailedCaptureWithPeersFailsTheStep) {
+  StepGraphs<int> graphs(4, true);
+  graphs.Plan(1);
+  ASSERT_EQ(graphs.Plan(1), StepMode::kCapture);
+  const absl::Status step = graphs.CaptureFailed(absl::InternalError("capture invalidated"), 2);
+  EXPECT_EQ(step.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(step.message().find("2 ranks"), std::string::npos) << step;
+  EXPECT_NE(step.message().find("--cuda_graphs=false"), std::string::npos) << step;
+  EXPECT_NE(step.message().find("capture invalidated"), std::string::npos) << step;
+  EXPECT_FALSE(graphs.enabled());
+  EXPECT_EQ(graphs.Plan(1), StepMode::kEager);
 }
 
 TEST(StepGraphsTest, TurnedOffMeansAlwaysEager) {

@@ -436,6 +436,10 @@ __global__ void __launch_bounds__(kSampleThreads)
       token = shared_int;
     }
   }
+  // A NaN or infinite logit leaves no kept token (the sums are NaN): pick the
+  // largest comparable logit rather than an index outside the row. The
+  // caller flags non-finite logits and fails the step, as the CPU model does.
+  if (token < 0 || token >= vocab) token = best.index;
   if (threadIdx.x == 0) {
     tokens[row] = token;
     logprobs[row] = static_cast<float>(l[token] - max_logit - log_normaliser);

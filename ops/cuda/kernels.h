@@ -96,7 +96,9 @@ struct RowSampling {
 // nucleus, a prefix sum in token-id order finds the draw. logprobs[r] =
 // log_softmax(row r)[tokens[r]]. probs: scratch [rows, vocab]. The CPU
 // computes probabilities in double, the GPU in float: a draw within
-// rounding of a boundary may pick a neighbour.
+// rounding of a boundary may pick a neighbour. A row with a NaN or infinite
+// logit gets a token inside the row (its largest comparable logit); flag
+// such rows with FlagNonFinite, the choice means nothing.
 absl::Status SampleRows(const float* logits, int64_t rows, int64_t vocab, const RowSampling* params, float* probs,
                         int32_t* tokens, float* logprobs, cudaStream_t stream);
 

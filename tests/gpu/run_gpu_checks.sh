@@ -17,9 +17,12 @@
 #                                       3. the bench on a 7B-shaped bf16 model: prefill
 #                                          512, decode batch 1 (graphs on and off) and
 #                                          batch 32, against the copy bandwidth
-#                                       and prints one table. Budget: < 8 minutes on an H200.
+#                                       and prints one table, under one deadline
+#                                       (GPU_CHECKS_DEADLINE_S, default 420 s); the
+#                                       table and every log also go to $OUT.
 #
-# It ends with "N passed, N failed" (checks of parts 1 and 2).
+# It ends with "N passed, N failed": the tests, the worker runs, and each
+# bench run (its numbers are reported, not judged; a bench that fails counts).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -31,7 +34,7 @@ readonly WORKER_JOB_FLAGS="--temperature=0 --max_gen_len=32 --max_seq_len=128 --
 readonly TEST_TARGETS=(//ops/cuda:toolkit_test //ops/cuda:parity_test //worker:nccl_communicator_test
                       //worker:cuda_transformer_test)
 readonly TOOL_TARGETS=(//tools:bench //worker)
-readonly BUNDLE=.gpu_bundle
+readonly BUNDLE="${GPU_BUNDLE:-.gpu_bundle}"
 
 case "${1:-}" in
   build)
@@ -67,9 +70,23 @@ PY
     du -sh "$BUNDLE" && ls -la "$BUNDLE" && find "$BUNDLE/fixtures" -type f
     ;;
   run)
-    [[ -d "$BUNDLE" ]] || { echo "no $BUNDLE: run '$0 build' first and carry it"; exit 1; }
-    nvidia-smi -L || true
+    # One deadline for the whole run (GPU_CHECKS_DEADLINE_S, default 420 s,
+    # inside the device's 10-minute command limit with room for the start):
+    # every step's timeout is cut to what is left, a step that cannot start
+    # in time is failed as "not run", and each result is printed and written
+    # to $OUT the moment it is known, so a run killed from outside still
+    # tells what passed.
+    readonly deadline=$((SECONDS + ${GPU_CHECKS_DEADLINE_S:-420}))
+    out="${OUT:-$(mktemp -d)}"
+    mkdir -p "$out"
+    # $OUT brings back at most 8 files: one table, one log with every step's
+    # full output appended as it finishes.
+    table_file="$out/gpu_checks_table.txt" all_logs="$out/gpu_checks_logs.txt"
+    : >"$table_file"; : >"$all_logs"
+    [[ -d "$BUNDLE" ]] || { echo "no $BUNDLE: run '$0 build' first and carry it"; echo "0 passed, 1 failed"; exit 1; }
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+    echo "GPUs: ${gpus} (${gpu_name:-none visible}); deadline ${GPU_CHECKS_DEADLINE_S:-420} s; logs in $out" | tee -a "$table_file"
     # The CUDA libraries the binaries need, wherever this machine keeps them.
     dirs=""
     for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
@@ -79,23 +96,41 @@ PY
     export LD_LIBRARY_PATH="$PWD/$BUNDLE${dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     work="$(mktemp -d)"
     passed=0 failed=0
-    table=()
     record() {  # name, ok (0/1), detail
-      if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); table+=("$(printf '%-38s %-5s %s' "$1" pass "$3")");
-      else failed=$((failed + 1)); table+=("$(printf '%-38s %-5s %s' "$1" FAIL "$3")"); fi
+      local line
+      if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); line="$(printf '%-40s %-5s %s' "$1" pass "$3")";
+      else failed=$((failed + 1)); line="$(printf '%-40s %-5s %s' "$1" FAIL "$3")"; fi
+      echo "== $line"
+      echo "$line" >>"$table_file"
+    }
+    note() { echo "== $1"; echo "$1" >>"$table_file"; }
+    # Seconds a step may take: its own cap, cut to what is left of the deadline.
+    budget() { local left=$((deadline - SECONDS)); echo $((left < $1 ? left : $1)); }
+    keep_log() {  # name, log file
+      { echo "===== $1 ====="; cat "$2"; echo; } >>"$all_logs"
     }
 
     # 1. Tests.
     for test in "$BUNDLE"/*_test; do
-      log="$work/$(basename "$test").log"
-      timeout 300 "$test" >"$log" 2>&1
+      name=$(basename "$test") log="$work/$(basename "$test").log"
+      limit=$(budget 120)
+      if [[ $limit -le 5 ]]; then record "$name" 1 "not run: the deadline was reached"; continue; fi
+      timeout -k 5 "$limit" "$test" >"$log" 2>&1
       status=$?
+      keep_log "$name" "$log"
       tail -n 25 "$log"
-      tests_run=$(grep -o '\[  PASSED  \] [0-9]* test' "$log" | grep -o '[0-9]*$' || echo 0)
-      if [[ $status -ne 0 ]] || grep -q '\[  SKIPPED \]' "$log"; then
-        record "$(basename "$test")" 1 "status $status (a skip means no GPU was seen)"
+      tests_passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+      tests_skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+      if [[ $status -eq 124 || $status -eq 137 ]]; then
+        record "$name" 1 "timed out after ${limit} s"
+      elif [[ $status -ne 0 ]]; then
+        record "$name" 1 "status $status, ${tests_passed:-0} tests passed"
+      elif [[ -n "$tests_skipped" && "$tests_skipped" != 0 ]]; then
+        record "$name" 1 "${tests_skipped} tests skipped (a skip means no GPU was seen)"
+      elif [[ -z "$tests_passed" || "$tests_passed" == 0 ]]; then
+        record "$name" 1 "exited 0 but no test passed"
       else
-        record "$(basename "$test")" 0 "$tests_run tests"
+        record "$name" 0 "${tests_passed} tests"
       fi
     done
 
@@ -104,18 +139,21 @@ PY
     # fixture's top two logits are >= 0.0037 apart, GPU-CPU differences
     # ~1e-5); bf16 weights are reported only (the GPU rounds activations to
     # bf16 for the tensor cores, which may flip a near-tie).
-    worker_job() {  # model, ranks
-      local model=$1 ranks=$2 pids=() status=0 dir="$BUNDLE/fixtures/$1"
+    worker_job() {  # model, ranks, time limit
+      local model=$1 ranks=$2 limit=$3 pids=() status=0 dir="$BUNDLE/fixtures/$1"
       for ((rank = 0; rank < ranks; ++rank)); do
         # shellcheck disable=SC2086
         RANK=$rank WORLD_SIZE=$ranks LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 \
-          MASTER_PORT=29611 RENDEZVOUS_TOKEN=gpu-checks timeout 180 "$BUNDLE/worker" --device=cuda \
+          MASTER_PORT=29611 RENDEZVOUS_TOKEN=gpu-checks timeout -k 5 "$limit" "$BUNDLE/worker" --device=cuda \
           --shard_dir="$dir/tp$ranks" --tokenizer_path="$BUNDLE/fixtures/tokenizer.model" \
           --prompts_file="$dir/prompts.json" $WORKER_JOB_FLAGS --output="$work/$model.tp$ranks.jsonl" \
           >"$work/$model.tp$ranks.rank$rank.log" 2>&1 &
         pids+=($!)
       done
       for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+      for ((rank = 0; rank < ranks; ++rank)); do
+        keep_log "worker $model tp$ranks rank $rank" "$work/$model.tp$ranks.rank$rank.log"
+      done
       tail -n 4 "$work/$model.tp$ranks.rank0.log"
       return $status
     }
@@ -134,7 +172,9 @@ PY
     for model in "${GOLDEN_MODELS[@]}"; do
       for ranks in "${rank_counts[@]}"; do
         name="worker $model, $ranks rank(s)$([[ $ranks -gt 1 ]] && echo ' (NCCL)')"
-        if ! worker_job "$model" "$ranks"; then
+        limit=$(budget 90)
+        if [[ $limit -le 5 ]]; then record "$name" 1 "not run: the deadline was reached"; continue; fi
+        if ! worker_job "$model" "$ranks" "$limit"; then
           record "$name" 1 "failed: see the log tail above"
           continue
         fi
@@ -147,29 +187,41 @@ PY
         fi
       done
     done
-    [[ $gpus -ge 2 ]] || table+=("(fewer than 2 GPUs: no 2-rank NCCL runs; NCCL refuses two ranks on one GPU)")
+    if [[ $gpus -lt 2 ]]; then
+      note "NOT COVERED with ${gpus} GPU(s): NCCL across ranks (all-reduce, all-gather of the sharded embedding and"
+      note "  logits), collectives captured in graphs across ranks, the watchdog on a dead peer; the 2-rank worker"
+      note "  runs need 2 GPUs (NCCL refuses two ranks on one GPU). The NCCL path ran on one rank only."
+    fi
 
-    # 3. Benchmarks (numbers, not pass/fail): a 7B-shaped model, random bf16 weights.
+    # 3. Benchmarks on a 7B-shaped model, random bf16 weights: numbers, and a
+    # failure if the bench does not finish.
     seven_b=(--dim=4096 --n_layers=32 --n_heads=32 --n_kv_heads=32 --ffn_hidden=11008 --vocab_size=32000)
     bench() {  # name, flags...
-      local name=$1; shift
-      timeout 150 "$BUNDLE/bench" --device=cuda "${seven_b[@]}" "$@" >"$work/$name.log" 2>&1
+      local name=$1 limit; shift
+      limit=$(budget 100)
+      if [[ $limit -le 5 ]]; then record "bench $name" 1 "not run: the deadline was reached"; return; fi
+      timeout -k 5 "$limit" "$BUNDLE/bench" --device=cuda "${seven_b[@]}" "$@" >"$work/$name.log" 2>&1
+      local status=$?
+      keep_log "bench $name" "$work/$name.log"
       cat "$work/$name.log"
+      if [[ $status -ne 0 ]]; then record "bench $name" 1 "status $status"; else record "bench $name" 0 "$*"; fi
     }
+    field() { [[ -f "$work/$1.log" ]] && grep -o "$2" "$work/$1.log" | head -n 1; }
     bench b1 --prefill_tokens=512 --decode_tokens=128 --batch=1
     bench b1_eager --prefill_tokens=16 --decode_tokens=64 --batch=1 --cuda_graphs=false
     bench b32 --prefill_tokens=128 --decode_tokens=32 --batch=32
-    field() { grep -o "$2" "$work/$1.log" | head -n 1; }
+    {
+      echo "7B shape, bf16, ${gpu_name:-no GPU}:"
+      echo "  prefill 512 tokens:      $(field b1 '[0-9.]* tokens/s' | head -n 1)"
+      echo "  decode batch 1:          $(field b1 'batch 1, [0-9.]* ms/step') (graphs), $(field b1_eager 'batch 1, [0-9.]* ms/step') (no graphs)"
+      echo "  bandwidth floor:         $(field b1 '[0-9]*% of the [0-9.]* GB/s memory limit')"
+      echo "  decode batch 32:         $(field b32 'batch 32, [0-9.]* ms/step = [0-9.]* tokens/s')"
+    } >>"$table_file"
+    rm -rf "$work"
+    echo "$passed passed, $failed failed" >>"$table_file"
     echo
     echo "== GPU checks =="
-    printf '%s\n' "${table[@]}"
-    echo "7B shape, bf16, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1):"
-    echo "  prefill 512 tokens:      $(field b1 '[0-9.]* tokens/s' | head -n 1)"
-    echo "  decode batch 1:          $(field b1 'batch 1, [0-9.]* ms/step') (graphs), $(field b1_eager 'batch 1, [0-9.]* ms/step') (no graphs)"
-    echo "  bandwidth floor:         $(field b1 '[0-9]*% of the [0-9.]* GB/s memory limit')"
-    echo "  decode batch 32:         $(field b32 'batch 32, [0-9.]* ms/step = [0-9.]* tokens/s')"
-    rm -rf "$work"
-    echo "$passed passed, $failed failed"
+    cat "$table_file"
     [[ $failed -eq 0 ]]
     ;;
   *)
