@@ -45,22 +45,6 @@ struct Job {
   uint64_t size = 0;     // From the server, when asked.
 };
 
-// Makes any message safe to show: the URL's query never appears.
-class Redactor {
- public:
-  explicit Redactor(absl::string_view url_template) {
-    const size_t q = url_template.find('?');
-    if (q != absl::string_view::npos && q + 1 < url_template.size()) query_ = std::string(url_template.substr(q + 1));
-  }
-  std::string operator()(absl::string_view message) const {
-    if (query_.empty()) return std::string(message);
-    return absl::StrReplaceAll(message, {{query_, "<redacted>"}});
-  }
-
- private:
-  std::string query_;
-};
-
 // The state of one transfer, seen by libcurl's callbacks.
 struct Transfer {
   CURL* curl;
@@ -142,7 +126,7 @@ class Downloader {
   // (may be empty) hears of every chunk written.
   absl::Status FetchFile(const Job& job, const std::function<void(uint64_t)>& on_bytes, uint64_t* fetched);
 
-  const Redactor& redact() const { return redact_; }
+  const UrlRedactor& redact() const { return redact_; }
 
  private:
   // One attempt: appends to `file`; returns curl's code and fills `t`.
@@ -150,7 +134,7 @@ class Downloader {
   absl::Status Classify(const std::string& relative, const Transfer& t, CURLcode code, bool* retry);
 
   const DownloadOptions& options_;
-  Redactor redact_;
+  UrlRedactor redact_;
 };
 
 CURLcode Downloader::Perform(const std::string& relative, Transfer& t, uint64_t offset) {
@@ -339,6 +323,30 @@ absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name) {
   return MetaModel{absl::StrCat("llama-2-", absl::AsciiStrToLower(size), chat ? "-chat" : ""), it->second};
 }
 
+UrlRedactor::UrlRedactor(absl::string_view url_template) {
+  const size_t star = url_template.find('*'), query = url_template.find('?');
+  if (star != absl::string_view::npos && star + 1 < url_template.size()) {
+    secrets_.emplace_back(url_template.substr(star + 1));
+  }
+  if (query != absl::string_view::npos && query + 1 < url_template.size()) {
+    // The query up to the "*" when it comes first ("...?sig=x*" puts the
+    // file's path inside the query), else the whole query.
+    const size_t end = star != absl::string_view::npos && star > query ? star : url_template.size();
+    if (end > query + 1) secrets_.emplace_back(url_template.substr(query + 1, end - query - 1));
+  }
+  std::sort(secrets_.begin(), secrets_.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  const size_t cut = std::min(star == absl::string_view::npos ? url_template.size() : star + 1,
+                              query == absl::string_view::npos ? url_template.size() : query + 1);
+  shown_template_ = absl::StrCat(url_template.substr(0, cut), cut < url_template.size() ? "<redacted>" : "");
+}
+
+std::string UrlRedactor::operator()(absl::string_view message) const {
+  std::string safe(message);
+  for (const std::string& secret : secrets_) safe = absl::StrReplaceAll(safe, {{secret, "<redacted>"}});
+  return safe;
+}
+
 std::string RedactUrl(absl::string_view url) {
   const size_t q = url.find('?');
   if (q == absl::string_view::npos) return std::string(url);
@@ -351,11 +359,18 @@ std::string FileUrl(absl::string_view url_template, absl::string_view relative) 
   return absl::StrCat(url_template.substr(0, star), relative, url_template.substr(star + 1));
 }
 
-absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& options) {
+namespace {
+
+absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const UrlRedactor& redact) {
   if (options.url_template.find('*') == std::string::npos || !absl::StartsWith(options.url_template, "http")) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "the presigned URL %s does not look like the one in Meta's e-mail (https://...*...?...)",
-        RedactUrl(options.url_template)));
+        "the presigned URL %s does not look like the one in Meta's e-mail (https://...*...?...)", redact.Template()));
+  }
+  if (options.url_template.find('?') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the presigned URL %s has no query string (\"?Policy=...&Signature=...\"); paste the whole URL from "
+        "Meta's e-mail, quoted so the shell keeps its \"&\"s",
+        redact.Template()));
   }
   std::vector<MetaModel> models;
   for (const std::string& name : options.models) {
@@ -484,6 +499,16 @@ absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& op
     return absl::Status(failures[0].code(), absl::StrJoin(messages, "; "));
   }
   return report;
+}
+
+}  // namespace
+
+absl::StatusOr<DownloadReport> DownloadMetaCheckpoints(const DownloadOptions& options) {
+  // Every error passes the redactor once more, whichever path made it.
+  const UrlRedactor redact(options.url_template);
+  absl::StatusOr<DownloadReport> report = Download(options, redact);
+  if (report.ok()) return report;
+  return absl::Status(report.status().code(), redact(report.status().message()));
 }
 
 }  // namespace llama

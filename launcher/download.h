@@ -14,8 +14,9 @@
 // - an HTML or XML page served with status 200 (a wrong URL pasted) is
 //   recognised before anything is hashed;
 // - free space is checked before starting;
-// - the URL's query (the signature) never appears in any message: errors
-//   show the URL with its query replaced by "<redacted>".
+// - the URL's secret never appears in any message: everything after the "*"
+//   (and any query before it) is shown as "<redacted>", whatever the URL's
+//   shape; a URL without a query string is refused (Meta's always has one).
 
 #ifndef LLAMA_LAUNCHER_DOWNLOAD_H_
 #define LLAMA_LAUNCHER_DOWNLOAD_H_
@@ -40,6 +41,24 @@ absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name);
 
 // `url` with everything from '?' on replaced by "?<redacted>".
 std::string RedactUrl(absl::string_view url);
+
+// Makes any message safe to show for a presigned URL template: the text
+// after its "*" (the policy and signature, whichever way the URL is laid
+// out) and any query before the "*" are replaced by "<redacted>" wherever
+// they appear, so a file's URL (the "*" replaced by its path) shows only up
+// to the path. Messages about the template itself use Template().
+class UrlRedactor {
+ public:
+  explicit UrlRedactor(absl::string_view url_template);
+  std::string operator()(absl::string_view message) const;
+  // The template as it may be shown: up to and including the "*" (or the
+  // first '?'), then "<redacted>".
+  const std::string& Template() const { return shown_template_; }
+
+ private:
+  std::vector<std::string> secrets_;  // Longest first.
+  std::string shown_template_;
+};
 
 // The URL template with "*" replaced by `relative`.
 std::string FileUrl(absl::string_view url_template, absl::string_view relative);

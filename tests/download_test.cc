@@ -190,6 +190,38 @@ TEST_F(DownloadTest, BadInput) {
   EXPECT_EQ(RedactUrl("https://h/p/*?a=1&b=2"), "https://h/p/*?<redacted>");
 }
 
+// A URL with "*" but no "?" is refused, and its secret (all after the "*")
+// appears in no message; the redactor hides it in file URLs whatever the
+// URL's shape.
+TEST_F(DownloadTest, TheSecretNeverAppearsWhateverTheUrlsShape) {
+  DownloadOptions o = Options();
+  o.url_template = "https://host/*Policy=SECRETpolicy&Signature=SECRETsig";
+  const absl::Status refused = DownloadMetaCheckpoints(o).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("no query string"));
+  EXPECT_THAT(refused.message(), HasSubstr("https://host/*<redacted>"));
+  EXPECT_THAT(refused.message(), Not(HasSubstr("SECRET")));
+  EXPECT_FALSE(fs::exists(o.target_dir + "/LICENSE"));  // Refused before any request.
+
+  const struct {
+    const char* url_template;
+    const char* shown;
+  } shapes[] = {
+      {"https://host/*Policy=SECRET1", "https://host/*<redacted>"},
+      {"https://host/*?Policy=SECRET1&Signature=SECRET2", "https://host/*<redacted>"},
+      {"https://host/p?Policy=SECRET1&key=*&Signature=SECRET2", "https://host/p?<redacted>"},
+      {"https://host/*/suffix?Signature=SECRET1", "https://host/*<redacted>"},
+  };
+  for (const auto& shape : shapes) {
+    const UrlRedactor redact(shape.url_template);
+    EXPECT_EQ(redact.Template(), shape.shown) << shape.url_template;
+    const std::string file_url = FileUrl(shape.url_template, "llama-2-7b/params.json");
+    const std::string message = redact(absl::StrCat("fetching ", file_url, " failed; ", shape.url_template));
+    EXPECT_THAT(message, Not(HasSubstr("SECRET"))) << message;
+    EXPECT_THAT(message, HasSubstr("<redacted>")) << message;
+  }
+}
+
 // A shard larger than any disk (an 8 TB sparse file on the server) is
 // refused before a byte of it is fetched, with sizes in the message.
 TEST_F(DownloadTest, NotEnoughFreeSpaceIsRefusedUpFront) {
