@@ -208,7 +208,7 @@ PY
     }
     field() { [[ -f "$work/$1.log" ]] && grep -o "$2" "$work/$1.log" | head -n 1; }
     bench b1 --prefill_tokens=512 --decode_tokens=128 --batch=1
-    bench b1_eager --prefill_tokens=16 --decode_tokens=64 --batch=1 --cuda_graphs=false
+    bench b1_eager --prefill_tokens=512 --decode_tokens=64 --batch=1 --cuda_graphs=false
     bench b32 --prefill_tokens=128 --decode_tokens=32 --batch=32
     {
       echo "7B shape, bf16, ${gpu_name:-no GPU}:"
