@@ -16,7 +16,7 @@
 #include "checkpoint/pth_writer.h"
 #include "launcher/demo_tokenizer.h"
 #include "tokenizer/tokenizer.h"
-#include "worker/synthetic_weights.h"
+#include "worker/model/synthetic_weights.h"
 
 namespace llama {
 namespace {

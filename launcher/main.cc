@@ -35,7 +35,7 @@
 #include "launcher/slurm.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
-#include "worker/net.h"
+#include "worker/dist/net.h"
 
 // Topology (torchrun's flags).
 DEFINE_int32(nproc_per_node, 1, "Workers (ranks) on this node; one per GPU on GPU machines.");

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/net.h"
+#include "worker/dist/net.h"
 
 namespace llama::testing {
 

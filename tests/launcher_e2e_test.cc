@@ -22,7 +22,7 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "launcher/process.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/net.h"
+#include "worker/dist/net.h"
 #include "tests/test_util.h"
 
 namespace llama {

@@ -20,7 +20,7 @@
 #include "checkpoint/converter.h"
 #include "launcher/process.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/net.h"
+#include "worker/dist/net.h"
 #include "tests/test_util.h"
 
 namespace llama {

@@ -24,20 +24,20 @@
 #include "absl/strings/str_format.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/shard_format.h"
-#include "worker/communicator.h"
-#include "worker/rendezvous.h"
+#include "worker/dist/communicator.h"
+#include "worker/dist/rendezvous.h"
 #include "tools/local_ranks.h"
-#include "worker/tcp_communicator.h"
-#include "worker/model_weights.h"
-#include "worker/synthetic_weights.h"
-#include "worker/transformer.h"
+#include "worker/dist/tcp_communicator.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/synthetic_weights.h"
+#include "worker/model/transformer.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/dtype.h"
 #include "third_party/cuda/cuda_build_info.h"
 #if LLAMA_WITH_CUDA
 #include "ops/cuda/bandwidth.h"
-#include "worker/cuda_transformer.h"
+#include "worker/model/cuda_transformer.h"
 #endif
 
 DEFINE_string(shard, "", "A shard to benchmark (world size 1); default: a synthetic model.");

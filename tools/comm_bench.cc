@@ -18,8 +18,8 @@
 
 #include "absl/strings/str_format.h"
 #include "tools/local_ranks.h"
-#include "worker/rendezvous.h"
-#include "worker/tcp_communicator.h"
+#include "worker/dist/rendezvous.h"
+#include "worker/dist/tcp_communicator.h"
 
 DEFINE_int32(world_size, 2, "Processes (ranks) on this machine.");
 DEFINE_double(seconds_per_size, 0.3, "Time spent measuring each size.");

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "worker/net.h"
+#include "worker/dist/net.h"
 
 namespace llama {
 

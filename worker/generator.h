@@ -26,8 +26,8 @@
 #include "absl/status/statusor.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
-#include "worker/communicator.h"
-#include "worker/language_model.h"
+#include "worker/dist/communicator.h"
+#include "worker/model/language_model.h"
 
 namespace llama {
 

@@ -29,20 +29,20 @@
 #include "ops/dtype.h"
 #include "tokenizer/prompt_files.h"
 #include "tokenizer/tokenizer.h"
-#include "worker/environment.h"
+#include "worker/dist/environment.h"
 #include "worker/generator.h"
-#include "worker/model_weights.h"
-#include "worker/rendezvous.h"
+#include "worker/model/model_weights.h"
+#include "worker/dist/rendezvous.h"
 #include "worker/results.h"
-#include "worker/tcp_communicator.h"
-#include "worker/transformer.h"
+#include "worker/dist/tcp_communicator.h"
+#include "worker/model/transformer.h"
 #include "third_party/cuda/cuda_build_info.h"
 #if LLAMA_WITH_CUDA
 #include <cuda_runtime.h>
 
 #include "ops/cuda/cuda_status.h"
-#include "worker/cuda_transformer.h"
-#include "worker/nccl_communicator.h"
+#include "worker/model/cuda_transformer.h"
+#include "worker/dist/nccl_communicator.h"
 #endif
 
 DEFINE_string(shard_dir, "", "Folder of rank-R-of-N.shard files from //tools:convert. Required.");

@@ -83,7 +83,7 @@ absl::Status GatherRows(const float* x, const int32_t* rows, int64_t count, int6
 // the caller reads the flags once per step).
 absl::Status FlagNonFinite(const float* x, int64_t count, int32_t* flags, int index, cudaStream_t stream);
 
-// How one row picks its token (worker/language_model.h's TokenChoice).
+// How one row picks its token (worker/model/language_model.h's TokenChoice).
 struct RowSampling {
   float temperature;  // 0: argmax, the first maximum on ties.
   float top_p;

@@ -1,7 +1,7 @@
 // The NCCL communicator on one rank (NCCL refuses two ranks on one GPU);
 // multi-GPU runs belong to the GPU check script. Needs a GPU.
 
-#include "worker/nccl_communicator.h"
+#include "worker/dist/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/cuda/cuda_status.h"
-#include "worker/net.h"
+#include "worker/dist/net.h"
 
 namespace llama {
 namespace {

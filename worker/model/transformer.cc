@@ -1,4 +1,4 @@
-#include "worker/transformer.h"
+#include "worker/model/transformer.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "worker/language_model.h"
+#include "worker/model/language_model.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"

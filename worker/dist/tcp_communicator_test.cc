@@ -1,7 +1,7 @@
 // The ring collectives with 1 to 4 ranks as threads of one process (each
 // with its own store connection and sockets, as separate processes have).
 
-#include "worker/tcp_communicator.h"
+#include "worker/dist/tcp_communicator.h"
 
 #include <cmath>
 #include <functional>

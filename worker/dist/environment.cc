@@ -1,4 +1,4 @@
-#include "worker/environment.h"
+#include "worker/dist/environment.h"
 
 #include <cstdlib>
 #include <tuple>

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/net.h"
+#include "worker/dist/net.h"
 
 namespace llama {
 

@@ -1,4 +1,4 @@
-#include "worker/cuda_transformer.h"
+#include "worker/model/cuda_transformer.h"
 
 #include <cuda_runtime.h>
 #include <glog/logging.h>
@@ -14,7 +14,7 @@
 #include "ops/cuda/cublas_linear.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/kernels.h"
-#include "worker/step_graphs.h"
+#include "worker/model/step_graphs.h"
 
 namespace llama {
 

@@ -1,4 +1,4 @@
-#include "worker/communicator.h"
+#include "worker/dist/communicator.h"
 
 #include <cstring>
 

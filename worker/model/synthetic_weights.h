@@ -9,7 +9,7 @@
 
 #include "checkpoint/model_config.h"
 #include "ops/dtype.h"
-#include "worker/model_weights.h"
+#include "worker/model/model_weights.h"
 
 namespace llama {
 

@@ -1,4 +1,4 @@
-#include "worker/rendezvous.h"
+#include "worker/dist/rendezvous.h"
 
 #include <thread>
 #include <vector>

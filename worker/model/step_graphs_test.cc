@@ -1,4 +1,4 @@
-#include "worker/step_graphs.h"
+#include "worker/model/step_graphs.h"
 
 #include <memory>
 #include <string>

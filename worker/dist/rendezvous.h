@@ -19,7 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "worker/tcp_store.h"
+#include "worker/dist/tcp_store.h"
 
 namespace llama {
 

@@ -1,4 +1,4 @@
-#include "worker/net.h"
+#include "worker/dist/net.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

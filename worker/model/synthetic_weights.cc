@@ -1,4 +1,4 @@
-#include "worker/synthetic_weights.h"
+#include "worker/model/synthetic_weights.h"
 
 #include <algorithm>
 #include <atomic>

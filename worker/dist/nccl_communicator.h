@@ -19,8 +19,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "worker/communicator.h"
-#include "worker/rendezvous.h"
+#include "worker/dist/communicator.h"
+#include "worker/dist/rendezvous.h"
 
 // Keeps nccl.h and cuda_runtime.h out of this header.
 struct ncclComm;

@@ -1,4 +1,4 @@
-#include "worker/tcp_communicator.h"
+#include "worker/dist/tcp_communicator.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "worker/model_weights.h"
+#include "worker/model/model_weights.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

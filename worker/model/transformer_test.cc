@@ -19,11 +19,11 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/communicator.h"
+#include "worker/dist/communicator.h"
 #include "worker/generator.h"
-#include "worker/model_weights.h"
-#include "worker/synthetic_weights.h"
-#include "worker/transformer.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/synthetic_weights.h"
+#include "worker/model/transformer.h"
 
 namespace llama {
 namespace {

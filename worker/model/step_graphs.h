@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "worker/language_model.h"
+#include "worker/model/language_model.h"
 
 namespace llama {
 

@@ -1,4 +1,4 @@
-#include "worker/tcp_store.h"
+#include "worker/dist/tcp_store.h"
 
 #include <glog/logging.h>
 

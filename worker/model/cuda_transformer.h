@@ -10,7 +10,7 @@
 // prompt log-probabilities) copies the wanted logit rows back. Per-step
 // inputs go through page-locked staging buffers, and a step allocates
 // nothing. Decode steps replay a CUDA graph per row count
-// (worker/step_graphs.h).
+// (worker/model/step_graphs.h).
 //
 // NaN/Inf: each layer's output is checked on the device into a per-layer
 // flag, read back with the results, so a bad value is reported with the
@@ -22,10 +22,10 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "worker/language_model.h"
-#include "worker/model_weights.h"
-#include "worker/nccl_communicator.h"
-#include "worker/transformer.h"
+#include "worker/model/language_model.h"
+#include "worker/model/model_weights.h"
+#include "worker/dist/nccl_communicator.h"
+#include "worker/model/transformer.h"
 
 namespace llama {
 

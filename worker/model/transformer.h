@@ -21,9 +21,9 @@
 #include "ops/cpu/rope.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
-#include "worker/communicator.h"
-#include "worker/language_model.h"
-#include "worker/model_weights.h"
+#include "worker/dist/communicator.h"
+#include "worker/model/language_model.h"
+#include "worker/model/model_weights.h"
 
 namespace llama {
 
@@ -37,7 +37,7 @@ struct TransformerOptions {
   // reference keeps it in the model's 16-bit dtype); math stays f32.
   DType kv_cache_dtype = DType::kF32;
   // CUDA backend: replay decode steps from captured CUDA graphs
-  // (worker/step_graphs.h). Off only to compare or to debug.
+  // (worker/model/step_graphs.h). Off only to compare or to debug.
   bool cuda_graphs = true;
 };
 

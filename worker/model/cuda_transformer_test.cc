@@ -8,7 +8,7 @@
 // keys and values, which differ in the last bits, so a rare element rounds
 // the other way: 5e-3.
 
-#include "worker/cuda_transformer.h"
+#include "worker/model/cuda_transformer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,13 +19,13 @@
 #include <gtest/gtest.h>
 
 #include "ops/cuda/cuda_status.h"
-#include "worker/communicator.h"
+#include "worker/dist/communicator.h"
 #include "worker/generator.h"
-#include "worker/nccl_communicator.h"
-#include "worker/net.h"
-#include "worker/rendezvous.h"
-#include "worker/synthetic_weights.h"
-#include "worker/transformer.h"
+#include "worker/dist/nccl_communicator.h"
+#include "worker/dist/net.h"
+#include "worker/dist/rendezvous.h"
+#include "worker/model/synthetic_weights.h"
+#include "worker/model/transformer.h"
 
 namespace llama {
 namespace {

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/communicator.h"
-#include "worker/net.h"
-#include "worker/rendezvous.h"
+#include "worker/dist/communicator.h"
+#include "worker/dist/net.h"
+#include "worker/dist/rendezvous.h"
 
 namespace llama {
 

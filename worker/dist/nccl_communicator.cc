@@ -1,4 +1,4 @@
-#include "worker/nccl_communicator.h"
+#include "worker/dist/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
