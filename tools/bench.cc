@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_format.h"
 #include "checkpoint/llama_layout.h"
+#include "checkpoint/rank_geometry.h"
 #include "checkpoint/shard_format.h"
 #include "worker/dist/communicator.h"
 #include "worker/dist/rendezvous.h"
@@ -131,15 +132,15 @@ int RunRank(int rank, int port) {
     return 1;
   }
   const llama::ModelConfig config = weights->config;
-  uint64_t weight_bytes = 0;
-  for (const llama::Tensor* t : {&weights->tok_embeddings, &weights->norm, &weights->output}) weight_bytes += t->bytes();
-  for (const llama::LayerWeights& l : weights->layers) {
-    for (const llama::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3, &l.attention_norm, &l.ffn_norm}) {
-      weight_bytes += t->bytes();
-    }
+  absl::StatusOr<llama::RankGeometry> geometry = llama::ComputeRankGeometry(config, rank, FLAGS_world_size);
+  if (!geometry.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(geometry.status().message()).c_str());
+    return 1;
   }
+  const llama::DType weight_dtype = weights->layers[0].wq.dtype();
+  const double weight_bytes = geometry->WeightBytes(weight_dtype);
   // The embedding table is read a row per token, not streamed.
-  const uint64_t streamed_bytes = weight_bytes - weights->tok_embeddings.bytes();
+  const double streamed_bytes = weight_bytes - geometry->EmbeddingBytes(weight_dtype);
 
   std::unique_ptr<llama::Rendezvous> rendezvous;
   std::unique_ptr<llama::Communicator> comm = std::make_unique<llama::LocalCommunicator>();
@@ -247,10 +248,8 @@ int RunRank(int rank, int port) {
                 FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads,
                 std::string(llama::cpu::PrefillKernel()).c_str());
   }
-  const int64_t kv_heads_per_rank = std::max<int64_t>(1, config.n_kv_heads / FLAGS_world_size);
   std::printf("KV cache: %.2f GB per rank (%s, batch %d x %lld positions)\n",
-              2.0 * config.n_layers * options.max_batch_size * options.max_seq_len * kv_heads_per_rank *
-                  config.head_dim() * llama::DTypeSize(options.kv_cache_dtype) / 1e9,
+              geometry->KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype) / 1e9,
               llama::DTypeName(options.kv_cache_dtype).data(), options.max_batch_size,
               (long long)options.max_seq_len);
   std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,

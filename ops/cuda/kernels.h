@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "ops/dtype.h"
+#include "ops/kv_cache_view.h"
 
 namespace llama::cuda {
 
@@ -38,17 +39,9 @@ absl::Status AddInPlace(float* x, const float* y, int64_t count, cudaStream_t st
 // f32 -> bf16 or f16 (round to nearest even), for GEMM inputs.
 absl::Status CastFromF32(const float* in, void* out, DType to, int64_t count, cudaStream_t stream);
 
-// Where a step's rows live in the KV cache: slot s's cache starts at
-// element s * slot_stride of k and of v ([capacity, n_kv_heads, head_dim]
-// per slot, of `dtype`: f32, or bf16/f16 for half the memory), and row r of
-// the step is position positions[r] of slot slots[r]. slots and positions
-// are device arrays, so a captured CUDA graph replays with new values.
-struct KvCacheView {
-  void* k = nullptr;
-  void* v = nullptr;
-  DType dtype = DType::kF32;
-  int64_t slot_stride = 0;
-};
+// A step's rows live in the KV cache at (slots[r], positions[r]): device
+// arrays, so a captured CUDA graph replays with new values.
+using KvCacheView = ::llama::KvCacheView;
 
 // Writes rows of k and v ([n, kv_width], f32) into the cache at each row's
 // slot and position, rounding to the cache's type.

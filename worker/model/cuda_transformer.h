@@ -1,8 +1,8 @@
 // The Llama 2 transformer of one tensor-parallel rank on an NVIDIA GPU: the
-// same computation as Transformer (transformer.h), with the weights uploaded
-// once from the mapped shard, the KV cache (f32, bf16 or f16) and every
-// work buffer on the device, linears through cuBLAS and the collectives
-// through NCCL on the model's stream.
+// step of llama_forward.h, as Transformer (transformer.h) runs it, over
+// CudaLayerOps: the weights uploaded once from the mapped shard, the KV
+// cache (f32, bf16 or f16) and every work buffer on the device, linears
+// through cuBLAS and the collectives through NCCL on the model's stream.
 //
 // A step enqueues everything on one stream and synchronises once, at the
 // end: ForwardAndChoose picks the tokens on the device (cuda::SampleRows)
@@ -25,7 +25,7 @@
 #include "worker/model/language_model.h"
 #include "worker/model/model_weights.h"
 #include "worker/dist/nccl_communicator.h"
-#include "worker/model/transformer.h"
+#include "worker/model/model_options.h"
 
 namespace llama {
 

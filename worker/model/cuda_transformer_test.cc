@@ -202,7 +202,7 @@ TEST(CudaTransformerArgumentsTest, BadOptionsAreClearErrors) {
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
       CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(gpu.status().message().find("KV cache of i8: expected f32, bf16 or f16"), std::string::npos)
+  EXPECT_NE(gpu.status().message().find("--kv_cache_dtype=i8: expected f32, bf16 or f16"), std::string::npos)
       << gpu.status();
   options = SmallOptions();
   options.max_batch_size = 0;

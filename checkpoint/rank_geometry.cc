@@ -1,0 +1,69 @@
+#include "checkpoint/rank_geometry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "checkpoint/llama_layout.h"
+#include "ops/status_macros.h"
+
+namespace llama {
+
+absl::StatusOr<RankGeometry> ComputeRankGeometry(const ModelConfig& config, int rank, int world_size) {
+  RETURN_IF_ERROR(ValidateModelConfig(config, "model config"));
+  if (config.vocab_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model config: vocab_size %d; expected the tokenizer's size", config.vocab_size));
+  }
+  RETURN_IF_ERROR(CheckWorldSize(config, world_size));
+  if (rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrFormat("rank %d outside [0, %d)", rank, world_size));
+  }
+  RankGeometry g;
+  g.config = config;
+  g.rank = rank;
+  g.world_size = world_size;
+  g.head_dim = config.head_dim();
+  g.local_heads = config.n_heads / world_size;
+  const TensorSpec kv{"", {config.n_kv_heads * g.head_dim, config.dim}, SplitKind::kKvColumn};
+  const DimRange kv_rows = RankSlice(kv, config, rank, world_size);
+  g.local_kv_heads = (kv_rows.end - kv_rows.begin) / g.head_dim;
+  g.kv_head_begin = kv_rows.begin / g.head_dim;
+  g.local_hidden = config.ffn_hidden_dim() / world_size;
+  g.local_dim = config.dim / world_size;
+  g.local_vocab = config.vocab_size / world_size;
+  // Global query head h reads global KV head h / (n_heads / n_kv_heads).
+  const int64_t group = config.n_heads / config.n_kv_heads;
+  for (int64_t j = 0; j < g.local_heads; ++j) {
+    g.kv_head_of.push_back(static_cast<int32_t>((rank * g.local_heads + j) / group - g.kv_head_begin));
+  }
+  return g;
+}
+
+double RankGeometry::WeightBytes(DType dtype) const {
+  double elements = 0;
+  for (const TensorSpec& spec : LlamaTensors(config)) {
+    double n = 1;
+    for (int64_t d : RankShape(spec, config, rank, world_size)) n *= d;
+    elements += n;
+  }
+  return elements * DTypeSize(dtype);
+}
+
+double RankGeometry::EmbeddingBytes(DType dtype) const {
+  return static_cast<double>(config.vocab_size) * local_dim * DTypeSize(dtype);
+}
+
+double RankGeometry::KvCacheBytes(int64_t max_batch_size, int64_t max_seq_len, DType cache_dtype) const {
+  return 2.0 * config.n_layers * max_batch_size * max_seq_len * kv_width() * DTypeSize(cache_dtype);
+}
+
+double RankGeometry::WorkBytes(int64_t max_step_tokens) const {
+  // x, xb, projection [dim]; q, attention [q_width]; k, v [kv_width]; gate,
+  // up [local_hidden]; gathered [max(dim, vocab)]; logits_local; logits and
+  // probabilities [vocab].
+  const double per_token = 3.0 * config.dim + 2.0 * q_width() + 2.0 * kv_width() + 2.0 * local_hidden +
+                           std::max(config.dim, config.vocab_size) + local_vocab + 2.0 * config.vocab_size;
+  return per_token * max_step_tokens * sizeof(float);
+}
+
+}  // namespace llama

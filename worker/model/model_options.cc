@@ -1,0 +1,58 @@
+#include "worker/model/model_options.h"
+
+#include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
+
+namespace llama {
+
+absl::StatusOr<RankGeometry> CheckModel(const ModelWeights& weights, int rank, int world_size,
+                                        const TransformerOptions& options) {
+  const ModelConfig& c = weights.config;
+  RETURN_IF_ERROR(ValidateModelConfig(c, "model config"));
+  if (c.vocab_size <= 0 || weights.layers.size() != static_cast<size_t>(c.n_layers)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model config: vocab_size %d and %d layers of weights for n_layers %d", c.vocab_size, weights.layers.size(),
+        c.n_layers));
+  }
+  if (rank != weights.rank || world_size != weights.world_size) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the shard is for rank %d of %d but this process is rank %d of %d; convert for world size %d "
+        "(//tools:convert --world_size=%d)",
+        weights.rank, weights.world_size, rank, world_size, world_size, world_size));
+  }
+  if (!IsFloat16Or32(options.kv_cache_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--kv_cache_dtype=%s: expected f32, bf16 or f16", DTypeName(options.kv_cache_dtype)));
+  }
+  if (options.max_batch_size < 1 || options.max_seq_len < 1 || options.max_step_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--max_batch_size (%d), --max_seq_len (%d) and the step size (%d) must be positive", options.max_batch_size,
+        options.max_seq_len, options.max_step_tokens));
+  }
+  ASSIGN_OR_RETURN(RankGeometry geometry, ComputeRankGeometry(c, rank, world_size));
+  if (weights.layers[0].wk.dim(0) != geometry.kv_width()) {
+    return absl::InvalidArgumentError(absl::StrFormat("wk holds %d rows; rank %d of %d expects %d",
+                                                      weights.layers[0].wk.dim(0), rank, world_size,
+                                                      geometry.kv_width()));
+  }
+  return geometry;
+}
+
+absl::Status CheckMemory(const RankGeometry& geometry, const TransformerOptions& options, double weight_bytes,
+                         double free_bytes, const char* where) {
+  const double cache_bytes = geometry.KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype);
+  const double work_bytes = geometry.WorkBytes(options.max_step_tokens);
+  if (free_bytes <= 0 || weight_bytes + cache_bytes + work_bytes <= free_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "the weights (%.2f GB), the KV cache (%.2f GB for --max_batch_size=%d x --max_seq_len=%d, %s) and work "
+      "buffers (%.2f GB) need more than the %.2f GB free on %s; lower --max_batch_size or --max_seq_len, use "
+      "--kv_cache_dtype=bf16, or split the model over more ranks",
+      weight_bytes / 1e9, cache_bytes / 1e9, options.max_batch_size, options.max_seq_len,
+      DTypeName(options.kv_cache_dtype), work_bytes / 1e9, free_bytes / 1e9, where));
+}
+
+StepLimits StepLimitsOf(const TransformerOptions& options, int64_t vocab_size) {
+  return {options.max_batch_size, options.max_seq_len, options.max_step_tokens, vocab_size};
+}
+
+}  // namespace llama

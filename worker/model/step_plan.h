@@ -1,0 +1,55 @@
+// One model step, planned once from the generator's chunks and consumed by
+// every backend: each token's id, position and KV slot, the rows whose
+// logits are wanted, and each chunk's place in the step. Planning is where
+// a step's inputs are checked, with one set of messages for every device.
+
+#ifndef LLAMA_WORKER_MODEL_STEP_PLAN_H_
+#define LLAMA_WORKER_MODEL_STEP_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "worker/model/language_model.h"
+
+namespace llama {
+
+// What a step may hold: the model's KV slots and positions, its
+// vocabulary, and its step buffers.
+struct StepLimits {
+  int max_batch_size = 0;
+  int64_t max_seq_len = 0;
+  int64_t max_step_tokens = 0;
+  int64_t vocab_size = 0;
+};
+
+struct PlannedChunk {
+  int32_t slot = 0;
+  int64_t start_pos = 0;
+  int64_t len = 0;
+  int64_t first_row = 0;  // Its first token's row in the step.
+};
+
+struct StepPlan {
+  // Per token of the step, [n].
+  std::vector<int32_t> tokens, positions, slots;
+  // Step rows whose logits are wanted, [rows]: every row of an all_logits
+  // chunk, else each chunk's last.
+  std::vector<int32_t> logit_rows;
+  std::vector<PlannedChunk> chunks;
+  // Every chunk is one token asking for one row (a decode step).
+  bool decode_only = true;
+
+  int64_t n() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t rows() const { return static_cast<int64_t>(logit_rows.size()); }
+};
+
+// Checks the chunks against `limits` and fills `plan` (its vectors are
+// reused, so a step allocates nothing once they have grown). Errors name
+// the chunk and the limit.
+absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const StepLimits& limits, StepPlan& plan);
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_MODEL_STEP_PLAN_H_
