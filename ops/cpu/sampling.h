@@ -6,7 +6,7 @@
 // The draw is a function of one uniform number: the kept tokens are walked
 // in token-id order (not probability order) until their cumulative mass
 // passes uniform * kept mass. Same distribution as the reference's, and
-// a walk the GPU sampler (ops/cuda/kernels.h, SampleRows) does with a
+// a walk the GPU sampler (ops/cuda/sampling.h, SampleRows) does with a
 // prefix sum and no sort, so both backends pick the same token for the
 // same draw (up to rounding at a boundary).
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/kernels.h"
+#include "ops/cuda/elementwise.h"
 
 namespace llama::cuda {
 

@@ -20,9 +20,12 @@
 #include "ops/cpu/rope.h"
 #include "ops/cpu/sampling.h"
 #include "ops/cpu/thread_pool.h"
+#include "ops/cuda/attention.h"
 #include "ops/cuda/cublas_linear.h"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/kernels.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/rope.h"
+#include "ops/cuda/sampling.h"
 
 namespace llama::cuda {
 namespace {
@@ -216,6 +219,50 @@ TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
                     .ok());
     ExpectClose(Download(tiled, expected.size()), expected, 1e-5, 1e-4,
                 std::string("tiled attention, ") + std::string(DTypeName(dtype)) + " cache");
+  }
+}
+
+// Decode rows split over the context (DecodeAttention) against cpu::Attention
+// one row at a time: positions at and around the split edges (splits of 32
+// positions for a 512-position cache: 0, 31, 32, 33) and deep in it, GQA
+// heads, every cache type. The splits' online softmax sums in another
+// order than the CPU: the attention tolerance of the mixed-step test.
+TEST_F(ParityTest, DecodeAttentionSplitOverTheContext) {
+  ThreadPool pool(4);
+  const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, slots = 7, kv_width = n_kv * hd;
+  ASSERT_EQ(DecodeSplitPositions(capacity), 32);
+  const std::vector<int32_t> row_slots = {0, 1, 2, 3, 4, 5, 6}, row_positions = {0, 1, 31, 32, 33, 300, 511};
+  const int64_t n = row_slots.size();
+  const std::vector<float> q = Random(n * n_heads * hd, 17), k = Random(slots * capacity * kv_width, 18),
+                           v = Random(slots * capacity * kv_width, 19);
+  const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      k16[i] = dtype == DType::kF16 ? F32ToF16(k[i]) : F32ToBf16(k[i]);
+      v16[i] = dtype == DType::kF16 ? F32ToF16(v[i]) : F32ToBf16(v[i]);
+    }
+    const bool wide = dtype == DType::kF32;
+    const char* k_host = wide ? reinterpret_cast<const char*>(k.data()) : reinterpret_cast<const char*>(k16.data());
+    const char* v_host = wide ? reinterpret_cast<const char*>(v.data()) : reinterpret_cast<const char*>(v16.data());
+    const size_t slot_bytes = capacity * kv_width * DTypeSize(dtype);
+    std::vector<float> expected(n * n_heads * hd);
+    for (int64_t r = 0; r < n; ++r) {
+      cpu::Attention({q.data() + r * n_heads * hd, k_host + row_slots[r] * slot_bytes,
+                      v_host + row_slots[r] * slot_bytes, dtype, kv_cpu.data(), row_positions[r], 1, n_heads, n_kv,
+                      hd, expected.data() + r * n_heads * hd},
+                     pool);
+    }
+    const KvCacheView cache{wide ? static_cast<void*>(Upload(k)) : Upload(k16),
+                            wide ? static_cast<void*>(Upload(v)) : Upload(v16), dtype, capacity * kv_width};
+    float* scratch = Upload(std::vector<float>(DecodeAttentionScratchFloats(n, n_heads, hd, capacity)));
+    float* out = Upload(std::vector<float>(expected.size()));
+    ASSERT_TRUE(DecodeAttention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache, Upload(kv_head_of),
+                                n_heads, n_kv, hd, capacity, scratch, out, nullptr)
+                    .ok());
+    ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4,
+                std::string("decode attention, ") + std::string(DTypeName(dtype)) + " cache");
   }
 }
 

@@ -3,7 +3,9 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/kernels.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/rope.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -47,6 +49,11 @@ absl::Status CudaLayerOps::Attention(const StepPlan& plan, const float* q, const
     return cuda::AttentionTiles(q, step_->tile_first, step_->tile_rows, step_->tiles, step_->slots, step_->positions,
                                 cache, tables_.kv_head_of, geometry_.local_heads, geometry_.local_kv_heads,
                                 geometry_.head_dim, out, stream_);
+  }
+  if (plan.decode_only && plan.n() <= tables_.decode_rows && geometry_.head_dim <= 128) {
+    return cuda::DecodeAttention(q, plan.n(), step_->slots, step_->positions, cache, tables_.kv_head_of,
+                                 geometry_.local_heads, geometry_.local_kv_heads, geometry_.head_dim,
+                                 tables_.max_positions, tables_.decode_scratch, out, stream_);
   }
   return cuda::Attention(q, plan.n(), step_->slots, step_->positions, cache, tables_.kv_head_of, geometry_.local_heads,
                          geometry_.local_kv_heads, geometry_.head_dim, out, stream_);

@@ -31,12 +31,17 @@ struct DeviceStepArrays {
   int64_t tiles = 0;
 };
 
-// The device-side constants the ops read: RoPE tables and the query-head
-// -> KV-head map, uploaded once.
+// The device-side constants the ops read (RoPE tables and the query-head
+// -> KV-head map, uploaded once), and decode attention's scratch
+// (cuda::DecodeAttentionScratchFloats for max_batch_size rows and the
+// cache's max_positions).
 struct DeviceModelTables {
   const float* rope_cos = nullptr;
   const float* rope_sin = nullptr;
   const int32_t* kv_head_of = nullptr;
+  float* decode_scratch = nullptr;
+  int64_t decode_rows = 0;  // The rows decode_scratch holds.
+  int64_t max_positions = 0;
 };
 
 class CudaLayerOps final : public LayerOps {

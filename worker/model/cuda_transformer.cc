@@ -13,7 +13,8 @@
 #include "ops/cpu/rope.h"
 #include "ops/cuda/cublas_linear.h"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/kernels.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/sampling.h"
 #include "ops/status_macros.h"
 #include "worker/model/cuda_layer_ops.h"
 #include "worker/model/llama_forward.h"
@@ -124,7 +125,7 @@ struct CudaTransformer::State {
   ModelWeights weights;
   std::vector<CudaBuffer> cache_buffers;  // k and v of each layer.
   std::vector<KvCacheView> caches;
-  CudaBuffer rope_cos, rope_sin, kv_head_of;
+  CudaBuffer rope_cos, rope_sin, kv_head_of, decode_scratch;
   CudaBuffer x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits, probs;
   Activations activations;
   // Per step: tokens, positions and slots of each token; the rows whose
@@ -315,6 +316,9 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
   RETURN_IF_ERROR(st.rope_cos.Upload(rope.cos_table().data(), rope.cos_table().size() * sizeof(float)));
   RETURN_IF_ERROR(st.rope_sin.Upload(rope.sin_table().data(), rope.sin_table().size() * sizeof(float)));
   RETURN_IF_ERROR(st.kv_head_of.Upload(g.kv_head_of.data(), g.kv_head_of.size() * sizeof(int32_t)));
+  RETURN_IF_ERROR(st.decode_scratch.Allocate(
+      cuda::DecodeAttentionScratchFloats(options.max_batch_size, g.local_heads, g.head_dim, options.max_seq_len) *
+      sizeof(float)));
   const size_t f = sizeof(float);
   for (const auto& [buffer, width] : {std::pair<CudaBuffer*, int64_t>{&st.x, c.dim}, {&st.xb, c.dim},
                                       {&st.q, g.q_width()}, {&st.k, g.kv_width()}, {&st.v, g.kv_width()},
@@ -340,7 +344,9 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
              st.logit_rows.on_device(), st.tile_first.on_device(), st.tile_rows.on_device(), 0};
   st.ops = std::make_unique<CudaLayerOps>(
       g, st.stream, st.linear.get(), nccl, &st.step,
-      DeviceModelTables{st.rope_cos.get(), st.rope_sin.get(), st.kv_head_of.get<int32_t>()}, st.gathered.get(),
+      DeviceModelTables{st.rope_cos.get(), st.rope_sin.get(), st.kv_head_of.get<int32_t>(), st.decode_scratch.get(),
+                        options.max_batch_size, options.max_seq_len},
+      st.gathered.get(),
       st.flags.on_device());
   // The zeroing and the pageable uploads above ran on the legacy default
   // stream, which the non-blocking model stream does not wait for.
