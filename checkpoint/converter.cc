@@ -28,6 +28,7 @@
 #include "checkpoint/pth_reader.h"
 #include "checkpoint/shard_format.h"
 #include "ops/cast.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -231,15 +232,11 @@ absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::
       if (t == nullptr) {
         return absl::InvalidArgumentError(absl::StrFormat("%s: missing tensor \"%s\"", paths[s], spec.name));
       }
-      if (absl::Status st = CheckPart(paths[s], spec, t->shape, t->dtype, shape,
-                                      absl::StrFormat("%s split %d ways", params_path, m));
-          !st.ok()) {
-        return st;
-      }
+      RETURN_IF_ERROR(CheckPart(paths[s], spec, t->shape, t->dtype, shape, absl::StrFormat("%s split %d ways", params_path, m)));
       const int64_t extent = dim >= 0 ? shape[dim] : 0;
       parts.push_back({t->bytes, t->dtype, t->shape, s * extent, (s + 1) * extent});
     }
-    if (absl::Status st = CheckAgreement(spec, parts, paths); !st.ok()) return st;
+    RETURN_IF_ERROR(CheckAgreement(spec, parts, paths));
     set.parts[spec.name] = std::move(parts);
   }
   return set;
@@ -292,11 +289,7 @@ absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map
       absl::StatusOr<ShardTensor> t = set.shards[r]->Tensor(spec.name);
       if (!t.ok()) return t.status();
       const std::vector<int64_t> shape(t->entry->shape().begin(), t->entry->shape().end());
-      if (absl::Status st = CheckPart(paths[r], spec, shape, t->dtype, RankShape(spec, set.config, r, world_size),
-                                      absl::StrFormat("rank %d of %d", r, world_size));
-          !st.ok()) {
-        return st;
-      }
+      RETURN_IF_ERROR(CheckPart(paths[r], spec, shape, t->dtype, RankShape(spec, set.config, r, world_size), absl::StrFormat("rank %d of %d", r, world_size)));
       const DimRange range = RankSlice(spec, set.config, r, world_size);
       if (t->entry->split().begin() != range.begin || t->entry->split().end() != range.end) {
         return absl::InvalidArgumentError(absl::StrFormat("%s: tensor \"%s\" holds [%d, %d); expected [%d, %d)",
@@ -305,7 +298,7 @@ absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map
       }
       parts.push_back({t->bytes, t->dtype, shape, range.begin, range.end});
     }
-    if (absl::Status st = CheckAgreement(spec, parts, paths); !st.ok()) return st;
+    RETURN_IF_ERROR(CheckAgreement(spec, parts, paths));
     set.parts[spec.name] = std::move(parts);
   }
   return set;
@@ -340,7 +333,7 @@ class SliceCopier {
     const int dim = spec.split_dim();
     const size_t element = DTypeSize(from_);
     if (dim < 0) {
-      if (absl::Status s = Emit(parts[0].bytes); !s.ok()) return s;
+      RETURN_IF_ERROR(Emit(parts[0].bytes));
     }
     // Rows (dim 0) come in contiguous runs per part; columns (dim 1) in a
     // run per part for every row.
@@ -354,14 +347,11 @@ class SliceCopier {
         const int64_t stop = std::min(range.end, part->end);
         const size_t unit = dim == 0 ? spec.shape[1] * element : element;  // Bytes per index.
         const size_t row_offset = dim == 0 ? 0 : row * (part->end - part->begin) * element;
-        if (absl::Status s = Emit(part->bytes.subspan(row_offset + (at - part->begin) * unit, (stop - at) * unit));
-            !s.ok()) {
-          return s;
-        }
+        RETURN_IF_ERROR(Emit(part->bytes.subspan(row_offset + (at - part->begin) * unit, (stop - at) * unit)));
         at = stop;
       }
     }
-    if (absl::Status s = Flush(); !s.ok()) return s;
+    RETURN_IF_ERROR(Flush());
     for (const SourcePart& part : parts) ReleasePages(part.bytes);
     return absl::OkStatus();
   }
@@ -374,7 +364,7 @@ class SliceCopier {
       if (from_ == to_ && buffer_.empty() && bytes.size() >= kChunkBytes) {
         // Large same-type runs go straight from the mapping to the file.
         const size_t n = bytes.size() / kChunkBytes * kChunkBytes;
-        if (absl::Status s = Write(bytes.subspan(0, n)); !s.ok()) return s;
+        RETURN_IF_ERROR(Write(bytes.subspan(0, n)));
         bytes.remove_prefix(n);
         continue;
       }
@@ -382,12 +372,10 @@ class SliceCopier {
       const size_t count = std::min(room, bytes.size() / in_size);
       const size_t old = buffer_.size();
       buffer_.resize(old + count * out_size);
-      if (absl::Status s = CastElements(bytes.data(), from_, buffer_.data() + old, to_, count); !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(CastElements(bytes.data(), from_, buffer_.data() + old, to_, count));
       bytes.remove_prefix(count * in_size);
       if (buffer_.size() + out_size > kChunkBytes) {
-        if (absl::Status s = Flush(); !s.ok()) return s;
+        RETURN_IF_ERROR(Flush());
       }
     }
     return absl::OkStatus();
@@ -490,7 +478,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   if (!sources.ok()) {
     // A damaged download is best explained by its checklist.
     if (options.verify_checklist) {
-      if (absl::Status s = verify_checklist(); !s.ok()) return s;
+      RETURN_IF_ERROR(verify_checklist());
     }
     return sources.status();
   }
@@ -502,7 +490,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   }
   // Checked once, before converting: an up-to-date conversion was checked then.
   if (options.verify_checklist) {
-    if (absl::Status s = verify_checklist(); !s.ok()) return s;
+    RETURN_IF_ERROR(verify_checklist());
   }
   const ModelConfig& config = sources->config;
   if (absl::Status s = CheckWorldSize(config, options.world_size); !s.ok()) {
@@ -520,7 +508,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   }
 
   const std::string staging = options.out_dir + ".partial";
-  if (absl::Status s = RemoveShardFolder(staging); !s.ok()) return s;
+  RETURN_IF_ERROR(RemoveShardFolder(staging));
   fs::create_directories(staging, error);
   if (error) {
     return absl::PermissionDeniedError(absl::StrFormat("cannot create \"%s\": %s", staging, error.message()));
@@ -552,9 +540,9 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
       index.set_rope_layout(shard::ROPE_LAYOUT_INTERLEAVED);
       index.set_converter_version(kConverterVersion);
       for (const shard::SourceFile& record : sources->records) *index.add_sources() = record;
-      if (absl::Status s = (*writer)->Finish(std::move(index)); !s.ok()) return s;
+      RETURN_IF_ERROR((*writer)->Finish(std::move(index)));
     }
-    if (absl::Status s = RemoveShardFolder(options.out_dir); !s.ok()) return s;
+    RETURN_IF_ERROR(RemoveShardFolder(options.out_dir));
     return RenameDurably(staging, options.out_dir);
   }();
   if (!status.ok()) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -81,14 +82,14 @@ absl::StatusOr<ModelConfig> ParseParamsJson(absl::string_view text, absl::string
            {"multiple_of", &config.multiple_of, false},
            {"max_seq_len", &config.max_seq_len, false},
        }) {
-    if (absl::Status s = ReadInt(params, source, field, required, out); !s.ok()) return s;
+    RETURN_IF_ERROR(ReadInt(params, source, field, required, out));
   }
   if (config.n_kv_heads == 0) config.n_kv_heads = config.n_heads;
   std::optional<double> norm_eps, rope_theta;
   for (const auto& [field, out] : {std::pair<const char*, std::optional<double>*>{"norm_eps", &norm_eps},
                                    {"rope_theta", &rope_theta},
                                    {"ffn_dim_multiplier", &config.ffn_dim_multiplier}}) {
-    if (absl::Status s = ReadDouble(params, source, field, out); !s.ok()) return s;
+    RETURN_IF_ERROR(ReadDouble(params, source, field, out));
   }
   if (norm_eps.has_value()) config.norm_eps = *norm_eps;
   if (rope_theta.has_value()) config.rope_theta = *rope_theta;
@@ -101,7 +102,7 @@ absl::StatusOr<ModelConfig> ParseParamsJson(absl::string_view text, absl::string
       LOG(WARNING) << source << ": ignoring unknown field \"" << key << "\"";
     }
   }
-  if (absl::Status s = ValidateModelConfig(config, source); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelConfig(config, source));
   return config;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/file_util.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -129,9 +130,9 @@ absl::Status PthWriter::WriteEntry(const std::string& name, absl::Span<const uin
   extra.append(padding, 'Z');
   U16(&header, static_cast<uint16_t>(extra.size()));
   entries_.push_back({full, position_, data.size(), static_cast<uint32_t>(running)});
-  if (absl::Status s = Write(header.data(), header.size()); !s.ok()) return s;
-  if (absl::Status s = Write(full.data(), full.size()); !s.ok()) return s;
-  if (absl::Status s = Write(extra.data(), extra.size()); !s.ok()) return s;
+  RETURN_IF_ERROR(Write(header.data(), header.size()));
+  RETURN_IF_ERROR(Write(full.data(), full.size()));
+  RETURN_IF_ERROR(Write(extra.data(), extra.size()));
   return Write(data.data(), data.size());
 }
 
@@ -143,7 +144,7 @@ absl::Status PthWriter::Add(const std::string& name, DType dtype, const std::vec
     return absl::InvalidArgumentError(absl::StrFormat("tensor \"%s\": %d bytes for %d elements of %s", name,
                                                       bytes.size(), numel, DTypeName(dtype)));
   }
-  if (absl::Status s = WriteEntry(absl::StrCat("data/", tensors_.size()), bytes); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteEntry(absl::StrCat("data/", tensors_.size()), bytes));
   tensors_.push_back({name, dtype, shape});
   return absl::OkStatus();
 }
@@ -181,7 +182,7 @@ absl::Status PthWriter::Finish() {
   for (const auto& [name, content] : {std::pair<std::string, std::string>{"data.pkl", p},
                                       {"byteorder", "little"},
                                       {"version", "3\n"}}) {
-    if (absl::Status s = WriteEntry(name, bytes(content)); !s.ok()) return s;
+    RETURN_IF_ERROR(WriteEntry(name, bytes(content)));
   }
 
   // Central directory, with zip64 fields for whatever does not fit 32 bits.
@@ -221,7 +222,7 @@ absl::Status PthWriter::Finish() {
     directory += e.name;
     directory += extra;
   }
-  if (absl::Status s = Write(directory.data(), directory.size()); !s.ok()) return s;
+  RETURN_IF_ERROR(Write(directory.data(), directory.size()));
   std::string end;
   any_zip64 |= directory_offset >= kZip32Max || entries_.size() >= 0xFFFF;
   if (any_zip64) {
@@ -249,13 +250,13 @@ absl::Status PthWriter::Finish() {
   U32(&end, any_zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(directory.size()));
   U32(&end, any_zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(directory_offset));
   U16(&end, 0);
-  if (absl::Status s = Write(end.data(), end.size()); !s.ok()) return s;
+  RETURN_IF_ERROR(Write(end.data(), end.size()));
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0) {
     return absl::ResourceExhaustedError(absl::StrFormat("flush \"%s.tmp\": %s", path_, std::strerror(errno)));
   }
   std::fclose(file_);
   file_ = nullptr;
-  if (absl::Status s = RenameDurably(path_ + ".tmp", path_); !s.ok()) return s;
+  RETURN_IF_ERROR(RenameDurably(path_ + ".tmp", path_));
   finished_ = true;
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/pth_reader.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -144,14 +145,11 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::FromBytes(absl::Span<c
   if (index.tensors_size() > kMaxShardTensors) {
     return corrupt(absl::StrFormat("%d tensors (limit %d)", index.tensors_size(), kMaxShardTensors));
   }
-  if (absl::Status s = ValidateModelConfig(ModelConfigFromProto(index.config()), source + ": index config");
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ValidateModelConfig(ModelConfigFromProto(index.config()), source + ": index config"));
   uint64_t previous_end = kShardAlignment;
   for (int i = 0; i < index.tensors_size(); ++i) {
     const shard::TensorEntry& e = index.tensors(i);
-    if (absl::Status s = ValidateEntry(e, index_offset, source); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateEntry(e, index_offset, source));
     if (e.offset() < previous_end) {
       return corrupt(absl::StrFormat("tensor \"%s\" overlaps the previous one or is out of order", e.name()));
     }
@@ -204,7 +202,7 @@ absl::StatusOr<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::stri
   }
   auto writer = std::unique_ptr<ShardWriter>(new ShardWriter(path, temp_path, fd));
   // Header placeholder; the real one is written by Finish.
-  if (absl::Status s = writer->PadTo(kShardAlignment); !s.ok()) return s;
+  RETURN_IF_ERROR(writer->PadTo(kShardAlignment));
   return writer;
 }
 
@@ -228,19 +226,17 @@ absl::Status ShardWriter::PadTo(uint64_t offset) {
   static const uint8_t kZeros[kShardAlignment] = {};
   while (position_ < offset) {
     const size_t n = std::min<uint64_t>(offset - position_, sizeof kZeros);
-    if (absl::Status s = WriteAll(kZeros, n); !s.ok()) return s;
+    RETURN_IF_ERROR(WriteAll(kZeros, n));
   }
   return absl::OkStatus();
 }
 
 absl::Status ShardWriter::BeginTensor(const std::string& name, DType dtype,
                                       const std::vector<int64_t>& shape, const shard::TensorSplit& split) {
-  if (absl::Status s = EndTensor(); !s.ok()) return s;
+  RETURN_IF_ERROR(EndTensor());
   absl::StatusOr<int64_t> numel = NumElements(shape, name);
   if (!numel.ok()) return numel.status();
-  if (absl::Status s = PadTo((position_ + kShardAlignment - 1) / kShardAlignment * kShardAlignment); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(PadTo((position_ + kShardAlignment - 1) / kShardAlignment * kShardAlignment));
   shard::TensorEntry entry;
   entry.set_name(name);
   entry.set_dtype(static_cast<int>(dtype));
@@ -277,7 +273,7 @@ absl::Status ShardWriter::EndTensor() {
 }
 
 absl::Status ShardWriter::Finish(shard::ShardIndex index) {
-  if (absl::Status s = EndTensor(); !s.ok()) return s;
+  RETURN_IF_ERROR(EndTensor());
   index.clear_tensors();
   for (shard::TensorEntry& e : entries_) *index.add_tensors() = std::move(e);
   std::string serialized;
@@ -285,7 +281,7 @@ absl::Status ShardWriter::Finish(shard::ShardIndex index) {
     return absl::InternalError(absl::StrFormat("%s: index serialization failed", temp_path_));
   }
   const uint64_t index_offset = position_;
-  if (absl::Status s = WriteAll(serialized.data(), serialized.size()); !s.ok()) return s;
+  RETURN_IF_ERROR(WriteAll(serialized.data(), serialized.size()));
 
   uint8_t header[kShardHeaderSize] = {};
   std::memcpy(header, kShardMagic, sizeof kShardMagic);
@@ -303,7 +299,7 @@ absl::Status ShardWriter::Finish(shard::ShardIndex index) {
   }
   ::close(fd_);
   fd_ = -1;
-  if (absl::Status s = RenameDurably(temp_path_, path_); !s.ok()) return s;
+  RETURN_IF_ERROR(RenameDurably(temp_path_, path_));
   finished_ = true;
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -275,7 +276,7 @@ absl::Status Unpickler::Reduce(const Value& callable, const Value& args_value) {
 absl::StatusOr<Value> Unpickler::Run() {
   while (true) {
     op_offset_ = pos_;
-    if (absl::Status s = Need(1); !s.ok()) return s;
+    RETURN_IF_ERROR(Need(1));
     const uint8_t op = data_[pos_++];
     absl::Status status;
     switch (op) {

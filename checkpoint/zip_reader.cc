@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -161,9 +162,7 @@ class Parser {
 absl::StatusOr<ZipArchive> ZipArchive::Parse(absl::Span<const uint8_t> bytes, std::string source) {
   Parser parser(bytes, source);
   uint64_t cd_offset = 0, cd_size = 0, count = 0;
-  if (absl::Status status = parser.ReadEndRecords(&cd_offset, &cd_size, &count); !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(parser.ReadEndRecords(&cd_offset, &cd_size, &count));
   ZipArchive archive;
   archive.bytes_ = bytes;
   archive.entries_.reserve(count);

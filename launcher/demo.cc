@@ -15,6 +15,7 @@
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/pth_writer.h"
 #include "launcher/demo_tokenizer.h"
+#include "ops/status_macros.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/model/synthetic_weights.h"
 
@@ -87,21 +88,15 @@ absl::Status Build(const std::string& dir) {
   const std::vector<Tensor> tensors = SyntheticTensors(config, DType::kBF16, /*seed=*/2023);
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto* bytes = static_cast<const uint8_t*>(tensors[i].raw());
-    if (absl::Status s = (*writer)->Add(specs[i].name, DType::kBF16, specs[i].shape, {bytes, tensors[i].bytes()}); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR((*writer)->Add(specs[i].name, DType::kBF16, specs[i].shape, {bytes, tensors[i].bytes()}));
   }
   // Meta's shards carry the rotary frequencies too (f32, head_dim / 2).
   std::vector<float> freqs(config.head_dim() / 2);
   for (size_t i = 0; i < freqs.size(); ++i) {
     freqs[i] = static_cast<float>(1.0 / std::pow(config.rope_theta, 2.0 * i / config.head_dim()));
   }
-  if (absl::Status s = (*writer)->Add(kRopeFreqsName, DType::kF32, {static_cast<int64_t>(freqs.size())},
-                                      {reinterpret_cast<const uint8_t*>(freqs.data()), freqs.size() * sizeof(float)});
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = (*writer)->Finish(); !s.ok()) return s;
+  RETURN_IF_ERROR((*writer)->Add(kRopeFreqsName, DType::kF32, {static_cast<int64_t>(freqs.size())}, {reinterpret_cast<const uint8_t*>(freqs.data()), freqs.size() * sizeof(float)}));
+  RETURN_IF_ERROR((*writer)->Finish());
 
   std::ofstream checklist(model_dir + "/checklist.chk");
   for (const char* name : {"consolidated.00.pth", "params.json"}) {
@@ -133,7 +128,7 @@ absl::StatusOr<DemoCheckpoint> PrepareDemoCheckpoint(const std::string& dir) {
   }
   fs::remove_all(dir, error);  // An outdated demo: ours alone, safe to replace.
   fs::create_directories(fs::path(dir).parent_path(), error);
-  if (absl::Status s = RenameDurably(partial, dir); !s.ok()) return s;
+  RETURN_IF_ERROR(RenameDurably(partial, dir));
   return demo;
 }
 

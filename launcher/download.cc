@@ -28,6 +28,7 @@
 #include "checkpoint/checklist.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/progress.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -187,7 +188,7 @@ absl::StatusOr<std::string> Downloader::FetchText(const std::string& relative) {
   const std::string path = (fs::path(options_.target_dir) / relative).string();
   Job job{relative, "", 0};
   uint64_t ignored = 0;
-  if (absl::Status s = FetchFile(job, nullptr, &ignored); !s.ok()) return s;
+  RETURN_IF_ERROR(FetchFile(job, nullptr, &ignored));
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();

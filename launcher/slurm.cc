@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -111,7 +112,7 @@ absl::StatusOr<std::optional<SlurmPlacement>> ReadSlurmPlacement(const std::func
                                   {"SLURM_NTASKS", &tasks},
                                   {"SLURM_NNODES", &nodes},
                                   {"SLURM_JOB_ID", &job}}) {
-    if (absl::Status s = read_int(name, out); !s.ok()) return s;
+    RETURN_IF_ERROR(read_int(name, out));
   }
   if (tasks != nodes) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 
@@ -37,7 +38,7 @@ absl::Status ValidateWorldOptions(const WorldOptions& options) {
 }
 
 absl::StatusOr<std::vector<RankInfo>> LocalRanks(const WorldOptions& options) {
-  if (absl::Status status = ValidateWorldOptions(options); !status.ok()) return status;
+  RETURN_IF_ERROR(ValidateWorldOptions(options));
   std::vector<RankInfo> ranks;
   ranks.reserve(options.nproc_per_node);
   for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {

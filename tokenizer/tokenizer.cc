@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "ops/status_macros.h"
 #include "tokenizer/sentencepiece_model.h"
 
 namespace llama {
@@ -122,7 +123,7 @@ absl::Status Tokenizer::CheckIds(absl::Span<const int> ids) const {
 }
 
 absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int> ids) const {
-  if (absl::Status status = CheckIds(ids); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckIds(ids));
   std::string text;
   std::string error;
   if (!model_->Decode(std::vector<int>(ids.begin(), ids.end()), &text, &error)) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ops/cpu/sampling.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 
@@ -91,7 +92,7 @@ absl::Status Generator::ScorePrompts(std::vector<Row>& rows) {
 absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& options) {
   for (Row& row : rows) row.done = row.tokens.size() >= row.limit;
   if (options.logprobs && options.echo) {
-    if (absl::Status s = ScorePrompts(rows); !s.ok()) return s;
+    RETURN_IF_ERROR(ScorePrompts(rows));
   }
   // Each step feeds every unfinished row what it has not cached yet (a
   // prompt, in pieces when it exceeds the step's budget, or the last new
@@ -124,13 +125,11 @@ absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& 
     }
     if (chunks.empty()) return absl::OkStatus();
     chosen.resize(chunks.size());
-    if (absl::Status s = model_->ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)); !s.ok()) return s;
+    RETURN_IF_ERROR(model_->ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)));
     if (communicator_ != nullptr) {
       tokens.resize(chosen.size());
       for (size_t c = 0; c < chosen.size(); ++c) tokens[c] = chosen[c].token;
-      if (absl::Status s = communicator_->Broadcast(tokens.data(), tokens.size() * sizeof(int32_t), 0); !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(communicator_->Broadcast(tokens.data(), tokens.size() * sizeof(int32_t), 0));
       for (size_t c = 0; c < chosen.size(); ++c) chosen[c].token = tokens[c];
     }
     for (size_t c = 0; c < chunks.size(); ++c) {
@@ -146,7 +145,7 @@ absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& 
 
 absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<std::vector<int>>& prompts,
                                                             const SamplingOptions& options) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckOptions(options));
   if (prompts.empty()) return absl::InvalidArgumentError("no prompts: expected at least one");
   const int64_t max_seq_len = model_->max_seq_len();
   const int64_t max_gen_len = options.max_gen_len.value_or(max_seq_len - 1);
@@ -178,7 +177,7 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
       if (options.logprobs) row.logprobs.assign(row.prompt_len, 0.0f);
       rows.push_back(std::move(row));
     }
-    if (absl::Status s = RunBatch(rows, options); !s.ok()) return s;
+    RETURN_IF_ERROR(RunBatch(rows, options));
     for (Row& row : rows) {
       // The reference's post-processing: drop the prompt unless echo, then
       // cut at the first EOS.

@@ -27,6 +27,7 @@
 #include "checkpoint/shard_format.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
+#include "ops/status_macros.h"
 #include "tokenizer/prompt_files.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/dist/environment.h"
@@ -180,7 +181,7 @@ absl::StatusOr<std::unique_ptr<LanguageModel>> MakeModel(Device device, const Wo
   if (!gpus.ok()) return gpus.status();
   if (*gpus == 0) return absl::FailedPreconditionError("--device=cuda: no GPU visible to this process");
   const int gpu = *gpus == 1 ? 0 : env.local_rank;
-  if (absl::Status s = cuda::CudaCall(cudaSetDevice(gpu), "cudaSetDevice"); !s.ok()) return s;
+  RETURN_IF_ERROR(cuda::CudaCall(cudaSetDevice(gpu), "cudaSetDevice"));
   NcclCommunicator* nccl = nullptr;
   if (rendezvous != nullptr) {
     absl::StatusOr<std::unique_ptr<NcclCommunicator>> created =
@@ -235,7 +236,7 @@ absl::Status Run() {
     job = ReadJob();
     if (!job.ok()) return job.status();
     if (rendezvous) {
-      if (absl::Status s = rendezvous->store().Set("job", SerializeJob(*job)); !s.ok()) return s;
+      RETURN_IF_ERROR(rendezvous->store().Set("job", SerializeJob(*job)));
     }
   } else {
     absl::StatusOr<std::string> text = rendezvous->store().Get("job", std::chrono::seconds(FLAGS_rendezvous_timeout));
@@ -262,7 +263,7 @@ absl::Status Run() {
   // backend, and the model's collectives on the CPU one.
   std::unique_ptr<Communicator> communicator;
   if (rendezvous) {
-    if (absl::Status s = rendezvous->AgreeOnModel(fingerprint); !s.ok()) return s;
+    RETURN_IF_ERROR(rendezvous->AgreeOnModel(fingerprint));
     absl::StatusOr<std::unique_ptr<TcpCommunicator>> tcp =
         TcpCommunicator::Create(rendezvous.get(), std::chrono::seconds(FLAGS_collective_timeout));
     if (!tcp.ok()) return tcp.status();
@@ -316,7 +317,7 @@ absl::Status Run() {
     }
     std::fflush(stdout);
     if (!FLAGS_output.empty()) {
-      if (absl::Status s = WriteLinesAtomically(FLAGS_output, lines); !s.ok()) return s;
+      RETURN_IF_ERROR(WriteLinesAtomically(FLAGS_output, lines));
     }
     LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)",
                                  env->world_size, load_seconds, tokens, seconds, tokens / std::max(seconds, 1e-9));
@@ -324,7 +325,7 @@ absl::Status Run() {
       nlohmann::json summary = {{"ranks", env->world_size},       {"load_seconds", load_seconds},
                                 {"tokens", tokens},               {"generate_seconds", seconds},
                                 {"tokens_per_second", tokens / std::max(seconds, 1e-9)}};
-      if (absl::Status s = WriteLinesAtomically(FLAGS_summary_file, {summary.dump()}); !s.ok()) return s;
+      RETURN_IF_ERROR(WriteLinesAtomically(FLAGS_summary_file, {summary.dump()}));
     }
   }
   if (rendezvous) return rendezvous->Finish();

@@ -6,28 +6,23 @@
 #include "absl/strings/str_format.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/elementwise.h"
+#include "ops/status_macros.h"
 
 namespace llama::cuda {
 
 absl::StatusOr<std::unique_ptr<CublasLinear>> CublasLinear::Create(CUstream_st* stream, int64_t max_input_elements) {
   auto linear = std::unique_ptr<CublasLinear>(new CublasLinear());
   linear->stream_ = stream;
-  if (absl::Status s = CublasCall(cublasCreate(&linear->handle_), "cublasCreate"); !s.ok()) return s;
-  if (absl::Status s = CublasCall(cublasSetStream(linear->handle_, stream), "cublasSetStream"); !s.ok()) return s;
+  RETURN_IF_ERROR(CublasCall(cublasCreate(&linear->handle_), "cublasCreate"));
+  RETURN_IF_ERROR(CublasCall(cublasSetStream(linear->handle_, stream), "cublasSetStream"));
   // Exact f32 for f32 weights: no TF32 rounding of the inputs.
-  if (absl::Status s = CublasCall(cublasSetMathMode(linear->handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CublasCall(cublasSetMathMode(linear->handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"));
   // A workspace of our own: cuBLAS must not allocate while a CUDA graph is
   // being captured (32 MiB: NVIDIA's recommendation for Hopper).
   constexpr size_t kWorkspaceBytes = 32 << 20;
-  if (absl::Status s = CudaCall(cudaMalloc(&linear->workspace_, kWorkspaceBytes), "cudaMalloc"); !s.ok()) return s;
-  if (absl::Status s = CublasCall(cublasSetWorkspace(linear->handle_, linear->workspace_, kWorkspaceBytes),
-                                  "cublasSetWorkspace");
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CudaCall(cudaMalloc(&linear->scratch_, max_input_elements * 2), "cudaMalloc"); !s.ok()) return s;
+  RETURN_IF_ERROR(CudaCall(cudaMalloc(&linear->workspace_, kWorkspaceBytes), "cudaMalloc"));
+  RETURN_IF_ERROR(CublasCall(cublasSetWorkspace(linear->handle_, linear->workspace_, kWorkspaceBytes), "cublasSetWorkspace"));
+  RETURN_IF_ERROR(CudaCall(cudaMalloc(&linear->scratch_, max_input_elements * 2), "cudaMalloc"));
   linear->scratch_elements_ = max_input_elements;
   return linear;
 }
@@ -55,7 +50,7 @@ absl::Status CublasLinear::Run(const float* x, int64_t n, const void* w, DType d
     return absl::InvalidArgumentError(
         absl::StrFormat("CublasLinear: input of %d elements exceeds the %d planned", n * in, scratch_elements_));
   }
-  if (absl::Status s = CastFromF32(x, scratch_, dtype, n * in, stream_); !s.ok()) return s;
+  RETURN_IF_ERROR(CastFromF32(x, scratch_, dtype, n * in, stream_));
   const cudaDataType type = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   return CublasCall(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, type, in, scratch_, type, in,
                                  &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),

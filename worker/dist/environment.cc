@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -38,11 +39,11 @@ absl::StatusOr<WorkerEnvironment> ReadWorkerEnvironment(const std::function<cons
            {"LOCAL_WORLD_SIZE", &env.local_world_size, 1, 1 << 20},
            {"MASTER_PORT", &env.master_port, 1, 65535},
        }) {
-    if (absl::Status s = ReadInt(get, name, low, high, out); !s.ok()) return s;
+    RETURN_IF_ERROR(ReadInt(get, name, low, high, out));
   }
-  if (absl::Status s = ReadInt(get, "RANK", 0, env.world_size - 1, &env.rank); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadInt(get, "RANK", 0, env.world_size - 1, &env.rank));
   env.local_rank = env.rank % env.local_world_size;
-  if (absl::Status s = ReadInt(get, "LOCAL_RANK", 0, env.local_world_size - 1, &env.local_rank); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadInt(get, "LOCAL_RANK", 0, env.local_world_size - 1, &env.local_rank));
   if (const char* addr = get("MASTER_ADDR"); addr != nullptr) env.master_addr = addr;
   if (env.master_addr.empty()) return absl::InvalidArgumentError("environment variable MASTER_ADDR is empty");
   if (const char* token = get("RENDEZVOUS_TOKEN"); token != nullptr) env.token = token;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 
@@ -19,13 +20,11 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rende
                                                                            std::chrono::milliseconds timeout) {
   const RendezvousOptions& o = rendezvous->options();
   auto comm = std::unique_ptr<NcclCommunicator>(new NcclCommunicator(o.rank, o.world_size, timeout));
-  if (absl::Status s = CudaCall(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) return s;
+  RETURN_IF_ERROR(CudaCall(cudaSetDevice(device), "cudaSetDevice"));
   ncclUniqueId id;
   if (o.rank == 0) {
-    if (absl::Status s = NcclCall(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) return s;
-    if (absl::Status s = rendezvous->store().Set("nccl/id", std::string(id.internal, sizeof id.internal)); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(NcclCall(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    RETURN_IF_ERROR(rendezvous->store().Set("nccl/id", std::string(id.internal, sizeof id.internal)));
   } else {
     absl::StatusOr<std::string> shared = rendezvous->store().Get("nccl/id", o.join_timeout);
     if (!shared.ok()) return shared.status();
@@ -36,10 +35,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rende
     std::memcpy(id.internal, shared->data(), sizeof id.internal);
   }
   cudaStream_t stream = nullptr;
-  if (absl::Status s = CudaCall(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CudaCall(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   comm->own_stream_ = comm->stream_ = stream;
   // Non-blocking, so that a peer dying after the id exchange cannot hang
   // this rank inside ncclCommInitRank: Settle waits with the deadline and
@@ -55,9 +51,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rende
     comm->aborted_ = true;
     return NcclCall(started, "ncclCommInitRankConfig");
   }
-  if (absl::Status s = comm->Settle(started, "ncclCommInitRankConfig (joining the other ranks)"); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(comm->Settle(started, "ncclCommInitRankConfig (joining the other ranks)"));
   return comm;
 }
 

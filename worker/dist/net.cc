@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama::net {
 namespace {
@@ -223,13 +224,13 @@ absl::Status SendU32(const Socket& s, uint32_t v, Deadline d, const std::string&
 
 absl::StatusOr<uint32_t> RecvU32(const Socket& s, Deadline d, const std::string& peer) {
   uint8_t bytes[4];
-  if (absl::Status status = RecvAll(s, bytes, 4, d, peer); !status.ok()) return status;
+  RETURN_IF_ERROR(RecvAll(s, bytes, 4, d, peer));
   return static_cast<uint32_t>(bytes[0]) | static_cast<uint32_t>(bytes[1]) << 8 |
          static_cast<uint32_t>(bytes[2]) << 16 | static_cast<uint32_t>(bytes[3]) << 24;
 }
 
 absl::Status SendString(const Socket& s, const std::string& v, Deadline d, const std::string& peer) {
-  if (absl::Status status = SendU32(s, static_cast<uint32_t>(v.size()), d, peer); !status.ok()) return status;
+  RETURN_IF_ERROR(SendU32(s, static_cast<uint32_t>(v.size()), d, peer));
   return SendAll(s, v.data(), v.size(), d, peer);
 }
 
@@ -241,7 +242,7 @@ absl::StatusOr<std::string> RecvString(const Socket& s, size_t max_size, Deadlin
         absl::StrFormat("%s sent a %d-byte field; at most %d allowed", peer, *size, max_size));
   }
   std::string v(*size, '\0');
-  if (absl::Status status = RecvAll(s, v.data(), v.size(), d, peer); !status.ok()) return status;
+  RETURN_IF_ERROR(RecvAll(s, v.data(), v.size(), d, peer));
   return v;
 }
 

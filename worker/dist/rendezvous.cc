@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 
@@ -34,8 +35,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
                         absl::StrCat("rank ", options.rank, " could not join the job: ", client.status().message()));
   }
   auto rendezvous = std::unique_ptr<Rendezvous>(new Rendezvous(options, std::move(server), *std::move(client)));
-  if (absl::Status s = rendezvous->store().Set(absl::StrCat("joined/", options.rank), "1"); !s.ok()) return s;
-  if (absl::Status s = rendezvous->WaitForAll("joined/", options.join_timeout, "ranks joined"); !s.ok()) return s;
+  RETURN_IF_ERROR(rendezvous->store().Set(absl::StrCat("joined/", options.rank), "1"));
+  RETURN_IF_ERROR(rendezvous->WaitForAll("joined/", options.join_timeout, "ranks joined"));
   return rendezvous;
 }
 
@@ -80,8 +81,8 @@ absl::Status Rendezvous::WaitForAll(const std::string& prefix, std::chrono::mill
 }
 
 absl::Status Rendezvous::AgreeOnModel(const std::string& fingerprint) {
-  if (absl::Status s = client_->Set(absl::StrCat("model/", options_.rank), fingerprint); !s.ok()) return s;
-  if (absl::Status s = WaitForAll("model/", options_.load_timeout, "ranks loaded their shard"); !s.ok()) return s;
+  RETURN_IF_ERROR(client_->Set(absl::StrCat("model/", options_.rank), fingerprint));
+  RETURN_IF_ERROR(WaitForAll("model/", options_.load_timeout, "ranks loaded their shard"));
   for (int r = 0; r < options_.world_size; ++r) {
     absl::StatusOr<std::string> theirs = client_->Get(absl::StrCat("model/", r), std::chrono::seconds(10));
     if (!theirs.ok()) return theirs.status();
@@ -96,7 +97,7 @@ absl::Status Rendezvous::AgreeOnModel(const std::string& fingerprint) {
 }
 
 absl::Status Rendezvous::Finish() {
-  if (absl::Status s = client_->Set(absl::StrCat("finished/", options_.rank), "1"); !s.ok()) return s;
+  RETURN_IF_ERROR(client_->Set(absl::StrCat("finished/", options_.rank), "1"));
   if (options_.rank != 0) return absl::OkStatus();
   // Keep the store up until every rank is done with it.
   return WaitForAll("finished/", std::chrono::minutes(5), "ranks finished");

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -38,9 +39,7 @@ absl::StatusOr<std::unique_ptr<TcpCommunicator>> TcpCommunicator::Create(Rendezv
   if (!listener.ok()) return listener.status();
   absl::StatusOr<int> port = net::LocalPort(*listener);
   if (!port.ok()) return port.status();
-  if (absl::Status s = store.Set(absl::StrCat("ring/", o.rank), absl::StrCat(*address, ":", *port)); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(store.Set(absl::StrCat("ring/", o.rank), absl::StrCat(*address, ":", *port)));
   const int next = (o.rank + 1) % o.world_size, prev = Mod(o.rank - 1, o.world_size);
   comm->next_name_ = absl::StrCat("rank ", next);
   comm->prev_name_ = absl::StrCat("rank ", prev);

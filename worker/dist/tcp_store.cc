@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -29,7 +30,7 @@ absl::Status SendU64(const net::Socket& s, uint64_t v, net::Deadline d, const st
 
 absl::StatusOr<uint64_t> RecvU64(const net::Socket& s, net::Deadline d, const std::string& peer) {
   uint8_t bytes[8];
-  if (absl::Status status = net::RecvAll(s, bytes, 8, d, peer); !status.ok()) return status;
+  RETURN_IF_ERROR(net::RecvAll(s, bytes, 8, d, peer));
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(bytes[i]) << (8 * i);
   return v;
@@ -41,7 +42,7 @@ absl::Status SendByte(const net::Socket& s, uint8_t b, net::Deadline d, const st
 
 absl::StatusOr<uint8_t> RecvByte(const net::Socket& s, net::Deadline d, const std::string& peer) {
   uint8_t b;
-  if (absl::Status status = net::RecvAll(s, &b, 1, d, peer); !status.ok()) return status;
+  RETURN_IF_ERROR(net::RecvAll(s, &b, 1, d, peer));
   return b;
 }
 
@@ -228,7 +229,7 @@ TcpStoreClient::~TcpStoreClient() { Close().IgnoreError(); }
 
 absl::Status TcpStoreClient::SendRequest(uint8_t op, const std::string& key, net::Deadline deadline) {
   if (!socket_.valid()) return absl::FailedPreconditionError("store connection is closed");
-  if (absl::Status s = SendByte(socket_, op, deadline, peer_); !s.ok()) return s;
+  RETURN_IF_ERROR(SendByte(socket_, op, deadline, peer_));
   return net::SendString(socket_, key, deadline, peer_);
 }
 
@@ -269,7 +270,7 @@ absl::StatusOr<int64_t> TcpStoreClient::Add(const std::string& key, int64_t delt
 
 absl::StatusOr<bool> TcpStoreClient::Check(const std::string& key) {
   const net::Deadline d = net::After(kIoTimeout);
-  if (absl::Status s = SendRequest(kCheck, key, d); !s.ok()) return s;
+  RETURN_IF_ERROR(SendRequest(kCheck, key, d));
   absl::StatusOr<uint8_t> present = RecvByte(socket_, d, peer_);
   if (!present.ok()) return present.status();
   return *present == 1;

@@ -57,7 +57,7 @@ class CudaBuffer {
   }
   // Device memory only.
   absl::Status Upload(const void* host, size_t bytes) {
-    if (absl::Status s = Allocate(bytes); !s.ok()) return s;
+    RETURN_IF_ERROR(Allocate(bytes));
     return CudaCall(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
   }
   template <typename T = float>

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 
@@ -23,7 +24,7 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
 
 absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
                                              absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
-  if (absl::Status s = CheckChooseArguments(chunks, choices, chosen); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen));
   absl::StatusOr<absl::Span<const float>> logits = Forward(chunks);
   if (!logits.ok()) return logits.status();
   const int64_t vocab = vocab_size();
