@@ -494,7 +494,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   }
   const ModelConfig& config = sources->config;
   if (absl::Status s = CheckWorldSize(config, options.world_size); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--world_size: ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat(options.world_size_flag, ": ", s.message()));
   }
   const std::vector<TensorSpec> specs = LlamaTensors(config);
   const auto out_dtype = [&](const TensorSpec& spec) {

@@ -32,6 +32,9 @@ struct ConvertOptions {
   std::string ckpt_dir;
   std::string out_dir;
   int world_size = 1;
+  // How the caller's user sets world_size, for errors about it (the
+  // launcher: "--nproc_per_node=2 x --nnodes=1").
+  std::string world_size_flag = "--world_size";
   // Output element type; unset keeps each tensor's source type.
   std::optional<DType> dtype;
   // Check checklist.chk (MD5 of every file) before converting (not when the

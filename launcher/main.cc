@@ -35,6 +35,7 @@
 #include "launcher/slurm.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
+#include "worker/job_flags.h"
 #include "worker/dist/net.h"
 
 // Topology (torchrun's flags).
@@ -45,25 +46,7 @@ DEFINE_string(master_addr, "127.0.0.1", "Host of node 0, where rank 0 hosts the 
 DEFINE_int32(master_port, 0, "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.");
 // Model.
 DEFINE_string(ckpt_dir, "", "Meta's checkpoint folder (consolidated.NN.pth, params.json). Empty: the demo job.");
-DEFINE_string(tokenizer_path, "", "tokenizer.model. Default: next to --ckpt_dir (its parent folder, as download.sh lays it out).");
-DEFINE_string(shard_dir, "", "Where converted shards live. Default: <ckpt_dir>/shards/tp<world size>.");
-// Job (as the worker's flags).
-DEFINE_string(prompt, "", "One prompt for text completion.");
-DEFINE_string(prompts_file, "", "Prompts: a JSON array of strings, or JSON Lines.");
-DEFINE_string(dialogs_file, "", "Dialogs for chat completion: a JSON array of [{role, content}, ...].");
-DEFINE_double(temperature, 0.6, "Sampling temperature; 0 is greedy.");
-DEFINE_double(top_p, 0.9, "Top-p sampling threshold, in (0, 1].");
-DEFINE_int32(max_seq_len, 512, "Longest sequence (prompt + generation).");
-DEFINE_int32(max_batch_size, 4, "Sequences generated together.");
-DEFINE_int32(max_gen_len, -1, "Most tokens per prompt; -1: max_seq_len - 1.");
-DEFINE_string(kv_cache_dtype, "f32", "Workers' KV cache storage: f32, bf16 or f16 (half the memory).");
-DEFINE_bool(cuda_graphs, true, "GPU workers replay decode steps from CUDA graphs (off to compare or debug).");
-DEFINE_uint64(seed, 1, "Sampling seed.");
-DEFINE_bool(logprobs, false, "Report log-probabilities.");
-DEFINE_bool(echo, false, "Include the prompt in the output.");
-DEFINE_string(output, "", "JSON Lines results file (written by rank 0).");
-DEFINE_string(device, "", "Workers' backend: cpu or cuda (one GPU per local rank, checked before starting). "
-              "Default: cuda when built with CUDA and GPUs are visible, else cpu.");
+// Job and model flags (--prompt, --temperature, --max_seq_len, --device, ...): worker/job_flags.h.
 // Running.
 DEFINE_string(worker, "", "The worker binary. Default: //worker from this binary's runfiles.");
 // --log_dir (per-rank logs; default <shard_dir>/logs) is glog's flag, reused:
@@ -71,9 +54,6 @@ DEFINE_string(worker, "", "The worker binary. Default: //worker from this binary
 DECLARE_string(log_dir);
 DEFINE_string(token_file, "", "File holding the job's shared secret (else $RENDEZVOUS_TOKEN, else a fresh one on one node).");
 DEFINE_int32(grace_period, 5, "Seconds between SIGTERM and SIGKILL when stopping workers.");
-DEFINE_int32(rendezvous_timeout, 300, "Seconds for every rank to join.");
-DEFINE_int32(load_timeout, 1800, "Seconds for every rank to load its shard.");
-DEFINE_int32(collective_timeout, 300, "Seconds a collective may wait for a silent peer.");
 DEFINE_string(demo_dir, "", "Where the demo job keeps its checkpoint. Default: ~/.cache/llama2-cpp/demo.");
 // download subcommand.
 DEFINE_string(models, "", "download: models to fetch, comma-separated: 7B,13B,70B,7B-chat,13B-chat,70B-chat.");
@@ -191,27 +171,6 @@ absl::StatusOr<std::string> JobToken(bool single_node) {
       "a job across nodes needs a secret shared by all nodes: set RENDEZVOUS_TOKEN or --token_file on every node");
 }
 
-std::vector<std::string> WorkerJobFlags() {
-  std::vector<std::string> flags = {
-      absl::StrCat("--temperature=", FLAGS_temperature), absl::StrCat("--top_p=", FLAGS_top_p),
-      absl::StrCat("--max_seq_len=", FLAGS_max_seq_len), absl::StrCat("--max_batch_size=", FLAGS_max_batch_size),
-      absl::StrCat("--max_gen_len=", FLAGS_max_gen_len), absl::StrCat("--seed=", FLAGS_seed),
-      absl::StrCat("--kv_cache_dtype=", FLAGS_kv_cache_dtype),
-      absl::StrCat("--cuda_graphs=", FLAGS_cuda_graphs ? "true" : "false"),
-      absl::StrCat("--logprobs=", FLAGS_logprobs ? "true" : "false"),
-      absl::StrCat("--echo=", FLAGS_echo ? "true" : "false"),
-      absl::StrCat("--rendezvous_timeout=", FLAGS_rendezvous_timeout),
-      absl::StrCat("--load_timeout=", FLAGS_load_timeout),
-      absl::StrCat("--collective_timeout=", FLAGS_collective_timeout)};
-  // Paths are made absolute: workers do not share our working directory's meaning across nodes.
-  const auto absolute = [](const std::string& p) { return fs::absolute(p).string(); };
-  if (!FLAGS_prompt.empty()) flags.push_back("--prompt=" + FLAGS_prompt);
-  if (!FLAGS_prompts_file.empty()) flags.push_back("--prompts_file=" + absolute(FLAGS_prompts_file));
-  if (!FLAGS_dialogs_file.empty()) flags.push_back("--dialogs_file=" + absolute(FLAGS_dialogs_file));
-  if (!FLAGS_output.empty()) flags.push_back("--output=" + absolute(FLAGS_output));
-  return flags;
-}
-
 int RunSbatch(const std::vector<std::string>& job_args) {
   SbatchOptions options;
   options.nodes = FLAGS_nodes;
@@ -300,6 +259,10 @@ int Run(std::vector<std::string> extra_args) {
   }
   if (!extra_args.empty()) return Fail(absl::StrCat("unexpected argument \"", extra_args[0], "\" (see --help)"));
 
+  // Everything checkable is checked before any work.
+  if (absl::Status s = CheckJobFlags(JobFlagsFromCommandLine(), /*need_input=*/!FLAGS_ckpt_dir.empty()); !s.ok()) {
+    return Fail(s.message());
+  }
   WorldOptions world;
   world.nnodes = FLAGS_nnodes;
   world.nproc_per_node = FLAGS_nproc_per_node;
@@ -338,8 +301,6 @@ int Run(std::vector<std::string> extra_args) {
   std::string device = FLAGS_device;
   if (device.empty()) device = BuiltWithCuda() && !VisibleGpus().empty() ? "cuda" : "cpu";
   if (absl::StatusOr<Device> parsed = ParseDevice(device); !parsed.ok()) return Fail(parsed.status().message());
-  const absl::StatusOr<DType> kv_cache_dtype = ParseFloat16Or32Flag("kv_cache_dtype", FLAGS_kv_cache_dtype);
-  if (!kv_cache_dtype.ok()) return Fail(kv_cache_dtype.status().message());
   std::vector<std::string> gpus;
   if (device == "cuda") {
     gpus = VisibleGpus();
@@ -397,15 +358,9 @@ int Run(std::vector<std::string> extra_args) {
   convert.world_size = world_size;
   convert.verify_checklist = fs::exists(fs::path(ckpt_dir) / "checklist.chk");
   convert.show_progress = true;
+  convert.world_size_flag = absl::StrFormat("--nproc_per_node=%d x --nnodes=%d", world.nproc_per_node, world.nnodes);
   absl::StatusOr<ConvertResult> converted = ConvertCheckpoint(convert);
-  if (!converted.ok()) {
-    std::string message(converted.status().message());
-    if (absl::StartsWith(message, "--world_size: ")) {
-      message = absl::StrFormat("--nproc_per_node=%d x --nnodes=%d: %s", world.nproc_per_node, world.nnodes,
-                                message.substr(14));
-    }
-    return Fail(message);
-  }
+  if (!converted.ok()) return Fail(converted.status().message());
   LOG(INFO) << (converted->up_to_date ? "shards up to date in " : "converted to ") << shard_dir;
 
   absl::StatusOr<std::string> worker = FindWorker();
@@ -414,7 +369,7 @@ int Run(std::vector<std::string> extra_args) {
   if (!token.ok()) return Fail(token.status().message());
 
   std::vector<WorkerLaunch> launches;
-  const std::vector<std::string> job_flags = WorkerJobFlags();
+  const std::vector<std::string> job_flags = WorkerArguments(JobFlagsFromCommandLine());
   for (const RankInfo& rank : *ranks) {
     WorkerLaunch launch;
     launch.rank = rank.rank;

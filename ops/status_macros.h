@@ -6,7 +6,8 @@
 //
 // Debian's Abseil (20220623) has no such macros; these are the usual
 // shape (as in tensorstore and gemma.cpp's absl-based code): the expression
-// is evaluated once, and the error is returned unchanged.
+// is evaluated once, and the error is returned unchanged. ASSIGN_OR_RETURN
+// is several statements: give it braces under an if.
 
 #ifndef LLAMA_OPS_STATUS_MACROS_H_
 #define LLAMA_OPS_STATUS_MACROS_H_

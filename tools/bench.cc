@@ -1,44 +1,45 @@
-// //tools:bench: prefill and decode throughput of the CPU engine, and peak RSS.
+// //tools:bench: prefill and decode throughput of one model, and peak RSS.
 //
-//   bench                                   synthetic model, random bf16 weights
+//   bench                                   synthetic model, random bf16 weights, on the CPU
 //   bench --dim=4096 --n_layers=32 ...      another synthetic shape
 //   bench --shard=/path/rank-0-of-1.shard   a converted checkpoint
+//   bench --device=cuda ...                 on a GPU (one rank)
 //
 // The default shape (dim 2048, 22 layers, 32 heads, 4 KV heads, FFN 5632,
 // vocab 32000; TinyLlama-1.1B) keeps a run to about a minute on 2 cores.
 // Decode is memory-bound: the line "weights streamed" compares the bytes
 // read per decode step with the machine's memory bandwidth (--mem_gbps).
+// The model is built as the worker builds it (worker/rank_model.h), with
+// the job's --kv_cache_dtype, --cuda_graphs, --threads and --device.
 
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include "absl/strings/str_format.h"
-#include "checkpoint/llama_layout.h"
 #include "checkpoint/rank_geometry.h"
 #include "checkpoint/shard_format.h"
-#include "worker/dist/communicator.h"
-#include "worker/dist/rendezvous.h"
-#include "tools/local_ranks.h"
-#include "worker/dist/tcp_communicator.h"
-#include "worker/model/model_weights.h"
-#include "worker/model/synthetic_weights.h"
-#include "worker/model/transformer.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/dtype.h"
+#include "ops/status_macros.h"
 #include "third_party/cuda/cuda_build_info.h"
+#include "tools/local_ranks.h"
+#include "tools/tool_main.h"
+#include "worker/job_flags.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/synthetic_weights.h"
+#include "worker/rank_model.h"
 #if LLAMA_WITH_CUDA
 #include "ops/cuda/bandwidth.h"
-#include "worker/model/cuda_transformer.h"
 #endif
 
 DEFINE_string(shard, "", "A shard to benchmark (world size 1); default: a synthetic model.");
@@ -51,11 +52,7 @@ DEFINE_int64(vocab_size, 32000, "Synthetic model: vocabulary.");
 DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
-DEFINE_string(kv_cache_dtype, "f32", "KV cache storage: f32, bf16 or f16.");
-DEFINE_int32(threads, 0, "Worker threads (0: one per hardware thread).");
 DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
-DEFINE_bool(cuda_graphs, true, "cuda: replay decode steps from CUDA graphs (false: launch every kernel each step).");
-DEFINE_string(device, "cpu", "cpu, or cuda (one GPU, world size 1; needs a build with the CUDA toolkit).");
 DEFINE_double(mem_gbps, 0, "Memory read bandwidth of this machine in GB/s, for the % of the limit. "
               "0: measured here: CPU by streaming 1 GB with every thread, cuda by a 1 GiB device-to-device copy "
               "(bytes read + written).");
@@ -96,119 +93,62 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 namespace {
 
-int RunRank(int rank, int port) {
-  const bool leader = rank == 0;
-
-  absl::StatusOr<llama::ModelWeights> weights;
+absl::StatusOr<llama::ModelWeights> BenchWeights(int rank) {
   if (!FLAGS_shard.empty()) {
-    absl::StatusOr<std::unique_ptr<llama::ShardReader>> shard = llama::ShardReader::Open(FLAGS_shard);
-    if (!shard.ok()) {
-      std::fprintf(stderr, "bench: %s\n", std::string(shard.status().message()).c_str());
-      return 1;
-    }
-    weights = llama::LoadModelWeights(std::shared_ptr<const llama::ShardReader>(std::move(*shard)));
-  } else {
-    llama::ModelConfig config;
-    config.dim = FLAGS_dim;
-    config.n_layers = FLAGS_n_layers;
-    config.n_heads = FLAGS_n_heads;
-    config.n_kv_heads = FLAGS_n_kv_heads;
-    config.vocab_size = FLAGS_vocab_size;
-    // multiple_of = hidden size reproduces it exactly through the reference's rule.
-    config.multiple_of = FLAGS_ffn_hidden;
-    config.ffn_dim_multiplier = static_cast<double>(FLAGS_ffn_hidden) / static_cast<int64_t>(8 * FLAGS_dim / 3);
-    if (absl::Status s = llama::ValidateModelConfig(config, "synthetic model"); !s.ok()) {
-      std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
-      return 1;
-    }
-    if (absl::Status s = llama::CheckWorldSize(config, FLAGS_world_size); !s.ok()) {
-      std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
-      return 1;
-    }
-    weights = llama::SyntheticWeights(config, llama::DType::kBF16, 1, rank, FLAGS_world_size);
+    ASSIGN_OR_RETURN(std::unique_ptr<llama::ShardReader> shard, llama::ShardReader::Open(FLAGS_shard));
+    return llama::LoadModelWeights(std::shared_ptr<const llama::ShardReader>(std::move(shard)));
   }
-  if (!weights.ok()) {
-    std::fprintf(stderr, "bench: %s\n", std::string(weights.status().message()).c_str());
-    return 1;
-  }
-  const llama::ModelConfig config = weights->config;
-  absl::StatusOr<llama::RankGeometry> geometry = llama::ComputeRankGeometry(config, rank, FLAGS_world_size);
-  if (!geometry.ok()) {
-    std::fprintf(stderr, "bench: %s\n", std::string(geometry.status().message()).c_str());
-    return 1;
-  }
-  const llama::DType weight_dtype = weights->layers[0].wq.dtype();
-  const double weight_bytes = geometry->WeightBytes(weight_dtype);
-  // The embedding table is read a row per token, not streamed.
-  const double streamed_bytes = weight_bytes - geometry->EmbeddingBytes(weight_dtype);
+  llama::ModelConfig config;
+  config.dim = FLAGS_dim;
+  config.n_layers = FLAGS_n_layers;
+  config.n_heads = FLAGS_n_heads;
+  config.n_kv_heads = FLAGS_n_kv_heads;
+  config.vocab_size = FLAGS_vocab_size;
+  // multiple_of = hidden size reproduces it exactly through the reference's rule.
+  config.multiple_of = FLAGS_ffn_hidden;
+  config.ffn_dim_multiplier = static_cast<double>(FLAGS_ffn_hidden) / static_cast<int64_t>(8 * FLAGS_dim / 3);
+  RETURN_IF_ERROR(llama::ValidateModelConfig(config, "synthetic model"));
+  RETURN_IF_ERROR(llama::CheckWorldSize(config, FLAGS_world_size));
+  return llama::SyntheticWeights(config, llama::DType::kBF16, 1, rank, FLAGS_world_size);
+}
 
-  std::unique_ptr<llama::Rendezvous> rendezvous;
-  std::unique_ptr<llama::Communicator> comm = std::make_unique<llama::LocalCommunicator>();
-  if (FLAGS_world_size > 1) {
-    llama::RendezvousOptions rv;
-    rv.master_port = port;
-    rv.rank = rank;
-    rv.world_size = FLAGS_world_size;
-    rv.token = "bench";
-    absl::StatusOr<std::unique_ptr<llama::Rendezvous>> joined = llama::Rendezvous::Join(rv);
-    if (!joined.ok()) {
-      std::fprintf(stderr, "bench: %s\n", std::string(joined.status().message()).c_str());
-      return 1;
-    }
-    rendezvous = *std::move(joined);
-    absl::StatusOr<std::unique_ptr<llama::TcpCommunicator>> tcp =
-        llama::TcpCommunicator::Create(rendezvous.get(), std::chrono::seconds(600));
-    if (!tcp.ok()) {
-      std::fprintf(stderr, "bench: %s\n", std::string(tcp.status().message()).c_str());
-      return 1;
-    }
-    comm = *std::move(tcp);
-  }
+absl::Status RunRank(int rank, int port) {
+  const bool leader = rank == 0;
+  const llama::JobFlags flags = llama::JobFlagsFromCommandLine();
+  ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(flags.device));
+  ASSIGN_OR_RETURN(llama::ModelWeights weights, BenchWeights(rank));
+  const llama::ModelConfig config = weights.config;
+  ASSIGN_OR_RETURN(const llama::RankGeometry geometry, llama::ComputeRankGeometry(config, rank, FLAGS_world_size));
+  const llama::DType weight_dtype = weights.layers[0].wq.dtype();
+  const double weight_bytes = geometry.WeightBytes(weight_dtype);
+  // The embedding table is read a row per token, not streamed.
+  const double streamed_bytes = weight_bytes - geometry.EmbeddingBytes(weight_dtype);
+
+  llama::RendezvousOptions join;
+  join.master_port = port;
+  join.rank = rank;
+  join.world_size = FLAGS_world_size;
+  join.token = "bench";
+  ASSIGN_OR_RETURN(llama::RankPeers peers, llama::JoinPeers(join, rank));
   llama::TransformerOptions options;
-  absl::StatusOr<llama::DType> kv_cache_dtype = llama::ParseFloat16Or32Flag("kv_cache_dtype", FLAGS_kv_cache_dtype);
-  if (!kv_cache_dtype.ok()) {
-    std::fprintf(stderr, "bench: %s\n", std::string(kv_cache_dtype.status().message()).c_str());
-    return 1;
-  }
-  options.kv_cache_dtype = *kv_cache_dtype;
-  options.cuda_graphs = FLAGS_cuda_graphs;
+  options.kv_cache_dtype = *llama::ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype);  // Checked above.
+  options.cuda_graphs = flags.cuda_graphs;
   options.max_batch_size = FLAGS_batch;
   options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
-  options.threads = FLAGS_threads > 0 ? FLAGS_threads
-                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / FLAGS_world_size);
-  const auto make_model = [&]() -> absl::StatusOr<std::unique_ptr<llama::LanguageModel>> {
-    if (FLAGS_device == "cuda") {
-#if LLAMA_WITH_CUDA
-      absl::StatusOr<std::unique_ptr<llama::CudaTransformer>> gpu =
-          llama::CudaTransformer::Create(*weights, /*nccl=*/nullptr, options);
-      if (!gpu.ok()) return gpu.status();
-      return std::unique_ptr<llama::LanguageModel>(*std::move(gpu));
-#else
-      return absl::FailedPreconditionError("--device=cuda: this binary was built without CUDA");
-#endif
-    }
-    absl::StatusOr<std::unique_ptr<llama::Transformer>> cpu =
-        llama::Transformer::Create(*std::move(weights), comm.get(), options);
-    if (!cpu.ok()) return cpu.status();
-    return std::unique_ptr<llama::LanguageModel>(*std::move(cpu));
-  };
-  absl::StatusOr<std::unique_ptr<llama::LanguageModel>> model = make_model();
-  if (!model.ok()) {
-    std::fprintf(stderr, "bench: %s\n", std::string(model.status().message()).c_str());
-    return 1;
-  }
+  options.threads = flags.threads > 0 ? flags.threads
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                        FLAGS_world_size);
+  ASSIGN_OR_RETURN(llama::RankModel made, llama::CreateRankModel(device, peers, std::move(weights), options,
+                                                                 std::chrono::seconds(600)));
+  llama::LanguageModel& model = *made.model;
 
   std::vector<int> prompt(FLAGS_prefill_tokens);
   for (int i = 0; i < FLAGS_prefill_tokens; ++i) prompt[i] = (i * 7919) % config.vocab_size;
   // Prefill: one prompt in one pass (slot 0); then the other slots.
   auto start = std::chrono::steady_clock::now();
   for (int b = 0; b < FLAGS_batch; ++b) {
-    absl::StatusOr<absl::Span<const float>> logits = (*model)->Forward({{b, 0, prompt, false}});
-    if (!logits.ok()) {
-      std::fprintf(stderr, "bench: %s\n", std::string(logits.status().message()).c_str());
-      return 1;
-    }
+    RETURN_IF_ERROR(model.Forward({{b, 0, prompt, false}}).status());
   }
   const double prefill_seconds = Seconds(start);
 
@@ -223,33 +163,30 @@ int RunRank(int rank, int port) {
     for (int b = 0; b < FLAGS_batch; ++b) {
       chunks[b] = {b, FLAGS_prefill_tokens + step, absl::MakeConstSpan(&next[b], 1), false};
     }
-    if (absl::Status s = (*model)->ForwardAndChoose(chunks, greedy, absl::MakeSpan(chosen)); !s.ok()) {
-      std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
-      return 1;
-    }
+    RETURN_IF_ERROR(model.ForwardAndChoose(chunks, greedy, absl::MakeSpan(chosen)));
     for (int b = 0; b < FLAGS_batch; ++b) next[b] = chosen[b].token;
   }
   const double decode_seconds = Seconds(start);
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
 
-  if (rendezvous && !rendezvous->Finish().ok()) return 1;
-  if (!leader) return 0;
+  if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
+  if (!leader) return absl::OkStatus();
   const double step_ms = 1000 * decode_seconds / FLAGS_decode_tokens;
   const double gbps = streamed_bytes / (decode_seconds / FLAGS_decode_tokens) / 1e9;
   std::printf("model:    dim %lld, %lld layers, %lld/%lld heads, FFN %lld, vocab %lld, %.2f GB of weights per rank (%s)\n",
               (long long)config.dim, (long long)config.n_layers, (long long)config.n_heads,
               (long long)config.n_kv_heads, (long long)config.ffn_hidden_dim(), (long long)config.vocab_size,
               weight_bytes / 1e9, FLAGS_shard.empty() ? "synthetic bf16" : FLAGS_shard.c_str());
-  if (FLAGS_device == "cuda") {
-    std::printf("device:   cuda (one GPU), CUDA graphs %s\n", FLAGS_cuda_graphs ? "on" : "off");
+  if (device == llama::Device::kCuda) {
+    std::printf("device:   cuda (one GPU), CUDA graphs %s\n", options.cuda_graphs ? "on" : "off");
   } else {
     std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel\n", FLAGS_world_size,
                 FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads,
                 std::string(llama::cpu::PrefillKernel()).c_str());
   }
   std::printf("KV cache: %.2f GB per rank (%s, batch %d x %lld positions)\n",
-              geometry->KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype) / 1e9,
+              geometry.KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype) / 1e9,
               llama::DTypeName(options.kv_cache_dtype).data(), options.max_batch_size,
               (long long)options.max_seq_len);
   std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
@@ -258,9 +195,9 @@ int RunRank(int rank, int port) {
               FLAGS_batch * 1000 / step_ms);
   std::printf("weights streamed per decode step: %.2f GB/s (all ranks)", gbps * FLAGS_world_size);
   double limit = FLAGS_mem_gbps;
-  if (limit <= 0 && FLAGS_device != "cuda") limit = MeasureReadBandwidth(options.threads * FLAGS_world_size);
+  if (limit <= 0 && device == llama::Device::kCpu) limit = MeasureReadBandwidth(options.threads * FLAGS_world_size);
 #if LLAMA_WITH_CUDA
-  if (limit <= 0 && FLAGS_device == "cuda") {
+  if (limit <= 0 && device == llama::Device::kCuda) {
     absl::StatusOr<double> copy = llama::cuda::MeasureCopyBandwidth();
     if (copy.ok()) limit = *copy;
   }
@@ -270,23 +207,25 @@ int RunRank(int rank, int port) {
                 FLAGS_mem_gbps > 0 ? "" : " (measured here)");
   }
   std::printf("\npeak RSS: %.2f GB\n", usage.ru_maxrss / 1e6);
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Measures prefill and decode tokens/s of the CPU engine.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  if (FLAGS_device == "cuda" && FLAGS_world_size != 1) {
-    std::fprintf(stderr, "bench: --device=cuda runs one rank\n");
-    return 2;
-  }
-  if (FLAGS_world_size > 1 && !FLAGS_shard.empty()) {
-    std::fprintf(stderr, "bench: --world_size > 1 runs the synthetic model only\n");
-    return 2;
-  }
-  return llama::RunLocalRanks(FLAGS_world_size, RunRank);
+  return llama::ToolMain(argc, argv, "bench", "Measures prefill and decode tokens/s of one model.",
+                         [](const std::vector<std::string>&) -> absl::Status {
+    // Checked once, before any rank starts.
+    RETURN_IF_ERROR(llama::CheckJobFlags(llama::JobFlagsFromCommandLine(), /*need_input=*/false));
+    ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(FLAGS_device));
+    if (device == llama::Device::kCuda && FLAGS_world_size != 1) {
+      return absl::InvalidArgumentError("--device=cuda runs one rank (--world_size=1)");
+    }
+    if (FLAGS_world_size > 1 && !FLAGS_shard.empty()) {
+      return absl::InvalidArgumentError("--world_size > 1 runs the synthetic model only");
+    }
+    const int failed = llama::RunLocalRanks(
+        FLAGS_world_size, [](int rank, int port) { return llama::ReportFailure("bench", RunRank(rank, port)); });
+    return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
+  });
 }

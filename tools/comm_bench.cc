@@ -7,17 +7,18 @@
 // bytes each rank actually sends in a ring all-reduce (NCCL's convention),
 // so it is comparable with the link's bandwidth.
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include <gflags/gflags.h>
-#include <glog/logging.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 #include "tools/local_ranks.h"
+#include "tools/tool_main.h"
 #include "worker/dist/rendezvous.h"
 #include "worker/dist/tcp_communicator.h"
 
@@ -26,24 +27,16 @@ DEFINE_double(seconds_per_size, 0.3, "Time spent measuring each size.");
 
 namespace {
 
-int RunRank(int rank, int port) {
+absl::Status RunRank(int rank, int port) {
   llama::RendezvousOptions options;
   options.master_port = port;
   options.rank = rank;
   options.world_size = FLAGS_world_size;
   options.token = "comm-bench";
   options.join_timeout = std::chrono::seconds(30);
-  absl::StatusOr<std::unique_ptr<llama::Rendezvous>> rendezvous = llama::Rendezvous::Join(options);
-  if (!rendezvous.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, std::string(rendezvous.status().message()).c_str());
-    return 1;
-  }
-  absl::StatusOr<std::unique_ptr<llama::TcpCommunicator>> comm =
-      llama::TcpCommunicator::Create(rendezvous->get(), std::chrono::seconds(60));
-  if (!comm.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, std::string(comm.status().message()).c_str());
-    return 1;
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<llama::Rendezvous> rendezvous, llama::Rendezvous::Join(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<llama::TcpCommunicator> comm,
+                   llama::TcpCommunicator::Create(rendezvous.get(), std::chrono::seconds(60)));
   if (rank == 0) {
     std::printf("all-reduce (sum, f32) over TCP on 127.0.0.1, %d ranks\n", FLAGS_world_size);
     std::printf("%10s %12s %12s %12s\n", "bytes", "latency us", "algbw GB/s", "busbw GB/s");
@@ -54,22 +47,16 @@ int RunRank(int rank, int port) {
     int iterations = 0;
     if (rank == 0) {
       const auto start = std::chrono::steady_clock::now();
-      (*comm)->AllReduceSum(data.data(), data.size()).IgnoreError();
+      comm->AllReduceSum(data.data(), data.size()).IgnoreError();
       const double once = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       iterations = std::clamp(static_cast<int>(FLAGS_seconds_per_size / std::max(once, 1e-6)), 3, 10000);
     } else {
-      (*comm)->AllReduceSum(data.data(), data.size()).IgnoreError();
+      comm->AllReduceSum(data.data(), data.size()).IgnoreError();
     }
-    if (absl::Status s = (*comm)->Broadcast(&iterations, sizeof iterations, 0); !s.ok()) {
-      std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.message()).c_str());
-      return 1;
-    }
+    RETURN_IF_ERROR(comm->Broadcast(&iterations, sizeof iterations, 0));
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iterations; ++i) {
-      if (absl::Status s = (*comm)->AllReduceSum(data.data(), data.size()); !s.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.message()).c_str());
-        return 1;
-      }
+      RETURN_IF_ERROR(comm->AllReduceSum(data.data(), data.size()));
     }
     const double each = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
     if (rank == 0) {
@@ -78,19 +65,19 @@ int RunRank(int rank, int port) {
                   algbw * 2 * (FLAGS_world_size - 1) / FLAGS_world_size);
     }
   }
-  return (*rendezvous)->Finish().ok() ? 0 : 1;
+  return rendezvous->Finish();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Measures the TCP all-reduce between local processes.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  if (FLAGS_world_size < 2) {
-    std::fprintf(stderr, "comm_bench: --world_size must be at least 2\n");
-    return 2;
-  }
-  return llama::RunLocalRanks(FLAGS_world_size, RunRank);
+  return llama::ToolMain(argc, argv, "comm_bench", "Measures the TCP all-reduce between local processes.",
+                         [](const std::vector<std::string>&) {
+                           if (FLAGS_world_size < 2) return absl::InvalidArgumentError("--world_size must be at least 2");
+                           const int failed = llama::RunLocalRanks(FLAGS_world_size, [](int rank, int port) {
+                             return llama::ReportFailure(absl::StrCat("comm_bench rank ", rank).c_str(),
+                                                         RunRank(rank, port));
+                           });
+                           return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
+                         });
 }

@@ -8,10 +8,12 @@
 #include <cstdio>
 
 #include <gflags/gflags.h>
-#include <glog/logging.h>
 
+#include "absl/strings/str_cat.h"
 #include "checkpoint/converter.h"
 #include "checkpoint/progress.h"
+#include "ops/status_macros.h"
+#include "tools/tool_main.h"
 
 DEFINE_string(ckpt_dir, "", "Folder with consolidated.NN.pth and params.json (or our shards). Required.");
 DEFINE_string(out_dir, "", "Folder to create with rank-R-of-N.shard files. Required.");
@@ -20,15 +22,11 @@ DEFINE_string(dtype, "", "Output element type: bf16, fp16 or fp32. Default: as i
 DEFINE_bool(verify_checklist, false, "Check checklist.chk (MD5 of every file) before converting.");
 DEFINE_bool(progress, true, "Show a progress bar on stderr.");
 
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Converts a Llama 2 checkpoint into memory-mappable shards for N ranks.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+namespace {
 
+absl::Status Convert() {
   if (FLAGS_ckpt_dir.empty() || FLAGS_out_dir.empty()) {
-    std::fprintf(stderr, "convert: --ckpt_dir and --out_dir are required (see --help)\n");
-    return 2;
+    return absl::InvalidArgumentError("--ckpt_dir and --out_dir are required (see --help)");
   }
   llama::ConvertOptions options;
   options.ckpt_dir = FLAGS_ckpt_dir;
@@ -38,23 +36,24 @@ int main(int argc, char** argv) {
   options.show_progress = FLAGS_progress;
   if (!FLAGS_dtype.empty()) {
     absl::StatusOr<llama::DType> dtype = llama::ParseDType(FLAGS_dtype);
-    if (!dtype.ok()) {
-      std::fprintf(stderr, "convert: --%s\n", std::string(dtype.status().message()).c_str());
-      return 2;
-    }
+    if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat("--", dtype.status().message()));
     options.dtype = *dtype;
   }
-  absl::StatusOr<llama::ConvertResult> result = llama::ConvertCheckpoint(options);
-  if (!result.ok()) {
-    std::fprintf(stderr, "convert: %s\n", std::string(result.status().message()).c_str());
-    return 1;
-  }
-  if (result->up_to_date) {
+  ASSIGN_OR_RETURN(const llama::ConvertResult result, llama::ConvertCheckpoint(options));
+  if (result.up_to_date) {
     std::printf("%s is up to date (%d-way shards of %s); nothing to do\n", FLAGS_out_dir.c_str(),
                 FLAGS_world_size, FLAGS_ckpt_dir.c_str());
   } else {
-    std::printf("wrote %d shard(s), %s, to %s\n", FLAGS_world_size,
-                llama::HumanBytes(result->bytes_written).c_str(), FLAGS_out_dir.c_str());
+    std::printf("wrote %d shard(s), %s, to %s\n", FLAGS_world_size, llama::HumanBytes(result.bytes_written).c_str(),
+                FLAGS_out_dir.c_str());
   }
-  return 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return llama::ToolMain(argc, argv, "convert",
+                         "Converts a Llama 2 checkpoint into memory-mappable shards for N ranks.",
+                         [](const std::vector<std::string>&) { return Convert(); });
 }

@@ -21,13 +21,14 @@
 #include <vector>
 
 #include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/converter.h"
 #include "checkpoint/progress.h"
+#include "ops/status_macros.h"
+#include "tools/tool_main.h"
 
 DEFINE_string(ckpt_dir, "", "Checkpoint folder to convert (Meta's layout). Required.");
 DEFINE_int32(world_size, 1, "Shards to produce.");
@@ -78,17 +79,8 @@ long PeakRssKb() {
   return usage.ru_maxrss;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Benchmarks //tools:convert against a plain copy; see the file comment.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  if (FLAGS_ckpt_dir.empty()) {
-    std::fprintf(stderr, "convert_bench: --ckpt_dir is required\n");
-    return 2;
-  }
+absl::Status Bench() {
+  if (FLAGS_ckpt_dir.empty()) return absl::InvalidArgumentError("--ckpt_dir is required");
   const std::string scratch = FLAGS_scratch_dir.empty()
                                   ? fs::path(FLAGS_ckpt_dir).lexically_normal().parent_path().string() +
                                         "/convert_bench_scratch"
@@ -96,10 +88,7 @@ int main(int argc, char** argv) {
   std::error_code error;
   fs::remove_all(scratch, error);
   fs::create_directories(scratch + "/copy", error);
-  if (error) {
-    std::fprintf(stderr, "convert_bench: cannot create %s: %s\n", scratch.c_str(), error.message().c_str());
-    return 1;
-  }
+  if (error) return absl::PermissionDeniedError(absl::StrFormat("cannot create %s: %s", scratch, error.message()));
 
   std::vector<std::string> sources;
   for (const fs::directory_entry& entry : fs::directory_iterator(FLAGS_ckpt_dir, error)) {
@@ -108,12 +97,8 @@ int main(int argc, char** argv) {
   }
   uint64_t source_bytes = 0;
   for (const std::string& name : sources) {  // Warm the page cache.
-    absl::StatusOr<uint64_t> n = CopyFile(FLAGS_ckpt_dir + "/" + name, "");
-    if (!n.ok()) {
-      std::fprintf(stderr, "convert_bench: %s\n", std::string(n.status().message()).c_str());
-      return 1;
-    }
-    source_bytes += *n;
+    ASSIGN_OR_RETURN(const uint64_t n, CopyFile(FLAGS_ckpt_dir + "/" + name, ""));
+    source_bytes += n;
   }
   const long rss_before = PeakRssKb();
 
@@ -124,10 +109,7 @@ int main(int argc, char** argv) {
   for (int repeat = 0; repeat < FLAGS_repeats; ++repeat) {
     auto start = std::chrono::steady_clock::now();
     for (const std::string& name : sources) {
-      if (absl::StatusOr<uint64_t> n = CopyFile(FLAGS_ckpt_dir + "/" + name, scratch + "/copy/" + name); !n.ok()) {
-        std::fprintf(stderr, "convert_bench: %s\n", std::string(n.status().message()).c_str());
-        return 1;
-      }
+      RETURN_IF_ERROR(CopyFile(FLAGS_ckpt_dir + "/" + name, scratch + "/copy/" + name).status());
     }
     copy_times.push_back(Seconds(start));
     fs::remove_all(scratch + "/shards", error);
@@ -139,10 +121,7 @@ int main(int argc, char** argv) {
     start = std::chrono::steady_clock::now();
     result = llama::ConvertCheckpoint(options);
     convert_times.push_back(Seconds(start));
-    if (!result.ok()) {
-      std::fprintf(stderr, "convert_bench: %s\n", std::string(result.status().message()).c_str());
-      return 1;
-    }
+    RETURN_IF_ERROR(result.status());
   }
   const long rss_convert = PeakRssKb();
   fs::remove_all(scratch, error);
@@ -159,5 +138,13 @@ int main(int argc, char** argv) {
               100 * convert_rate / copy_rate);
   std::printf("peak RSS:    %.1f MB before converting, %.1f MB after (%.2f%% of the checkpoint)\n",
               rss_before / 1024.0, rss_convert / 1024.0, 100.0 * rss_convert * 1024 / source_bytes);
-  return 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return llama::ToolMain(argc, argv, "convert_bench",
+                         "Benchmarks //tools:convert against a plain copy; see the file comment.",
+                         [](const std::vector<std::string>&) { return Bench(); });
 }

@@ -15,11 +15,12 @@
 #include <unistd.h>
 
 #include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checklist.h"
 #include "launcher/download.h"
+#include "ops/status_macros.h"
+#include "tools/tool_main.h"
 #include "tests/http_test_server.h"
 
 DEFINE_int32(size_mb, 2048, "Size of the served file.");
@@ -30,11 +31,9 @@ DEFINE_string(scratch_dir, "/tmp/llama2-download-bench", "Where to put the serve
 
 namespace fs = std::filesystem;
 
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage("Compares //launcher download with curl on a large local file.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+namespace {
+
+absl::Status Bench() {
   const std::string served = FLAGS_scratch_dir + "/served";
   fs::remove_all(FLAGS_scratch_dir);
   fs::create_directories(served + "/llama-2-7b");
@@ -56,45 +55,44 @@ int main(int argc, char** argv) {
       << *llama::Md5File(served + "/llama-2-7b/consolidated.00.pth") << "  consolidated.00.pth\n"
       << *llama::Md5File(served + "/llama-2-7b/params.json") << "  params.json\n";
 
-  absl::StatusOr<std::unique_ptr<llama::testing::HttpTestServer>> server =
-      llama::testing::HttpTestServer::Start(served, "bench", "Signature=x");
-  if (!server.ok()) return 1;
+  ASSIGN_OR_RETURN(std::unique_ptr<llama::testing::HttpTestServer> server,
+                   llama::testing::HttpTestServer::Start(served, "bench", "Signature=x"));
   if (FLAGS_link_mb_per_s > 0) {
     llama::testing::Fault paced;
     paced.bytes_per_second = int64_t{FLAGS_link_mb_per_s} * 1000000;
-    (*server)->SetFault("llama-2-7b/consolidated.00.pth", paced);
+    server->SetFault("llama-2-7b/consolidated.00.pth", paced);
   }
   const double bytes = static_cast<double>(int64_t{FLAGS_size_mb} << 20);
 
   const std::string curl_target = FLAGS_scratch_dir + "/curl.pth";
   const std::string command = absl::StrCat("curl -sS -o ", curl_target, " '",
-                                           llama::FileUrl((*server)->UrlTemplate(), "llama-2-7b/consolidated.00.pth"), "'");
+                                           llama::FileUrl(server->UrlTemplate(), "llama-2-7b/consolidated.00.pth"), "'");
   // Both clients start with no dirty pages to write back: otherwise the second
   // one is throttled for the first one's (and the served file's) writes.
   sync();
   auto start = std::chrono::steady_clock::now();
-  if (std::system(command.c_str()) != 0) {
-    std::fprintf(stderr, "download_bench: curl failed\n");
-    return 1;
-  }
+  if (std::system(command.c_str()) != 0) return absl::UnavailableError("curl failed");
   const double curl_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   llama::DownloadOptions options;
-  options.url_template = (*server)->UrlTemplate();
+  options.url_template = server->UrlTemplate();
   options.models = {"7B"};
   options.target_dir = FLAGS_scratch_dir + "/ours";
   sync();
   start = std::chrono::steady_clock::now();
-  absl::StatusOr<llama::DownloadReport> report = llama::DownloadMetaCheckpoints(options);
+  RETURN_IF_ERROR(llama::DownloadMetaCheckpoints(options).status());
   const double our_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!report.ok()) {
-    std::fprintf(stderr, "download_bench: %s\n", std::string(report.status().message()).c_str());
-    return 1;
-  }
   std::printf("file:      %d MB over HTTP on 127.0.0.1\n", FLAGS_size_mb);
   std::printf("curl:      %.2f s, %.0f MB/s (download only)\n", curl_seconds, bytes / curl_seconds / 1e6);
   std::printf("launcher:  %.2f s, %.0f MB/s (download + MD5 while downloading + size probe + fsync)\n", our_seconds,
               bytes / our_seconds / 1e6);
   fs::remove_all(FLAGS_scratch_dir);
-  return 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return llama::ToolMain(argc, argv, "download_bench", "Compares //launcher download with curl on a large local file.",
+                         [](const std::vector<std::string>&) { return Bench(); });
 }

@@ -6,9 +6,9 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <gflags/gflags.h>
-#include <glog/logging.h>
 #include <xxhash.h>
 
 #include "absl/strings/match.h"
@@ -17,33 +17,28 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/pth_reader.h"
 #include "checkpoint/shard_format.h"
+#include "ops/status_macros.h"
+#include "tools/tool_main.h"
 
 DEFINE_bool(verify, false, "For a shard: recompute every tensor's checksum.");
 
 namespace {
 
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "inspect: %s\n", std::string(status.message()).c_str());
-  return 1;
-}
-
-int InspectPth(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<llama::PthFile>> pth = llama::PthFile::Open(path);
-  if (!pth.ok()) return Fail(pth.status());
-  std::printf("%s: PyTorch checkpoint, %zu tensors\n", path.c_str(), (*pth)->tensors().size());
+absl::Status InspectPth(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<llama::PthFile> pth, llama::PthFile::Open(path));
+  std::printf("%s: PyTorch checkpoint, %zu tensors\n", path.c_str(), pth->tensors().size());
   std::printf("%-40s %-5s %-16s %s\n", "name", "dtype", "shape", "xxh3_64");
-  for (const llama::PthTensor& t : (*pth)->tensors()) {
+  for (const llama::PthTensor& t : pth->tensors()) {
     std::printf("%-40s %-5s %-16s %016llx\n", t.name.c_str(), std::string(llama::DTypeName(t.dtype)).c_str(),
                 absl::StrCat("[", absl::StrJoin(t.shape, ", "), "]").c_str(),
                 static_cast<unsigned long long>(XXH3_64bits(t.bytes.data(), t.bytes.size())));
   }
-  return 0;
+  return absl::OkStatus();
 }
 
-int InspectShard(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<llama::ShardReader>> reader = llama::ShardReader::Open(path);
-  if (!reader.ok()) return Fail(reader.status());
-  const llama::shard::ShardIndex& index = (*reader)->index();
+absl::Status InspectShard(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<llama::ShardReader> reader, llama::ShardReader::Open(path));
+  const llama::shard::ShardIndex& index = reader->index();
   const llama::shard::ModelConfig& c = index.config();
   std::printf("%s: shard for rank %d of %d (%s), %d tensors\n", path.c_str(), index.rank(), index.world_size(),
               index.converter_version().c_str(), index.tensors_size());
@@ -69,23 +64,21 @@ int InspectShard(const std::string& path) {
                 static_cast<unsigned long long>(e.xxh3_64()));
   }
   if (FLAGS_verify) {
-    if (absl::Status s = (*reader)->VerifyChecksums(); !s.ok()) return Fail(s);
+    RETURN_IF_ERROR(reader->VerifyChecksums());
     std::printf("checksums: all %d tensors OK\n", index.tensors_size());
   }
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("inspect [--verify] PATH: lists a .pth file's or a shard's tensors and config.");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  if (argc != 2) {
-    std::fprintf(stderr, "inspect: expected one PATH (a .pth file or a .shard file)\n");
-    return 2;
-  }
-  const std::string path = argv[1];
-  return absl::EndsWith(path, ".shard") ? InspectShard(path) : InspectPth(path);
+  return llama::ToolMain(argc, argv, "inspect",
+                         "inspect [--verify] PATH: lists a .pth file's or a shard's tensors and config.",
+                         [](const std::vector<std::string>& args) {
+                           if (args.size() != 1) {
+                             return absl::InvalidArgumentError("expected one PATH (a .pth file or a .shard file)");
+                           }
+                           return absl::EndsWith(args[0], ".shard") ? InspectShard(args[0]) : InspectPth(args[0]);
+                         });
 }

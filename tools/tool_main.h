@@ -1,0 +1,26 @@
+// One way in and out for the command-line tools: flags and logging set up
+// the same way in each, the tool's work returns a Status, and a failure is
+// printed once, as "<tool>: <message>", with exit code 2 for a usage error
+// (InvalidArgument) and 1 for anything else.
+
+#ifndef LLAMA_TOOLS_TOOL_MAIN_H_
+#define LLAMA_TOOLS_TOOL_MAIN_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace llama {
+
+// `run` gets the positional arguments left after the flags.
+int ToolMain(int argc, char** argv, const char* name, const char* usage,
+             const std::function<absl::Status(const std::vector<std::string>& args)>& run);
+
+// The exit code for `status`, after printing it as above when it failed.
+int ReportFailure(const char* name, const absl::Status& status);
+
+}  // namespace llama
+
+#endif  // LLAMA_TOOLS_TOOL_MAIN_H_

@@ -1,0 +1,67 @@
+#include "worker/job.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
+#include "tokenizer/prompt_files.h"
+
+namespace llama {
+
+absl::StatusOr<Job> ReadJob(const std::string& prompt, const std::string& prompts_file,
+                            const std::string& dialogs_file) {
+  const int sources = !prompt.empty() + !prompts_file.empty() + !dialogs_file.empty();
+  if (sources != 1) {
+    return absl::InvalidArgumentError("give exactly one of --prompt, --prompts_file, --dialogs_file");
+  }
+  Job job;
+  if (!prompt.empty()) {
+    job.prompts = {prompt};
+  } else if (!prompts_file.empty()) {
+    ASSIGN_OR_RETURN(job.prompts, ReadPromptsFile(prompts_file));
+  } else {
+    job.chat = true;
+    ASSIGN_OR_RETURN(job.dialogs, ReadDialogsFile(dialogs_file));
+  }
+  return job;
+}
+
+std::string SerializeJob(const Job& job) {
+  nlohmann::json j;
+  j["chat"] = job.chat;
+  j["prompts"] = job.prompts;
+  nlohmann::json dialogs = nlohmann::json::array();
+  for (const Dialog& dialog : job.dialogs) {
+    nlohmann::json messages = nlohmann::json::array();
+    for (const Message& m : dialog) messages.push_back({{"role", RoleName(m.role)}, {"content", m.content}});
+    dialogs.push_back(messages);
+  }
+  j["dialogs"] = dialogs;
+  return j.dump();
+}
+
+absl::StatusOr<Job> DeserializeJob(const std::string& text) {
+  const auto bad = [](const std::string& what) {
+    return absl::DataLossError(absl::StrFormat("job description from rank 0: %s", what));
+  };
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  const auto chat = j.find("chat");
+  if (chat == j.end() || !chat->is_boolean()) return bad("\"chat\" is missing or not true/false");
+  const auto prompts = j.find("prompts");
+  if (prompts == j.end() || !prompts->is_array()) return bad("\"prompts\" is missing or not an array");
+  const auto dialogs = j.find("dialogs");
+  if (dialogs == j.end() || !dialogs->is_array()) return bad("\"dialogs\" is missing or not an array");
+  Job job;
+  job.chat = chat->get<bool>();
+  for (size_t i = 0; i < prompts->size(); ++i) {
+    if (!(*prompts)[i].is_string()) return bad(absl::StrFormat("prompts[%d] is not a string", i));
+    job.prompts.push_back((*prompts)[i].get<std::string>());
+  }
+  if (job.chat) {
+    ASSIGN_OR_RETURN(job.dialogs, ParseDialogs(dialogs->dump(), "rank 0's job"));
+  }
+  return job;
+}
+
+}  // namespace llama

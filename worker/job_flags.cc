@@ -1,0 +1,130 @@
+#include "worker/job_flags.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ops/device.h"
+#include "ops/dtype.h"
+
+DEFINE_string(tokenizer_path, "",
+              "tokenizer.model. Launcher default: next to --ckpt_dir (its parent folder, as download.sh lays it "
+              "out); required by the worker.");
+DEFINE_string(shard_dir, "",
+              "Folder of rank-R-of-N.shard files (//tools:convert). Launcher default: <ckpt_dir>/shards/tp<world "
+              "size>; required by the worker.");
+DEFINE_string(prompt, "", "One prompt for text completion.");
+DEFINE_string(prompts_file, "", "Prompts for text completion: a JSON array of strings, or JSON Lines.");
+DEFINE_string(dialogs_file, "", "Dialogs for chat completion: a JSON array of [{role, content}, ...].");
+DEFINE_string(output, "", "Write one JSON object per prompt or dialog to this file (JSON Lines, by rank 0).");
+DEFINE_double(temperature, 0.6, "Sampling temperature; 0 is greedy.");
+DEFINE_double(top_p, 0.9, "Top-p (nucleus) sampling threshold, in (0, 1].");
+DEFINE_int32(max_seq_len, 512, "Longest sequence (prompt + generation) the KV cache holds.");
+DEFINE_int32(max_batch_size, 4, "Sequences generated together; larger jobs run in batches of this size.");
+DEFINE_int32(max_gen_len, -1, "Most tokens to generate per prompt; -1: max_seq_len - 1, as the reference.");
+DEFINE_uint64(seed, 1, "Sampling seed (rank 0's is the one that counts).");
+DEFINE_bool(logprobs, false, "Report each generated token's log-probability.");
+DEFINE_bool(echo, false, "Include the prompt tokens in the output.");
+DEFINE_string(device, "",
+              "Compute backend: cpu or cuda (one GPU per local rank). Default: cuda when the binary has the CUDA "
+              "backend and sees a GPU, else cpu.");
+DEFINE_string(kv_cache_dtype, "f32",
+              "KV cache storage: f32, or bf16/f16 for half the memory (values rounded once when cached; the "
+              "reference keeps its cache in the model's 16-bit dtype).");
+DEFINE_bool(cuda_graphs, true, "CUDA backend: replay decode steps from captured CUDA graphs (off to compare or debug).");
+DEFINE_int32(threads, 0, "CPU threads per rank; 0: one per hardware thread / LOCAL_WORLD_SIZE.");
+DEFINE_int32(rendezvous_timeout, 300, "Seconds to wait for every rank to join.");
+DEFINE_int32(load_timeout, 1800, "Seconds to wait for every rank to load its shard.");
+DEFINE_int32(collective_timeout, 300, "Seconds a collective may wait for a silent (hung) peer.");
+
+namespace llama {
+
+JobFlags JobFlagsFromCommandLine() {
+  JobFlags f;
+  f.prompt = FLAGS_prompt;
+  f.prompts_file = FLAGS_prompts_file;
+  f.dialogs_file = FLAGS_dialogs_file;
+  f.output = FLAGS_output;
+  f.temperature = FLAGS_temperature;
+  f.top_p = FLAGS_top_p;
+  f.max_seq_len = FLAGS_max_seq_len;
+  f.max_batch_size = FLAGS_max_batch_size;
+  f.max_gen_len = FLAGS_max_gen_len;
+  f.seed = FLAGS_seed;
+  f.logprobs = FLAGS_logprobs;
+  f.echo = FLAGS_echo;
+  f.device = FLAGS_device;
+  f.kv_cache_dtype = FLAGS_kv_cache_dtype;
+  f.cuda_graphs = FLAGS_cuda_graphs;
+  f.threads = FLAGS_threads;
+  f.rendezvous_timeout = FLAGS_rendezvous_timeout;
+  f.load_timeout = FLAGS_load_timeout;
+  f.collective_timeout = FLAGS_collective_timeout;
+  return f;
+}
+
+absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
+  const int inputs = !f.prompt.empty() + !f.prompts_file.empty() + !f.dialogs_file.empty();
+  if (inputs > 1 || (need_input && inputs == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("give exactly one of --prompt, --prompts_file, --dialogs_file (%d given)", inputs));
+  }
+  if (!(f.temperature >= 0) || f.temperature > 1e6) {
+    return absl::InvalidArgumentError(absl::StrFormat("--temperature=%g: expected a finite value >= 0", f.temperature));
+  }
+  if (!(f.top_p > 0 && f.top_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("--top_p=%g: expected a value in (0, 1]", f.top_p));
+  }
+  if (f.max_seq_len < 2) {
+    return absl::InvalidArgumentError(absl::StrFormat("--max_seq_len=%d: expected at least 2", f.max_seq_len));
+  }
+  if (f.max_batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("--max_batch_size=%d: expected at least 1", f.max_batch_size));
+  }
+  if (f.max_gen_len < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max_gen_len=%d: expected -1 (max_seq_len - 1) or a count >= 0", f.max_gen_len));
+  }
+  if (!f.device.empty()) {
+    if (absl::StatusOr<Device> device = ParseDevice(f.device); !device.ok()) return device.status();
+  }
+  if (absl::StatusOr<DType> cache = ParseFloat16Or32Flag("kv_cache_dtype", f.kv_cache_dtype); !cache.ok()) {
+    return cache.status();
+  }
+  if (f.threads < 0) return absl::InvalidArgumentError(absl::StrFormat("--threads=%d: expected >= 0", f.threads));
+  for (const auto& [name, seconds] : {std::pair<const char*, int>{"rendezvous_timeout", f.rendezvous_timeout},
+                                      {"load_timeout", f.load_timeout},
+                                      {"collective_timeout", f.collective_timeout}}) {
+    if (seconds < 1) return absl::InvalidArgumentError(absl::StrFormat("--%s=%d: expected >= 1 second", name, seconds));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> WorkerArguments(const JobFlags& f) {
+  const auto flag = [](const char* name, auto value) { return absl::StrCat("--", name, "=", value); };
+  const auto boolean = [](const char* name, bool value) { return absl::StrCat("--", name, "=", value ? "true" : "false"); };
+  const auto absolute = [](const std::string& p) { return std::filesystem::absolute(p).string(); };
+  std::vector<std::string> args = {
+      flag("temperature", absl::StrFormat("%.17g", f.temperature)),
+      flag("top_p", absl::StrFormat("%.17g", f.top_p)),
+      flag("max_seq_len", f.max_seq_len),
+      flag("max_batch_size", f.max_batch_size),
+      flag("max_gen_len", f.max_gen_len),
+      flag("seed", f.seed),
+      boolean("logprobs", f.logprobs),
+      boolean("echo", f.echo),
+      flag("kv_cache_dtype", f.kv_cache_dtype),
+      boolean("cuda_graphs", f.cuda_graphs),
+      flag("threads", f.threads),
+      flag("rendezvous_timeout", f.rendezvous_timeout),
+      flag("load_timeout", f.load_timeout),
+      flag("collective_timeout", f.collective_timeout),
+  };
+  if (!f.prompt.empty()) args.push_back(flag("prompt", f.prompt));
+  if (!f.prompts_file.empty()) args.push_back(flag("prompts_file", absolute(f.prompts_file)));
+  if (!f.dialogs_file.empty()) args.push_back(flag("dialogs_file", absolute(f.dialogs_file)));
+  if (!f.output.empty()) args.push_back(flag("output", absolute(f.output)));
+  return args;
+}
+
+}  // namespace llama

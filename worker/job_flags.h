@@ -1,0 +1,82 @@
+// The job's flags, defined once for every binary that takes them: the
+// launcher (which checks them and passes them on to each worker), the
+// worker and the bench. Names and defaults follow the reference's
+// example_text_completion.py / example_chat_completion.py and torchrun.
+//
+// Only binaries depend on this library (flags belong to main()); libraries
+// take the values as JobFlags or TransformerOptions.
+
+#ifndef LLAMA_WORKER_JOB_FLAGS_H_
+#define LLAMA_WORKER_JOB_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gflags/gflags.h>
+
+#include "absl/status/status.h"
+
+// The model's files.
+DECLARE_string(tokenizer_path);
+DECLARE_string(shard_dir);
+// What to run.
+DECLARE_string(prompt);
+DECLARE_string(prompts_file);
+DECLARE_string(dialogs_file);
+DECLARE_string(output);
+// Generation.
+DECLARE_double(temperature);
+DECLARE_double(top_p);
+DECLARE_int32(max_seq_len);
+DECLARE_int32(max_batch_size);
+DECLARE_int32(max_gen_len);
+DECLARE_uint64(seed);
+DECLARE_bool(logprobs);
+DECLARE_bool(echo);
+// The model on each rank.
+DECLARE_string(device);
+DECLARE_string(kv_cache_dtype);
+DECLARE_bool(cuda_graphs);
+DECLARE_int32(threads);
+// Deadlines between ranks.
+DECLARE_int32(rendezvous_timeout);
+DECLARE_int32(load_timeout);
+DECLARE_int32(collective_timeout);
+
+namespace llama {
+
+struct JobFlags {
+  std::string prompt, prompts_file, dialogs_file, output;
+  double temperature = 0.6;
+  double top_p = 0.9;
+  int max_seq_len = 512;
+  int max_batch_size = 4;
+  int max_gen_len = -1;
+  uint64_t seed = 1;
+  bool logprobs = false;
+  bool echo = false;
+  std::string device, kv_cache_dtype = "f32";
+  bool cuda_graphs = true;
+  int threads = 0;
+  int rendezvous_timeout = 300, load_timeout = 1800, collective_timeout = 300;
+};
+
+// The flags as given on this binary's command line.
+JobFlags JobFlagsFromCommandLine();
+
+// Ranges and combinations, each error naming the flag: at most one of
+// --prompt / --prompts_file / --dialogs_file (exactly one when
+// `need_input`), sampling
+// ranges, lengths, sizes, the KV cache type, positive deadlines.
+absl::Status CheckJobFlags(const JobFlags& flags, bool need_input);
+
+// The worker arguments that carry `flags` ("--name=value"): every flag of
+// this set but --device, --tokenizer_path and --shard_dir, which the
+// launcher resolves per node; paths made
+// absolute (a worker does not share the launcher's working directory).
+std::vector<std::string> WorkerArguments(const JobFlags& flags);
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_JOB_FLAGS_H_

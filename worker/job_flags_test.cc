@@ -1,0 +1,94 @@
+#include "worker/job_flags.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+namespace llama {
+namespace {
+
+// Whatever the launcher passes on, the worker reads back as it was given:
+// WorkerArguments and the flag definitions cannot drift apart.
+TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
+  JobFlags given;
+  given.prompts_file = "prompts.json";
+  given.output = "/tmp/out.jsonl";
+  given.temperature = 0.6;  // Not exactly representable: must survive as written.
+  given.top_p = 0.95;
+  given.max_seq_len = 1024;
+  given.max_batch_size = 8;
+  given.max_gen_len = 64;
+  given.seed = 12345678901234ull;
+  given.logprobs = true;
+  given.echo = true;
+  given.kv_cache_dtype = "bf16";
+  given.cuda_graphs = false;
+  given.threads = 3;
+  given.rendezvous_timeout = 11;
+  given.load_timeout = 12;
+  given.collective_timeout = 13;
+  const std::vector<std::string> args = WorkerArguments(given);
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    ASSERT_EQ(arg.rfind("--", 0), 0u) << arg;
+    ASSERT_NE(eq, std::string::npos) << arg;
+    ASSERT_FALSE(gflags::SetCommandLineOption(arg.substr(2, eq - 2).c_str(), arg.substr(eq + 1).c_str()).empty())
+        << "the worker has no flag for " << arg;
+  }
+  const JobFlags got = JobFlagsFromCommandLine();
+  EXPECT_EQ(got.prompts_file, std::filesystem::absolute("prompts.json").string());
+  EXPECT_EQ(got.output, "/tmp/out.jsonl");
+  EXPECT_EQ(got.temperature, 0.6);
+  EXPECT_EQ(got.top_p, 0.95);
+  EXPECT_EQ(got.max_seq_len, 1024);
+  EXPECT_EQ(got.max_batch_size, 8);
+  EXPECT_EQ(got.max_gen_len, 64);
+  EXPECT_EQ(got.seed, 12345678901234ull);
+  EXPECT_TRUE(got.logprobs);
+  EXPECT_TRUE(got.echo);
+  EXPECT_EQ(got.kv_cache_dtype, "bf16");
+  EXPECT_FALSE(got.cuda_graphs);
+  EXPECT_EQ(got.threads, 3);
+  EXPECT_EQ(got.rendezvous_timeout, 11);
+  EXPECT_EQ(got.load_timeout, 12);
+  EXPECT_EQ(got.collective_timeout, 13);
+  EXPECT_EQ(std::count_if(args.begin(), args.end(), [](const std::string& a) { return a.rfind("--device", 0) == 0; }),
+            0);
+}
+
+TEST(JobFlagsTest, BadValuesNameTheFlag) {
+  JobFlags f;
+  f.prompt = "hi";
+  EXPECT_TRUE(CheckJobFlags(f, true).ok());
+  const struct {
+    void (*mutate)(JobFlags&);
+    const char* message;
+  } cases[] = {
+      {[](JobFlags& j) { j.max_gen_len = -2; }, "--max_gen_len=-2: expected -1 (max_seq_len - 1) or a count >= 0"},
+      {[](JobFlags& j) { j.top_p = 0; }, "--top_p=0: expected a value in (0, 1]"},
+      {[](JobFlags& j) { j.temperature = -1; }, "--temperature=-1: expected a finite value >= 0"},
+      {[](JobFlags& j) { j.max_seq_len = 1; }, "--max_seq_len=1: expected at least 2"},
+      {[](JobFlags& j) { j.max_batch_size = 0; }, "--max_batch_size=0: expected at least 1"},
+      {[](JobFlags& j) { j.load_timeout = 0; }, "--load_timeout=0: expected >= 1 second"},
+      {[](JobFlags& j) { j.prompts_file = "x.json"; },
+       "give exactly one of --prompt, --prompts_file, --dialogs_file (2 given)"},
+  };
+  for (const auto& c : cases) {
+    JobFlags bad = f;
+    c.mutate(bad);
+    EXPECT_EQ(CheckJobFlags(bad, true).message(), c.message);
+  }
+  JobFlags cache = f;
+  cache.kv_cache_dtype = "i8";
+  EXPECT_NE(CheckJobFlags(cache, true).message().find("kv_cache_dtype"), absl::string_view::npos);
+  JobFlags device = f;
+  device.device = "tpu";
+  EXPECT_NE(CheckJobFlags(device, true).message().find("--device=\"tpu\""), absl::string_view::npos);
+  JobFlags none;
+  EXPECT_TRUE(CheckJobFlags(none, false).ok());
+  EXPECT_FALSE(CheckJobFlags(none, true).ok());
+}
+
+}  // namespace
+}  // namespace llama

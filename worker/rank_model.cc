@@ -1,0 +1,79 @@
+#include "worker/rank_model.h"
+
+#include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
+#include "third_party/cuda/cuda_build_info.h"
+#include "worker/dist/tcp_communicator.h"
+#include "worker/model/transformer.h"
+#if LLAMA_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "ops/cuda/cuda_status.h"
+#include "worker/dist/nccl_communicator.h"
+#include "worker/model/cuda_transformer.h"
+#endif
+
+namespace llama {
+
+absl::StatusOr<RankPeers> JoinPeers(const RendezvousOptions& options, int local_rank) {
+  RankPeers peers;
+  peers.rank = options.rank;
+  peers.local_rank = local_rank;
+  peers.world_size = options.world_size;
+  if (options.world_size == 1) {
+    peers.host = std::make_unique<LocalCommunicator>();
+    return peers;
+  }
+  ASSIGN_OR_RETURN(peers.rendezvous, Rendezvous::Join(options));
+  return peers;
+}
+
+namespace {
+
+// The TCP collective: it carries the host-side agreement (sampled tokens)
+// on every backend, and the model's collectives on the CPU.
+absl::Status OpenHostCollective(RankPeers& peers, std::chrono::seconds collective_timeout) {
+  if (peers.host != nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(peers.host, TcpCommunicator::Create(peers.rendezvous.get(), collective_timeout));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Device> ChooseDevice(const std::string& flag) {
+  if (!flag.empty()) return ParseDevice(flag);
+#if LLAMA_WITH_CUDA
+  absl::StatusOr<int> gpus = cuda::VisibleDeviceCount();
+  if (gpus.ok() && *gpus > 0) return Device::kCuda;
+#endif
+  return Device::kCpu;
+}
+
+absl::StatusOr<RankModel> CreateRankModel(Device device, RankPeers& peers, ModelWeights weights,
+                                          const TransformerOptions& options, std::chrono::seconds collective_timeout) {
+  RETURN_IF_ERROR(OpenHostCollective(peers, collective_timeout));
+  RankModel made;
+  if (device == Device::kCpu) {
+    ASSIGN_OR_RETURN(made.model, Transformer::Create(std::move(weights), peers.host.get(), options));
+    return made;
+  }
+#if LLAMA_WITH_CUDA
+  ASSIGN_OR_RETURN(const int gpus, cuda::VisibleDeviceCount());
+  if (gpus == 0) return absl::FailedPreconditionError("--device=cuda: no GPU visible to this process");
+  const int gpu = gpus == 1 ? 0 : peers.local_rank;
+  RETURN_IF_ERROR(cuda::CudaCall(cudaSetDevice(gpu), "cudaSetDevice"));
+  NcclCommunicator* nccl = nullptr;
+  if (peers.rendezvous != nullptr) {
+    ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> created,
+                     NcclCommunicator::Create(peers.rendezvous.get(), gpu, collective_timeout));
+    nccl = created.get();
+    made.device_collective = std::move(created);
+  }
+  ASSIGN_OR_RETURN(made.model, CudaTransformer::Create(weights, nccl, options));
+  return made;
+#else
+  return absl::FailedPreconditionError("--device=cuda: this binary was built without CUDA");
+#endif
+}
+
+}  // namespace llama

@@ -1,0 +1,55 @@
+// Building the model of one rank, as the worker and the bench both do:
+// join the peers (a TCP rendezvous and the TCP collective that carries the
+// host-side agreement), choose the device, and create the model on it with
+// its device collectives (NCCL on GPUs).
+
+#ifndef LLAMA_WORKER_RANK_MODEL_H_
+#define LLAMA_WORKER_RANK_MODEL_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ops/device.h"
+#include "worker/dist/communicator.h"
+#include "worker/dist/rendezvous.h"
+#include "worker/model/language_model.h"
+#include "worker/model/model_options.h"
+#include "worker/model/model_weights.h"
+
+namespace llama {
+
+// This rank's place and its peers. A world of one has no rendezvous and a
+// LocalCommunicator.
+struct RankPeers {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::unique_ptr<Rendezvous> rendezvous;
+  std::unique_ptr<Communicator> host;  // The TCP collective (or local).
+};
+
+// Joins the store that rank 0 hosts (when options.world_size > 1). The
+// host collective opens in CreateRankModel, once the caller has agreed with
+// its peers on the job and the model (Rendezvous::AgreeOnModel).
+absl::StatusOr<RankPeers> JoinPeers(const RendezvousOptions& options, int local_rank);
+
+// `flag` ("cpu", "cuda"), or the best this binary and machine offer ("").
+absl::StatusOr<Device> ChooseDevice(const std::string& flag);
+
+struct RankModel {
+  // Declared first, destroyed last: the model uses it.
+  std::unique_ptr<Communicator> device_collective;
+  std::unique_ptr<LanguageModel> model;
+};
+
+// The model on `device`. On CUDA the GPU is LOCAL_RANK's, or the only one
+// visible (the launcher gives each rank its own CUDA_VISIBLE_DEVICES), and
+// collectives go through NCCL, set up through peers.rendezvous.
+absl::StatusOr<RankModel> CreateRankModel(Device device, RankPeers& peers, ModelWeights weights,
+                                          const TransformerOptions& options, std::chrono::seconds collective_timeout);
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_RANK_MODEL_H_
