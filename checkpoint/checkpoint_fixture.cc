@@ -12,14 +12,14 @@
 namespace llama::testing {
 
 std::string CheckpointFixturePath(const std::string& relative) {
-  return "tests/checkpoint_fixture/" + relative;
+  return "tests/fixtures/checkpoint_fixture/" + relative;
 }
 
 const nlohmann::json& CheckpointManifest() {
   static const nlohmann::json* manifest = [] {
     std::ifstream file(CheckpointFixturePath("manifest.json"));
     CHECK(file) << "cannot open the checkpoint fixture's manifest.json\nHINT: "
-                   "//tests:checkpoint_fixture writes it with /usr/bin/python3 and python3-torch";
+                   "//tests/fixtures:checkpoint_fixture writes it with /usr/bin/python3 and python3-torch";
     return new nlohmann::json(nlohmann::json::parse(file));
   }();
   return *manifest;

@@ -1,4 +1,4 @@
-// Test-only access to the checkpoints //tests:checkpoint_fixture writes with
+// Test-only access to the checkpoints //tests/fixtures:checkpoint_fixture writes with
 // PyTorch, and to its manifest of tensor bytes as PyTorch sees them.
 
 #ifndef LLAMA_CHECKPOINT_CHECKPOINT_FIXTURE_H_

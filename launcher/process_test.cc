@@ -1,5 +1,5 @@
 #include "launcher/process.h"
-#include "tests/test_util.h"
+#include "tests/fixtures/test_util.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -1,5 +1,5 @@
 #include "launcher/supervisor.h"
-#include "tests/test_util.h"
+#include "tests/fixtures/test_util.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -15,9 +15,9 @@
 #include "checkpoint/checklist.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "launcher/process.h"
-#include "tests/http_test_server.h"
+#include "tests/fixtures/http_test_server.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "tests/test_util.h"
+#include "tests/fixtures/test_util.h"
 
 namespace llama {
 namespace {

@@ -23,7 +23,7 @@
 #include "launcher/process.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/dist/net.h"
-#include "tests/test_util.h"
+#include "tests/fixtures/test_util.h"
 
 namespace llama {
 namespace {
@@ -36,7 +36,7 @@ std::string TempDir() { return getenv("TEST_TMPDIR"); }
 
 const nlohmann::json& Golden() {
   static const nlohmann::json* golden = [] {
-    std::ifstream in("tests/engine_golden/tiny_fp32_mp1/golden.json");
+    std::ifstream in("tests/fixtures/engine_golden/tiny_fp32_mp1/golden.json");
     return new nlohmann::json(nlohmann::json::parse(in));
   }();
   return *golden;

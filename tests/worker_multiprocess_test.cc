@@ -21,7 +21,7 @@
 #include "launcher/process.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/dist/net.h"
-#include "tests/test_util.h"
+#include "tests/fixtures/test_util.h"
 
 namespace llama {
 namespace {
@@ -48,7 +48,7 @@ const nlohmann::json& Golden(const std::string& model) {
   static std::map<std::string, nlohmann::json>* cache = new std::map<std::string, nlohmann::json>();
   auto it = cache->find(model);
   if (it == cache->end()) {
-    std::ifstream in("tests/engine_golden/" + model + "/golden.json");
+    std::ifstream in("tests/fixtures/engine_golden/" + model + "/golden.json");
     it = cache->emplace(model, nlohmann::json::parse(in)).first;
   }
   return it->second;

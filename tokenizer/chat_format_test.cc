@@ -16,7 +16,7 @@ using ::llama::testing::FixtureTokenizer;
 using ::testing::HasSubstr;
 
 // Token ids equal the Python transcription of the reference's
-// chat_completion prompt building (tests/tokenizer_fixture.py) for every
+// chat_completion prompt building (tests/fixtures/tokenizer_fixture.py) for every
 // dialog in testdata/dialogs.json, including the invalid ones.
 TEST(ChatFormatTest, MatchesTheReferenceForEveryDialog) {
   absl::StatusOr<std::vector<Dialog>> dialogs = ReadDialogsFile("tokenizer/testdata/dialogs.json");

@@ -9,7 +9,7 @@
 namespace llama::testing {
 
 std::string TokenizerFixturePath(const std::string& name) {
-  return "tests/tokenizer_fixture/" + name;
+  return "tests/fixtures/tokenizer_fixture/" + name;
 }
 
 const Tokenizer& FixtureTokenizer() {
@@ -17,7 +17,7 @@ const Tokenizer& FixtureTokenizer() {
     absl::StatusOr<std::unique_ptr<Tokenizer>> loaded =
         Tokenizer::Load(TokenizerFixturePath("tokenizer.model"));
     CHECK(loaded.ok()) << loaded.status()
-                       << "\nHINT: //tests:tokenizer_fixture builds it with /usr/bin/python3 "
+                       << "\nHINT: //tests/fixtures:tokenizer_fixture builds it with /usr/bin/python3 "
                           "and python3-sentencepiece (third_party/setup.sh installs them).";
     return loaded->release();
   }();

@@ -1,4 +1,4 @@
-// Test-only access to the tokenizer fixture that //tests:tokenizer_fixture
+// Test-only access to the tokenizer fixture that //tests/fixtures:tokenizer_fixture
 // builds with Python's SentencePiece, and to its golden files.
 
 #ifndef LLAMA_TOKENIZER_TOKENIZER_FIXTURE_H_

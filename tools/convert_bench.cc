@@ -1,7 +1,7 @@
 // //tools:convert_bench: how fast //tools:convert is next to copying the
 // same bytes on the same disk, and how much memory it needs.
 //
-//   /usr/bin/python3 tests/checkpoint_fixture.py --bench --out_dir=/data/bench   # ~2.2 GB, once
+//   /usr/bin/python3 tests/fixtures/checkpoint_fixture.py --bench --out_dir=/data/bench   # ~2.2 GB, once
 //   bazel run //tools:convert_bench -- --ckpt_dir=/data/bench/bench_bf16_mp2 --world_size=1
 //
 // Reads the sources once (so both runs start from the page cache), copies

@@ -21,7 +21,7 @@
 #include "launcher/download.h"
 #include "ops/status_macros.h"
 #include "tools/tool_main.h"
-#include "tests/http_test_server.h"
+#include "tests/fixtures/http_test_server.h"
 
 DEFINE_int32(size_mb, 2048, "Size of the served file.");
 DEFINE_int32(link_mb_per_s, 0,

@@ -32,7 +32,7 @@
 #include "third_party/cuda/cuda_build_info.h"
 #include "worker/dist/environment.h"
 #include "worker/dist/rendezvous.h"
-#include "worker/generator.h"
+#include "worker/model/generator.h"
 #include "worker/job.h"
 #include "worker/job_flags.h"
 #include "worker/model/model_weights.h"

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "tokenizer/chat_format.h"
-#include "worker/generator.h"
+#include "worker/model/generator.h"
 
 namespace llama {
 

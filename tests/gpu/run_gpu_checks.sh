@@ -27,7 +27,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 # The worker's job in part 2: the PyTorch golden text completions of the
-# test fixtures (tests/reference_model.py), with the settings they were made with.
+# test fixtures (tests/fixtures/reference_model.py), with the settings they were made with.
 readonly GOLDEN_MODELS=(tiny_fp32_mp1 gqa_bf16_mp1)
 readonly WORKER_JOB_FLAGS="--temperature=0 --max_gen_len=32 --max_seq_len=128 --logprobs"
 
@@ -40,7 +40,7 @@ case "${1:-}" in
   build)
     # The fixtures' shards for 1 and 2 ranks, their prompts and PyTorch's
     # tokens for them (one JSON array per prompt).
-    ./bazelw build //tools:convert //tests:checkpoint_fixture //tests:tokenizer_fixture //tests:engine_golden || exit 1
+    ./bazelw build //tools:convert //tests/fixtures:checkpoint_fixture //tests/fixtures:tokenizer_fixture //tests/fixtures:engine_golden || exit 1
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/fixtures"
     cp bazel-bin/tests/tokenizer_fixture/tokenizer.model "$BUNDLE/fixtures/"
     for model in "${GOLDEN_MODELS[@]}"; do

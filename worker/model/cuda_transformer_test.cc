@@ -20,7 +20,7 @@
 
 #include "ops/cuda/cuda_status.h"
 #include "worker/dist/communicator.h"
-#include "worker/generator.h"
+#include "worker/model/generator.h"
 #include "worker/dist/nccl_communicator.h"
 #include "worker/dist/net.h"
 #include "worker/dist/rendezvous.h"

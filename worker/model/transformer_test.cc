@@ -1,5 +1,5 @@
 // The engine against our PyTorch transcription of the reference
-// (tests/reference_model.py) on the fixture checkpoints, converted to
+// (tests/fixtures/reference_model.py) on the fixture checkpoints, converted to
 // shards by //tools:convert's library.
 //
 // Tolerance 1e-4 absolute for logits and log-probabilities, for f32, f16 and
@@ -20,7 +20,7 @@
 #include "checkpoint/converter.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/dist/communicator.h"
-#include "worker/generator.h"
+#include "worker/model/generator.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/synthetic_weights.h"
 #include "worker/model/transformer.h"
@@ -39,10 +39,10 @@ struct Golden {
 
 Golden ReadGolden(const std::string& model) {
   Golden g;
-  std::ifstream json("tests/engine_golden/" + model + "/golden.json");
-  EXPECT_TRUE(json) << "HINT: //tests:engine_golden runs tests/reference_model.py with /usr/bin/python3";
+  std::ifstream json("tests/fixtures/engine_golden/" + model + "/golden.json");
+  EXPECT_TRUE(json) << "HINT: //tests/fixtures:engine_golden runs tests/fixtures/reference_model.py with /usr/bin/python3";
   g.json = nlohmann::json::parse(json);
-  std::ifstream logits("tests/engine_golden/" + model + "/logits.f32", std::ios::binary);
+  std::ifstream logits("tests/fixtures/engine_golden/" + model + "/logits.f32", std::ios::binary);
   logits.seekg(0, std::ios::end);
   g.logits.resize(logits.tellg() / sizeof(float));
   logits.seekg(0);

@@ -1,4 +1,4 @@
-#include "worker/generator.h"
+#include "worker/model/generator.h"
 
 #include <algorithm>
 #include <cmath>
