@@ -1,5 +1,7 @@
 #include "checkpoint/torch_unpickler.h"
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -75,6 +77,23 @@ TEST(TorchUnpicklerTest, Protocol4Opcodes) {
   // dict, but must parse up to that verdict.
   const std::string pickle = "\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01" "a\x94\x88s."s;
   EXPECT_THAT(Unpickle(pickle).status().message(), HasSubstr("entry \"a\" is a bool"));
+}
+
+// The two inputs libFuzzer once reported as leaks (a list appended to
+// itself; a dict set as its own key and value): containers live in the
+// unpickler's arena, so they are errors like any other non-state-dict and
+// free everything (LSan checks under --config=asan). Also fuzz seeds.
+TEST(TorchUnpicklerTest, SelfContainingContainersAreErrorsThatFreeEverything) {
+  for (const char* name : {"unpickler_list_in_itself.pkl", "unpickler_dict_in_itself.pkl"}) {
+    const std::string path = std::string("checkpoint/testdata/") + name;
+    std::ifstream in(path, std::ios::binary);
+    ASSERT_TRUE(in) << path;
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty()) << path;
+    const absl::StatusOr<std::vector<PickledTensor>> tensors = Unpickle(bytes);
+    ASSERT_FALSE(tensors.ok()) << path;
+    EXPECT_THAT(tensors.status().message(), HasSubstr("f.pth")) << tensors.status();
+  }
 }
 
 }  // namespace
