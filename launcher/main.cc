@@ -3,7 +3,6 @@
 // environment, supervise them, and print rank 0's results.
 // See --help (the usage message below) for the manual.
 
-#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +31,8 @@
 #include "ops/device.h"
 #include "ops/dtype.h"
 #include "launcher/download.h"
+#include "launcher/download_command.h"
+#include "launcher/sbatch_command.h"
 #include "launcher/slurm.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
@@ -55,19 +56,7 @@ DECLARE_string(log_dir);
 DEFINE_string(token_file, "", "File holding the job's shared secret (else $RENDEZVOUS_TOKEN, else a fresh one on one node).");
 DEFINE_int32(grace_period, 5, "Seconds between SIGTERM and SIGKILL when stopping workers.");
 DEFINE_string(demo_dir, "", "Where the demo job keeps its checkpoint. Default: ~/.cache/llama2-cpp/demo.");
-// download subcommand.
-DEFINE_string(models, "", "download: models to fetch, comma-separated: 7B,13B,70B,7B-chat,13B-chat,70B-chat.");
-DEFINE_string(target_dir, "", "download: folder to download into (download.sh's TARGET_FOLDER).");
-DEFINE_string(url, "", "download: the presigned URL from Meta's e-mail. Safer: $PRESIGNED_URL, --url_file, or the prompt.");
-DEFINE_string(url_file, "", "download: file holding the presigned URL.");
-DEFINE_int32(connections, 4, "download: files fetched at once.");
-// sbatch subcommand.
-DEFINE_int32(nodes, 1, "sbatch: nodes to allocate.");
-DEFINE_int32(gpus_per_node, 1, "sbatch: GPUs (and workers) per node.");
-DEFINE_string(partition, "", "sbatch: partition.");
-DEFINE_string(time, "", "sbatch: time limit.");
-DEFINE_string(account, "", "sbatch: account.");
-DEFINE_bool(dry_run, false, "sbatch: print the script, do not submit it.");
+
 
 namespace llama {
 namespace {
@@ -108,6 +97,8 @@ int Fail(absl::string_view message) {
   std::fprintf(stderr, "launcher: %.*s\n", static_cast<int>(message.size()), message.data());
   return 1;
 }
+
+int ReportStatus(const absl::Status& status) { return status.ok() ? 0 : Fail(status.message()); }
 
 std::string SelfPath() {
   std::error_code error;
@@ -171,91 +162,16 @@ absl::StatusOr<std::string> JobToken(bool single_node) {
       "a job across nodes needs a secret shared by all nodes: set RENDEZVOUS_TOKEN or --token_file on every node");
 }
 
-int RunSbatch(const std::vector<std::string>& job_args) {
-  SbatchOptions options;
-  options.nodes = FLAGS_nodes;
-  options.gpus_per_node = FLAGS_gpus_per_node;
-  options.partition = FLAGS_partition;
-  options.time = FLAGS_time;
-  options.account = FLAGS_account;
-  if (options.nodes < 1 || options.gpus_per_node < 1) return Fail("sbatch: --nodes and --gpus_per_node must be >= 1");
-  const std::string script = SbatchScript(options, SelfPath(), job_args);
-  std::printf("%s", script.c_str());
-  std::fflush(stdout);
-  if (FLAGS_dry_run) return 0;
-  const std::string path = absl::StrCat(fs::temp_directory_path().string(), "/llama2-sbatch-", getpid(), ".sh");
-  std::ofstream(path) << script;
-  // Found on PATH, as a user would run it.
-  const std::string command = absl::StrCat("sbatch ", path);
-  const int status = std::system(command.c_str());
-  if (status != 0) return Fail(absl::StrFormat("`%s` failed (status %d); is SLURM's sbatch on PATH?", command, status));
-  return 0;
-}
-
-// The presigned URL: --url, --url_file, $PRESIGNED_URL, or typed at the
-// terminal without echo (never put on a command line we run).
-absl::StatusOr<std::string> PresignedUrl() {
-  if (!FLAGS_url.empty()) return FLAGS_url;
-  if (!FLAGS_url_file.empty()) {
-    std::ifstream in(FLAGS_url_file);
-    std::string url;
-    std::getline(in, url);
-    url = std::string(absl::StripAsciiWhitespace(url));
-    if (url.empty()) return absl::InvalidArgumentError(absl::StrFormat("--url_file \"%s\": empty or unreadable", FLAGS_url_file));
-    return url;
-  }
-  if (const char* url = std::getenv("PRESIGNED_URL"); url != nullptr && *url != '\0') return std::string(url);
-  FILE* tty = std::fopen("/dev/tty", "r+");
-  if (tty == nullptr) {
-    return absl::InvalidArgumentError("no presigned URL: pass --url, --url_file or set PRESIGNED_URL");
-  }
-  std::fprintf(tty, "Enter the URL from Meta's e-mail (not shown): ");
-  std::fflush(tty);
-  termios saved;
-  const bool terminal = tcgetattr(fileno(tty), &saved) == 0;
-  if (terminal) {
-    termios quiet = saved;
-    quiet.c_lflag &= ~ECHO;
-    tcsetattr(fileno(tty), TCSANOW, &quiet);
-  }
-  char line[8192] = {};
-  const bool read = std::fgets(line, sizeof line, tty) != nullptr;
-  if (terminal) tcsetattr(fileno(tty), TCSANOW, &saved);
-  std::fprintf(tty, "\n");
-  std::fclose(tty);
-  const std::string url(absl::StripAsciiWhitespace(line));
-  if (!read || url.empty()) return absl::InvalidArgumentError("no presigned URL entered");
-  return url;
-}
-
-int RunDownload() {
-  if (FLAGS_target_dir.empty()) return Fail("download: --target_dir is required");
-  absl::StatusOr<std::string> url = PresignedUrl();
-  if (!url.ok()) return Fail(url.status().message());
-  DownloadOptions options;
-  options.url_template = *url;
-  options.models = absl::StrSplit(FLAGS_models, ',', absl::SkipEmpty());
-  options.target_dir = FLAGS_target_dir;
-  options.connections = FLAGS_connections;
-  options.show_progress = true;
-  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(options);
-  if (!report.ok()) return Fail(absl::StrCat("download: ", report.status().message()));
-  std::printf("downloaded %zu file(s) (%s), %zu already complete, into %s; every file matches its checklist\n",
-              report->fetched.size(), HumanBytes(report->bytes_fetched).c_str(), report->skipped.size(),
-              FLAGS_target_dir.c_str());
-  return 0;
-}
-
 int Run(std::vector<std::string> extra_args) {
   if (auto it = std::find(extra_args.begin(), extra_args.end(), "download"); it != extra_args.end()) {
     extra_args.erase(it);
     if (!extra_args.empty()) return Fail(absl::StrCat("download: unexpected argument \"", extra_args[0], "\""));
-    return RunDownload();
+    return ReportStatus(RunDownloadCommand());
   }
   // gflags leaves "sbatch" and the job's flags after "--" in some order.
   if (auto it = std::find(extra_args.begin(), extra_args.end(), "sbatch"); it != extra_args.end()) {
     extra_args.erase(it);
-    return RunSbatch(extra_args);
+    return ReportStatus(RunSbatchCommand(SelfPath(), extra_args));
   }
   if (!extra_args.empty()) return Fail(absl::StrCat("unexpected argument \"", extra_args[0], "\" (see --help)"));
 
@@ -316,7 +232,7 @@ int Run(std::vector<std::string> extra_args) {
   std::string ckpt_dir = FLAGS_ckpt_dir, tokenizer = FLAGS_tokenizer_path;
   // No checkpoint but a URL and --models: fetch it first, as download.sh would.
   if (ckpt_dir.empty() && !FLAGS_models.empty()) {
-    if (int status = RunDownload(); status != 0) return status;
+    if (absl::Status s = RunDownloadCommand(); !s.ok()) return ReportStatus(s);
     absl::StatusOr<MetaModel> first = LookUpMetaModel(std::vector<std::string>(absl::StrSplit(FLAGS_models, ','))[0]);
     if (!first.ok()) return Fail(first.status().message());
     ckpt_dir = (fs::path(FLAGS_target_dir) / first->folder).string();
