@@ -85,7 +85,7 @@ absl::Status Build(const std::string& dir) {
   absl::StatusOr<std::unique_ptr<PthWriter>> writer = PthWriter::Create(model_dir + "/consolidated.00.pth", "consolidated.00");
   if (!writer.ok()) return writer.status();
   const std::vector<TensorSpec> specs = LlamaTensors(config);
-  const std::vector<Tensor> tensors = SyntheticTensors(config, DType::kBF16, /*seed=*/2023);
+  ASSIGN_OR_RETURN(const std::vector<Tensor> tensors, SyntheticTensors(config, DType::kBF16, /*seed=*/2023));
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto* bytes = static_cast<const uint8_t*>(tensors[i].raw());
     RETURN_IF_ERROR((*writer)->Add(specs[i].name, DType::kBF16, specs[i].shape, {bytes, tensors[i].bytes()}));

@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,14 +14,17 @@ int64_t Tensor::numel() const {
   return n;
 }
 
-Tensor Tensor::Zeros(DType dtype, std::vector<int64_t> shape) {
+absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   // 64 bytes: a cache line, and the widest SIMD register.
   const size_t bytes = (t.bytes() + 63) / 64 * 64;
   void* data = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
-  if (data == nullptr) throw std::bad_alloc();
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory allocating ", t.DebugString(), " (", bytes, " bytes)"));
+  }
   std::memset(data, 0, bytes);
   t.storage_ = std::shared_ptr<void>(data, &std::free);
   t.data_ = data;

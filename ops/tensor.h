@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "ops/dtype.h"
 
 namespace llama {
@@ -23,8 +24,9 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Owned, zero-filled storage.
-  static Tensor Zeros(DType dtype, std::vector<int64_t> shape);
+  // Owned, zero-filled storage; ResourceExhausted (with the size) when the
+  // allocation fails.
+  static absl::StatusOr<Tensor> Zeros(DType dtype, std::vector<int64_t> shape);
   // A read-only view of `data`, which must outlive every use of the tensor.
   static Tensor View(DType dtype, std::vector<int64_t> shape, const void* data);
 

@@ -75,10 +75,10 @@ TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
   const bool f32 = dtype == DType::kF32;
   const TransformerOptions options = SmallOptions(cache_dtype);
   LocalCommunicator comm;
-  absl::StatusOr<std::unique_ptr<Transformer>> cpu = Transformer::Create(SyntheticWeights(SmallConfig(), dtype), &comm, options);
+  absl::StatusOr<std::unique_ptr<Transformer>> cpu = Transformer::Create(*SyntheticWeights(SmallConfig(), dtype), &comm, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Create(SyntheticWeights(SmallConfig(), dtype), nullptr, options);
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), dtype), nullptr, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
   const std::vector<int> prompt = Prompt();
@@ -154,9 +154,9 @@ void ExpectSameGenerations(LanguageModel* a, LanguageModel* b, const std::vector
 // different steps (so several row counts get graphs).
 TEST_F(CudaTest, GraphReplayEqualsEagerSteps) {
   absl::StatusOr<std::unique_ptr<CudaTransformer>> with_graphs =
-      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, true));
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, true));
   absl::StatusOr<std::unique_ptr<CudaTransformer>> eager = CudaTransformer::Create(
-      SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, false));
+      *SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, false));
   ASSERT_TRUE(with_graphs.ok() && eager.ok()) << with_graphs.status() << eager.status();
   SamplingOptions o;
   o.temperature = 0.9f;
@@ -184,9 +184,9 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
       NcclCommunicator::Create(rendezvous->get(), 0, std::chrono::seconds(30));
   ASSERT_TRUE(nccl.ok()) << nccl.status();
   absl::StatusOr<std::unique_ptr<CudaTransformer>> with_nccl =
-      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nccl->get(), SmallOptions());
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nccl->get(), SmallOptions());
   absl::StatusOr<std::unique_ptr<CudaTransformer>> without =
-      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
   ASSERT_TRUE(with_nccl.ok() && without.ok()) << with_nccl.status() << without.status();
   SamplingOptions o;
   o.temperature = 0.7f;
@@ -200,15 +200,15 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
 TEST(CudaTransformerArgumentsTest, BadOptionsAreClearErrors) {
   TransformerOptions options = SmallOptions(DType::kI8);
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(gpu.status().message().find("--kv_cache_dtype=i8: expected f32, bf16 or f16"), std::string::npos)
       << gpu.status();
   options = SmallOptions();
   options.max_batch_size = 0;
-  gpu = CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+  gpu = CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
   EXPECT_NE(gpu.status().message().find("--max_batch_size (0)"), std::string::npos) << gpu.status();
-  gpu = CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16, 1, 0, 2), nullptr, SmallOptions());
+  gpu = CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16, 1, 0, 2), nullptr, SmallOptions());
   EXPECT_NE(gpu.status().message().find("the shard is for rank 0 of 2 but this process is rank 0 of 1"),
             std::string::npos)
       << gpu.status();
@@ -219,7 +219,7 @@ TEST_F(CudaTest, TooBigACacheIsAClearError) {
   options.max_batch_size = 1 << 20;
   options.max_seq_len = 1 << 16;
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Create(SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
   ASSERT_FALSE(gpu.ok());
   EXPECT_NE(gpu.status().message().find("lower --max_batch_size or --max_seq_len"), std::string::npos)
       << gpu.status();

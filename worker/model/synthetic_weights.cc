@@ -8,6 +8,7 @@
 
 #include "checkpoint/llama_layout.h"
 #include "ops/cast.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 
@@ -42,11 +43,14 @@ void Fill(Tensor& t, uint64_t stream_seed, bool matrix, float scale) {
 
 }  // namespace
 
-std::vector<Tensor> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed, int rank,
+absl::StatusOr<std::vector<Tensor>> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed, int rank,
                                      int world_size) {
   const std::vector<TensorSpec> specs = LlamaTensors(config);
   std::vector<Tensor> tensors;
-  for (const TensorSpec& spec : specs) tensors.push_back(Tensor::Zeros(dtype, RankShape(spec, config, rank, world_size)));
+  for (const TensorSpec& spec : specs) {
+    ASSIGN_OR_RETURN(Tensor tensor, Tensor::Zeros(dtype, RankShape(spec, config, rank, world_size)));
+    tensors.push_back(std::move(tensor));
+  }
   // Each tensor has its own stream, so threads can fill them in any order
   // and the values do not depend on how many there are (a 7B model takes
   // ~30 s on one core).
@@ -66,8 +70,10 @@ std::vector<Tensor> SyntheticTensors(const ModelConfig& config, DType dtype, uin
   return tensors;
 }
 
-ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed, int rank, int world_size) {
-  ModelWeights weights = AssembleModelWeights(config, SyntheticTensors(config, dtype, seed, rank, world_size));
+absl::StatusOr<ModelWeights> SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed, int rank,
+                                              int world_size) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> tensors, SyntheticTensors(config, dtype, seed, rank, world_size));
+  ModelWeights weights = AssembleModelWeights(config, std::move(tensors));
   weights.rank = rank;
   weights.world_size = world_size;
   weights.kv_head_begin = static_cast<int>(FirstKvHead(config, rank, world_size));

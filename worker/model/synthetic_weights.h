@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 #include "checkpoint/model_config.h"
 #include "ops/dtype.h"
 #include "worker/model/model_weights.h"
@@ -19,11 +21,11 @@ namespace llama {
 // weights are 1. Deterministic for a given `seed` and rank; slices of
 // different world sizes are not slices of one model (for benchmarks). The
 // config must be valid with a known vocab_size, and split `world_size` ways.
-ModelWeights SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed = 1, int rank = 0,
+absl::StatusOr<ModelWeights> SyntheticWeights(const ModelConfig& config, DType dtype, uint64_t seed = 1, int rank = 0,
                               int world_size = 1);
 
 // The same tensors, in LlamaTensors(config) order (for writing checkpoints).
-std::vector<Tensor> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed = 1, int rank = 0,
+absl::StatusOr<std::vector<Tensor>> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed = 1, int rank = 0,
                                      int world_size = 1);
 
 }  // namespace llama

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <new>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,38 +24,46 @@ double AvailableMemoryBytes() {
   return 0;
 }
 
-Tensor Buffer(int64_t rows, int64_t width) { return Tensor::Zeros(DType::kF32, {rows, width}); }
-
 }  // namespace
 
-Transformer::Transformer(ModelWeights weights, RankGeometry geometry, Communicator* communicator,
+absl::StatusOr<Transformer::Buffers> Transformer::AllocateBuffers(const RankGeometry& g,
+                                                                  const TransformerOptions& options) {
+  Buffers b;
+  const int64_t t = options.max_step_tokens;
+  const std::vector<int64_t> cache_shape = {options.max_batch_size, options.max_seq_len, g.kv_width()};
+  for (int64_t i = 0; i < g.config.n_layers; ++i) {
+    ASSIGN_OR_RETURN(Tensor k, Tensor::Zeros(options.kv_cache_dtype, cache_shape));
+    ASSIGN_OR_RETURN(Tensor v, Tensor::Zeros(options.kv_cache_dtype, cache_shape));
+    b.k_cache.push_back(std::move(k));
+    b.v_cache.push_back(std::move(v));
+  }
+  for (const auto& [buffer, width] :
+       {std::pair<Tensor*, int64_t>{&b.x, g.config.dim}, {&b.xb, g.config.dim}, {&b.q, g.q_width()},
+        {&b.k, g.kv_width()}, {&b.v, g.kv_width()}, {&b.attention, g.q_width()}, {&b.projection, g.config.dim},
+        {&b.gate, g.local_hidden}, {&b.up, g.local_hidden},
+        {&b.gathered, std::max(g.config.dim, g.config.vocab_size)}, {&b.logits_local, g.local_vocab},
+        {&b.logits, g.config.vocab_size}}) {
+    ASSIGN_OR_RETURN(*buffer, Tensor::Zeros(DType::kF32, {t, width}));
+  }
+  return b;
+}
+
+Transformer::Transformer(ModelWeights weights, RankGeometry geometry, Buffers buffers, Communicator* communicator,
                          const TransformerOptions& options)
     : weights_(std::move(weights)),
       geometry_(std::move(geometry)),
       options_(options),
       pool_(options.threads),
-      x_(Buffer(options.max_step_tokens, geometry_.config.dim)),
-      xb_(Buffer(options.max_step_tokens, geometry_.config.dim)),
-      q_(Buffer(options.max_step_tokens, geometry_.q_width())),
-      k_(Buffer(options.max_step_tokens, geometry_.kv_width())),
-      v_(Buffer(options.max_step_tokens, geometry_.kv_width())),
-      attention_(Buffer(options.max_step_tokens, geometry_.q_width())),
-      projection_(Buffer(options.max_step_tokens, geometry_.config.dim)),
-      gate_(Buffer(options.max_step_tokens, geometry_.local_hidden)),
-      up_(Buffer(options.max_step_tokens, geometry_.local_hidden)),
-      gathered_(Buffer(options.max_step_tokens, std::max(geometry_.config.dim, geometry_.config.vocab_size))),
-      logits_local_(Buffer(options.max_step_tokens, geometry_.local_vocab)),
-      logits_(Buffer(options.max_step_tokens, geometry_.config.vocab_size)),
-      activations_{x_.mutable_f32(),          xb_.mutable_f32(),        q_.mutable_f32(),
-                   k_.mutable_f32(),          v_.mutable_f32(),         attention_.mutable_f32(),
-                   projection_.mutable_f32(), gate_.mutable_f32(),      up_.mutable_f32(),
-                   logits_local_.mutable_f32(), logits_.mutable_f32()},
-      ops_(geometry_, options.max_seq_len, communicator, pool_, gathered_.mutable_f32()) {
-  const std::vector<int64_t> cache_shape = {options.max_batch_size, options.max_seq_len, geometry_.kv_width()};
+      buffers_(std::move(buffers)),
+      activations_{buffers_.x.mutable_f32(),          buffers_.xb.mutable_f32(),
+                   buffers_.q.mutable_f32(),          buffers_.k.mutable_f32(),
+                   buffers_.v.mutable_f32(),          buffers_.attention.mutable_f32(),
+                   buffers_.projection.mutable_f32(), buffers_.gate.mutable_f32(),
+                   buffers_.up.mutable_f32(),         buffers_.logits_local.mutable_f32(),
+                   buffers_.logits.mutable_f32()},
+      ops_(geometry_, options.max_seq_len, communicator, pool_, buffers_.gathered.mutable_f32()) {
   for (int64_t i = 0; i < geometry_.config.n_layers; ++i) {
-    k_cache_.push_back(Tensor::Zeros(options.kv_cache_dtype, cache_shape));
-    v_cache_.push_back(Tensor::Zeros(options.kv_cache_dtype, cache_shape));
-    caches_.push_back({k_cache_.back().mutable_raw(), v_cache_.back().mutable_raw(), options.kv_cache_dtype,
+    caches_.push_back({buffers_.k_cache[i].mutable_raw(), buffers_.v_cache[i].mutable_raw(), options.kv_cache_dtype,
                        options.max_seq_len * geometry_.kv_width()});
   }
 }
@@ -68,21 +75,21 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights we
   // Everything is allocated here, once: say so plainly if it cannot fit
   // rather than die in the allocator. The weights are mapped, not copied.
   RETURN_IF_ERROR(CheckMemory(geometry, options, /*weight_bytes=*/0, AvailableMemoryBytes(), "this machine"));
-  try {
-    return std::unique_ptr<Transformer>(new Transformer(std::move(weights), geometry, communicator, options));
-  } catch (const std::bad_alloc&) {
+  absl::StatusOr<Buffers> buffers = AllocateBuffers(geometry, options);
+  if (!buffers.ok()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "out of memory allocating the KV cache (%.2f GB) and work buffers (%.2f GB); lower --max_batch_size or "
-        "--max_seq_len",
+        "the KV cache (%.2f GB) and work buffers (%.2f GB) do not fit: %s; lower --max_batch_size or --max_seq_len",
         geometry.KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype) / 1e9,
-        geometry.WorkBytes(options.max_step_tokens) / 1e9));
+        geometry.WorkBytes(options.max_step_tokens) / 1e9, buffers.status().message()));
   }
+  return std::unique_ptr<Transformer>(
+      new Transformer(std::move(weights), std::move(geometry), *std::move(buffers), communicator, options));
 }
 
 absl::StatusOr<absl::Span<const float>> Transformer::Forward(absl::Span<const SequenceChunk> chunks) {
   RETURN_IF_ERROR(PlanStep(chunks, StepLimitsOf(options_, config().vocab_size), plan_));
   RETURN_IF_ERROR(LlamaForward(ops_, geometry_, weights_, plan_, caches_, activations_));
-  return absl::Span<const float>(logits_.f32(), plan_.rows() * config().vocab_size);
+  return absl::Span<const float>(buffers_.logits.f32(), plan_.rows() * config().vocab_size);
 }
 
 }  // namespace llama

@@ -40,17 +40,23 @@ class Transformer final : public LanguageModel {
   const ModelConfig& config() const { return weights_.config; }
 
  private:
-  Transformer(ModelWeights weights, RankGeometry geometry, Communicator* communicator,
+  // Every buffer the model owns, allocated once by Create.
+  struct Buffers {
+    std::vector<Tensor> k_cache, v_cache;  // Per layer.
+    // Work buffers, [max_step_tokens, width].
+    Tensor x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits;
+  };
+  static absl::StatusOr<Buffers> AllocateBuffers(const RankGeometry& geometry, const TransformerOptions& options);
+
+  Transformer(ModelWeights weights, RankGeometry geometry, Buffers buffers, Communicator* communicator,
               const TransformerOptions& options);
 
   ModelWeights weights_;
   RankGeometry geometry_;
   TransformerOptions options_;
   ThreadPool pool_;
-  std::vector<Tensor> k_cache_, v_cache_;  // Per layer.
+  Buffers buffers_;
   std::vector<KvCacheView> caches_;
-  // Work buffers, [max_step_tokens, width].
-  Tensor x_, xb_, q_, k_, v_, attention_, projection_, gate_, up_, gathered_, logits_local_, logits_;
   Activations activations_;
   CpuLayerOps ops_;
   StepPlan plan_;

@@ -267,7 +267,7 @@ TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
   options.max_batch_size = 1 << 20;
   options.max_seq_len = 1 << 20;
   absl::StatusOr<std::unique_ptr<Transformer>> model =
-      Transformer::Create(SyntheticWeights(config, DType::kF32), &comm, options);
+      Transformer::Create(*SyntheticWeights(config, DType::kF32), &comm, options);
   EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(model.status().message(), HasSubstr("lower --max_batch_size or --max_seq_len"));
 }
@@ -278,7 +278,7 @@ TEST(TransformerTest, KvCacheOfANonFloatTypeIsAClearError) {
   TransformerOptions options;
   options.kv_cache_dtype = DType::kI8;
   absl::StatusOr<std::unique_ptr<Transformer>> model =
-      Transformer::Create(SyntheticWeights(config, DType::kF32), &comm, options);
+      Transformer::Create(*SyntheticWeights(config, DType::kF32), &comm, options);
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(model.status().message(), HasSubstr("--kv_cache_dtype=i8: expected f32, bf16 or f16"));
 }
@@ -287,7 +287,7 @@ TEST(TransformerTest, KvCacheOfANonFloatTypeIsAClearError) {
 // not passed on to sampling.
 TEST(TransformerTest, NonFiniteActivationsNameTheLayer) {
   const ModelConfig config = TinyConfig(/*n_layers=*/3, /*n_kv_heads=*/2);
-  ModelWeights weights = SyntheticWeights(config, DType::kF32);
+  ModelWeights weights = *SyntheticWeights(config, DType::kF32);
   weights.layers[1].w2.mutable_f32()[5] = NAN;
   LocalCommunicator comm;
   absl::StatusOr<std::unique_ptr<Transformer>> model = Transformer::Create(std::move(weights), &comm, {});
