@@ -9,78 +9,19 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/pickle_values.h"
 #include "ops/status_macros.h"
 
 namespace llama {
 namespace {
+
+using namespace pickle;  // NOLINT: the value model is this file's vocabulary.
 
 // Bounds for hostile input; a 70B shard's data.pkl has ~1k tensors.
 constexpr size_t kMaxStackDepth = 1 << 16;
 constexpr size_t kMaxMemo = 1 << 20;
 constexpr int kMaxTensorRank = 8;
 constexpr size_t kMaxObjects = 1 << 20;
-
-struct Object;
-struct Value;
-// Containers live in the unpickler's arena and are referred to by raw
-// pointer: the memo aliases them (SETITEMS after BINPUT), and a hostile
-// pickle can make one contain itself, which reference counting would leak.
-using ObjectPtr = Object*;
-
-// The values a torch.save'd state dict can contain.
-struct None {};
-struct Mark {};
-struct Global {
-  std::string module, name;
-};
-struct Storage {
-  std::string key;
-  DType dtype;
-  int64_t numel;
-};
-struct Object {
-  enum class Kind { kTuple, kList, kDict } kind;
-  std::vector<Value> items;  // Dicts: key, value, key, value, ...
-};
-struct Tensor {
-  PickledTensor record;
-};
-struct Value {
-  std::variant<None, Mark, bool, int64_t, double, std::string, Global, Storage, ObjectPtr, Tensor> v;
-};
-
-const char* TypeName(const Value& value) {
-  static constexpr const char* kNames[] = {"None",   "mark",   "bool",    "int",    "float",
-                                           "string", "global", "storage", "object", "tensor"};
-  if (auto* o = std::get_if<ObjectPtr>(&value.v)) {
-    return (*o)->kind == Object::Kind::kTuple ? "tuple" : (*o)->kind == Object::Kind::kList ? "list" : "dict";
-  }
-  return kNames[value.v.index()];
-}
-
-struct StorageClass {
-  const char* name;
-  DType dtype;
-};
-constexpr StorageClass kStorageClasses[] = {
-    {"FloatStorage", DType::kF32},  {"HalfStorage", DType::kF16},  {"BFloat16Storage", DType::kBF16},
-    {"DoubleStorage", DType::kF64}, {"LongStorage", DType::kI64},  {"IntStorage", DType::kI32},
-    {"ShortStorage", DType::kI16},  {"CharStorage", DType::kI8},   {"ByteStorage", DType::kU8},
-    {"BoolStorage", DType::kBool},
-};
-
-bool IsAllowedGlobal(const std::string& module, const std::string& name) {
-  if (module == "collections" && name == "OrderedDict") return true;
-  if (module == "torch._utils" && (name == "_rebuild_tensor_v2" || name == "_rebuild_parameter")) {
-    return true;
-  }
-  if (module == "torch") {
-    for (const StorageClass& c : kStorageClasses) {
-      if (name == c.name) return true;
-    }
-  }
-  return false;
-}
 
 class Unpickler {
  public:

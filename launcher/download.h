@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "launcher/presigned_url.h"
 
 namespace llama {
 
@@ -38,30 +39,6 @@ struct MetaModel {
   int shards;
 };
 absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name);
-
-// `url` with everything from '?' on replaced by "?<redacted>".
-std::string RedactUrl(absl::string_view url);
-
-// Makes any message safe to show for a presigned URL template: the text
-// after its "*" (the policy and signature, whichever way the URL is laid
-// out) and any query before the "*" are replaced by "<redacted>" wherever
-// they appear, so a file's URL (the "*" replaced by its path) shows only up
-// to the path. Messages about the template itself use Template().
-class UrlRedactor {
- public:
-  explicit UrlRedactor(absl::string_view url_template);
-  std::string operator()(absl::string_view message) const;
-  // The template as it may be shown: up to and including the "*" (or the
-  // first '?'), then "<redacted>".
-  const std::string& Template() const { return shown_template_; }
-
- private:
-  std::vector<std::string> secrets_;  // Longest first.
-  std::string shown_template_;
-};
-
-// The URL template with "*" replaced by `relative`.
-std::string FileUrl(absl::string_view url_template, absl::string_view relative);
 
 struct DownloadOptions {
   std::string url_template;         // Presigned URL with "*".
