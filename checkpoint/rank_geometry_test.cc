@@ -5,16 +5,14 @@
 namespace llama {
 namespace {
 
+// Meta's params.json for Llama 2 70B, with the tokenizer's vocabulary.
 ModelConfig Config70B() {
-  ModelConfig c;
-  c.dim = 8192;
-  c.n_layers = 80;
-  c.n_heads = 64;
-  c.n_kv_heads = 8;
-  c.vocab_size = 32000;
-  c.multiple_of = 4096;
-  c.ffn_dim_multiplier = 1.3;
-  return c;
+  absl::StatusOr<ModelConfig> c = ParseParamsJson(
+      R"({"dim": 8192, "multiple_of": 4096, "ffn_dim_multiplier": 1.3, "n_heads": 64, "n_kv_heads": 8,
+          "n_layers": 80, "norm_eps": 1e-05, "vocab_size": 32000})",
+      "70B params.json");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
 }
 
 TEST(RankGeometryTest, SplitsLikeFairscale) {
@@ -37,12 +35,8 @@ TEST(RankGeometryTest, SplitsLikeFairscale) {
 
 // Ranks outnumber KV heads: each rank holds the one head its queries read.
 TEST(RankGeometryTest, ReplicatesKvHeadsWhenRanksOutnumberThem) {
-  ModelConfig c;
-  c.dim = 64;
-  c.n_layers = 2;
-  c.n_heads = 8;
-  c.n_kv_heads = 2;
-  c.vocab_size = 96;
+  const ModelConfig c = *ParseParamsJson(
+      R"({"dim": 64, "n_layers": 2, "n_heads": 8, "n_kv_heads": 2, "vocab_size": 96})", "small GQA params");
   for (int rank = 0; rank < 4; ++rank) {
     const absl::StatusOr<RankGeometry> g = ComputeRankGeometry(c, rank, 4);
     ASSERT_TRUE(g.ok()) << g.status();

@@ -71,6 +71,30 @@ class ParityTest : public ::testing::Test {
       ASSERT_LE(std::abs(gpu[i] - cpu[i]), atol + rtol * std::abs(cpu[i])) << what << " index " << i;
     }
   }
+  // k and v as a cache of `dtype` (rounded to it as StoreKv rounds): on
+  // the host for the CPU reference, and uploaded.
+  struct TypedCache {
+    std::vector<uint16_t> k16, v16;
+    const char* k_host;
+    const char* v_host;
+    KvCacheView device;
+  };
+  TypedCache StoreCache(const std::vector<float>& k, const std::vector<float>& v, DType dtype, int64_t slot_stride) {
+    TypedCache c;
+    if (dtype == DType::kF32) {
+      c.k_host = reinterpret_cast<const char*>(k.data());
+      c.v_host = reinterpret_cast<const char*>(v.data());
+      c.device = {Upload(k), Upload(v), dtype, slot_stride};
+      return c;
+    }
+    const auto round = [dtype](float x) { return dtype == DType::kF16 ? F32ToF16(x) : F32ToBf16(x); };
+    for (float x : k) c.k16.push_back(round(x));
+    for (float x : v) c.v16.push_back(round(x));
+    c.k_host = reinterpret_cast<const char*>(c.k16.data());
+    c.v_host = reinterpret_cast<const char*>(c.v16.data());
+    c.device = {Upload(c.k16), Upload(c.v16), dtype, slot_stride};
+    return c;
+  }
   std::vector<void*> allocations_;
 };
 
@@ -188,14 +212,9 @@ TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
   const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
   const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    std::vector<uint16_t> k16(k.size()), v16(v.size());
-    for (size_t i = 0; i < k.size(); ++i) {
-      k16[i] = dtype == DType::kF16 ? F32ToF16(k[i]) : F32ToBf16(k[i]);
-      v16[i] = dtype == DType::kF16 ? F32ToF16(v[i]) : F32ToBf16(v[i]);
-    }
-    const bool wide = dtype == DType::kF32;
-    const char* k_host = wide ? reinterpret_cast<const char*>(k.data()) : reinterpret_cast<const char*>(k16.data());
-    const char* v_host = wide ? reinterpret_cast<const char*>(v.data()) : reinterpret_cast<const char*>(v16.data());
+    const TypedCache cache = StoreCache(k, v, dtype, capacity * kv_width);
+    const char* k_host = cache.k_host;
+    const char* v_host = cache.v_host;
     const size_t slot_bytes = capacity * kv_width * DTypeSize(dtype);
     std::vector<float> expected(n * n_heads * hd);
     int64_t row = 0;
@@ -205,17 +224,15 @@ TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
                      pool);
       row += c.len;
     }
-    const KvCacheView cache{wide ? static_cast<void*>(Upload(k)) : Upload(k16),
-                            wide ? static_cast<void*>(Upload(v)) : Upload(v16), dtype, capacity * kv_width};
     float* out = Upload(std::vector<float>(expected.size()));
-    ASSERT_TRUE(Attention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache, Upload(kv_head_of), n_heads,
+    ASSERT_TRUE(Attention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache.device, Upload(kv_head_of), n_heads,
                           n_kv, hd, out, nullptr)
                     .ok());
     ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4,
                 std::string("attention, ") + std::string(DTypeName(dtype)) + " cache");
     float* tiled = Upload(std::vector<float>(expected.size()));
     ASSERT_TRUE(AttentionTiles(Upload(q), Upload(tile_first), Upload(tile_rows), tile_first.size(), Upload(row_slots),
-                               Upload(row_positions), cache, Upload(kv_head_of), n_heads, n_kv, hd, tiled, nullptr)
+                               Upload(row_positions), cache.device, Upload(kv_head_of), n_heads, n_kv, hd, tiled, nullptr)
                     .ok());
     ExpectClose(Download(tiled, expected.size()), expected, 1e-5, 1e-4,
                 std::string("tiled attention, ") + std::string(DTypeName(dtype)) + " cache");
@@ -238,14 +255,9 @@ TEST_F(ParityTest, DecodeAttentionSplitOverTheContext) {
   const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
   const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    std::vector<uint16_t> k16(k.size()), v16(v.size());
-    for (size_t i = 0; i < k.size(); ++i) {
-      k16[i] = dtype == DType::kF16 ? F32ToF16(k[i]) : F32ToBf16(k[i]);
-      v16[i] = dtype == DType::kF16 ? F32ToF16(v[i]) : F32ToBf16(v[i]);
-    }
-    const bool wide = dtype == DType::kF32;
-    const char* k_host = wide ? reinterpret_cast<const char*>(k.data()) : reinterpret_cast<const char*>(k16.data());
-    const char* v_host = wide ? reinterpret_cast<const char*>(v.data()) : reinterpret_cast<const char*>(v16.data());
+    const TypedCache cache = StoreCache(k, v, dtype, capacity * kv_width);
+    const char* k_host = cache.k_host;
+    const char* v_host = cache.v_host;
     const size_t slot_bytes = capacity * kv_width * DTypeSize(dtype);
     std::vector<float> expected(n * n_heads * hd);
     for (int64_t r = 0; r < n; ++r) {
@@ -254,11 +266,9 @@ TEST_F(ParityTest, DecodeAttentionSplitOverTheContext) {
                       hd, expected.data() + r * n_heads * hd},
                      pool);
     }
-    const KvCacheView cache{wide ? static_cast<void*>(Upload(k)) : Upload(k16),
-                            wide ? static_cast<void*>(Upload(v)) : Upload(v16), dtype, capacity * kv_width};
     float* scratch = Upload(std::vector<float>(DecodeAttentionScratchFloats(n, n_heads, hd, capacity)));
     float* out = Upload(std::vector<float>(expected.size()));
-    ASSERT_TRUE(DecodeAttention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache, Upload(kv_head_of),
+    ASSERT_TRUE(DecodeAttention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache.device, Upload(kv_head_of),
                                 n_heads, n_kv, hd, capacity, scratch, out, nullptr)
                     .ok());
     ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4,

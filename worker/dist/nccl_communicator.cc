@@ -60,18 +60,20 @@ absl::Status NcclCommunicator::Settle(int result_code, const char* what) {
   if (result != ncclSuccess && result != ncclInProgress) return NcclCall(result, what);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (result == ncclInProgress) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      Abort();
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "%s: not done after %d s; a peer is hung or gone, communicator aborted", what,
-          std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
-    }
+    if (std::chrono::steady_clock::now() >= deadline) return AbortAtDeadline(what);
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (ncclResult_t q = ncclCommGetAsyncError(comm_, &result); q != ncclSuccess) result = q;
   }
   if (result == ncclSuccess) return absl::OkStatus();
   Abort();
   return NcclCall(result, absl::StrFormat("%s (communicator aborted)", what).c_str());
+}
+
+absl::Status NcclCommunicator::AbortAtDeadline(const char* what) {
+  Abort();
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "%s: no progress for %d s; a peer is hung or gone, communicator aborted", what,
+      std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
 }
 
 void NcclCommunicator::Abort() {
@@ -115,12 +117,7 @@ absl::Status NcclCommunicator::Wait(const char* what) {
       Abort();
       return NcclCall(async, absl::StrFormat("%s (a peer failed; communicator aborted)", what).c_str());
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      Abort();
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "%s: no progress for %d s; a peer is hung or gone, communicator aborted", what,
-          std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
-    }
+    if (std::chrono::steady_clock::now() >= deadline) return AbortAtDeadline(what);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }

@@ -61,6 +61,8 @@ class NcclCommunicator final : public Communicator {
   // returns the outcome; `what` names the call in errors.
   absl::Status Settle(int result, const char* what);
   void Abort();
+  // Aborts and says that `what` made no progress within the deadline.
+  absl::Status AbortAtDeadline(const char* what);
 
   int rank_;
   int world_size_;
