@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "launcher/process.h"
+#include "ops/device.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/dist/net.h"
 #include "tests/fixtures/test_util.h"
@@ -220,9 +221,12 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"bad_device", {"--device=tpu"}, "tiny_fp32_mp1", "--device=\"tpu\""},
                       BadLaunch{"bad_kv_cache_dtype", {"--kv_cache_dtype=int8"}, "tiny_fp32_mp1",
                                 "--kv_cache_dtype=\"int8\": expected f32, bf16 or f16"},
-                      // One visible GPU, whatever this machine has.
+                      // One visible GPU, whatever this machine has; a build
+                      // without CUDA refuses --device=cuda before counting.
                       BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1",
-                                "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible", {"CUDA_VISIBLE_DEVICES=0"}}),
+                                BuiltWithCuda() ? "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible"
+                                                : "--device=cuda: this binary was built without CUDA",
+                                {"CUDA_VISIBLE_DEVICES=0"}}),
     [](const ::testing::TestParamInfo<BadLaunch>& info) { return info.param.name; });
 
 TEST(LauncherFaultTest, BusyMasterPort) {

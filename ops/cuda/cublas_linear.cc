@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/gemv.h"
 #include "ops/status_macros.h"
 
 namespace llama::cuda {
@@ -33,6 +34,10 @@ CublasLinear::~CublasLinear() {
   if (workspace_ != nullptr) cudaFree(workspace_);
 }
 
+bool CublasLinear::RoundsInput(int64_t n, DType dtype, int64_t in) {
+  return dtype != DType::kF32 && !GemvTakes(n, dtype, in);
+}
+
 absl::Status CublasLinear::Run(const float* x, int64_t n, const void* w, DType dtype, int64_t out, int64_t in,
                                float* y) {
   const float one = 1.0f, zero = 0.0f;
@@ -46,6 +51,7 @@ absl::Status CublasLinear::Run(const float* x, int64_t n, const void* w, DType d
   if (dtype != DType::kBF16 && dtype != DType::kF16) {
     return absl::InvalidArgumentError(absl::StrFormat("CublasLinear: %s weights", DTypeName(dtype)));
   }
+  if (GemvTakes(n, dtype, in)) return Gemv(x, n, w, dtype, out, in, y, stream_);
   if (n * in > scratch_elements_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("CublasLinear: input of %d elements exceeds the %d planned", n * in, scratch_elements_));

@@ -1,7 +1,9 @@
-// y = x W^T on the GPU through cuBLAS, for activations x [n, in] (f32) and a
-// weight W [out, in] in f32, f16 or bf16 on the device. 16-bit weights take
-// x cast to their type (the tensor cores' inputs) and accumulate in f32 into
-// an f32 y; f32 weights use an f32 GEMM without TF32.
+// y = x W^T on the GPU, for activations x [n, in] (f32) and a weight
+// W [out, in] in f32, f16 or bf16 on the device. One row (a batch-1 decode
+// step) with 16-bit weights goes to Gemv (gemv.h: x kept in f32); otherwise
+// cuBLAS:
+// 16-bit weights take x cast to their type (the tensor cores' inputs) and
+// accumulate in f32 into an f32 y; f32 weights use an f32 GEMM without TF32.
 
 #ifndef LLAMA_OPS_CUDA_CUBLAS_LINEAR_H_
 #define LLAMA_OPS_CUDA_CUBLAS_LINEAR_H_
@@ -26,6 +28,9 @@ class CublasLinear {
   ~CublasLinear();
   CublasLinear(const CublasLinear&) = delete;
   CublasLinear& operator=(const CublasLinear&) = delete;
+
+  // Whether Run rounds x to the weights' 16-bit type for this shape.
+  static bool RoundsInput(int64_t n, DType dtype, int64_t in);
 
   // y [n, out] = x [n, in] * w^T, all device pointers.
   absl::Status Run(const float* x, int64_t n, const void* w, DType dtype, int64_t out, int64_t in, float* y);

@@ -99,9 +99,11 @@ class ParityTest : public ::testing::Test {
 };
 
 // The reference is the exact product (in double) of the operands the GPU
-// multiplies: with 16-bit weights, x rounded to the weights' type as
-// CublasLinear rounds it (nearest even; comparing with the CPU's f32-x
-// product instead fails thousands of outputs at K = 4096 without any fault).
+// multiplies: with 16-bit weights through cuBLAS, x rounded to the weights'
+// type as CublasLinear rounds it (nearest even; comparing with the CPU's
+// f32-x product instead fails thousands of outputs at K = 4096 without any
+// fault); through Gemv (one row), x as it is. The shapes take both paths:
+// 1 row (Gemv), 7, 8, 9 and 33 rows (cuBLAS).
 // A product of two bf16 or f16 values, or of two f32 values' rounding, is
 // then summed in f32 by cuBLAS in an order of its choosing (tensor-core
 // tiles, split K). Any order of K f32 additions errs by at most
@@ -111,7 +113,8 @@ class ParityTest : public ::testing::Test {
 // sum |x w| ~ 2600, i.e. ~1.3 against outputs of size ~64: a wrong layout,
 // transpose, dtype or leading dimension misses by the output's own size.
 TEST_F(ParityTest, LinearEveryDtypeAndShape) {
-  for (const auto& [n, in, out] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 96}, {7, 4096, 4096}, {33, 512, 11008}}) {
+  for (const auto& [n, in, out] : {std::tuple<int64_t, int64_t, int64_t>{1, 64, 96}, {1, 11008, 4096},
+                                   {7, 4096, 4096}, {8, 11008, 512}, {33, 512, 11008}}) {
     const std::vector<float> x = Random(n * in, 1), w = Random(out * in, 2);
     absl::StatusOr<std::unique_ptr<CublasLinear>> linear = CublasLinear::Create(nullptr, n * in);
     ASSERT_TRUE(linear.ok()) << linear.status();
@@ -126,7 +129,9 @@ TEST_F(ParityTest, LinearEveryDtypeAndShape) {
           w16[i] = dtype == DType::kF16 ? F32ToF16(w[i]) : F32ToBf16(w[i]);
           w_used[i] = round(w[i]);
         }
-        for (float& v : x_used) v = round(v);
+        if (CublasLinear::RoundsInput(n, dtype, in)) {
+          for (float& v : x_used) v = round(v);
+        }
       }
       const void* device_w = dtype == DType::kF32 ? static_cast<const void*>(Upload(w)) : Upload(w16);
       float* y = Upload(std::vector<float>(n * out));
