@@ -1,6 +1,7 @@
 // //tools:bench: prefill and decode throughput of one model, and peak RSS.
 //
 //   bench                                   synthetic model, random bf16 weights, on the CPU
+//   bench --weights_dtype=fp16              the same with f16 weights
 //   bench --dim=4096 --n_layers=32 ...      another synthetic shape
 //   bench --shard=/path/rank-0-of-1.shard   a converted checkpoint
 //   bench --device=cuda ...                 on a GPU (one rank)
@@ -24,6 +25,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/rank_geometry.h"
 #include "checkpoint/shard_format.h"
@@ -49,6 +51,7 @@ DEFINE_int64(n_heads, 32, "Synthetic model: query heads.");
 DEFINE_int64(n_kv_heads, 4, "Synthetic model: key/value heads.");
 DEFINE_int64(ffn_hidden, 5632, "Synthetic model: FFN hidden size.");
 DEFINE_int64(vocab_size, 32000, "Synthetic model: vocabulary.");
+DEFINE_string(weights_dtype, "bf16", "Synthetic model: weights' type, bf16, fp16 or fp32.");
 DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
@@ -109,7 +112,11 @@ absl::StatusOr<llama::ModelWeights> BenchWeights(int rank) {
   config.ffn_dim_multiplier = static_cast<double>(FLAGS_ffn_hidden) / static_cast<int64_t>(8 * FLAGS_dim / 3);
   RETURN_IF_ERROR(llama::ValidateModelConfig(config, "synthetic model"));
   RETURN_IF_ERROR(llama::CheckWorldSize(config, FLAGS_world_size));
-  return llama::SyntheticWeights(config, llama::DType::kBF16, 1, rank, FLAGS_world_size);
+  ASSIGN_OR_RETURN(const llama::DType dtype, llama::ParseDType(FLAGS_weights_dtype));
+  if (!llama::IsFloat16Or32(dtype)) {
+    return absl::InvalidArgumentError(absl::StrFormat("--weights_dtype=%s: expected bf16, fp16 or fp32", FLAGS_weights_dtype));
+  }
+  return llama::SyntheticWeights(config, dtype, 1, rank, FLAGS_world_size);
 }
 
 absl::Status RunRank(int rank, int port) {
@@ -177,7 +184,8 @@ absl::Status RunRank(int rank, int port) {
   std::printf("model:    dim %lld, %lld layers, %lld/%lld heads, FFN %lld, vocab %lld, %.2f GB of weights per rank (%s)\n",
               (long long)config.dim, (long long)config.n_layers, (long long)config.n_heads,
               (long long)config.n_kv_heads, (long long)config.ffn_hidden_dim(), (long long)config.vocab_size,
-              weight_bytes / 1e9, FLAGS_shard.empty() ? "synthetic bf16" : FLAGS_shard.c_str());
+              weight_bytes / 1e9,
+              FLAGS_shard.empty() ? absl::StrCat("synthetic ", llama::DTypeName(weight_dtype)).c_str() : FLAGS_shard.c_str());
   if (device == llama::Device::kCuda) {
     std::printf("device:   cuda (one GPU), CUDA graphs %s\n", options.cuda_graphs ? "on" : "off");
   } else {
