@@ -19,13 +19,15 @@ using simd::Load8;
 __attribute__((always_inline)) inline const float* CacheRow(const void* cache, DType dtype, int64_t offset, int64_t n,
                                                             float* scratch) {
   if (dtype == DType::kF32) return static_cast<const float*>(cache) + offset;
-  const uint16_t* bits = static_cast<const uint16_t*>(cache) + offset;
   int64_t i = 0;
   if (dtype == DType::kBF16) {
+    const uint16_t* bits = static_cast<const uint16_t*>(cache) + offset;
     for (; i + 8 <= n; i += 8) simd::Store8(scratch + i, Load8(bits + i));
-    for (; i < n; ++i) scratch[i] = Bf16ToF32(bits[i]);
+    for (; i < n; ++i) scratch[i] = simd::Scalar(bits[i]);
   } else {
-    for (; i < n; ++i) scratch[i] = F16ToF32(bits[i]);
+    const simd::F16* bits = static_cast<const simd::F16*>(cache) + offset;
+    for (; i + 8 <= n; i += 8) simd::Store8(scratch + i, Load8(bits + i));
+    for (; i < n; ++i) scratch[i] = simd::Scalar(bits[i]);
   }
   return scratch;
 }

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "ops/cast.h"
-#include "ops/cpu/elementwise.h"
 #include "ops/cpu/simd.h"
 
 namespace llama::cpu {
@@ -82,6 +81,16 @@ void DotRows(const float* const* x, int rows, const float* const* w, int cols, i
 
 LLAMA_MULTIVERSION
 void DotRows(const float* const* x, int rows, const uint16_t* const* w, int cols, int64_t n, float* out) {
+  DotRowsImpl(x, rows, w, cols, n, out);
+}
+
+LLAMA_MULTIVERSION
+void DotRows(const float* const* x, int rows, const simd::F16* const* w, int cols, int64_t n, float* out) {
+  DotRowsImpl(x, rows, w, cols, n, out);
+}
+
+LLAMA_F16C
+void DotRows(const float* const* x, int rows, const simd::F16Hw* const* w, int cols, int64_t n, float* out) {
   DotRowsImpl(x, rows, w, cols, n, out);
 }
 
@@ -264,19 +273,34 @@ void PackRows(const float* rows, int64_t in, int64_t count, float* panel) { Pack
 LLAMA_MULTIVERSION
 void PackRows(const uint16_t* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
 
-void PackPanel(const Tensor& w, int64_t first, int64_t count, std::vector<float>& row, float* panel) {
-  const int64_t in = w.dim(1);
-  if (count < kPanelWidth) std::fill(panel, panel + in * kPanelWidth, 0.0f);
-  if (w.dtype() == DType::kF32) return PackRows(w.f32() + first * in, in, count, panel);
-  if (w.dtype() == DType::kBF16) return PackRows(static_cast<const uint16_t*>(w.raw()) + first * in, in, count, panel);
-  for (int64_t c = 0; c < count; ++c) {
-    LoadRow(w, (first + c) * in, in, row.data());
-    for (int64_t k = 0; k < in; ++k) panel[k * kPanelWidth + c] = row[k];
+LLAMA_MULTIVERSION
+void PackRows(const simd::F16* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+
+LLAMA_F16C
+void PackRows(const simd::F16Hw* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+
+// Calls f with w's data as f32, bf16 (uint16_t) or f16 weights (simd::F16Hw
+// where the CPU converts f16 in hardware, else simd::F16).
+template <typename Fn>
+void WithWeights(const Tensor& w, Fn&& f) {
+  switch (w.dtype()) {
+    case DType::kF32:
+      return f(w.f32());
+    case DType::kBF16:
+      return f(static_cast<const uint16_t*>(w.raw()));
+    default:  // Linear's weights are f32, bf16 or f16 (the shard reader checks).
+      if (simd::HasF16C()) return f(static_cast<const simd::F16Hw*>(w.raw()));
+      return f(static_cast<const simd::F16*>(w.raw()));
   }
 }
 
-// Weight rows per task when decoding (f16 ones upcast into a 1 MiB buffer
-// at 8192 floats a row, within L2).
+void PackPanel(const Tensor& w, int64_t first, int64_t count, float* panel) {
+  const int64_t in = w.dim(1);
+  if (count < kPanelWidth) std::fill(panel, panel + in * kPanelWidth, 0.0f);
+  WithWeights(w, [&](const auto* data) { PackRows(data + first * in, in, count, panel); });
+}
+
+// Weight rows per task when decoding.
 constexpr int64_t kRowBlock = 32;
 
 // Up to this many rows of x, Linear streams the weights (decode); above,
@@ -306,34 +330,27 @@ void Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& po
     const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
     pool.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
       // Per thread, sized once: no allocation per call once warm.
-      thread_local std::vector<float> panel, row;
+      thread_local std::vector<float> panel;
       if (static_cast<int64_t>(panel.size()) < in * kPanelWidth) panel.resize(in * kPanelWidth);
-      if (static_cast<int64_t>(row.size()) < in) row.resize(in);
       for (int64_t p = begin; p < end; ++p) {
         const int64_t first = p * kPanelWidth, count = std::min<int64_t>(kPanelWidth, out - first);
-        PackPanel(w, first, count, row, panel.data());
+        PackPanel(w, first, count, panel.data());
         run(x, n, in, panel.data(), static_cast<int>(count), y, out, first);
       }
     });
     return;
   }
-  // Few activation rows (decode): each weight row is read once, bf16
-  // widened in registers as it streams by, and dotted with every row of x.
+  // Few activation rows (decode): each weight row is read once, 16-bit
+  // weights widened in registers as they stream by, and dotted with every
+  // row of x.
   const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
   pool.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> widened;
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t first = b * kRowBlock, count = std::min(kRowBlock, out - first);
-      if (w.dtype() == DType::kF32) {
-        BlockTimesX(x, n, w.f32() + first * in, count, in, out, first, y);
-      } else if (w.dtype() == DType::kBF16) {
-        BlockTimesX(x, n, static_cast<const uint16_t*>(w.raw()) + first * in, count, in, out, first, y);
-      } else {
-        if (static_cast<int64_t>(widened.size()) < kRowBlock * in) widened.resize(kRowBlock * in);
-        LoadRow(w, first * in, count * in, widened.data());
-        BlockTimesX(x, n, widened.data(), count, in, out, first, y);
+    WithWeights(w, [&](const auto* data) {
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t first = b * kRowBlock, count = std::min(kRowBlock, out - first);
+        BlockTimesX(x, n, data + first * in, count, in, out, first, y);
       }
-    }
+    });
   });
 }
 
