@@ -105,7 +105,8 @@ std::string SelfPath() {
   return fs::read_symlink("/proc/self/exe", error).string();
 }
 
-// //worker next to us: in our runfiles (bazel run), or in bazel-bin.
+// //worker next to us: in our runfiles (bazel run), in bazel-bin, or in the
+// same folder.
 absl::StatusOr<std::string> FindWorker() {
   if (!FLAGS_worker.empty()) return FLAGS_worker;
   const std::string self = SelfPath();
@@ -114,6 +115,8 @@ absl::StatusOr<std::string> FindWorker() {
     candidates.push_back(absl::StrCat(runfiles, "/llama2_cpp/worker/worker"));
   }
   candidates.push_back(self + ".runfiles/llama2_cpp/worker/worker");
+  // Both binaries copied into one folder (launcher sbatch --launcher_path).
+  candidates.push_back((fs::path(self).parent_path() / "worker").string());
   candidates.push_back((fs::path(self).parent_path().parent_path() / "worker" / "worker").string());
   for (const std::string& c : candidates) {
     if (access(c.c_str(), X_OK) == 0) return c;

@@ -127,15 +127,21 @@ absl::StatusOr<std::optional<SlurmPlacement>> ReadSlurmPlacement(const std::func
   absl::StatusOr<std::vector<std::string>> hosts = ExpandNodeList(list);
   if (!hosts.ok()) return hosts.status();
   p.master_addr = hosts->front();
-  // A port per job, so jobs sharing a node do not collide (29500 + ...).
-  p.master_port = 20000 + job % 30000;
+  // A port per job, so jobs sharing a node do not collide: 20000-31999,
+  // below Linux's ephemeral range (32768-60999), so no outgoing
+  // connection's local port can already hold it.
+  p.master_port = 20000 + job % 12000;
   return p;
 }
 
 std::string SbatchScript(const SbatchOptions& o, const std::string& launcher, const std::vector<std::string>& args) {
   std::string script = "#!/bin/bash\n";
+  // --exclusive: every CPU of each node (the launcher's workers and, on CPU
+  // nodes, the model use them all). --output: one log per job in the folder
+  // sbatch was run from.
   absl::StrAppend(&script, "#SBATCH --job-name=", o.job_name, "\n#SBATCH --nodes=", o.nodes,
-                  "\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=", o.gpus_per_node, "\n");
+                  "\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=", o.gpus_per_node,
+                  "\n#SBATCH --exclusive\n#SBATCH --output=", o.job_name, "-%j.out\n");
   if (!o.partition.empty()) absl::StrAppend(&script, "#SBATCH --partition=", o.partition, "\n");
   if (!o.time.empty()) absl::StrAppend(&script, "#SBATCH --time=", o.time, "\n");
   if (!o.account.empty()) absl::StrAppend(&script, "#SBATCH --account=", o.account, "\n");

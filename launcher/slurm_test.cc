@@ -73,6 +73,15 @@ TEST(SlurmTest, PlacementFromSrunVariables) {
   EXPECT_EQ((*p)->nnodes, 4);
   EXPECT_EQ((*p)->master_addr, "gpu07");
   EXPECT_EQ((*p)->master_port, 20000 + 4242);
+  // Whatever the job id, below the ephemeral port range (32768-60999).
+  for (const char* id : {"11999", "12000", "987654321", "31999"}) {
+    absl::StatusOr<std::optional<SlurmPlacement>> q =
+        Read({{"SLURM_JOB_ID", id}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_NNODES", "1"},
+              {"SLURM_JOB_NODELIST", "gpu01"}});
+    ASSERT_TRUE(q.ok() && q->has_value()) << id;
+    EXPECT_GE((*q)->master_port, 20000) << id;
+    EXPECT_LT((*q)->master_port, 32768) << id;
+  }
   EXPECT_FALSE(Read({})->has_value());
   EXPECT_THAT(Read({{"SLURM_JOB_ID", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_NNODES", "2"},
                     {"SLURM_JOB_NODELIST", "a,b"}})
@@ -90,6 +99,8 @@ TEST(SlurmTest, SbatchScript) {
   EXPECT_THAT(script, HasSubstr("#SBATCH --nodes=2\n"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --gpus-per-node=8\n"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --partition=gpu\n"));
+  EXPECT_THAT(script, HasSubstr("#SBATCH --exclusive\n"));
+  EXPECT_THAT(script, HasSubstr("#SBATCH --output=llama2-%j.out\n"));
   EXPECT_THAT(script, HasSubstr("export RENDEZVOUS_TOKEN="));
   EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 /opt/llama/launcher --nproc_per_node=8 "
                                 "'--ckpt_dir=/data/llama-2-70b' '--prompt=it'\\''s'\n"));

@@ -31,6 +31,7 @@ namespace {
 
 using ::llama::testing::ReadFileOrEmpty;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 std::string TempDir() { return getenv("TEST_TMPDIR"); }
@@ -302,22 +303,68 @@ TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
   const std::string bin = TempDir() + "/fakebin";
   std::filesystem::create_directories(bin);
   const std::string submitted = TempDir() + "/submitted.sh";
-  std::ofstream(bin + "/sbatch") << "#!/bin/sh\ncp \"$1\" " << submitted << "\necho Submitted batch job 42\n";
+  // The fake sbatch keeps a copy of the script and says where it read it.
+  std::ofstream(bin + "/sbatch") << "#!/bin/sh\ncp \"$1\" " << submitted << "\necho \"$1\" > " << submitted
+                                 << ".path\necho Submitted batch job 42\n";
   chmod((bin + "/sbatch").c_str(), 0755);
-  LauncherRun run = Launch("sbatch", {"sbatch", "--nodes=2", "--gpus_per_node=4", "--partition=gpu", "--", "--ckpt_dir=/data/llama-2-13b",
-                              "--prompt=hello"},
-                   {"PATH=" + bin + ":/usr/bin:/bin"});
+  // Job flags before "--" are passed on as well as those after it.
+  LauncherRun run = Launch("sbatch", {"sbatch", "--nodes=2", "--gpus_per_node=4", "--partition=gpu",
+                                      "--launcher_path=/opt/llama/launcher", "--max_gen_len=64", "--",
+                                      "--ckpt_dir=/data/llama-2-13b", "--prompt=hello"},
+                           {"PATH=" + bin + ":/usr/bin:/bin"});
   absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
   ASSERT_TRUE(exit.ok());
   EXPECT_TRUE(exit->success()) << run.err();
   const std::string script = ReadFileOrEmpty(submitted);
   EXPECT_THAT(script, HasSubstr("#SBATCH --nodes=2"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --gpus-per-node=4"));
-  EXPECT_THAT(script, HasSubstr("--nproc_per_node=4 '--ckpt_dir=/data/llama-2-13b' '--prompt=hello'"));
+  EXPECT_THAT(script, HasSubstr("#SBATCH --exclusive"));
+  EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 /opt/llama/launcher --nproc_per_node=4 "));
+  EXPECT_THAT(script, HasSubstr("'--ckpt_dir=/data/llama-2-13b'"));
+  EXPECT_THAT(script, HasSubstr("'--prompt=hello'"));
+  EXPECT_THAT(script, HasSubstr("'--max_gen_len=64'"));
   EXPECT_THAT(run.out(), HasSubstr("Submitted batch job 42"));
-  LauncherRun dry = Launch("sbatch_dry", {"sbatch", "--dry_run", "--nodes=1", "--", "--ckpt_dir=/x"}, {"PATH=/nonexistent"});
+  // Submitted from a private file, gone afterwards.
+  std::string path = ReadFileOrEmpty(submitted + ".path");
+  while (!path.empty() && path.back() == '\n') path.pop_back();
+  EXPECT_THAT(path, Not(HasSubstr(absl::StrCat(run.process->pid()))));
+  EXPECT_FALSE(path.empty());
+  EXPECT_FALSE(std::filesystem::exists(path)) << path;
+
+  // Without "--", what used to run the demo: the flags reach the script.
+  LauncherRun dry = Launch("sbatch_dry", {"sbatch", "--dry_run", "--nodes=1", "--launcher_path=/opt/l/launcher",
+                                          "--ckpt_dir=/x", "--prompt=p"},
+                           {"PATH=/nonexistent"});
   ASSERT_TRUE(dry.process->Wait(30s).ok());
   EXPECT_THAT(dry.out(), HasSubstr("#!/bin/bash"));
+  EXPECT_THAT(dry.out(), HasSubstr("'--ckpt_dir=/x'"));
+  EXPECT_THAT(dry.out(), HasSubstr("'--prompt=p'"));
+}
+
+// Each refusal is one line, and no script is printed or submitted.
+TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
+  const struct {
+    const char* name;
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {"bazel_path", {"sbatch", "--dry_run", "--", "--ckpt_dir=/x"}, "runs from Bazel's output tree"},
+      {"nnodes", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--nnodes=2"}, "--nnodes is decided by SLURM"},
+      {"nproc", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--nproc_per_node=8"},
+       "--nproc_per_node is decided by SLURM"},
+      {"unknown", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--tempreature=0"},
+       "unknown job flag --tempreature"},
+      {"bad_value", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--max_gen_len=-5"},
+       "--max_gen_len=-5: expected -1"},
+  };
+  for (const auto& c : cases) {
+    LauncherRun run = Launch(absl::StrCat("sbatch_", c.name), c.args, {"PATH=/nonexistent"});
+    absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
+    ASSERT_TRUE(exit.ok()) << c.name;
+    EXPECT_EQ(exit->code, 1) << c.name;
+    EXPECT_THAT(run.err(), HasSubstr(c.message)) << c.name;
+    EXPECT_THAT(run.out(), Not(HasSubstr("#!/bin/bash"))) << c.name;
+  }
 }
 
 // The README's first command: the demo job, with no checkpoint at all.
