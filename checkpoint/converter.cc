@@ -65,6 +65,7 @@ class SliceCopier {
   absl::Status Copy(const TensorSpec& spec, const std::vector<SourcePart>& parts, DimRange range, DType to) {
     from_ = parts[0].dtype;
     to_ = to;
+    written_elements_ = 0;
     const int dim = spec.split_dim();
     const size_t element = DTypeSize(from_);
     if (dim < 0) {
@@ -120,8 +121,23 @@ class SliceCopier {
     buffer_.clear();
     return status;
   }
+  // Checks what is written: a NaN or infinity in the source (a damaged
+  // download that still converts) or made by narrowing (an f32 value beyond
+  // f16's range) would otherwise surface only as a non-finite activation at
+  // generation time. The converter reads every byte anyway; the check costs
+  // a pass over data already in cache.
   absl::Status Write(absl::Span<const uint8_t> bytes) {
     if (bytes.empty()) return absl::OkStatus();
+    const size_t count = bytes.size() / DTypeSize(to_);
+    if (const int64_t bad = FindNonFinite(bytes.data(), to_, count); bad >= 0) {
+      // The caller names the tensor and the shard.
+      return absl::DataLossError(absl::StrFormat(
+          "element %d of the shard's part is NaN or infinite as %s%s; the checkpoint is damaged "
+          "(download it again; the checklist shows which file)",
+          written_elements_ + bad, DTypeName(to_),
+          from_ != to_ ? absl::StrFormat(" (converted from %s: a value may overflow it)", DTypeName(from_)) : ""));
+    }
+    written_elements_ += count;
     progress_->Add(bytes.size());
     return writer_->Append(bytes);
   }
@@ -129,6 +145,7 @@ class SliceCopier {
   ShardWriter* writer_;
   ProgressBar* progress_;
   DType from_ = DType::kF32, to_ = DType::kF32;
+  int64_t written_elements_ = 0;
   std::vector<uint8_t> buffer_;
 };
 
@@ -266,7 +283,11 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
         absl::Status s = (*writer)->BeginTensor(spec.name, out_dtype(spec),
                                                 RankShape(spec, config, rank, options.world_size), split);
         if (s.ok()) s = copier.Copy(spec, sources->parts[spec.name], range, out_dtype(spec));
-        if (!s.ok()) return absl::Status(s.code(), absl::StrFormat("tensor \"%s\": %s", spec.name, s.message()));
+        if (!s.ok()) {
+          return absl::Status(s.code(), absl::StrFormat("%s, tensor \"%s\": %s",
+                                                        ShardFileName(rank, options.world_size), spec.name,
+                                                        s.message()));
+        }
       }
       shard::ShardIndex index;
       *index.mutable_config() = ModelConfigToProto(config);

@@ -180,6 +180,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"broken/missing_shard", 1, true, "consolidated.01.pth is missing"},
         BadCase{"broken/bad_params", 1, false, "params.json: field \"n_heads\": is \"four\""},
         BadCase{"broken/bad_checksum", 1, true, "consolidated.00.pth is corrupt or truncated (MD5 differs)"},
+        // w2 [dim, hidden 192]: [3, 5] is element 3 * 192 + 5 of the whole
+        // tensor, and 3 * 96 + 5 of rank 0's half of its columns.
+        BadCase{"broken/nan_weight", 1, false,
+                "rank-0-of-1.shard, tensor \"layers.1.feed_forward.w2.weight\": element 581 of the shard's part is "
+                "NaN or infinite as f32; the checkpoint is damaged"},
+        BadCase{"broken/nan_weight", 2, false, "rank-0-of-2.shard, tensor \"layers.1.feed_forward.w2.weight\": "
+                                               "element 293 of the shard's part"},
         BadCase{"tiny_fp32_mp1", 3, false, "--world_size: world size 3 does not divide n_heads (4)"},
         BadCase{"gqa_bf16_mp1", 16, false, "world size 16 does not divide n_heads (8)"},
         BadCase{"does_not_exist", 1, false, "not a directory"},

@@ -1,5 +1,7 @@
 #include "ops/cast.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace llama {
@@ -66,6 +68,40 @@ float LoadElement(const void* src, DType dtype, size_t i) {
 }
 
 }  // namespace
+
+namespace {
+
+// Written as a search over whole blocks first (an OR of the masked bits, so
+// the compiler vectorises it), then the element within the block.
+template <typename Bits>
+int64_t FindAllOnesExponent(const Bits* bits, size_t count, Bits exponent) {
+  constexpr size_t kBlock = 256;
+  for (size_t begin = 0; begin < count; begin += kBlock) {
+    const size_t end = std::min(count, begin + kBlock);
+    bool any = false;
+    for (size_t i = begin; i < end; ++i) any |= (bits[i] & exponent) == exponent;
+    if (!any) continue;
+    for (size_t i = begin; i < end; ++i) {
+      if ((bits[i] & exponent) == exponent) return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t FindNonFinite(const void* data, DType dtype, size_t count) {
+  switch (dtype) {
+    case DType::kF32:
+      return FindAllOnesExponent(static_cast<const uint32_t*>(data), count, uint32_t{0x7F800000u});
+    case DType::kF16:
+      return FindAllOnesExponent(static_cast<const uint16_t*>(data), count, uint16_t{0x7C00u});
+    case DType::kBF16:
+      return FindAllOnesExponent(static_cast<const uint16_t*>(data), count, uint16_t{0x7F80u});
+    default:
+      return -1;
+  }
+}
 
 absl::Status CastElements(const void* src, DType from, void* dst, DType to, size_t count) {
   if (!IsFloat16Or32(from) || !IsFloat16Or32(to)) {

@@ -35,6 +35,10 @@ inline uint16_t F32ToBf16(float value) {
 float F16ToF32(uint16_t bits);
 uint16_t F32ToF16(float value);
 
+// The index of the first NaN or infinity among `count` elements of `data`
+// (f32, f16 or bf16), or -1 if there is none. Reads only the exponent bits.
+int64_t FindNonFinite(const void* data, DType dtype, size_t count);
+
 // Converts `count` elements from `src` (of `from`) to `dst` (of `to`).
 // Supported: any pair of f32, f16, bf16 (same type copies). Buffers must
 // not overlap.

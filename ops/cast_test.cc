@@ -81,5 +81,25 @@ TEST(CastTest, Float16Or32FlagsAcceptTheCastableTypesOnly) {
   }
 }
 
+TEST(CastTest, FindNonFiniteNamesTheFirstNanOrInfinity) {
+  std::vector<float> f32(1000, 1.5f);
+  std::vector<uint16_t> f16(1000, F32ToF16(1.5f)), bf16(1000, F32ToBf16(1.5f));
+  EXPECT_EQ(FindNonFinite(f32.data(), DType::kF32, f32.size()), -1);
+  EXPECT_EQ(FindNonFinite(f16.data(), DType::kF16, f16.size()), -1);
+  EXPECT_EQ(FindNonFinite(bf16.data(), DType::kBF16, bf16.size()), -1);
+  f32[700] = std::numeric_limits<float>::infinity();
+  f32[900] = std::nanf("");
+  f16[513] = F32ToF16(1e6f);  // Overflows f16: infinity.
+  bf16[3] = F32ToBf16(std::nanf(""));
+  EXPECT_EQ(FindNonFinite(f32.data(), DType::kF32, f32.size()), 700);
+  EXPECT_EQ(FindNonFinite(f16.data(), DType::kF16, f16.size()), 513);
+  EXPECT_EQ(FindNonFinite(bf16.data(), DType::kBF16, bf16.size()), 3);
+  // The largest finite values and subnormals are finite.
+  const std::vector<uint16_t> edges = {0x7BFF, 0xFBFF, 0x0001, 0x8000};
+  EXPECT_EQ(FindNonFinite(edges.data(), DType::kF16, edges.size()), -1);
+  const std::vector<uint16_t> bf16_edges = {0x7F7F, 0xFF7F, 0x0001};
+  EXPECT_EQ(FindNonFinite(bf16_edges.data(), DType::kBF16, bf16_edges.size()), -1);
+}
+
 }  // namespace
 }  // namespace llama

@@ -222,6 +222,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"bad_device", {"--device=tpu"}, "tiny_fp32_mp1", "--device=\"tpu\""},
                       BadLaunch{"bad_kv_cache_dtype", {"--kv_cache_dtype=int8"}, "tiny_fp32_mp1",
                                 "--kv_cache_dtype=\"int8\": expected f32, bf16 or f16"},
+                      BadLaunch{"max_gen_len", {"--max_gen_len=-2"}, "tiny_fp32_mp1",
+                                "--max_gen_len=-2: expected -1 (max_seq_len - 1) or a count >= 0"},
+                      BadLaunch{"nan_weight", {}, "broken/nan_weight",
+                                "tensor \"layers.1.feed_forward.w2.weight\": element 581 of the shard's part is "
+                                "NaN or infinite"},
                       // One visible GPU, whatever this machine has; a build
                       // without CUDA refuses --device=cuda before counting.
                       BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1",
