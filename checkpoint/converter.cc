@@ -240,6 +240,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     result.up_to_date = true;
     return result;
   }
+  if (options.check_only) return result;
   // Checked once, before converting: an up-to-date conversion was checked then.
   if (options.verify_checklist) {
     RETURN_IF_ERROR(verify_checklist());

@@ -42,6 +42,10 @@ struct ConvertOptions {
   bool verify_checklist = false;
   // Progress display on stderr.
   bool show_progress = false;
+  // Only find out whether out_dir holds an up-to-date conversion (the
+  // result's up_to_date), writing nothing: how the other nodes of a job
+  // wait for node 0's conversion on shared storage.
+  bool check_only = false;
 };
 
 struct ConvertResult {

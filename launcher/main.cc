@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +34,7 @@
 #include "launcher/download.h"
 #include "launcher/download_command.h"
 #include "launcher/sbatch_command.h"
+#include "launcher/shard_preparation.h"
 #include "launcher/slurm.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
@@ -47,10 +49,14 @@ DEFINE_string(master_addr, "127.0.0.1", "Host of node 0, where rank 0 hosts the 
 DEFINE_int32(master_port, 0, "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.");
 // Model.
 DEFINE_string(ckpt_dir, "", "Meta's checkpoint folder (consolidated.NN.pth, params.json). Empty: the demo job.");
+DEFINE_bool(node_local_shards, false,
+            "Multi-node: every node converts its own shards (nodes that share no storage). By default node 0 "
+            "converts and the other nodes wait for its shards on the shared storage.");
 // Job and model flags (--prompt, --temperature, --max_seq_len, --device, ...): worker/job_flags.h.
 // Running.
 DEFINE_string(worker, "", "The worker binary. Default: //worker from this binary's runfiles.");
-// --log_dir (per-rank logs; default <shard_dir>/logs) is glog's flag, reused:
+// --log_dir (per-rank logs; default one folder per run under
+// ~/.cache/llama2-cpp/logs, see RunLogDir) is glog's flag, reused:
 // the launcher logs to stderr, so glog writes no files there.
 DECLARE_string(log_dir);
 DEFINE_string(token_file, "", "File holding the job's shared secret (else $RENDEZVOUS_TOKEN, else a fresh one on one node).");
@@ -141,6 +147,18 @@ std::vector<std::string> VisibleGpus() {
     gpus.push_back(std::to_string(count++));
   }
   return gpus;
+}
+
+// A folder of its own for each run's logs, so the next run keeps them:
+// ~/.cache/llama2-cpp/logs/<local time>-node<N>-<pid>. Outside the shard
+// folder, which may be read-only and is shared by every node.
+std::string RunLogDir(int node_rank) {
+  const char* home = std::getenv("HOME");
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return absl::StrFormat("%s/.cache/llama2-cpp/logs/%s-node%d-%d", home != nullptr ? home : "/tmp", stamp, node_rank,
+                         getpid());
 }
 
 std::string RandomToken() {
@@ -278,7 +296,13 @@ int Run(std::vector<std::string> extra_args) {
   convert.verify_checklist = fs::exists(fs::path(ckpt_dir) / "checklist.chk");
   convert.show_progress = true;
   convert.world_size_flag = absl::StrFormat("--nproc_per_node=%d x --nnodes=%d", world.nproc_per_node, world.nnodes);
-  absl::StatusOr<ConvertResult> converted = ConvertCheckpoint(convert);
+  ShardPreparation preparation;
+  preparation.convert = convert;
+  // With node-local shards each node is node 0 of its own storage.
+  preparation.node_rank = FLAGS_node_local_shards ? 0 : world.node_rank;
+  preparation.nnodes = world.nnodes;
+  preparation.deadline = std::chrono::seconds(FLAGS_rendezvous_timeout);
+  absl::StatusOr<ConvertResult> converted = PrepareShards(preparation);
   if (!converted.ok()) return Fail(converted.status().message());
   LOG(INFO) << (converted->up_to_date ? "shards up to date in " : "converted to ") << shard_dir;
 
@@ -302,7 +326,7 @@ int Run(std::vector<std::string> extra_args) {
     launches.push_back(std::move(launch));
   }
   SupervisorOptions supervise;
-  supervise.log_dir = FLAGS_log_dir.empty() ? shard_dir + "/logs" : FLAGS_log_dir;
+  supervise.log_dir = FLAGS_log_dir.empty() ? RunLogDir(world.node_rank) : FLAGS_log_dir;
   const std::string summary_path = supervise.log_dir + "/summary.json";
   std::error_code ignored;
   fs::remove(summary_path, ignored);

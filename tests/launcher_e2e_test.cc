@@ -258,27 +258,72 @@ TEST(LauncherFaultTest, DownloadNeedsATargetAndAUrl) {
   EXPECT_THAT(no_url.err(), HasSubstr("no presigned URL"));
 }
 
-// Two launchers as two nodes of one job give the same tokens as one with 2 workers.
-TEST(LauncherMultiNodeTest, TwoNodesOnOneMachine) {
+// Two launchers as two nodes of one job, started together on a checkpoint
+// with no shards yet in the folder they share: node 0 converts while node 1
+// waits for it (they used to both convert and collide), and the tokens are
+// those of one launcher with 2 workers. Logs are outside the shard folder.
+std::vector<LauncherRun> LaunchTwoNodes(const std::string& name, const std::string& model,
+                                        const std::vector<std::string>& extra = {}, bool shared = true) {
   const int port = *net::PickFreePort();
   std::vector<LauncherRun> nodes;
   for (int node = 0; node < 2; ++node) {
-    const std::string name = absl::StrCat("node", node);
-    std::vector<std::string> args = FixtureJob(name, 1);
+    const std::string node_name = absl::StrCat(name, "_node", node);
+    std::vector<std::string> args = FixtureJob(node_name, 1, model);
     args.push_back("--nnodes=2");
     args.push_back(absl::StrCat("--node_rank=", node));
     args.push_back("--master_addr=127.0.0.1");
     args.push_back(absl::StrCat("--master_port=", port));
-    args.push_back(absl::StrCat("--shard_dir=", TempDir(), "/shards_two_nodes_", node));
-    nodes.push_back(Launch(name, args, {"RENDEZVOUS_TOKEN=shared-secret"}));
+    args.push_back(absl::StrCat("--shard_dir=", TempDir(), "/shards_", name, shared ? "" : absl::StrCat("_", node)));
+    args.push_back("--rendezvous_timeout=60");
+    args.insert(args.end(), extra.begin(), extra.end());
+    nodes.push_back(Launch(node_name, args, {"RENDEZVOUS_TOKEN=shared-secret"}));
   }
+  return nodes;
+}
+
+TEST(LauncherMultiNodeTest, TwoNodesShareOneConversion) {
+  std::vector<LauncherRun> nodes = LaunchTwoNodes("two_nodes", "tiny_fp32_mp1");
   for (LauncherRun& run : nodes) {
     absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
     ASSERT_TRUE(exit.ok());
     EXPECT_TRUE(exit->success()) << run.err();
   }
-  ExpectGoldenOutput(TempDir() + "/node0/out.jsonl");
-  EXPECT_FALSE(std::filesystem::exists(TempDir() + "/node1/out.jsonl"));  // Only rank 0 writes.
+  ExpectGoldenOutput(TempDir() + "/two_nodes_node0/out.jsonl");
+  EXPECT_FALSE(std::filesystem::exists(TempDir() + "/two_nodes_node1/out.jsonl"));  // Only rank 0 writes.
+  EXPECT_THAT(nodes[0].err(), Not(HasSubstr("waiting for node 0")));
+  // The shard folder holds shards only.
+  for (const auto& entry : std::filesystem::directory_iterator(TempDir() + "/shards_two_nodes")) {
+    EXPECT_EQ(entry.path().extension(), ".shard") << entry.path();
+  }
+}
+
+// Nodes without shared storage each convert their own copy.
+TEST(LauncherMultiNodeTest, NodeLocalShards) {
+  std::vector<LauncherRun> nodes = LaunchTwoNodes("local_shards", "tiny_fp32_mp1", {"--node_local_shards"},
+                                                  /*shared=*/false);
+  for (LauncherRun& run : nodes) {
+    absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
+    ASSERT_TRUE(exit.ok());
+    EXPECT_TRUE(exit->success()) << run.err();
+  }
+  ExpectGoldenOutput(TempDir() + "/local_shards_node0/out.jsonl");
+}
+
+// Node 0 cannot convert (6 ranks do not divide the model's 4 heads, which
+// only the conversion finds out): node 1 stops at once with node 0's reason
+// instead of waiting out its deadline.
+TEST(LauncherMultiNodeTest, ANodeStopsWhenNodeZerosConversionFailed) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<LauncherRun> nodes = LaunchTwoNodes("failed_conversion", "tiny_fp32_mp1", {"--nproc_per_node=3"});
+  for (LauncherRun& run : nodes) {
+    absl::StatusOr<ExitStatus> exit = run.process->Wait(60s);
+    ASSERT_TRUE(exit.ok());
+    EXPECT_EQ(exit->code, 1) << run.err();
+  }
+  const char* reason = "--nproc_per_node=3 x --nnodes=2: world size 6 does not divide n_heads (4)";
+  EXPECT_THAT(nodes[0].err(), HasSubstr(reason));
+  EXPECT_THAT(nodes[1].err(), HasSubstr(absl::StrCat("node 0 could not convert the checkpoint: ", reason)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);  // Its deadline is 60 s.
 }
 
 TEST(LauncherMultiNodeTest, NodesWithoutASharedTokenAreRefused) {

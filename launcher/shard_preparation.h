@@ -1,0 +1,36 @@
+// Shards for a job, on one node or on several sharing the checkpoint's
+// storage: node 0 converts (or finds the conversion up to date); every other
+// node waits until the conversion is complete, with progress and a deadline,
+// and stops at once if node 0's conversion failed (node 0 leaves the reason
+// in "<shard_dir>.failed" for them). Nodes that do not share storage each
+// see their own folder: node 0 converts there, the others must find theirs
+// converted.
+
+#ifndef LLAMA_LAUNCHER_SHARD_PREPARATION_H_
+#define LLAMA_LAUNCHER_SHARD_PREPARATION_H_
+
+#include <chrono>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "checkpoint/converter.h"
+
+namespace llama {
+
+struct ShardPreparation {
+  ConvertOptions convert;
+  int node_rank = 0;
+  int nnodes = 1;
+  std::chrono::seconds deadline{300};      // For nodes > 0 to see the conversion complete.
+  std::chrono::milliseconds poll{1000};
+};
+
+// The conversion's result (up_to_date for a node that waited).
+absl::StatusOr<ConvertResult> PrepareShards(const ShardPreparation& preparation);
+
+// Where node 0 records why its conversion failed.
+std::string FailureMarkerPath(const std::string& shard_dir);
+
+}  // namespace llama
+
+#endif  // LLAMA_LAUNCHER_SHARD_PREPARATION_H_
