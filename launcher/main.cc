@@ -33,6 +33,7 @@
 #include "ops/dtype.h"
 #include "launcher/download.h"
 #include "launcher/download_command.h"
+#include "launcher/preflight.h"
 #include "launcher/sbatch_command.h"
 #include "launcher/shard_preparation.h"
 #include "launcher/slurm.h"
@@ -161,6 +162,24 @@ std::string RunLogDir(int node_rank) {
                          getpid());
 }
 
+// The last line a rank wrote (its error, when it failed), without the
+// "[rank R] " prefix and the worker's own "worker rank R: ".
+std::string LastLogLine(const std::string& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!absl::StripAsciiWhitespace(line).empty()) last = line;
+  }
+  absl::string_view text = absl::StripAsciiWhitespace(last);
+  for (absl::string_view prefix : {"[rank ", "worker rank "}) {
+    if (absl::StartsWith(text, prefix)) {
+      const size_t end = text.find(prefix == "[rank " ? "] " : ": ");
+      if (end != absl::string_view::npos) text.remove_prefix(end + 2);
+    }
+  }
+  return std::string(text);
+}
+
 std::string RandomToken() {
   std::random_device device;
   return absl::StrFormat("%08x%08x%08x%08x", device(), device(), device(), device());
@@ -247,6 +266,8 @@ int Run(std::vector<std::string> extra_args) {
     }
   }
   const int world_size = world.nnodes * world.nproc_per_node;
+  absl::StatusOr<std::string> token = JobToken(single_node);
+  if (!token.ok()) return Fail(token.status().message());
 
   auto prepare_start = std::chrono::steady_clock::now();
   // The model: Meta's checkpoint, or the demo's.
@@ -277,6 +298,7 @@ int Run(std::vector<std::string> extra_args) {
                  "          the completions are meaningless text, produced by the real pipeline.\n",
                  ckpt_dir.c_str());
   }
+  if (absl::Status s = CheckCheckpointFolder(ckpt_dir); !s.ok()) return Fail(s.message());
   if (tokenizer.empty()) {
     for (const fs::path& candidate : {fs::path(ckpt_dir).parent_path() / "tokenizer.model",
                                      fs::path(ckpt_dir) / "tokenizer.model"}) {
@@ -286,6 +308,13 @@ int Run(std::vector<std::string> extra_args) {
       return Fail(absl::StrFormat("no tokenizer.model next to %s; pass --tokenizer_path", ckpt_dir));
     }
   }
+  // Before converting or starting anything: the job's inputs as the worker
+  // will read them.
+  std::string warning;
+  if (absl::Status s = CheckJobInputs(tokenizer, JobFlagsFromCommandLine(), &warning); !s.ok()) {
+    return Fail(s.message());
+  }
+  if (!warning.empty()) std::fprintf(stderr, "launcher: warning: %s\n", warning.c_str());
   const std::string shard_dir =
       FLAGS_shard_dir.empty() ? absl::StrCat(fs::absolute(ckpt_dir).string(), "/shards/tp", world_size) : FLAGS_shard_dir;
 
@@ -302,14 +331,13 @@ int Run(std::vector<std::string> extra_args) {
   preparation.node_rank = FLAGS_node_local_shards ? 0 : world.node_rank;
   preparation.nnodes = world.nnodes;
   preparation.deadline = std::chrono::seconds(FLAGS_rendezvous_timeout);
+  preparation.job_token = *token;
   absl::StatusOr<ConvertResult> converted = PrepareShards(preparation);
   if (!converted.ok()) return Fail(converted.status().message());
   LOG(INFO) << (converted->up_to_date ? "shards up to date in " : "converted to ") << shard_dir;
 
   absl::StatusOr<std::string> worker = FindWorker();
   if (!worker.ok()) return Fail(worker.status().message());
-  absl::StatusOr<std::string> token = JobToken(single_node);
-  if (!token.ok()) return Fail(token.status().message());
 
   std::vector<WorkerLaunch> launches;
   const std::vector<std::string> job_flags = WorkerArguments(JobFlagsFromCommandLine());
@@ -341,8 +369,10 @@ int Run(std::vector<std::string> extra_args) {
     return 130;
   }
   if (!outcome->success) {
-    return Fail(absl::StrFormat("rank %d failed (%s); its log: %s", outcome->failed_rank,
-                                outcome->failed_exit.Describe(), outcome->failed_log));
+    const std::string last = LastLogLine(outcome->failed_log);
+    return Fail(absl::StrFormat("rank %d failed (%s)%s; its log: %s", outcome->failed_rank,
+                                outcome->failed_exit.Describe(), last.empty() ? "" : ": " + last,
+                                outcome->failed_log));
   }
   std::string numbers;
   if (std::ifstream summary(summary_path); summary) {  // Written by rank 0, when it runs on this node.

@@ -15,17 +15,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The failure node 0 recorded during this attempt: markers older than our
-// own start are from an earlier run and are ignored (node 0 removes them
-// when it starts, but may start after us).
-absl::StatusOr<std::string> FreshFailure(const std::string& marker, fs::file_time_type since) {
-  std::error_code error;
-  const fs::file_time_type written = fs::last_write_time(marker, error);
-  if (error || written < since) return absl::NotFoundError("no failure recorded");
+// Names the job in the failure marker without writing its secret: FNV-1a.
+std::string JobMark(const std::string& token) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : token) hash = (hash ^ c) * 1099511628211ull;
+  return absl::StrFormat("job %016x", hash);
+}
+
+// The failure node 0 recorded for this job, if any.
+absl::StatusOr<std::string> JobFailure(const std::string& marker, const std::string& job) {
   std::ifstream in(marker);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string first;
+  if (!std::getline(in, first) || first != job) return absl::NotFoundError("no failure recorded for this job");
+  std::stringstream rest;
+  rest << in.rdbuf();
+  std::string text = rest.str();
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
 }
 
 absl::StatusOr<ConvertResult> WaitForNodeZero(const ShardPreparation& p) {
@@ -34,14 +40,12 @@ absl::StatusOr<ConvertResult> WaitForNodeZero(const ShardPreparation& p) {
   check.show_progress = false;
   const std::string marker = FailureMarkerPath(p.convert.out_dir);
   const auto start = std::chrono::steady_clock::now();
-  // A little slack: the filesystem's clock and ours may disagree slightly.
-  const fs::file_time_type since = fs::file_time_type::clock::now() - std::chrono::seconds(2);
   auto next_report = start;
   while (true) {
     absl::StatusOr<ConvertResult> done = ConvertCheckpoint(check);
     if (done.ok() && done->up_to_date) return done;
     if (!done.ok() && done.status().code() != absl::StatusCode::kNotFound) return done.status();
-    if (absl::StatusOr<std::string> failure = FreshFailure(marker, since); failure.ok()) {
+    if (absl::StatusOr<std::string> failure = JobFailure(marker, JobMark(p.job_token)); failure.ok()) {
       return absl::AbortedError(absl::StrFormat("node 0 could not convert the checkpoint: %s", *failure));
     }
     const auto now = std::chrono::steady_clock::now();
@@ -77,7 +81,7 @@ absl::StatusOr<ConvertResult> PrepareShards(const ShardPreparation& p) {
     // Best effort: the other nodes stop at once instead of at their deadline
     // (written whole, then renamed, so they never read half a message).
     const std::string temp = marker + ".partial";
-    std::ofstream(temp) << converted.status().message() << "\n";
+    std::ofstream(temp) << JobMark(p.job_token) << "\n" << converted.status().message() << "\n";
     RenameDurably(temp, marker).IgnoreError();
   }
   return converted;

@@ -2,7 +2,8 @@
 // storage: node 0 converts (or finds the conversion up to date); every other
 // node waits until the conversion is complete, with progress and a deadline,
 // and stops at once if node 0's conversion failed (node 0 leaves the reason
-// in "<shard_dir>.failed" for them). Nodes that do not share storage each
+// in "<shard_dir>.failed" for them, marked with the job: a hash of its
+// shared token, so a marker from another run is ignored). Nodes that do not share storage each
 // see their own folder: node 0 converts there, the others must find theirs
 // converted.
 
@@ -23,6 +24,7 @@ struct ShardPreparation {
   int nnodes = 1;
   std::chrono::seconds deadline{300};      // For nodes > 0 to see the conversion complete.
   std::chrono::milliseconds poll{1000};
+  std::string job_token;  // The job's shared secret (only a hash of it is written).
 };
 
 // The conversion's result (up_to_date for a node that waited).

@@ -192,6 +192,7 @@ struct BadLaunch {
   std::string model;
   const char* expected;
   std::vector<std::string> env = {};
+  bool before_any_work = true;  // Refused before converting or starting a worker.
 };
 
 class LauncherErrorTest : public ::testing::TestWithParam<BadLaunch> {};
@@ -199,6 +200,8 @@ class LauncherErrorTest : public ::testing::TestWithParam<BadLaunch> {};
 TEST_P(LauncherErrorTest, OneClearLine) {
   const BadLaunch& bad = GetParam();
   std::vector<std::string> args = FixtureJob(bad.name, 1, bad.model);
+  const std::string shard_dir = absl::StrCat(TempDir(), "/error_shards_", bad.name);
+  args.push_back("--shard_dir=" + shard_dir);
   args.insert(args.end(), bad.extra.begin(), bad.extra.end());
   LauncherRun run = Launch(bad.name, args, bad.env);
   absl::StatusOr<ExitStatus> exit = run.process->Wait(60s);
@@ -209,14 +212,33 @@ TEST_P(LauncherErrorTest, OneClearLine) {
   last_line = last_line.substr(last_line.rfind('\n') + 1);
   EXPECT_THAT(last_line, HasSubstr("launcher: "));
   EXPECT_THAT(last_line, HasSubstr(bad.expected));
+  if (bad.before_any_work) {
+    EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before refusing";
+    EXPECT_FALSE(std::filesystem::exists(shard_dir + ".partial")) << "converted before refusing";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, LauncherErrorTest,
-    ::testing::Values(BadLaunch{"no_worker", {"--worker=/nonexistent/worker"}, "tiny_fp32_mp1", "cannot run \"/nonexistent/worker\""},
+    ::testing::Values(BadLaunch{"no_worker", {"--worker=/nonexistent/worker"}, "tiny_fp32_mp1",
+                                "cannot run \"/nonexistent/worker\"", {}, /*before_any_work=*/false},
                       BadLaunch{"checklist", {}, "broken/bad_checksum", "consolidated.00.pth is corrupt or truncated"},
                       BadLaunch{"split", {"--nproc_per_node=3"}, "tiny_fp32_mp1",
                                 "--nproc_per_node=3 x --nnodes=1: world size 3 does not divide n_heads (4)"},
+                      // Found by the worker: the launcher's line ends with its error.
+                      BadLaunch{"worker_error", {"--max_seq_len=1000000", "--max_batch_size=100000"}, "tiny_fp32_mp1",
+                                "rank 0 failed (exit code 1): the KV cache", {}, /*before_any_work=*/false},
+                      BadLaunch{"no_ckpt", {"--ckpt_dir=/nonexistent/llama-2-7b"}, "tiny_fp32_mp1",
+                                "--ckpt_dir \"/nonexistent/llama-2-7b\" does not exist"},
+                      BadLaunch{"no_tokenizer", {"--tokenizer_path=/nonexistent/tokenizer.model"}, "tiny_fp32_mp1",
+                                "tokenizer model \"/nonexistent/tokenizer.model\": no such file (--tokenizer_path)"},
+                      BadLaunch{"bad_tokenizer", {"--tokenizer_path=/etc/hostname"}, "tiny_fp32_mp1",
+                                "is not a valid SentencePiece model"},
+                      BadLaunch{"two_inputs", {"--prompt=hi"}, "tiny_fp32_mp1",
+                                "give exactly one of --prompt, --prompts_file, --dialogs_file (2 given)"},
+                      BadLaunch{"bad_prompts", {"--prompts_file=/etc/hostname"}, "tiny_fp32_mp1", "/etc/hostname"},
+                      BadLaunch{"no_output_folder", {"--output=/nonexistent/out.jsonl"}, "tiny_fp32_mp1",
+                                "--output \"/nonexistent/out.jsonl\": the folder /nonexistent does not exist"},
                       BadLaunch{"token_file", {"--token_file=/nonexistent/token"}, "tiny_fp32_mp1",
                                 "--token_file \"/nonexistent/token\": missing or empty"},
                       BadLaunch{"bad_device", {"--device=tpu"}, "tiny_fp32_mp1", "--device=\"tpu\""},

@@ -43,12 +43,14 @@ absl::Status CheckMemory(const RankGeometry& geometry, const TransformerOptions&
   const double cache_bytes = geometry.KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype);
   const double work_bytes = geometry.WorkBytes(options.max_step_tokens);
   if (free_bytes <= 0 || weight_bytes + cache_bytes + work_bytes <= free_bytes) return absl::OkStatus();
+  // Weights counted only where they are copied (a GPU); mapped ones are not.
+  const std::string weights = weight_bytes > 0 ? absl::StrFormat("the weights (%.2f GB), ", weight_bytes / 1e9) : "";
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "the weights (%.2f GB), the KV cache (%.2f GB for --max_batch_size=%d x --max_seq_len=%d, %s) and work "
-      "buffers (%.2f GB) need more than the %.2f GB free on %s; lower --max_batch_size or --max_seq_len, use "
-      "--kv_cache_dtype=bf16, or split the model over more ranks",
-      weight_bytes / 1e9, cache_bytes / 1e9, options.max_batch_size, options.max_seq_len,
-      DTypeName(options.kv_cache_dtype), work_bytes / 1e9, free_bytes / 1e9, where));
+      "%sthe KV cache (%.2f GB for --max_batch_size=%d x --max_seq_len=%d, %s) and work buffers (%.2f GB) need "
+      "more than the %.2f GB free on %s; lower --max_batch_size or --max_seq_len, use --kv_cache_dtype=bf16, or "
+      "split the model over more ranks",
+      weights, cache_bytes / 1e9, options.max_batch_size, options.max_seq_len, DTypeName(options.kv_cache_dtype),
+      work_bytes / 1e9, free_bytes / 1e9, where));
 }
 
 StepLimits StepLimitsOf(const TransformerOptions& options, int64_t vocab_size) {

@@ -1,0 +1,55 @@
+#include "launcher/preflight.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
+#include "tokenizer/tokenizer.h"
+#include "worker/job.h"
+
+namespace llama {
+
+namespace fs = std::filesystem;
+
+absl::Status CheckCheckpointFolder(const std::string& ckpt_dir) {
+  std::error_code error;
+  if (!fs::exists(ckpt_dir, error)) {
+    return absl::NotFoundError(absl::StrFormat("--ckpt_dir \"%s\" does not exist", ckpt_dir));
+  }
+  if (!fs::is_directory(ckpt_dir, error)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--ckpt_dir \"%s\" is a file; expected the folder holding consolidated.NN.pth and params.json", ckpt_dir));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckJobInputs(const std::string& tokenizer_path, const JobFlags& flags, std::string* warning) {
+  RETURN_IF_ERROR(Tokenizer::Load(tokenizer_path).status());
+  // The worker's own reading, so the messages (file, line, element) are its.
+  ASSIGN_OR_RETURN(const Job job, ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file));
+  (void)job;
+  if (!flags.output.empty()) {
+    const fs::path folder = fs::absolute(flags.output).parent_path();
+    std::error_code error;
+    if (!fs::is_directory(folder, error)) {
+      return absl::NotFoundError(
+          absl::StrFormat("--output \"%s\": the folder %s does not exist", flags.output, folder.string()));
+    }
+    if (access(folder.c_str(), W_OK) != 0) {
+      return absl::PermissionDeniedError(
+          absl::StrFormat("--output \"%s\": the folder %s is not writable", flags.output, folder.string()));
+    }
+  }
+  warning->clear();
+  if (flags.max_gen_len >= flags.max_seq_len) {
+    *warning = absl::StrFormat(
+        "--max_gen_len=%d is at least --max_seq_len=%d: each completion stops at max_seq_len tokens, prompt "
+        "included (as the reference caps it)",
+        flags.max_gen_len, flags.max_seq_len);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llama
