@@ -39,6 +39,7 @@
 #include "launcher/slurm.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
+#include "worker/flag_help.h"
 #include "worker/job_flags.h"
 #include "worker/dist/net.h"
 
@@ -87,7 +88,8 @@ share RENDEZVOUS_TOKEN, from the environment or --token_file):
 SLURM: inside `srun --ntasks-per-node=1 launcher ...` the node rank, node
 count, master host (first of SLURM_JOB_NODELIST) and port come from SLURM.
 To write and submit the batch script:
-  launcher sbatch --nodes=2 --gpus_per_node=8 --partition=gpu --time=1:00:00 -- --ckpt_dir=/data/llama-2-70b --prompt="..."
+  launcher sbatch --nodes=2 --gpus_per_node=8 --partition=gpu --time=1:00:00 \
+      --launcher_path=/shared/llama/launcher --ckpt_dir=/data/llama-2-70b --prompt="..."
   (--dry_run prints the script without submitting it)
 
 Download (download.sh's job: same files and layout, resumable, parallel,
@@ -96,8 +98,8 @@ $PRESIGNED_URL or typed at the terminal, and never printed):
   launcher download --models=7B,13B-chat --target_dir=$HOME/llama
 
 Exit status: 0 on success; 1 with one line naming the rank that failed, how,
-and its log; 130 when interrupted (Ctrl-C or SIGTERM stop every worker; a
-second one kills them at once).
+its last error and its log; 130 when interrupted (Ctrl-C or SIGTERM stop
+every worker; a second one kills them at once).
 )";
 
 int Fail(absl::string_view message) {
@@ -334,7 +336,8 @@ int Run(std::vector<std::string> extra_args) {
   preparation.job_token = *token;
   absl::StatusOr<ConvertResult> converted = PrepareShards(preparation);
   if (!converted.ok()) return Fail(converted.status().message());
-  LOG(INFO) << (converted->up_to_date ? "shards up to date in " : "converted to ") << shard_dir;
+  std::fprintf(stderr, "launcher: %s %s\n", converted->up_to_date ? "shards up to date in" : "converted to",
+               shard_dir.c_str());
 
   absl::StatusOr<std::string> worker = FindWorker();
   if (!worker.ok()) return Fail(worker.status().message());
@@ -392,6 +395,19 @@ int Run(std::vector<std::string> extra_args) {
 }  // namespace llama
 
 int main(int argc, char** argv) {
+  llama::HandleHelpAndVersion(
+      argc, argv, "launcher", llama::kUsage,
+      {{"The model and the job", {"ckpt_dir", "tokenizer_path", "shard_dir", "prompt", "prompts_file", "dialogs_file",
+                                  "output"}},
+       {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
+                       "echo"}},
+       {"Each rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},
+       {"Ranks and nodes (torchrun's flags)", {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port",
+                                                "token_file", "node_local_shards", "rendezvous_timeout",
+                                                "load_timeout", "collective_timeout"}},
+       {"Running", {"worker", "log_dir", "grace_period", "demo_dir"}},
+       {"launcher sbatch", {"nodes", "gpus_per_node", "partition", "time", "account", "launcher_path", "dry_run"}},
+       {"launcher download", {"models", "target_dir", "url", "url_file", "connections"}}});
   gflags::SetUsageMessage(llama::kUsage);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/checkpoint_fixture.h"
@@ -439,6 +440,47 @@ TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
   }
 }
 
+// --help is the manual: the launcher's and the worker's flags grouped, the
+// defaults as written, no logging-library flags but --log_dir, exit 0;
+// --version names the build.
+LauncherRun RunBinary(const std::string& name, const std::string& binary, const std::string& arg) {
+  LauncherRun run;
+  run.dir = TempDir() + "/" + name;
+  std::filesystem::create_directories(run.dir);
+  ProcessOptions options;
+  options.argv = {binary, arg};
+  options.stdout_path = run.dir + "/stdout";
+  options.stderr_path = run.dir + "/stderr";
+  absl::StatusOr<std::unique_ptr<Process>> p = Process::Spawn(options);
+  EXPECT_TRUE(p.ok()) << p.status();
+  run.process = *std::move(p);
+  return run;
+}
+
+TEST(LauncherHelpTest, HelpAndVersion) {
+  for (const char* binary : {"launcher/launcher", "worker/worker"}) {
+    for (const char* ask : {"--help", "-h", "--helpshort"}) {
+      LauncherRun run = RunBinary("help", binary, ask);
+      absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
+      ASSERT_TRUE(exit.ok()) << binary << " " << ask;
+      EXPECT_EQ(exit->code, 0) << binary << " " << ask;
+      const std::string out = run.out();
+      EXPECT_THAT(out, HasSubstr("Generation:\n")) << binary;
+      EXPECT_THAT(out, HasSubstr("--temperature  (double, default 0.6)")) << binary;
+      EXPECT_THAT(out, HasSubstr("--top_p  (double, default 0.9)")) << binary;
+      EXPECT_THAT(out, HasSubstr("--log_dir")) << binary;
+      for (const char* library : {"--logtostderr", "--minloglevel", "--stderrthreshold", "--flagfile", "0.59999"}) {
+        EXPECT_THAT(out, Not(HasSubstr(library))) << binary << " " << library;
+      }
+    }
+  }
+  LauncherRun version = RunBinary("version", "launcher/launcher", "--version");
+  ASSERT_TRUE(version.process->Wait(30s).ok());
+  EXPECT_THAT(version.out(), HasSubstr("launcher (llama2-cpp "));
+  EXPECT_THAT(version.out(), HasSubstr("commit "));
+  EXPECT_THAT(version.out(), HasSubstr("CPU kernels: "));
+}
+
 // The README's first command: the demo job, with no checkpoint at all.
 TEST(LauncherDemoTest, DemoJobRunsOnAFreshMachine) {
   LauncherRun run = Launch("demo_run", {"--demo_dir=" + TempDir() + "/demo_cache"});
@@ -447,6 +489,14 @@ TEST(LauncherDemoTest, DemoJobRunsOnAFreshMachine) {
   EXPECT_TRUE(exit->success()) << run.err();
   EXPECT_THAT(run.err(), HasSubstr("RANDOM weights"));
   EXPECT_THAT(run.err(), HasSubstr("launcher: 2 rank(s) on 1 node(s) done"));
+  // One voice: no library's log lines (SentencePiece's trainer, glog's
+  // "I1130 15:27:36.46 ..." lines) in what the user sees.
+  for (absl::string_view line : absl::StrSplit(run.err(), '\n')) {
+    EXPECT_THAT(line, Not(HasSubstr("LOG(INFO)"))) << line;
+    EXPECT_FALSE(line.size() > 5 && (line[0] == 'I' || line[0] == 'W') && absl::ascii_isdigit(line[1]) &&
+                 absl::ascii_isdigit(line[2]) && absl::ascii_isdigit(line[3]) && absl::ascii_isdigit(line[4]))
+        << line;
+  }
   EXPECT_THAT(run.err(), HasSubstr("tokens generated at"));
   EXPECT_THAT(run.out(), HasSubstr("I believe the meaning of life is\n> "));
   EXPECT_THAT(run.out(), HasSubstr("cheese =>\n> "));

@@ -235,5 +235,5 @@ int main(int argc, char** argv) {
     const int failed = llama::RunLocalRanks(
         FLAGS_world_size, [](int rank, int port) { return llama::ReportFailure("bench", RunRank(rank, port)); });
     return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
-  });
+  }, {"device", "kv_cache_dtype", "cuda_graphs", "threads"});
 }

@@ -104,5 +104,6 @@ absl::Status Tokenize() {
 
 int main(int argc, char** argv) {
   return llama::ToolMain(argc, argv, "tokenize", "Encodes prompts or dialogs, or decodes ids, with a Llama 2 tokenizer.",
-                         [](const std::vector<std::string>&) { return Tokenize(); });
+                         [](const std::vector<std::string>&) { return Tokenize(); },
+                         {"tokenizer_path", "prompt", "prompts_file", "dialogs_file"});
 }

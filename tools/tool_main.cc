@@ -5,6 +5,10 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "worker/flag_help.h"
+
 namespace llama {
 
 int ReportFailure(const char* name, const absl::Status& status) {
@@ -14,7 +18,17 @@ int ReportFailure(const char* name, const absl::Status& status) {
 }
 
 int ToolMain(int argc, char** argv, const char* name, const char* usage,
-             const std::function<absl::Status(const std::vector<std::string>& args)>& run) {
+             const std::function<absl::Status(const std::vector<std::string>& args)>& run,
+             const std::vector<std::string>& shared_flags) {
+  std::vector<gflags::CommandLineFlagInfo> all;
+  gflags::GetAllFlags(&all);
+  FlagGroup own{absl::StrCat(name, "'s flags"), {}};
+  for (const gflags::CommandLineFlagInfo& flag : all) {
+    if (absl::EndsWith(flag.filename, absl::StrCat("tools/", name, ".cc"))) own.flags.push_back(flag.name);
+  }
+  std::vector<FlagGroup> groups = {own};
+  if (!shared_flags.empty()) groups.push_back({"The job's flags it takes", shared_flags});
+  HandleHelpAndVersion(argc, argv, name, usage, groups);
   gflags::SetUsageMessage(usage);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);

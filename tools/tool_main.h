@@ -14,9 +14,12 @@
 
 namespace llama {
 
-// `run` gets the positional arguments left after the flags.
+// `run` gets the positional arguments left after the flags. --help lists
+// the flags defined in tools/<name>.cc, then `shared_flags` (the job's flags
+// the tool takes, worker/job_flags.h); --version prints the build.
 int ToolMain(int argc, char** argv, const char* name, const char* usage,
-             const std::function<absl::Status(const std::vector<std::string>& args)>& run);
+             const std::function<absl::Status(const std::vector<std::string>& args)>& run,
+             const std::vector<std::string>& shared_flags = {});
 
 // The exit code for `status`, after printing it as above when it failed.
 int ReportFailure(const char* name, const absl::Status& status);

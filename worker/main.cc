@@ -33,6 +33,7 @@
 #include "worker/dist/environment.h"
 #include "worker/dist/rendezvous.h"
 #include "worker/model/generator.h"
+#include "worker/flag_help.h"
 #include "worker/job.h"
 #include "worker/job_flags.h"
 #include "worker/model/model_weights.h"
@@ -175,11 +176,21 @@ absl::Status Run() {
 }  // namespace llama
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  const char* usage =
       "One rank of a Llama 2 job. Alone:\n"
       "  worker --shard_dir=DIR --tokenizer_path=tokenizer.model --prompt=\"...\"\n"
       "Under //launcher (or torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/RENDEZVOUS_TOKEN),\n"
-      "each rank maps DIR/rank-R-of-N.shard and rank 0 prints the results.");
+      "each rank maps DIR/rank-R-of-N.shard and rank 0 prints the results.";
+  llama::HandleHelpAndVersion(
+      argc, argv, "worker", usage,
+      {{"The model and the job", {"shard_dir", "tokenizer_path", "prompt", "prompts_file", "dialogs_file", "output",
+                                  "summary_file"}},
+       {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
+                       "echo"}},
+       {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},
+       {"Deadlines between ranks", {"rendezvous_timeout", "load_timeout", "collective_timeout"}},
+       {"Logging", {"log_dir"}}});
+  gflags::SetUsageMessage(usage);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
