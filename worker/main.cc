@@ -139,26 +139,41 @@ absl::Status Run() {
   sampling.logprobs = flags.logprobs;
   sampling.echo = flags.echo;
   sampling.seed = flags.seed;
-  LOG(INFO) << "generating for " << (job.chat ? job.dialogs.size() : job.prompts.size())
-            << (job.chat ? " dialog(s)" : " prompt(s)");
+  const size_t total = job.chat ? job.dialogs.size() : job.prompts.size();
+  LOG(INFO) << "generating for " << total << (job.chat ? " dialog(s)" : " prompt(s)");
+  // Rank 0 prints and writes each batch as it finishes: Ctrl-C or a later
+  // failure keeps what is done, and a long job shows its progress.
+  std::unique_ptr<ResultsFile> output;
+  if (leader && !flags.output.empty()) {
+    ASSIGN_OR_RETURN(output, ResultsFile::Create(flags.output));
+  }
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<Completion>> completions =
-      job.chat ? generator.ChatCompletion(job.dialogs, sampling) : generator.TextCompletion(job.prompts, sampling);
-  if (!completions.ok()) return completions.status();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  if (leader) {
+  size_t tokens = 0;
+  const auto keep_batch = [&](size_t first, absl::Span<const Completion> batch) -> absl::Status {
+    if (!leader) return absl::OkStatus();
     std::vector<std::string> lines;
-    size_t tokens = 0;
-    for (size_t i = 0; i < completions->size(); ++i) {
-      const Completion& c = (*completions)[i];
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Completion& c = batch[i];
       tokens += c.token_ids.size();
-      std::fputs((job.chat ? FormatChatCompletion(job.dialogs[i], c) : FormatTextCompletion(job.prompts[i], c)).c_str(),
+      std::fputs((job.chat ? FormatChatCompletion(job.dialogs[first + i], c)
+                           : FormatTextCompletion(job.prompts[first + i], c))
+                     .c_str(),
                  stdout);
       lines.push_back(CompletionJson(c, job.chat, flags.logprobs));
     }
     std::fflush(stdout);
-    if (!flags.output.empty()) RETURN_IF_ERROR(WriteLinesAtomically(flags.output, lines));
+    if (output) RETURN_IF_ERROR(output->Append(lines));
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    LOG(INFO) << absl::StrFormat("%d/%d done, %d tokens, %.1f tokens/s", first + batch.size(), total, tokens,
+                                 tokens / std::max(elapsed, 1e-9));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR((job.chat ? generator.ChatCompletion(job.dialogs, sampling, keep_batch)
+                            : generator.TextCompletion(job.prompts, sampling, keep_batch))
+                      .status());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (leader) {
     LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)",
                                  env.world_size, load_seconds, tokens, seconds, tokens / std::max(seconds, 1e-9));
     if (!FLAGS_summary_file.empty()) {

@@ -1,5 +1,11 @@
 #include "worker/results.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <cstdio>
 #include <fstream>
 
@@ -64,6 +70,36 @@ absl::Status WriteLinesAtomically(const std::string& path, const std::vector<std
   absl::Status s = RenameDurably(temp, path);
   if (!s.ok()) std::remove(temp.c_str());
   return s;
+}
+
+absl::StatusOr<std::unique_ptr<ResultsFile>> ResultsFile::Create(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(absl::StrFormat("--output \"%s\": cannot create: %s", path, std::strerror(errno)));
+  }
+  return std::unique_ptr<ResultsFile>(new ResultsFile(path, fd));
+}
+
+ResultsFile::~ResultsFile() { ::close(fd_); }
+
+absl::Status ResultsFile::Append(const std::vector<std::string>& lines) {
+  std::string batch;
+  for (const std::string& line : lines) absl::StrAppend(&batch, line, "\n");
+  size_t written = 0;
+  while (written < batch.size()) {
+    const ssize_t n = ::write(fd_, batch.data() + written, batch.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("--output \"%s\": write failed (%s); the lines before are complete", path_,
+                          std::strerror(errno)));
+    }
+    written += n;
+  }
+  if (::fdatasync(fd_) != 0) {
+    return absl::UnavailableError(absl::StrFormat("--output \"%s\": fdatasync: %s", path_, std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llama

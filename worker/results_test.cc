@@ -1,5 +1,6 @@
 #include "worker/results.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -46,6 +47,27 @@ TEST(ResultsTest, WritesAtomically) {
   text << in.rdbuf();
   EXPECT_EQ(text.str(), "a\nb\n");
   EXPECT_FALSE(WriteLinesAtomically("/nonexistent/dir/out.jsonl", {"a"}).ok());
+}
+
+// Created empty (an earlier run's lines go), then each batch's lines are
+// on disk as soon as Append returns, whatever happens to the job after.
+TEST(ResultsTest, ResultsFileKeepsEachBatch) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/results.jsonl";
+  std::ofstream(path) << "{\"stale\": true}\n";
+  absl::StatusOr<std::unique_ptr<ResultsFile>> file = ResultsFile::Create(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const auto read = [&] {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  EXPECT_EQ(read(), "");
+  ASSERT_TRUE((*file)->Append({"{\"a\": 1}", "{\"b\": 2}"}).ok());
+  EXPECT_EQ(read(), "{\"a\": 1}\n{\"b\": 2}\n");
+  ASSERT_TRUE((*file)->Append({"{\"c\": 3}"}).ok());
+  EXPECT_EQ(read(), "{\"a\": 1}\n{\"b\": 2}\n{\"c\": 3}\n");
+  EXPECT_EQ(ResultsFile::Create("/nonexistent/out.jsonl").status().code(), absl::StatusCode::kPermissionDenied);
 }
 
 }  // namespace

@@ -144,7 +144,8 @@ absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& 
 }
 
 absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<std::vector<int>>& prompts,
-                                                            const SamplingOptions& options) {
+                                                            const SamplingOptions& options,
+                                                            const GenerationsDone& on_batch) {
   RETURN_IF_ERROR(CheckOptions(options));
   if (prompts.empty()) return absl::InvalidArgumentError("no prompts: expected at least one");
   const int64_t max_seq_len = model_->max_seq_len();
@@ -192,11 +193,14 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
         if (options.logprobs) out.logprobs.resize(cut);
       }
     }
+    if (on_batch) {
+      RETURN_IF_ERROR(on_batch(first, absl::MakeConstSpan(results).subspan(first, rows.size())));
+    }
   }
   return results;
 }
 
-absl::StatusOr<std::vector<Completion>> Generator::Decode(const std::vector<Generation>& generations,
+absl::StatusOr<std::vector<Completion>> Generator::Decode(absl::Span<const Generation> generations,
                                                           const SamplingOptions& options) {
   std::vector<Completion> completions;
   for (const Generation& g : generations) {
@@ -218,22 +222,39 @@ absl::StatusOr<std::vector<Completion>> Generator::Decode(const std::vector<Gene
   return completions;
 }
 
+absl::StatusOr<std::vector<Completion>> Generator::Complete(const std::vector<std::vector<int>>& prompt_tokens,
+                                                            const std::vector<bool>& unsafe,
+                                                            const SamplingOptions& options,
+                                                            const CompletionsDone& on_batch) {
+  std::vector<Completion> completions;
+  const auto decode_batch = [&](size_t first, absl::Span<const Generation> batch) -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<Completion> decoded, Decode(batch, options));
+    for (size_t i = 0; i < decoded.size(); ++i) {
+      if (unsafe[first + i]) decoded[i].generation = std::string(kUnsafeRequestAnswer);
+    }
+    if (on_batch) RETURN_IF_ERROR(on_batch(first, decoded));
+    for (Completion& c : decoded) completions.push_back(std::move(c));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(Generate(prompt_tokens, options, decode_batch).status());
+  return completions;
+}
+
 absl::StatusOr<std::vector<Completion>> Generator::TextCompletion(const std::vector<std::string>& prompts,
-                                                                  const SamplingOptions& options) {
+                                                                  const SamplingOptions& options,
+                                                                  const CompletionsDone& on_batch) {
   if (tokenizer_ == nullptr) return absl::FailedPreconditionError("TextCompletion needs a tokenizer");
   std::vector<std::vector<int>> prompt_tokens;
   for (const std::string& prompt : prompts) {
-    absl::StatusOr<std::vector<int>> ids = tokenizer_->Encode(prompt, /*bos=*/true, /*eos=*/false);
-    if (!ids.ok()) return ids.status();
-    prompt_tokens.push_back(*std::move(ids));
+    ASSIGN_OR_RETURN(std::vector<int> ids, tokenizer_->Encode(prompt, /*bos=*/true, /*eos=*/false));
+    prompt_tokens.push_back(std::move(ids));
   }
-  absl::StatusOr<std::vector<Generation>> generations = Generate(prompt_tokens, options);
-  if (!generations.ok()) return generations.status();
-  return Decode(*generations, options);
+  return Complete(prompt_tokens, std::vector<bool>(prompts.size(), false), options, on_batch);
 }
 
 absl::StatusOr<std::vector<Completion>> Generator::ChatCompletion(const std::vector<Dialog>& dialogs,
-                                                                  const SamplingOptions& options) {
+                                                                  const SamplingOptions& options,
+                                                                  const CompletionsDone& on_batch) {
   if (tokenizer_ == nullptr) return absl::FailedPreconditionError("ChatCompletion needs a tokenizer");
   std::vector<std::vector<int>> prompt_tokens;
   std::vector<bool> unsafe;
@@ -245,14 +266,7 @@ absl::StatusOr<std::vector<Completion>> Generator::ChatCompletion(const std::vec
     prompt_tokens.push_back(std::move(prompt->tokens));
     unsafe.push_back(prompt->unsafe);
   }
-  absl::StatusOr<std::vector<Generation>> generations = Generate(prompt_tokens, options);
-  if (!generations.ok()) return generations.status();
-  absl::StatusOr<std::vector<Completion>> completions = Decode(*generations, options);
-  if (!completions.ok()) return completions.status();
-  for (size_t i = 0; i < unsafe.size(); ++i) {
-    if (unsafe[i]) (*completions)[i].generation = std::string(kUnsafeRequestAnswer);
-  }
-  return completions;
+  return Complete(prompt_tokens, unsafe, options, on_batch);
 }
 
 }  // namespace llama

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,17 +68,26 @@ class Generator {
   Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id = 2,
             Communicator* communicator = nullptr);
 
+  // Called after each batch (max_batch_size prompts) with the index of its
+  // first prompt and its results, before the next batch runs, so the caller
+  // can keep finished work; an error stops the job.
+  using GenerationsDone = std::function<absl::Status(size_t first, absl::Span<const Generation> batch)>;
+  using CompletionsDone = std::function<absl::Status(size_t first, absl::Span<const Completion> batch)>;
+
   absl::StatusOr<std::vector<Generation>> Generate(const std::vector<std::vector<int>>& prompt_tokens,
-                                                   const SamplingOptions& options);
+                                                   const SamplingOptions& options,
+                                                   const GenerationsDone& on_batch = nullptr);
 
   // Prompts encoded with BOS; results decoded.
   absl::StatusOr<std::vector<Completion>> TextCompletion(const std::vector<std::string>& prompts,
-                                                         const SamplingOptions& options);
+                                                         const SamplingOptions& options,
+                                                         const CompletionsDone& on_batch = nullptr);
 
   // Dialogs in the Llama 2 chat format; a dialog with special tags gets
   // kUnsafeRequestAnswer as its content, as in the reference.
   absl::StatusOr<std::vector<Completion>> ChatCompletion(const std::vector<Dialog>& dialogs,
-                                                         const SamplingOptions& options);
+                                                         const SamplingOptions& options,
+                                                         const CompletionsDone& on_batch = nullptr);
 
  private:
   struct Row;
@@ -85,8 +95,13 @@ class Generator {
   absl::Status RunBatch(std::vector<Row>& rows, const SamplingOptions& options);
   // Prompt log-probabilities (echo with logprobs).
   absl::Status ScorePrompts(std::vector<Row>& rows);
-  absl::StatusOr<std::vector<Completion>> Decode(const std::vector<Generation>& generations,
+  absl::StatusOr<std::vector<Completion>> Decode(absl::Span<const Generation> generations,
                                                  const SamplingOptions& options);
+  // Generate, decoding each batch as it finishes; `unsafe[i]` replaces
+  // prompt i's answer with kUnsafeRequestAnswer.
+  absl::StatusOr<std::vector<Completion>> Complete(const std::vector<std::vector<int>>& prompt_tokens,
+                                                   const std::vector<bool>& unsafe, const SamplingOptions& options,
+                                                   const CompletionsDone& on_batch);
 
   LanguageModel* model_;
   const Tokenizer* tokenizer_;

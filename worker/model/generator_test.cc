@@ -135,6 +135,44 @@ TEST(GeneratorTest, LargeBatchesRunInChunksInInputOrder) {
   for (int i = 0; i < 5; ++i) EXPECT_THAT((*out)[i].tokens, ElementsAre((i + 4) % 8)) << i;
 }
 
+// Each batch is handed to the caller as soon as it is done, in order, with
+// the results the whole run returns; an error from the caller stops the job
+// after the batches it already has.
+TEST(GeneratorTest, EachBatchIsHandedOverWhenDone) {
+  ScriptedModel model;
+  Generator generator(&model, nullptr);
+  const std::vector<std::vector<int>> prompts = {{1, 6}, {1, 4}, {1, 5}, {1, 3}, {1, 7}};
+  std::vector<std::pair<size_t, std::vector<Generation>>> seen;
+  int calls_at_first_batch = 0;
+  const auto keep = [&](size_t first, absl::Span<const Generation> batch) {
+    if (seen.empty()) calls_at_first_batch = model.calls;
+    seen.push_back({first, std::vector<Generation>(batch.begin(), batch.end())});
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::vector<Generation>> all = generator.Generate(prompts, Greedy(4), keep);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(seen.size(), 3u);  // Batches of max_batch_size 2: [0, 2), [2, 4), [4, 5).
+  EXPECT_EQ(seen[0].first, 0u);
+  EXPECT_EQ(seen[1].first, 2u);
+  EXPECT_EQ(seen[2].first, 4u);
+  EXPECT_EQ(seen[2].second.size(), 1u);
+  EXPECT_LT(calls_at_first_batch, model.calls);  // Handed over before the rest ran.
+  for (const auto& [first, batch] : seen) {
+    for (size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(batch[i].tokens, (*all)[first + i].tokens) << first + i;
+  }
+
+  ScriptedModel again;
+  Generator stopping(&again, nullptr);
+  size_t handed = 0;
+  absl::StatusOr<std::vector<Generation>> stopped =
+      stopping.Generate(prompts, Greedy(4), [&](size_t, absl::Span<const Generation> batch) {
+        handed += batch.size();
+        return absl::ResourceExhaustedError("disk full");
+      });
+  EXPECT_EQ(stopped.status().message(), "disk full");
+  EXPECT_EQ(handed, 2u);
+}
+
 TEST(GeneratorTest, LongPromptsArePrefilledInPieces) {
   ScriptedModel model;  // max_step_tokens 8.
   Generator generator(&model, nullptr, 2);
