@@ -12,7 +12,9 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "worker/progress_line.h"
 
 namespace llama {
 namespace {
@@ -114,6 +116,11 @@ absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers
       std::fwrite(line.data(), 1, line.size(), options.results);
       std::fputc('\n', options.results);
       std::fflush(options.results);
+    }
+    if (s.rank == 0 && !s.is_stdout && options.progress != nullptr && absl::StartsWith(line, kProgressPrefix)) {
+      const absl::string_view progress = line.substr(std::strlen(kProgressPrefix));
+      std::fprintf(options.progress, "launcher: %.*s\n", static_cast<int>(progress.size()), progress.data());
+      std::fflush(options.progress);
     }
   };
 

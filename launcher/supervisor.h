@@ -2,7 +2,8 @@
 //
 // - each rank's stdout and stderr go, line by line and prefixed with
 //   "[rank R] ", to <log_dir>/rank<R>.log; rank 0's stdout also goes to the
-//   launcher's stdout unchanged (the job's results);
+//   launcher's stdout unchanged (the job's results), and rank 0's progress
+//   lines (worker/results.h's kProgressPrefix) to the launcher's stderr;
 // - when a worker exits non-zero or by a signal, the others get SIGTERM and,
 //   after the grace period, SIGKILL; the outcome names the first failure;
 // - SIGINT / SIGTERM to the launcher stop every worker the same way; a
@@ -32,6 +33,7 @@ struct SupervisorOptions {
   std::string log_dir;
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
   FILE* results = stdout;  // Where rank 0's stdout goes.
+  FILE* progress = stderr;  // Where rank 0's progress lines go ("launcher: 8/100 prompts done, ...").
 };
 
 struct JobOutcome {

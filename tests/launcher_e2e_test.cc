@@ -489,6 +489,7 @@ TEST(LauncherDemoTest, DemoJobRunsOnAFreshMachine) {
   EXPECT_TRUE(exit->success()) << run.err();
   EXPECT_THAT(run.err(), HasSubstr("RANDOM weights"));
   EXPECT_THAT(run.err(), HasSubstr("launcher: 2 rank(s) on 1 node(s) done"));
+  EXPECT_THAT(run.err(), HasSubstr("launcher: 4/4 prompts done, "));  // Rank 0's progress.
   // One voice: no library's log lines (SentencePiece's trainer, glog's
   // "I1130 15:27:36.46 ..." lines) in what the user sees.
   for (absl::string_view line : absl::StrSplit(run.err(), '\n')) {

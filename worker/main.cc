@@ -37,6 +37,7 @@
 #include "worker/job.h"
 #include "worker/job_flags.h"
 #include "worker/model/model_weights.h"
+#include "worker/progress_line.h"
 #include "worker/rank_model.h"
 #include "worker/results.h"
 
@@ -164,8 +165,10 @@ absl::Status Run() {
     std::fflush(stdout);
     if (output) RETURN_IF_ERROR(output->Append(lines));
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    LOG(INFO) << absl::StrFormat("%d/%d done, %d tokens, %.1f tokens/s", first + batch.size(), total, tokens,
-                                 tokens / std::max(elapsed, 1e-9));
+    std::fprintf(stderr, "%s%zu/%zu %s done, %zu tokens generated, %.1f tokens/s\n", kProgressPrefix,
+                 first + batch.size(), total, job.chat ? "dialogs" : "prompts", tokens,
+                 tokens / std::max(elapsed, 1e-9));
+    std::fflush(stderr);
     return absl::OkStatus();
   };
   RETURN_IF_ERROR((job.chat ? generator.ChatCompletion(job.dialogs, sampling, keep_batch)
