@@ -139,8 +139,11 @@ TEST_F(DownloadTest, ServerErrorsAreRetried) {
   Fault flaky;
   flaky.statuses_first = {500, 503};
   server_->SetFault("tokenizer.model", flaky);
+  const int before = server_->Requests("tokenizer.model");
   ASSERT_TRUE(DownloadMetaCheckpoints(Options({"7B"})).ok());
   ExpectComplete("tokenizer.model");
+  // The two errors were answered and retried: at least three requests.
+  EXPECT_GE(server_->Requests("tokenizer.model") - before, 3);
 }
 
 TEST_F(DownloadTest, StallHitsTheTimeout) {

@@ -156,6 +156,8 @@ TEST(LauncherFaultTest, KilledWorkerStopsTheJob) {
   for (int i = 0; i < 500 && ReadFileOrEmpty(TempDir() + "/killed/logs/rank0.log").find("generating") == std::string::npos; ++i) {
     std::this_thread::sleep_for(10ms);
   }
+  ASSERT_THAT(ReadFileOrEmpty(TempDir() + "/killed/logs/rank0.log"), HasSubstr("generating"))
+      << "rank 0 never started generating; the kill would test something else";
   const pid_t victim = workers[1];
   ::kill(victim, SIGKILL);
   const auto killed = std::chrono::steady_clock::now();

@@ -69,31 +69,42 @@ std::unique_ptr<Transformer> MakeModel(const std::string& model, Communicator* c
 
 class TransformerGoldenTest : public ::testing::TestWithParam<std::string> {};
 
-// Every position's logits of a one-pass prefill, for prompts of 1 to 100 tokens.
-TEST_P(TransformerGoldenTest, LogitsMatchPyTorch) {
-  const Golden golden = ReadGolden(GetParam());
+// The largest |ours - PyTorch's| over every position's logits of a one-pass
+// prefill of each golden prompt (1 to 100 tokens); fails the test past
+// kTolerance, naming the place.
+double WorstLogitDifference(const std::string& name, const Golden& golden) {
   LocalCommunicator comm;
   TransformerOptions options;
   options.max_batch_size = 1;
   options.max_seq_len = 256;
   options.max_step_tokens = 128;
-  std::unique_ptr<Transformer> model = MakeModel(GetParam(), &comm, options);
+  std::unique_ptr<Transformer> model = MakeModel(name, &comm, options);
   const int64_t vocab = golden.json["vocab_size"];
-  ASSERT_EQ(model->vocab_size(), vocab);
+  EXPECT_EQ(model->vocab_size(), vocab);
   const auto& prompts = golden.json["prompts"];
   double worst = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::vector<int> tokens = prompts[i].get<std::vector<int>>();
     absl::StatusOr<absl::Span<const float>> logits = model->Forward({{0, 0, tokens, true}});
-    ASSERT_TRUE(logits.ok()) << logits.status();
-    ASSERT_EQ(logits->size(), tokens.size() * vocab);
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    if (!logits.ok() || logits->size() != tokens.size() * vocab) return 1e30;
     const float* expected = golden.logits.data() + golden.json["logit_offsets"][i].get<size_t>();
     for (size_t j = 0; j < logits->size(); ++j) {
-      worst = std::max(worst, std::abs(double((*logits)[j]) - expected[j]));
-      ASSERT_NEAR((*logits)[j], expected[j], kTolerance)
-          << GetParam() << " prompt " << i << " position " << j / vocab << " token " << j % vocab;
+      const double difference = std::abs(double((*logits)[j]) - expected[j]);
+      if (difference > kTolerance) {
+        ADD_FAILURE() << name << " prompt " << i << " position " << j / vocab << " token " << j % vocab << ": "
+                      << (*logits)[j] << " vs " << expected[j];
+        return difference;
+      }
+      worst = std::max(worst, difference);
     }
   }
+  return worst;
+}
+
+// Every position's logits of a one-pass prefill, for prompts of 1 to 100 tokens.
+TEST_P(TransformerGoldenTest, LogitsMatchPyTorch) {
+  const double worst = WorstLogitDifference(GetParam(), ReadGolden(GetParam()));
   std::cout << GetParam() << ": largest logit difference " << worst << "\n";
 }
 
@@ -135,6 +146,7 @@ TEST_P(TransformerGoldenTest, HalfPrecisionKvCachesStayCloseToPyTorch) {
 // log-probabilities within tolerance.
 TEST_P(TransformerGoldenTest, GreedyGenerationMatchesPyTorch) {
   const Golden golden = ReadGolden(GetParam());
+  const double worst_logit_difference = WorstLogitDifference(GetParam(), golden);
   LocalCommunicator comm;
   TransformerOptions options;
   options.max_batch_size = 4;
@@ -150,6 +162,15 @@ TEST_P(TransformerGoldenTest, GreedyGenerationMatchesPyTorch) {
     sampling.max_gen_len = expected["max_gen_len"].get<int64_t>();
     sampling.logprobs = expected["logprobs"];
     sampling.echo = expected["echo"];
+    // Equal tokens prove something only if no choice was a near tie: every
+    // chosen token's top two logits (in PyTorch's run) are further apart
+    // than twice our largest measured logit difference, so our argmax must
+    // agree. (The fixtures' smallest gaps, 1.6e-5 for bf16, are well inside
+    // kTolerance: it is the measured difference that makes this hold.)
+    if (!expected["min_top2_gap"].is_null()) {
+      EXPECT_GT(expected["min_top2_gap"].get<double>(), 2 * worst_logit_difference)
+          << GetParam() << ": a near tie in PyTorch's greedy run; equal tokens would prove nothing";
+    }
     absl::StatusOr<std::vector<Generation>> result = generator.Generate(prompts, sampling);
     ASSERT_TRUE(result.ok()) << result.status();
     for (size_t i = 0; i < prompts.size(); ++i) {
