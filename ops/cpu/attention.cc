@@ -58,9 +58,9 @@ __attribute__((always_inline)) inline void Axpy(float w, const float* x, int64_t
 // Attention of query row `row` for the query heads heads[0, count), which
 // all read KV head `kv`: each cached key and value row is loaded (and
 // widened) once for the whole group. scores: [count][positions].
-LLAMA_MULTIVERSION
-void AttendGroup(const AttentionArgs& a, int64_t row, int64_t kv, const int* heads, int count, float* scores,
-                 float* widened) {
+__attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& a, int64_t row, int64_t kv,
+                                                           const int* heads, int count, float* scores,
+                                                           float* widened) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   const int64_t kv_stride = a.n_kv_heads * a.head_dim, positions = a.start_pos + row + 1;
   const auto row_of = [&](const void* cache, int64_t t) {
@@ -91,6 +91,11 @@ void AttendGroup(const AttentionArgs& a, int64_t row, int64_t kv, const int* hea
     }
   }
 }
+
+LLAMA_DISPATCH_V3(void, AttendGroup,
+                  (const AttentionArgs& a, int64_t row, int64_t kv, const int* heads, int count, float* scores,
+                   float* widened),
+                  (a, row, kv, heads, count, scores, widened))
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // summation order over at most a few thousand terms).
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/rope.h"
+#include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace llama::cpu {
@@ -35,11 +37,28 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
   }
 }
 
+// Runs `check` with each version of the kernels this CPU runs (baseline
+// always, x86-64-v3 where it can), and says which ran.
+template <typename Check>
+void ForEveryKernelVersion(const char* what, Check&& check) {
+  const bool v3_by_default = simd::UseV3();
+  std::string ran;
+  for (bool v3 : {false, true}) {
+    if (!simd::ForceV3ForTesting(v3)) continue;
+    SCOPED_TRACE(simd::KernelVersion());
+    absl::StrAppend(&ran, ran.empty() ? "" : ", ", simd::KernelVersion());
+    check();
+  }
+  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  std::printf("%s: kernel versions run: %s\n", what, ran.c_str());
+}
+
 // Linear against a double-precision scalar product for n rows of x, every
-// weight dtype; sizes that are not multiples of any tile, panel or vector.
-void ExpectLinearMatchesScalar(int64_t n) {
+// weight dtype; sizes that are not multiples of any tile, panel or vector
+// (out = 70 ends on a pair of weight rows, 71 on a single one).
+void ExpectLinearMatchesScalar(int64_t n, int64_t out = 70) {
   ThreadPool pool(3);
-  const int64_t in = 67, out = 70;
+  const int64_t in = 67;
   const std::vector<float> x = Random(n * in, 1), w = Random(out * in, 2);
   std::vector<uint16_t> w16(w.size()), wb16(w.size());
   std::vector<float> w16f(w.size()), wb16f(w.size());
@@ -72,10 +91,16 @@ void ExpectLinearMatchesScalar(int64_t n) {
 
 class LinearTest : public ::testing::TestWithParam<int64_t> {};
 
-// n <= 12 takes the decode path (weights streamed, bf16 widened in
-// registers), more the prefill path (packed panels); odd n exercise partial
-// tiles.
-TEST_P(LinearTest, MatchesScalarForEveryDtype) { ExpectLinearMatchesScalar(GetParam()); }
+// n <= 12 takes the decode path (weights streamed, 16-bit widened in
+// registers, x in tiles of up to 4 rows: 2, 6 and 10 leave a 2-row tile,
+// 3, 5, 9 others), more the prefill path (packed panels); each with both
+// kernel versions.
+TEST_P(LinearTest, MatchesScalarForEveryDtype) {
+  ForEveryKernelVersion("linear", [&] {
+    ExpectLinearMatchesScalar(GetParam());
+    ExpectLinearMatchesScalar(GetParam(), /*out=*/71);
+  });
+}
 
 // Every prefill kernel this CPU can run (AVX-512, AVX2, baseline), not only
 // the one it picks.
@@ -89,11 +114,15 @@ TEST(LinearKernelsTest, EveryPrefillKernelMatchesScalar) {
     for (int64_t n : {17, 24, 100}) ExpectLinearMatchesScalar(n);
   }
   ASSERT_TRUE(ForcePrefillKernelForTesting(chosen));
-  EXPECT_GE(tried, 1);
+  // Every kernel the CPU runs was tried, not only the baseline.
+  EXPECT_EQ(tried, 1 + (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) +
+                       (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")));
+  std::printf("prefill kernels run: %d (chosen by default: %s)\n", tried, chosen.c_str());
   EXPECT_FALSE(ForcePrefillKernelForTesting("sse9"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 3, 5, 9, 12, 13, 17, 33));
+INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 2, 3, 5, 6, 9, 10, 12, 13, 17, 33));
 
 TEST(KernelsTest, RmsNorm) {
   const int64_t n = 3, dim = 33;
@@ -131,6 +160,7 @@ TEST(KernelsTest, RopeRotatesPairs) {
 // A 16-bit cache is read as its values widened to f32: the same arithmetic
 // as an f32 cache holding the rounded values, to the last bit.
 TEST(KernelsTest, AttentionOverHalfCachesMatchesTheRoundedF32Cache) {
+  ForEveryKernelVersion("attention", [&] {
   ThreadPool pool(2);
   const int64_t n_heads = 4, n_kv = 2, hd = 8, start = 9, len = 4, capacity = 16;
   const std::vector<float> q = Random(len * n_heads * hd, 10);
@@ -150,12 +180,14 @@ TEST(KernelsTest, AttentionOverHalfCachesMatchesTheRoundedF32Cache) {
               pool);
     EXPECT_EQ(out, expected) << DTypeName(dtype);
   }
+  });
 }
 
 // Grouped-query attention with a causal prefix, against the textbook form:
 // few rows (a job per query head), many rows (a job per KV head group), and
 // head sizes that take every vector loop and the scalar tail.
 TEST(KernelsTest, AttentionMatchesScalar) {
+  ForEveryKernelVersion("attention", [&] {
   ThreadPool pool(2);
   const struct { int64_t len, hd; } shapes[] = {{3, 8}, {8, 20}, {9, 43}};
   for (const auto& shape : shapes) {
@@ -187,6 +219,7 @@ TEST(KernelsTest, AttentionMatchesScalar) {
     SCOPED_TRACE(absl::StrCat("len ", len, ", head_dim ", hd));
     ExpectClose(out, expected);
   }
+  });
 }
 
 TEST(KernelsTest, SwiGluEmbeddingAndFiniteness) {

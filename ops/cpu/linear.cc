@@ -74,22 +74,17 @@ __attribute__((always_inline)) inline void DotRowsImpl(const float* const* x, in
   }
 }
 
-LLAMA_MULTIVERSION
-void DotRows(const float* const* x, int rows, const float* const* w, int cols, int64_t n, float* out) {
-  DotRowsImpl(x, rows, w, cols, n, out);
-}
+LLAMA_DISPATCH_V3(void, DotRows, (const float* const* x, int rows, const float* const* w, int cols, int64_t n, float* out),
+                  (x, rows, w, cols, n, out))
 
-LLAMA_MULTIVERSION
-void DotRows(const float* const* x, int rows, const uint16_t* const* w, int cols, int64_t n, float* out) {
-  DotRowsImpl(x, rows, w, cols, n, out);
-}
+LLAMA_DISPATCH_V3(void, DotRows, (const float* const* x, int rows, const uint16_t* const* w, int cols, int64_t n, float* out),
+                  (x, rows, w, cols, n, out))
 
-LLAMA_MULTIVERSION
-void DotRows(const float* const* x, int rows, const simd::F16* const* w, int cols, int64_t n, float* out) {
-  DotRowsImpl(x, rows, w, cols, n, out);
-}
+LLAMA_DISPATCH_V3(void, DotRows, (const float* const* x, int rows, const simd::F16* const* w, int cols, int64_t n, float* out),
+                  (x, rows, w, cols, n, out))
 
-LLAMA_F16C
+// Only where UseV3(): the f16 conversion instruction is v3's.
+LLAMA_V3
 void DotRows(const float* const* x, int rows, const simd::F16Hw* const* w, int cols, int64_t n, float* out) {
   DotRowsImpl(x, rows, w, cols, n, out);
 }
@@ -267,20 +262,17 @@ __attribute__((always_inline)) inline void PackRowsImpl(const Weight* rows, int6
   }
 }
 
-LLAMA_MULTIVERSION
-void PackRows(const float* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+LLAMA_DISPATCH_V3(void, PackRows, (const float* rows, int64_t in, int64_t count, float* panel), (rows, in, count, panel))
 
-LLAMA_MULTIVERSION
-void PackRows(const uint16_t* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+LLAMA_DISPATCH_V3(void, PackRows, (const uint16_t* rows, int64_t in, int64_t count, float* panel), (rows, in, count, panel))
 
-LLAMA_MULTIVERSION
-void PackRows(const simd::F16* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+LLAMA_DISPATCH_V3(void, PackRows, (const simd::F16* rows, int64_t in, int64_t count, float* panel), (rows, in, count, panel))
 
-LLAMA_F16C
+LLAMA_V3
 void PackRows(const simd::F16Hw* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
 
 // Calls f with w's data as f32, bf16 (uint16_t) or f16 weights (simd::F16Hw
-// where the CPU converts f16 in hardware, else simd::F16).
+// with the v3 kernels, which convert f16 in hardware, else simd::F16).
 template <typename Fn>
 void WithWeights(const Tensor& w, Fn&& f) {
   switch (w.dtype()) {
@@ -289,7 +281,7 @@ void WithWeights(const Tensor& w, Fn&& f) {
     case DType::kBF16:
       return f(static_cast<const uint16_t*>(w.raw()));
     default:  // Linear's weights are f32, bf16 or f16 (the shard reader checks).
-      if (simd::HasF16C()) return f(static_cast<const simd::F16Hw*>(w.raw()));
+      if (simd::UseV3()) return f(static_cast<const simd::F16Hw*>(w.raw()));
       return f(static_cast<const simd::F16*>(w.raw()));
   }
 }

@@ -15,11 +15,29 @@
 
 namespace llama::cpu::simd {
 
-// Compiled twice (GCC function multiversioning): for AVX2+FMA and for
-// baseline x86-64, chosen once at load time by the CPU, so a binary runs on
-// any x86-64 while using 8-wide FMAs where it can. Put it on a function
-// that does a lot of work per call: the choice costs an indirect call.
-#define LLAMA_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
+// Kernels are compiled twice: for x86-64-v3 (AVX2, FMA, F16C) and for
+// baseline x86-64, and each call goes to one or the other by UseV3(),
+// decided once from the CPU. Explicit rather than GCC's target_clones so
+// that tests can run the baseline versions on any host (ForceV3ForTesting).
+// LLAMA_DISPATCH_V3 writes the three functions: name##V3 and
+// name##Baseline from name##Impl (always_inline, so each is compiled
+// whole for its target), and name choosing between them. Put it on a
+// function that does a lot of work per call.
+#define LLAMA_V3 __attribute__((target("arch=x86-64-v3")))
+#define LLAMA_DISPATCH_V3(ret, name, params, args)                  \
+  LLAMA_V3 ret name##V3 params { return name##Impl args; }          \
+  ret name##Baseline params { return name##Impl args; }             \
+  ret name params {                                                 \
+    return ::llama::cpu::simd::UseV3() ? name##V3 args : name##Baseline args; \
+  }
+
+// Whether the kernels take their x86-64-v3 versions.
+bool UseV3();
+// Tests: run the v3 versions (if the CPU can) or the baseline ones; returns
+// false, changing nothing, when the CPU cannot run v3.
+bool ForceV3ForTesting(bool v3);
+// The versions in use, "x86-64-v3" or "baseline", for test and bench output.
+const char* KernelVersion();
 
 // Eight floats in one vector: a ymm register on AVX2, two xmm registers on
 // baseline x86-64. Its helpers are always inlined, so the ABI note GCC
@@ -82,31 +100,20 @@ __attribute__((always_inline)) inline Float8 Load8(const F16* p) {
 }
 
 // The same f16 values for code compiled for x86-64-v3 (functions with
-// LLAMA_F16C, called only where HasF16C()): one vcvtph2ps per eight, as
+// LLAMA_V3, called only where UseV3()): one vcvtph2ps per eight, as
 // fast as bf16's shift. A separate type, since the instruction cannot be
 // in the baseline clone of a multiversioned function. Not always_inline:
-// the templates that load it are compiled before they are inlined into an
-// LLAMA_F16C function, where this is inlined in turn (checked in the
-// object code: no call remains).
+// the templates that load it are compiled before they are inlined into a
+// LLAMA_V3 function, where this is inlined in turn (checked in the object
+// code: no call remains).
 struct F16Hw {
   uint16_t bits;
 };
-#define LLAMA_F16C __attribute__((target("arch=x86-64-v3")))
-
 __attribute__((target("avx,f16c"))) inline Float8 Load8(const F16Hw* p) {
   const __m256 wide = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   Float8 v;
   std::memcpy(&v, &wide, sizeof v);
   return v;
-}
-
-// Whether this CPU runs LLAMA_F16C code (AVX2, FMA and F16C).
-inline bool HasF16C() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  }();
-  return has;
 }
 
 __attribute__((always_inline)) inline void Store8(float* p, Float8 v) { std::memcpy(p, &v, sizeof v); }

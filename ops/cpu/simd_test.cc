@@ -1,9 +1,8 @@
 // The vector f16 widening against ops/cast.h's scalar F16ToF32 on all 65536
 // bit patterns (zeros, subnormals, normals, infinities, NaNs with their
 // payloads), bit for bit, both as this file is compiled (baseline x86-64)
-// inside a multiversioned function (the AVX2 clone where the CPU has it, as
-// the kernels run), and through F16C where the CPU has it (which keeps every
-// value but quiets signalling NaNs).
+// inside an x86-64-v3 function, and through F16C there (which keeps every
+// value but quiets signalling NaNs), where the CPU runs v3 code.
 
 #include "ops/cpu/simd.h"
 
@@ -23,12 +22,12 @@ void WidenBaseline(const F16* in, size_t n, float* out) {
   for (size_t i = 0; i < n; i += 8) Store8(out + i, Load8(in + i));
 }
 
-LLAMA_MULTIVERSION
-void WidenMultiversioned(const F16* in, size_t n, float* out) {
+LLAMA_V3
+void WidenV3(const F16* in, size_t n, float* out) {
   for (size_t i = 0; i < n; i += 8) Store8(out + i, Load8(in + i));
 }
 
-LLAMA_F16C
+LLAMA_V3
 void WidenF16C(const F16* in, size_t n, float* out) {
   for (size_t i = 0; i < n; i += 8) Store8(out + i, Load8(reinterpret_cast<const F16Hw*>(in + i)));
 }
@@ -36,9 +35,13 @@ void WidenF16C(const F16* in, size_t n, float* out) {
 TEST(SimdTest, F16WideningEqualsTheScalarConversionForEveryValue) {
   std::vector<F16> all(65536);
   for (uint32_t i = 0; i < all.size(); ++i) all[i].bits = static_cast<uint16_t>(i);
-  std::vector<void (*)(const F16*, size_t, float*)> variants = {&WidenBaseline, &WidenMultiversioned};
-  if (HasF16C()) variants.push_back(&WidenF16C);
-  std::printf("f16 widening variants checked: baseline, multiversioned%s\n", HasF16C() ? ", F16C" : " (no F16C here)");
+  std::vector<void (*)(const F16*, size_t, float*)> variants = {&WidenBaseline};
+  const bool v3 = UseV3();  // The CPU runs x86-64-v3 code.
+  if (v3) {
+    variants.push_back(&WidenV3);
+    variants.push_back(&WidenF16C);
+  }
+  std::printf("f16 widening variants checked: baseline%s\n", v3 ? ", x86-64-v3, F16C" : " (no x86-64-v3 here)");
   for (auto widen : variants) {
     std::vector<float> got(all.size());
     widen(all.data(), all.size(), got.data());
@@ -49,7 +52,7 @@ TEST(SimdTest, F16WideningEqualsTheScalarConversionForEveryValue) {
       std::memcpy(&want_bits, &want, 4);
       // F16C quiets signalling NaNs (sets the top mantissa bit): still NaN.
       if (widen == &WidenF16C && std::isnan(want) && std::isnan(got[i])) continue;
-      ASSERT_EQ(got_bits, want_bits) << "f16 bits 0x" << std::hex << i << " (variant " << (widen == &WidenBaseline ? "baseline" : widen == &WidenF16C ? "F16C" : "multiversioned")
+      ASSERT_EQ(got_bits, want_bits) << "f16 bits 0x" << std::hex << i << " (variant " << (widen == &WidenBaseline ? "baseline" : widen == &WidenF16C ? "F16C" : "x86-64-v3")
           << ")";
     }
   }
