@@ -78,7 +78,7 @@ def llama_fuzz_test(name, srcs, deps = [], seeds = [], seconds = 5, **kwargs):
         linkstatic = True,
         srcs = srcs,
         copts = LLAMA_COPTS,
-        deps = deps + select({
+        deps = deps + ["//third_party:fuzz_check"] + select({
             "//third_party:libfuzzer": [],
             "//conditions:default": ["//third_party:fuzz_driver"],
         }),

@@ -3,12 +3,22 @@
 // runtime): it feeds the seed files given on the command line, then random
 // mutations of them (bit flips, byte overwrites, truncations, insertions,
 // splices), for --fuzz_seconds. A crash, a sanitizer report or an escaped
-// exception fails the test. Real coverage-guided fuzzing uses the same
-// targets with `--config=libfuzzer` (see third_party/README.md).
+// exception fails the test, and the input that did it is written where the
+// developer finds it (the test's undeclared outputs: bazel-testlogs/<target>/
+// test.outputs/, or ./fuzz-crash-input outside Bazel). Each run draws a new
+// seed unless --fuzz_seed is given, and prints it. Real coverage-guided
+// fuzzing uses the same targets with `--config=libfuzzer` (see
+// third_party/README.md).
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -20,9 +30,44 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 DEFINE_double(fuzz_seconds, 5, "How long to run mutations after the seeds.");
-DEFINE_uint64(fuzz_seed, 1, "Random seed for the mutations (runs are reproducible).");
+DEFINE_uint64(fuzz_seed, 0, "Random seed for the mutations; 0: a fresh one, printed (rerun with it to reproduce).");
+
+// Under AddressSanitizer: abort on a report, so the crash handler below
+// keeps the input (ASan would otherwise _exit without signals).
+extern "C" const char* __asan_default_options() { return "abort_on_error=1"; }
 
 namespace {
+
+// The input being run, for the crash handler: written with write(2) only.
+const std::vector<uint8_t>* g_current = nullptr;
+char g_crash_path[4096];
+
+void SaveInputAndDie(int signal) {
+  if (g_current != nullptr) {
+    const int fd = ::open(g_crash_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      if (::write(fd, g_current->data(), g_current->size()) < 0) {
+      }
+      ::close(fd);
+    }
+    static const char kSaved[] = "fuzz driver: the failing input is in ";
+    if (::write(2, kSaved, sizeof kSaved - 1) < 0 || ::write(2, g_crash_path, std::strlen(g_crash_path)) < 0 ||
+        ::write(2, "\n", 1) < 0) {
+    }
+  }
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+void InstallCrashHandler() {
+  const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  std::snprintf(g_crash_path, sizeof g_crash_path, "%s/fuzz-crash-input", dir != nullptr ? dir : ".");
+  if (dir != nullptr) {
+    std::printf("fuzz driver: a failing input is kept as fuzz-crash-input in "
+                "bazel-testlogs/<package>/<target>/test.outputs/outputs.zip\n");
+  }
+  for (int signal : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::signal(signal, SaveInputAndDie);
+}
 
 std::vector<uint8_t> Mutate(const std::vector<std::vector<uint8_t>>& seeds, std::mt19937_64& rng) {
   std::vector<uint8_t> data = seeds[rng() % seeds.size()];
@@ -81,16 +126,26 @@ int main(int argc, char** argv) {
     seeds.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   }
   if (seeds.empty()) seeds.emplace_back();
-  for (const std::vector<uint8_t>& seed : seeds) LLVMFuzzerTestOneInput(seed.data(), seed.size());
-  std::mt19937_64 rng(FLAGS_fuzz_seed);
+  InstallCrashHandler();
+  for (const std::vector<uint8_t>& seed : seeds) {
+    g_current = &seed;
+    LLVMFuzzerTestOneInput(seed.data(), seed.size());
+  }
+  const uint64_t fuzz_seed = FLAGS_fuzz_seed != 0 ? FLAGS_fuzz_seed : std::random_device()() | 1;
+  std::printf("fuzz driver: seed %llu (reproduce with --fuzz_seed=%llu)\n", static_cast<unsigned long long>(fuzz_seed),
+              static_cast<unsigned long long>(fuzz_seed));
+  std::fflush(stdout);
+  std::mt19937_64 rng(fuzz_seed);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(FLAGS_fuzz_seconds);
   uint64_t runs = 0;
   while (std::chrono::steady_clock::now() < deadline) {
     const std::vector<uint8_t> input = Mutate(seeds, rng);
+    g_current = &input;
     LLVMFuzzerTestOneInput(input.data(), input.size());
     ++runs;
   }
+  g_current = nullptr;
   std::printf("fuzz driver: %zu seeds, %llu mutated inputs in %.1f s, no crash\n", seeds.size(),
               static_cast<unsigned long long>(runs), FLAGS_fuzz_seconds);
   return 0;
