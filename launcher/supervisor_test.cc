@@ -1,16 +1,19 @@
 #include "launcher/supervisor.h"
-#include "tests/fixtures/test_util.h"
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/fixtures/test_util.h"
 
 namespace llama {
 namespace {
@@ -83,12 +86,17 @@ TEST_F(SupervisorTest, WorkersIgnoringSigtermAreKilledAfterTheGrace) {
 }
 
 TEST_F(SupervisorTest, SigtermToTheLauncherStopsTheJob) {
-  std::thread interrupter([] {
-    std::this_thread::sleep_for(300ms);
+  // SIGTERM once a worker runs, which is after the supervisor's handler is
+  // installed (it is set up before the first spawn), not after a guess.
+  const std::string started = std::string(std::getenv("TEST_TMPDIR")) + "/sigterm_worker_started";
+  std::remove(started.c_str());
+  std::thread interrupter([&] {
+    for (int i = 0; i < 1000 && access(started.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
     kill(getpid(), SIGTERM);
   });
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<JobOutcome> outcome = SuperviseJob({Shell(0, "sleep 30"), Shell(1, "sleep 30")}, Options("sigterm"));
+  absl::StatusOr<JobOutcome> outcome =
+      SuperviseJob({Shell(0, "touch " + started + "; sleep 30"), Shell(1, "sleep 30")}, Options("sigterm"));
   interrupter.join();
   ASSERT_TRUE(outcome.ok());
   EXPECT_TRUE(outcome->interrupted);
