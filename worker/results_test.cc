@@ -1,8 +1,12 @@
 #include "worker/results.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -39,13 +43,41 @@ TEST(ResultsTest, JsonShapes) {
   EXPECT_EQ(CompletionJson(bad, false, false), "{\"generation\":\"\xEF\xBF\xBD\",\"token_ids\":[3,4]}");
 }
 
-TEST(ResultsTest, WritesAtomically) {
-  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/out.jsonl";
-  ASSERT_TRUE(WriteLinesAtomically(path, {"a", "b"}).ok());
+std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_EQ(text.str(), "a\nb\n");
+  return text.str();
+}
+
+// A reader sees the old whole file or the new whole file, never a mix or a
+// prefix, while the file is rewritten; a failed write leaves the old one.
+TEST(ResultsTest, WritesAtomically) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/out.jsonl";
+  const std::vector<std::string> a(2000, std::string(100, 'a')), b(3000, std::string(100, 'b'));
+  ASSERT_TRUE(WriteLinesAtomically(path, a).ok());
+  std::string whole_a, whole_b;
+  for (const std::string& line : a) whole_a += line + "\n";
+  for (const std::string& line : b) whole_b += line + "\n";
+  std::atomic<bool> done{false};
+  int torn = 0, reads = 0;
+  std::thread reader([&] {
+    while (!done) {
+      const std::string seen = ReadAll(path);
+      ++reads;
+      if (seen != whole_a && seen != whole_b) ++torn;
+    }
+  });
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(WriteLinesAtomically(path, i % 2 == 0 ? b : a).ok());
+  done = true;
+  reader.join();
+  EXPECT_EQ(torn, 0) << "of " << reads << " reads";
+  EXPECT_GT(reads, 0);
+  // The temporary file cannot be made (a folder holds its name): an error,
+  // and the previous contents stay whole.
+  std::filesystem::create_directory(path + ".tmp");
+  EXPECT_FALSE(WriteLinesAtomically(path, {"x"}).ok());
+  EXPECT_EQ(ReadAll(path), whole_a);
   EXPECT_FALSE(WriteLinesAtomically("/nonexistent/dir/out.jsonl", {"a"}).ok());
 }
 
