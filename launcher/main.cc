@@ -240,19 +240,21 @@ int Run(std::vector<std::string> extra_args) {
     if (world.master_port == 0) world.master_port = (*slurm)->master_port;
   }
   const bool single_node = world.nnodes == 1;
-  if (world.master_port == 0) {
-    if (single_node) {
-      absl::StatusOr<int> port = net::PickFreePort("0.0.0.0");
-      if (!port.ok()) return Fail(port.status().message());
-      world.master_port = *port;
-    } else {
-      world.master_port = kDefaultMasterPort;
-    }
-  } else if (world.node_rank == 0) {
-    // Rank 0 will host the store here: say now, in one line, if it cannot.
-    if (absl::StatusOr<net::Socket> probe = net::Listen("0.0.0.0", world.master_port); !probe.ok()) {
+  // Node 0 binds the store's port here and hands the socket to rank 0
+  // (RENDEZVOUS_LISTEN_FD): finding a port free and letting rank 0 bind it
+  // later would race other jobs. A job on one node takes any free port.
+  if (world.master_port == 0 && !single_node) world.master_port = kDefaultMasterPort;
+  net::Socket store_listener;
+  if (world.node_rank == 0) {
+    absl::StatusOr<net::Socket> listener = net::Listen("0.0.0.0", world.master_port);
+    if (absl::IsFailedPrecondition(listener.status())) {
       return Fail(absl::StrFormat("--master_port=%d is already in use on this node; pick another", world.master_port));
     }
+    if (!listener.ok()) return Fail(listener.status().message());
+    absl::StatusOr<int> port = net::LocalPort(*listener);
+    if (!port.ok()) return Fail(port.status().message());
+    store_listener = *std::move(listener);
+    world.master_port = *port;
   }
   absl::StatusOr<std::vector<RankInfo>> ranks = LocalRanks(world);
   if (!ranks.ok()) return Fail(ranks.status().message());
@@ -354,6 +356,10 @@ int Run(std::vector<std::string> extra_args) {
     launch.process.env.push_back("RENDEZVOUS_TOKEN=" + *token);
     launch.process.argv.push_back("--device=" + device);
     if (!gpus.empty()) launch.process.env.push_back("CUDA_VISIBLE_DEVICES=" + gpus[rank.local_rank]);
+    if (rank.rank == 0 && store_listener.valid()) {
+      launch.process.inherit_fd = store_listener.fd();
+      launch.process.env.push_back(absl::StrCat("RENDEZVOUS_LISTEN_FD=", store_listener.fd()));
+    }
     launches.push_back(std::move(launch));
   }
   SupervisorOptions supervise;

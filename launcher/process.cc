@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessOptions& op
   if (options.capture_output && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)) {
     return absl::ResourceExhaustedError(absl::StrFormat("pipe: %s", std::strerror(errno)));
   }
+  const int inherit_fd = options.inherit_fd;
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrFormat("fork: %s", std::strerror(errno)));
@@ -60,6 +61,7 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessOptions& op
       redirect(options.stdout_path, STDOUT_FILENO);
       redirect(options.stderr_path, STDERR_FILENO);
     }
+    if (inherit_fd >= 0 && fcntl(inherit_fd, F_SETFD, 0) != 0) _exit(126);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }

@@ -36,6 +36,9 @@ struct ProcessOptions {
   std::string stderr_path;        // Empty: inherit (or capture).
   // Give the parent pipes to the child's stdout and stderr (overrides the paths).
   bool capture_output = false;
+  // A descriptor the child keeps open under the same number (all others
+  // are close-on-exec), e.g. the listening socket handed to rank 0.
+  int inherit_fd = -1;
 };
 
 // Not thread-safe. Destroying a running Process kills its process group

@@ -1,6 +1,7 @@
 #include "launcher/process.h"
 #include "tests/fixtures/test_util.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <fstream>
 #include <thread>
 #include <sstream>
+
+#include "absl/strings/str_cat.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -60,6 +63,29 @@ TEST(ProcessTest, CapturesOutputThroughPipes) {
 }
 
 // A child of a supervisor that is killed outright dies with it.
+// The launcher hands rank 0 its listening socket this way; nothing else of
+// the parent's may leak into a worker.
+TEST(ProcessTest, KeepsOnlyTheInheritedDescriptor) {
+  int kept[2], other[2];
+  ASSERT_EQ(pipe2(kept, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(other, O_CLOEXEC), 0);
+  ProcessOptions options;
+  options.argv = {"/bin/sh", "-c", absl::StrCat("echo kept >&", kept[1], "; echo leaked >&", other[1], " 2>/dev/null")};
+  options.inherit_fd = kept[1];
+  absl::StatusOr<std::unique_ptr<Process>> p = Process::Spawn(options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  close(kept[1]);
+  close(other[1]);
+  absl::StatusOr<ExitStatus> exit = (*p)->Wait(10s);
+  ASSERT_TRUE(exit.ok());
+  char buffer[16] = {};
+  EXPECT_EQ(read(kept[0], buffer, sizeof buffer), 5);
+  EXPECT_STREQ(buffer, "kept\n");
+  EXPECT_EQ(read(other[0], buffer, sizeof buffer), 0);  // Closed on exec: the child could not write.
+  close(kept[0]);
+  close(other[0]);
+}
+
 TEST(ProcessTest, ChildrenDieWithTheirSupervisor) {
   const std::string pid_file = std::string(getenv("TEST_TMPDIR")) + "/grandchild.pid";
   // A forked helper plays the supervisor: it spawns a sleeper, then is killed.

@@ -287,9 +287,17 @@ TEST(LauncherFaultTest, DownloadNeedsATargetAndAUrl) {
 // with no shards yet in the folder they share: node 0 converts while node 1
 // waits for it (they used to both convert and collide), and the tokens are
 // those of one launcher with 2 workers. Logs are outside the shard folder.
-std::vector<LauncherRun> LaunchTwoNodes(const std::string& name, const std::string& model,
-                                        const std::vector<std::string>& extra = {}, bool shared = true) {
-  const int port = *net::PickFreePort();
+struct TwoNodes {
+  net::Socket reserved_port;  // Held until node 0's launcher has taken the port over.
+  std::vector<LauncherRun> nodes;
+};
+
+TwoNodes LaunchTwoNodes(const std::string& name, const std::string& model, const std::vector<std::string>& extra = {},
+                        bool shared = true) {
+  // Both nodes need the port before either starts.
+  absl::StatusOr<net::Socket> reserved = net::ReservePort();
+  EXPECT_TRUE(reserved.ok()) << reserved.status();
+  const int port = *net::LocalPort(*reserved);
   std::vector<LauncherRun> nodes;
   for (int node = 0; node < 2; ++node) {
     const std::string node_name = absl::StrCat(name, "_node", node);
@@ -303,11 +311,11 @@ std::vector<LauncherRun> LaunchTwoNodes(const std::string& name, const std::stri
     args.insert(args.end(), extra.begin(), extra.end());
     nodes.push_back(Launch(node_name, args, {"RENDEZVOUS_TOKEN=shared-secret"}));
   }
-  return nodes;
+  return {*std::move(reserved), std::move(nodes)};
 }
 
 TEST(LauncherMultiNodeTest, TwoNodesShareOneConversion) {
-  std::vector<LauncherRun> nodes = LaunchTwoNodes("two_nodes", "tiny_fp32_mp1");
+  auto [reserved_port, nodes] = LaunchTwoNodes("two_nodes", "tiny_fp32_mp1");
   for (LauncherRun& run : nodes) {
     absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
     ASSERT_TRUE(exit.ok());
@@ -324,7 +332,7 @@ TEST(LauncherMultiNodeTest, TwoNodesShareOneConversion) {
 
 // Nodes without shared storage each convert their own copy.
 TEST(LauncherMultiNodeTest, NodeLocalShards) {
-  std::vector<LauncherRun> nodes = LaunchTwoNodes("local_shards", "tiny_fp32_mp1", {"--node_local_shards"},
+  auto [reserved_port, nodes] = LaunchTwoNodes("local_shards", "tiny_fp32_mp1", {"--node_local_shards"},
                                                   /*shared=*/false);
   for (LauncherRun& run : nodes) {
     absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
@@ -339,7 +347,7 @@ TEST(LauncherMultiNodeTest, NodeLocalShards) {
 // instead of waiting out its deadline.
 TEST(LauncherMultiNodeTest, ANodeStopsWhenNodeZerosConversionFailed) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<LauncherRun> nodes = LaunchTwoNodes("failed_conversion", "tiny_fp32_mp1", {"--nproc_per_node=3"});
+  auto [reserved_port, nodes] = LaunchTwoNodes("failed_conversion", "tiny_fp32_mp1", {"--nproc_per_node=3"});
   for (LauncherRun& run : nodes) {
     absl::StatusOr<ExitStatus> exit = run.process->Wait(60s);
     ASSERT_TRUE(exit.ok());

@@ -55,6 +55,7 @@ const nlohmann::json& Golden(const std::string& model) {
 }
 
 struct Job {
+  net::Socket store_listener;  // Bound here, as the launcher does, and handed to rank 0.
   std::vector<std::unique_ptr<Process>> ranks;
   std::string dir;
   std::string Log(int rank) const { return ReadFileOrEmpty(absl::StrCat(dir, "/rank", rank, ".err")); }
@@ -67,7 +68,12 @@ Job Start(const std::string& name, const std::string& shard_dir, int world_size,
   Job job;
   job.dir = absl::StrCat(TempDir(), "/", name);
   std::filesystem::create_directories(job.dir);
-  if (port == 0) port = *net::PickFreePort();
+  if (port == 0) {
+    absl::StatusOr<net::Socket> listener = net::Listen("0.0.0.0", 0);
+    EXPECT_TRUE(listener.ok()) << listener.status();
+    port = *net::LocalPort(*listener);
+    job.store_listener = *std::move(listener);
+  }
   if (which.empty()) {
     for (int r = 0; r < world_size; ++r) which.push_back(r);
   }
@@ -81,6 +87,10 @@ Job Start(const std::string& name, const std::string& shard_dir, int world_size,
     p.env = {absl::StrCat("RANK=", rank), absl::StrCat("LOCAL_RANK=", rank), absl::StrCat("WORLD_SIZE=", world_size),
              absl::StrCat("LOCAL_WORLD_SIZE=", world_size), "MASTER_ADDR=127.0.0.1",
              absl::StrCat("MASTER_PORT=", port), "RENDEZVOUS_TOKEN=test-token"};
+    if (rank == 0 && job.store_listener.valid()) {
+      p.inherit_fd = job.store_listener.fd();
+      p.env.push_back(absl::StrCat("RENDEZVOUS_LISTEN_FD=", job.store_listener.fd()));
+    }
     p.stdout_path = absl::StrCat(job.dir, "/rank", rank, ".out");
     p.stderr_path = absl::StrCat(job.dir, "/rank", rank, ".err");
     absl::StatusOr<std::unique_ptr<Process>> process = Process::Spawn(p);

@@ -119,7 +119,8 @@ absl::StatusOr<llama::ModelWeights> BenchWeights(int rank) {
   return llama::SyntheticWeights(config, dtype, 1, rank, FLAGS_world_size);
 }
 
-absl::Status RunRank(int rank, int port) {
+absl::Status RunRank(const llama::RendezvousOptions& join) {
+  const int rank = join.rank;
   const bool leader = rank == 0;
   const llama::JobFlags flags = llama::JobFlagsFromCommandLine();
   ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(flags.device));
@@ -131,11 +132,6 @@ absl::Status RunRank(int rank, int port) {
   // The embedding table is read a row per token, not streamed.
   const double streamed_bytes = weight_bytes - geometry.EmbeddingBytes(weight_dtype);
 
-  llama::RendezvousOptions join;
-  join.master_port = port;
-  join.rank = rank;
-  join.world_size = FLAGS_world_size;
-  join.token = "bench";
   ASSIGN_OR_RETURN(llama::RankPeers peers, llama::JoinPeers(join, rank));
   llama::TransformerOptions options;
   options.kv_cache_dtype = *llama::ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype);  // Checked above.
@@ -233,7 +229,9 @@ int main(int argc, char** argv) {
       return absl::InvalidArgumentError("--world_size > 1 runs the synthetic model only");
     }
     const int failed = llama::RunLocalRanks(
-        FLAGS_world_size, [](int rank, int port) { return llama::ReportFailure("bench", RunRank(rank, port)); });
+        FLAGS_world_size, "bench", [](const llama::RendezvousOptions& join) {
+          return llama::ReportFailure("bench", RunRank(join));
+        });
     return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
   }, {"device", "kv_cache_dtype", "cuda_graphs", "threads"});
 }

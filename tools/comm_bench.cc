@@ -27,12 +27,8 @@ DEFINE_double(seconds_per_size, 0.3, "Time spent measuring each size.");
 
 namespace {
 
-absl::Status RunRank(int rank, int port) {
-  llama::RendezvousOptions options;
-  options.master_port = port;
-  options.rank = rank;
-  options.world_size = FLAGS_world_size;
-  options.token = "comm-bench";
+absl::Status RunRank(llama::RendezvousOptions options) {
+  const int rank = options.rank;
   options.join_timeout = std::chrono::seconds(30);
   ASSIGN_OR_RETURN(std::unique_ptr<llama::Rendezvous> rendezvous, llama::Rendezvous::Join(options));
   ASSIGN_OR_RETURN(std::unique_ptr<llama::TcpCommunicator> comm,
@@ -74,9 +70,9 @@ int main(int argc, char** argv) {
   return llama::ToolMain(argc, argv, "comm_bench", "Measures the TCP all-reduce between local processes.",
                          [](const std::vector<std::string>&) {
                            if (FLAGS_world_size < 2) return absl::InvalidArgumentError("--world_size must be at least 2");
-                           const int failed = llama::RunLocalRanks(FLAGS_world_size, [](int rank, int port) {
-                             return llama::ReportFailure(absl::StrCat("comm_bench rank ", rank).c_str(),
-                                                         RunRank(rank, port));
+                           const int failed = llama::RunLocalRanks(FLAGS_world_size, "comm-bench", [](const llama::RendezvousOptions& join) {
+                             return llama::ReportFailure(absl::StrCat("comm_bench rank ", join.rank).c_str(),
+                                                         RunRank(join));
                            });
                            return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
                          });

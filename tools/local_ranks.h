@@ -1,16 +1,22 @@
 // Runs a tool's ranks as local processes: rank 0 in this process, the
-// others forked, all sharing a free rendezvous port on 127.0.0.1.
+// others forked, meeting at a store rank 0 hosts on 127.0.0.1.
 
 #ifndef LLAMA_TOOLS_LOCAL_RANKS_H_
 #define LLAMA_TOOLS_LOCAL_RANKS_H_
 
 #include <functional>
+#include <string>
+
+#include "worker/dist/rendezvous.h"
 
 namespace llama {
 
-// Calls run(rank, port) in `world_size` processes; returns 0 if every rank
-// returned 0. Call before starting any thread (fork).
-int RunLocalRanks(int world_size, const std::function<int(int rank, int port)>& run);
+// Calls run(options) in `world_size` processes, with options filled in for
+// that rank's rendezvous (the store's socket is bound before any fork, so no
+// other program can take its port); returns 0 if every rank returned 0. Call
+// before starting any thread (fork).
+int RunLocalRanks(int world_size, const std::string& token,
+                  const std::function<int(const RendezvousOptions& options)>& run);
 
 }  // namespace llama
 

@@ -91,9 +91,11 @@ absl::Status Run() {
   join.rank = env.rank;
   join.world_size = env.world_size;
   join.token = env.token;
+  join.listen_fd = env.listen_fd;
   join.join_timeout = std::chrono::seconds(flags.rendezvous_timeout);
   join.load_timeout = std::chrono::seconds(flags.load_timeout);
   ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(join, env.local_rank));
+  if (env.listen_fd >= 0) close(env.listen_fd);  // The store has its own copy, if it needed one.
 
   Job job;
   if (leader) {

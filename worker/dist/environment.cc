@@ -47,6 +47,7 @@ absl::StatusOr<WorkerEnvironment> ReadWorkerEnvironment(const std::function<cons
   if (const char* addr = get("MASTER_ADDR"); addr != nullptr) env.master_addr = addr;
   if (env.master_addr.empty()) return absl::InvalidArgumentError("environment variable MASTER_ADDR is empty");
   if (const char* token = get("RENDEZVOUS_TOKEN"); token != nullptr) env.token = token;
+  RETURN_IF_ERROR(ReadInt(get, "RENDEZVOUS_LISTEN_FD", 0, 1 << 20, &env.listen_fd));
   if (env.world_size > 1 && env.token.empty()) {
     return absl::InvalidArgumentError(
         "environment variable RENDEZVOUS_TOKEN is not set: a job of several ranks needs a shared secret "

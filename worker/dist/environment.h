@@ -19,11 +19,12 @@ struct WorkerEnvironment {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string token;             // RENDEZVOUS_TOKEN
+  int listen_fd = -1;            // RENDEZVOUS_LISTEN_FD: rank 0's store socket, bound by the launcher.
   bool distributed = false;      // Set when the job variables are present.
 };
 
 // Reads RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT and RENDEZVOUS_TOKEN through `get` (default: getenv). With
+// MASTER_PORT, RENDEZVOUS_TOKEN and RENDEZVOUS_LISTEN_FD through `get` (default: getenv). With
 // none of RANK / WORLD_SIZE set, the process is a single rank. Errors name
 // the variable and its value.
 absl::StatusOr<WorkerEnvironment> ReadWorkerEnvironment(

@@ -36,6 +36,7 @@ TEST(EnvironmentTest, TorchrunVariables) {
   EXPECT_EQ(env->master_addr, "node0");
   EXPECT_EQ(env->master_port, 29400);
   EXPECT_EQ(env->token, "s3cret");
+  EXPECT_EQ(env->listen_fd, -1);
 }
 
 TEST(EnvironmentTest, ErrorsNameTheVariable) {
@@ -50,6 +51,8 @@ TEST(EnvironmentTest, ErrorsNameTheVariable) {
       {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=\"0\""},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}, {"RENDEZVOUS_TOKEN", "t"}}, "MASTER_PORT=\"70000\""},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}}, "RENDEZVOUS_TOKEN is not set"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"RENDEZVOUS_TOKEN", "t"}, {"RENDEZVOUS_LISTEN_FD", "-3"}},
+       "RENDEZVOUS_LISTEN_FD=\"-3\""},
   };
   for (const Case& c : cases) {
     absl::StatusOr<WorkerEnvironment> env = Read(c.vars);

@@ -98,10 +98,27 @@ absl::StatusOr<int> LocalPort(const Socket& socket) {
   return ntohs(address.sin_port);
 }
 
-absl::StatusOr<int> PickFreePort(const std::string& host) {
-  absl::StatusOr<Socket> probe = Listen(host, 0);
-  if (!probe.ok()) return probe.status();
-  return LocalPort(*probe);
+absl::StatusOr<Socket> AdoptListener(int fd) {
+  Socket socket(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!socket.valid()) return Errno(absl::StrFormat("descriptor %d", fd), errno);
+  int listening = 0;
+  socklen_t length = sizeof listening;
+  if (getsockopt(socket.fd(), SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 || listening == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("descriptor %d is not a listening socket", fd));
+  }
+  return socket;
+}
+
+absl::StatusOr<Socket> ReservePort() {
+  ASSIGN_OR_RETURN(const sockaddr_in address, Resolve("0.0.0.0", 0));
+  Socket socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket.valid()) return Errno("socket", errno);
+  const int one = 1;
+  setsockopt(socket.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(socket.fd(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    return Errno("bind 0.0.0.0:0", errno);
+  }
+  return socket;
 }
 
 absl::StatusOr<std::string> LocalAddress(const Socket& socket) {

@@ -55,10 +55,17 @@ absl::StatusOr<Socket> Listen(const std::string& host, int port, int backlog = 1
 
 // The port a listening socket is bound to.
 absl::StatusOr<int> LocalPort(const Socket& socket);
-// A port that was free on `host` a moment ago (bound, then released), for a
-// server another process will start; it can be taken meanwhile, which that
-// server's Listen then reports.
-absl::StatusOr<int> PickFreePort(const std::string& host = "127.0.0.1");
+// Takes a listening socket bound elsewhere (handed down by the process that
+// chose the port: binding port 0 and passing the socket on leaves no moment
+// in which another program can take the port). A copy of `fd` is made, so
+// the caller keeps its own. Errors say what `fd` is instead.
+absl::StatusOr<Socket> AdoptListener(int fd);
+// Holds a free port without listening on it, for a port several processes
+// must agree on before any of them starts (the nodes of a multi-node job in
+// a test): the kernel gives it to no one asking for any free port, nobody
+// can connect to it, and Listen (SO_REUSEADDR) can still take it over. A
+// picked port merely released could be taken by anyone in the meantime.
+absl::StatusOr<Socket> ReservePort();
 // The local address (IPv4 dotted) of a connected socket: the interface that
 // reaches its peer.
 absl::StatusOr<std::string> LocalAddress(const Socket& socket);

@@ -10,16 +10,34 @@
 
 namespace llama {
 
+namespace {
+
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> HostStore(const RendezvousOptions& options) {
+  // Listen on every interface: other nodes reach us through MASTER_ADDR.
+  if (options.listen_fd < 0) return TcpStoreServer::Start("0.0.0.0", options.master_port, options.token);
+  ASSIGN_OR_RETURN(net::Socket listener, net::AdoptListener(options.listen_fd));
+  ASSIGN_OR_RETURN(const int port, net::LocalPort(listener));
+  if (port != options.master_port) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the listening socket RENDEZVOUS_LISTEN_FD=%d is on port %d, not MASTER_PORT", options.listen_fd, port));
+  }
+  return TcpStoreServer::Start(std::move(listener), options.token);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOptions& options) {
   if (options.world_size > 1 && options.token.empty()) {
     return absl::InvalidArgumentError(
         "RENDEZVOUS_TOKEN is not set: jobs of more than one rank need a shared secret (the launcher sets it)");
   }
   std::unique_ptr<TcpStoreServer> server;
+  if (options.listen_fd >= 0 && options.rank != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", options.rank, " was given a listening socket (RENDEZVOUS_LISTEN_FD): only rank 0 hosts the store"));
+  }
   if (options.rank == 0) {
-    // Listen on every interface: other nodes reach us through MASTER_ADDR.
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started =
-        TcpStoreServer::Start("0.0.0.0", options.master_port, options.token);
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started = HostStore(options);
     if (!started.ok()) {
       return absl::Status(started.status().code(),
                           absl::StrCat("rank 0 cannot host the rendezvous store (MASTER_PORT=",
@@ -28,7 +46,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
     server = *std::move(started);
   }
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect(options.master_addr, options.master_port, options.token, options.rank,
+      TcpStoreClient::Connect(options.master_addr, server ? server->port() : options.master_port, options.token,
+                              options.rank,
                               net::After(options.join_timeout));
   if (!client.ok()) {
     return absl::Status(client.status().code(),

@@ -25,10 +25,14 @@ namespace llama {
 
 struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
-  int master_port = kDefaultStorePort;
+  int master_port = kDefaultStorePort;  // Rank 0 of a job of one may say 0: any free port.
   int rank = 0;
   int world_size = 1;
   std::string token;
+  // Rank 0 only, optional: a socket already listening on master_port (bound
+  // by whoever chose the port, RENDEZVOUS_LISTEN_FD in a worker) to host the
+  // store on, instead of binding the port itself. The caller keeps it.
+  int listen_fd = -1;
   std::chrono::milliseconds join_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds load_timeout{std::chrono::minutes(30)};
 };

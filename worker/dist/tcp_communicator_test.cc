@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,12 +20,16 @@ using namespace std::chrono_literals;
 
 // Runs body(rank, communicator) on `world` threads.
 void RunRanks(int world, const std::function<void(int, Communicator&)>& body) {
-  const int port = *net::PickFreePort();
+  // Bound before any rank starts, as the launcher does, and hosted by rank 0.
+  absl::StatusOr<net::Socket> listener = net::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int port = *net::LocalPort(*listener);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       RendezvousOptions options;
       options.master_port = port;
+      if (rank == 0) options.listen_fd = listener->fd();
       options.rank = rank;
       options.world_size = world;
       options.token = "t";
@@ -85,20 +91,40 @@ TEST_P(TcpCommunicatorTest, AllGatherAndBroadcast) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpCommunicatorTest, ::testing::Values(1, 2, 3, 4));
 
 TEST(RendezvousTest, MissingRankIsNamedAtTheDeadline) {
+  absl::StatusOr<net::Socket> listener = net::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
   RendezvousOptions options;
-  options.master_port = *net::PickFreePort();
+  options.master_port = *net::LocalPort(*listener);
+  options.listen_fd = listener->fd();
   options.world_size = 3;
   options.token = "t";
   options.join_timeout = 1s;
   std::thread rank1([&] {
     RendezvousOptions mine = options;
     mine.rank = 1;
+    mine.listen_fd = -1;
     Rendezvous::Join(mine).status().IgnoreError();
   });
   absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
   rank1.join();
   EXPECT_EQ(rendezvous.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(rendezvous.status().message(), ::testing::HasSubstr("2/3 ranks joined after 1 s; missing: 2"));
+}
+
+TEST(RendezvousTest, ListeningSocketMustBeRankZerosAndOnMasterPort) {
+  absl::StatusOr<net::Socket> listener = net::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  RendezvousOptions options;
+  options.master_port = *net::LocalPort(*listener) == 65535 ? 65534 : *net::LocalPort(*listener) + 1;
+  options.listen_fd = listener->fd();
+  EXPECT_THAT(Rendezvous::Join(options).status().message(), ::testing::HasSubstr("not MASTER_PORT"));
+  options.rank = 1;
+  options.world_size = 2;
+  options.token = "t";
+  EXPECT_THAT(Rendezvous::Join(options).status().message(), ::testing::HasSubstr("only rank 0 hosts the store"));
+  options.rank = 0;
+  options.listen_fd = STDIN_FILENO;
+  EXPECT_THAT(Rendezvous::Join(options).status().message(), ::testing::HasSubstr("not a listening socket"));
 }
 
 TEST(RendezvousTest, TokenIsRequiredForSeveralRanks) {

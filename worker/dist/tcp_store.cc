@@ -59,9 +59,13 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
                                                                       std::string token) {
   absl::StatusOr<net::Socket> listener = net::Listen(host, port);
   if (!listener.ok()) return listener.status();
-  absl::StatusOr<int> bound = net::LocalPort(*listener);
+  return Start(*std::move(listener), std::move(token));
+}
+
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(net::Socket listener, std::string token) {
+  absl::StatusOr<int> bound = net::LocalPort(listener);
   if (!bound.ok()) return bound.status();
-  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(*std::move(listener), *bound, std::move(token)));
+  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(listener), *bound, std::move(token)));
 }
 
 TcpStoreServer::~TcpStoreServer() {
@@ -188,7 +192,10 @@ bool TcpStoreServer::HandleRequest(const net::Socket& client, const std::string&
       return SendByte(client, present ? 1 : 0, deadline, peer).ok();
     }
     case kBye:
+      // Acknowledged, so that once Close returns the rank is known to have
+      // left cleanly: a disconnect after it is never reported as a loss.
       *said_bye = true;
+      SendByte(client, 0, deadline, peer).IgnoreError();
       return false;
     default:
       LOG(WARNING) << "rendezvous store: " << peer << " sent unknown op " << static_cast<int>(*op)
@@ -278,7 +285,9 @@ absl::StatusOr<bool> TcpStoreClient::Check(const std::string& key) {
 
 absl::Status TcpStoreClient::Close() {
   if (!socket_.valid()) return absl::OkStatus();
-  absl::Status s = SendRequest(kBye, "", net::After(std::chrono::seconds(5)));
+  const net::Deadline d = net::After(std::chrono::seconds(5));
+  absl::Status s = SendRequest(kBye, "", d);
+  if (s.ok()) s = RecvByte(socket_, d, peer_).status();
   socket_.Close();
   return s;
 }

@@ -45,6 +45,8 @@ class TcpStoreServer {
   // Binds host:port (port 0: any free port). A busy port is an error naming it.
   static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, int port,
                                                                std::string token);
+  // Serves on a socket already listening (see net::AdoptListener).
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(net::Socket listener, std::string token);
   ~TcpStoreServer();
 
   int port() const { return port_; }
