@@ -114,15 +114,13 @@ TEST_F(DownloadTest, ResumesAfterADroppedConnection) {
 TEST_F(DownloadTest, ExpiredUrlStopsAtOnceWithTheReason) {
   DownloadOptions o = Options();
   o.url_template = absl::StrCat("http://127.0.0.1:", server_->port(), "/llama2/*?Policy=old&Signature=expired99");
-  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(o);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(report.status().message(), HasSubstr("HTTP 403"));
   EXPECT_THAT(report.status().message(), HasSubstr("expired"));
   EXPECT_THAT(report.status().message(), HasSubstr("?<redacted>"));
   EXPECT_THAT(report.status().message(), Not(HasSubstr("expired99")));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
-  EXPECT_EQ(server_->Requests("LICENSE"), 1);  // No retry.
+  EXPECT_EQ(server_->Requests("LICENSE"), 1);  // At once: no retry (a count, not a clock, on a loaded machine).
 }
 
 TEST_F(DownloadTest, CorruptedByteIsDetectedAndRefetched) {

@@ -82,7 +82,7 @@ TEST(TcpStoreTest, TimedOutWaitLeavesTheConnectionUsable) {
   absl::StatusOr<std::string> v = client->Get("never", 100ms);
   EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(v.status().message(), HasSubstr("key \"never\" not set within 100 ms"));
-  EXPECT_LT(net::Clock::now() - start, 2s);
+  EXPECT_LT(net::Clock::now() - start, 10s);  // Generous: a wait that ignored its timeout would hang.
   ASSERT_TRUE(client->Set("k", "v").ok());
   EXPECT_EQ(*client->Get("k", 1s), "v");
 }
