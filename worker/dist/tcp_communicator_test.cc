@@ -111,6 +111,16 @@ TEST(RendezvousTest, MissingRankIsNamedAtTheDeadline) {
   EXPECT_THAT(rendezvous.status().message(), ::testing::HasSubstr("2/3 ranks joined after 1 s; missing: 2"));
 }
 
+// As the one-rank NCCL tests join: port 0 means any free one, no race.
+TEST(RendezvousTest, OneRankTakesAnyFreePort) {
+  RendezvousOptions options;
+  options.master_port = 0;
+  absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
+  ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
+  ASSERT_TRUE((*rendezvous)->store().Set("k", "v").ok());
+  EXPECT_TRUE((*rendezvous)->Finish().ok());
+}
+
 TEST(RendezvousTest, ListeningSocketMustBeRankZerosAndOnMasterPort) {
   absl::StatusOr<net::Socket> listener = net::Listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok()) << listener.status();
