@@ -142,22 +142,33 @@ TEST_P(LauncherTest, GoldenOutputWithLocalWorkers) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, LauncherTest, ::testing::Values(1, 2, 4));
 
-TEST(LauncherFaultTest, KilledWorkerStopsTheJob) {
-  std::vector<std::string> args = FixtureJob("killed", 2);
+// A 2-worker job long enough to interrupt, once both workers are
+// generating (readiness, not a guess: so the fault tests test the fault).
+struct LongJob {
+  LauncherRun run;
+  std::vector<pid_t> workers;
+};
+
+LongJob StartGenerating(const std::string& name) {
+  std::vector<std::string> args = FixtureJob(name, 2);
   args.push_back("--max_seq_len=4096");
   args.push_back("--max_gen_len=4000");
-  LauncherRun run = Launch("killed", args);
-  std::vector<pid_t> workers;
-  for (int i = 0; i < 500 && workers.size() < 2; ++i) {
+  LongJob job{Launch(name, args), {}};
+  const std::string log = TempDir() + "/" + name + "/logs/rank0.log";
+  const auto deadline = std::chrono::steady_clock::now() + 60s;  // Generous: CI machines are loaded.
+  while (std::chrono::steady_clock::now() < deadline &&
+         (job.workers.size() < 2 || ReadFileOrEmpty(log).find("generating") == std::string::npos)) {
     std::this_thread::sleep_for(10ms);
-    workers = ChildrenOf(run.process->pid());
+    job.workers = ChildrenOf(job.run.process->pid());
   }
+  EXPECT_EQ(job.workers.size(), 2u);
+  EXPECT_THAT(ReadFileOrEmpty(log), HasSubstr("generating")) << "rank 0 never started generating";
+  return job;
+}
+
+TEST(LauncherFaultTest, KilledWorkerStopsTheJob) {
+  auto [run, workers] = StartGenerating("killed");
   ASSERT_EQ(workers.size(), 2u);
-  for (int i = 0; i < 500 && ReadFileOrEmpty(TempDir() + "/killed/logs/rank0.log").find("generating") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_THAT(ReadFileOrEmpty(TempDir() + "/killed/logs/rank0.log"), HasSubstr("generating"))
-      << "rank 0 never started generating; the kill would test something else";
   const pid_t victim = workers[1];
   ::kill(victim, SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
@@ -171,15 +182,7 @@ TEST(LauncherFaultTest, KilledWorkerStopsTheJob) {
 }
 
 TEST(LauncherFaultTest, SigtermStopsEveryWorker) {
-  std::vector<std::string> args = FixtureJob("sigterm", 2);
-  args.push_back("--max_seq_len=4096");
-  args.push_back("--max_gen_len=4000");
-  LauncherRun run = Launch("sigterm", args);
-  std::vector<pid_t> workers;
-  for (int i = 0; i < 500 && workers.size() < 2; ++i) {
-    std::this_thread::sleep_for(10ms);
-    workers = ChildrenOf(run.process->pid());
-  }
+  auto [run, workers] = StartGenerating("sigterm");
   ASSERT_EQ(workers.size(), 2u);
   ::kill(run.process->pid(), SIGTERM);
   absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
