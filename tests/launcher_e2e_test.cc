@@ -60,6 +60,13 @@ struct LauncherRun {
   std::string err() const { return ReadFileOrEmpty(dir + "/stderr"); }
 };
 
+// The exit code once the run ends: -1 when a signal ended it (see
+// ExitStatus), -2 when it was still running after `timeout`.
+int ExitCodeOf(LauncherRun& run, std::chrono::seconds timeout = 30s) {
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(timeout);
+  return exit.ok() ? exit->code : -2;
+}
+
 LauncherRun Launch(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
   LauncherRun run;
   run.dir = TempDir() + "/" + name;
@@ -277,7 +284,7 @@ TEST(LauncherFaultTest, BusyMasterPort) {
 
 TEST(LauncherFaultTest, DownloadNeedsATargetAndAUrl) {
   LauncherRun no_target = Launch("dl_no_target", {"download", "--models=7B"});
-  ASSERT_TRUE(no_target.process->Wait(30s).ok());
+  EXPECT_EQ(ExitCodeOf(no_target), 1) << no_target.err();
   EXPECT_THAT(no_target.err(), HasSubstr("download: --target_dir is required"));
   LauncherRun no_url = Launch("dl_no_url", {"download", "--models=7B", "--target_dir=" + TempDir() + "/dl"});
   absl::StatusOr<ExitStatus> exit = no_url.process->Wait(30s);
@@ -421,7 +428,7 @@ TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
   LauncherRun dry = Launch("sbatch_dry", {"sbatch", "--dry_run", "--nodes=1", "--launcher_path=/opt/l/launcher",
                                           "--ckpt_dir=/x", "--prompt=p"},
                            {"PATH=/nonexistent"});
-  ASSERT_TRUE(dry.process->Wait(30s).ok());
+  EXPECT_EQ(ExitCodeOf(dry), 0) << dry.err();
   EXPECT_THAT(dry.out(), HasSubstr("#!/bin/bash"));
   EXPECT_THAT(dry.out(), HasSubstr("'--ckpt_dir=/x'"));
   EXPECT_THAT(dry.out(), HasSubstr("'--prompt=p'"));
@@ -488,7 +495,7 @@ TEST(LauncherHelpTest, HelpAndVersion) {
     }
   }
   LauncherRun version = RunBinary("version", "launcher/launcher", "--version");
-  ASSERT_TRUE(version.process->Wait(30s).ok());
+  EXPECT_EQ(ExitCodeOf(version), 0) << version.err();
   EXPECT_THAT(version.out(), HasSubstr("launcher (llama2-cpp "));
   EXPECT_THAT(version.out(), HasSubstr("commit "));
   EXPECT_THAT(version.out(), HasSubstr("CPU kernels: "));

@@ -109,6 +109,16 @@ void ExpectSuccess(Job& job) {
   }
 }
 
+// Waits for every process; each must exit 1: a clear error, not a crash,
+// a signal or a hang.
+void ExpectEveryRankFails(Job& job) {
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    absl::StatusOr<ExitStatus> exit = job.ranks[i]->Wait(30s);
+    ASSERT_TRUE(exit.ok()) << "rank " << i << ": " << exit.status();
+    EXPECT_EQ(exit->code, 1) << "rank " << i << ": " << exit->Describe() << "\n" << job.Log(i);
+  }
+}
+
 std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
   std::vector<nlohmann::json> rows;
   std::ifstream in(path);
@@ -228,19 +238,19 @@ TEST(WorkerFaultTest, RanksWithDifferentModelsAreRefused) {
 
 TEST(WorkerFaultTest, JobFlagsAreChecked) {
   Job job = Start("no_prompt", Shards("tiny_fp32_mp1", 1), 1, {});
-  ASSERT_TRUE(job.ranks[0]->Wait(30s).ok());
+  ExpectEveryRankFails(job);
   EXPECT_THAT(job.Log(0), HasSubstr("give exactly one of --prompt, --prompts_file, --dialogs_file"));
 }
 
 TEST(WorkerFaultTest, KvCacheDtypeIsChecked) {
   Job job = Start("bad_kv", Shards("tiny_fp32_mp1", 1), 1, {"--prompt=hello", "--kv_cache_dtype=int8"});
-  ASSERT_TRUE(job.ranks[0]->Wait(30s).ok());
+  ExpectEveryRankFails(job);
   EXPECT_THAT(job.Log(0), HasSubstr("--kv_cache_dtype=\"int8\": expected f32, bf16 or f16"));
 }
 
 TEST(WorkerFaultTest, ShardsOfAnotherWorldSizeSayHowToConvert) {
   Job job = Start("wrong_ws", Shards("tiny_fp32_mp1", 1), 2, {"--prompt=hello"});
-  for (auto& rank : job.ranks) ASSERT_TRUE(rank->Wait(30s).ok());
+  ExpectEveryRankFails(job);
   EXPECT_THAT(job.Log(0), HasSubstr("no shard for rank 0 of 2"));
   EXPECT_THAT(job.Log(0), HasSubstr("--world_size=2"));
 }
