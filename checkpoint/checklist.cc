@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/io/durable_file.h"
 
 namespace llama {
 

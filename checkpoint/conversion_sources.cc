@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/checklist.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/io/durable_file.h"
 #include "checkpoint/llama_layout.h"
 #include "ops/status_macros.h"
 

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/io/durable_file.h"
 #include "checkpoint/pth_reader.h"
 #include "ops/status_macros.h"
 

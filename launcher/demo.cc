@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/checklist.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/io/durable_file.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/pth_writer.h"
 #include "launcher/demo_tokenizer.h"

@@ -26,8 +26,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/checklist.h"
-#include "checkpoint/file_util.h"
-#include "checkpoint/progress.h"
+#include "checkpoint/io/durable_file.h"
+#include "checkpoint/io/progress.h"
 #include "launcher/presigned_url.h"
 #include "ops/status_macros.h"
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "checkpoint/progress.h"
+#include "checkpoint/io/progress.h"
 #include "launcher/download.h"
 #include "ops/status_macros.h"
 

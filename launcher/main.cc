@@ -27,7 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "checkpoint/converter.h"
-#include "checkpoint/progress.h"
+#include "checkpoint/io/progress.h"
 #include "launcher/demo.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
@@ -41,7 +41,7 @@
 #include "launcher/world.h"
 #include "worker/flag_help.h"
 #include "worker/job_flags.h"
-#include "worker/dist/net.h"
+#include "worker/net/net.h"
 
 // Topology (torchrun's flags).
 DEFINE_int32(nproc_per_node, 1, "Workers (ranks) on this node; one per GPU on GPU machines.");

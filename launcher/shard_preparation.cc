@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "checkpoint/file_util.h"
+#include "checkpoint/io/durable_file.h"
 #include "ops/status_macros.h"
 
 namespace llama {

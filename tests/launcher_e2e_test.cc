@@ -24,7 +24,7 @@
 #include "launcher/process.h"
 #include "ops/device.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/dist/net.h"
+#include "worker/net/net.h"
 #include "tests/fixtures/test_util.h"
 
 namespace llama {

@@ -20,7 +20,7 @@
 #include "checkpoint/converter.h"
 #include "launcher/process.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/dist/net.h"
+#include "worker/net/net.h"
 #include "tests/fixtures/test_util.h"
 
 namespace llama {

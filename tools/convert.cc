@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/converter.h"
-#include "checkpoint/progress.h"
+#include "checkpoint/io/progress.h"
 #include "ops/status_macros.h"
 #include "tools/tool_main.h"
 

@@ -26,7 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/converter.h"
-#include "checkpoint/progress.h"
+#include "checkpoint/io/progress.h"
 #include "ops/status_macros.h"
 #include "tools/tool_main.h"
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "worker/dist/net.h"
+#include "worker/net/net.h"
 
 namespace llama {
 

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/dist/communicator.h"
-#include "worker/dist/net.h"
+#include "worker/net/net.h"
 #include "worker/dist/rendezvous.h"
 
 namespace llama {

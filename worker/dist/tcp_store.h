@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/dist/net.h"
+#include "worker/net/net.h"
 
 namespace llama {
 

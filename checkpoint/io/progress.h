@@ -2,8 +2,8 @@
 // done / total, percent, rate and time left. On a terminal it redraws one
 // line; otherwise (logs, CI) it prints a line every few seconds.
 
-#ifndef LLAMA_CHECKPOINT_PROGRESS_H_
-#define LLAMA_CHECKPOINT_PROGRESS_H_
+#ifndef LLAMA_CHECKPOINT_IO_PROGRESS_H_
+#define LLAMA_CHECKPOINT_IO_PROGRESS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -43,4 +43,4 @@ std::string HumanBytes(double bytes);
 
 }  // namespace llama
 
-#endif  // LLAMA_CHECKPOINT_PROGRESS_H_
+#endif  // LLAMA_CHECKPOINT_IO_PROGRESS_H_

@@ -1,4 +1,4 @@
-#include "checkpoint/progress.h"
+#include "checkpoint/io/progress.h"
 
 #include <unistd.h>
 

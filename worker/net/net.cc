@@ -1,4 +1,4 @@
-#include "worker/dist/net.h"
+#include "worker/net/net.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -5,8 +5,8 @@
 // whole buffer has moved, retry on EINTR, never raise SIGPIPE, and treat a
 // zero-byte read as the peer having gone away.
 
-#ifndef LLAMA_WORKER_NET_H_
-#define LLAMA_WORKER_NET_H_
+#ifndef LLAMA_WORKER_NET_NET_H_
+#define LLAMA_WORKER_NET_NET_H_
 
 #include <chrono>
 #include <cstddef>
@@ -98,4 +98,4 @@ absl::StatusOr<std::string> RecvString(const Socket& s, size_t max_size, Deadlin
 
 }  // namespace llama::net
 
-#endif  // LLAMA_WORKER_NET_H_
+#endif  // LLAMA_WORKER_NET_NET_H_

@@ -1,7 +1,7 @@
 // Durable file operations for outputs that must never be seen half-written.
 
-#ifndef LLAMA_CHECKPOINT_FILE_UTIL_H_
-#define LLAMA_CHECKPOINT_FILE_UTIL_H_
+#ifndef LLAMA_CHECKPOINT_IO_DURABLE_FILE_H_
+#define LLAMA_CHECKPOINT_IO_DURABLE_FILE_H_
 
 #include <string>
 
@@ -21,4 +21,4 @@ std::string DirectoryOf(const std::string& path);
 
 }  // namespace llama
 
-#endif  // LLAMA_CHECKPOINT_FILE_UTIL_H_
+#endif  // LLAMA_CHECKPOINT_IO_DURABLE_FILE_H_

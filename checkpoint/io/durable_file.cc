@@ -1,4 +1,4 @@
-#include "checkpoint/file_util.h"
+#include "checkpoint/io/durable_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
