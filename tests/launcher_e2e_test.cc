@@ -67,21 +67,27 @@ int ExitCodeOf(LauncherRun& run, std::chrono::seconds timeout = 30s) {
   return exit.ok() ? exit->code : -2;
 }
 
-LauncherRun Launch(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
+// Runs argv[0] (a path in the runfiles) with only `env`, its output in
+// files under TempDir()/name.
+LauncherRun RunProgram(const std::string& name, std::vector<std::string> argv, std::vector<std::string> env) {
   LauncherRun run;
   run.dir = TempDir() + "/" + name;
   std::filesystem::create_directories(run.dir);
   ProcessOptions options;
-  options.argv = {"launcher/launcher"};
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.env = env;
-  options.env.push_back("HOME=" + TempDir());
+  options.argv = std::move(argv);
+  options.env = std::move(env);
   options.stdout_path = run.dir + "/stdout";
   options.stderr_path = run.dir + "/stderr";
   absl::StatusOr<std::unique_ptr<Process>> p = Process::Spawn(options);
   EXPECT_TRUE(p.ok()) << p.status();
   run.process = *std::move(p);
   return run;
+}
+
+LauncherRun Launch(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
+  args.insert(args.begin(), "launcher/launcher");
+  env.push_back("HOME=" + TempDir());
+  return RunProgram(name, std::move(args), std::move(env));
 }
 
 std::vector<std::string> FixtureJob(const std::string& name, int nproc, const std::string& model = "tiny_fp32_mp1") {
@@ -463,24 +469,11 @@ TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
 // --help is the manual: the launcher's and the worker's flags grouped, the
 // defaults as written, no logging-library flags but --log_dir, exit 0;
 // --version names the build.
-LauncherRun RunBinary(const std::string& name, const std::string& binary, const std::string& arg) {
-  LauncherRun run;
-  run.dir = TempDir() + "/" + name;
-  std::filesystem::create_directories(run.dir);
-  ProcessOptions options;
-  options.argv = {binary, arg};
-  options.stdout_path = run.dir + "/stdout";
-  options.stderr_path = run.dir + "/stderr";
-  absl::StatusOr<std::unique_ptr<Process>> p = Process::Spawn(options);
-  EXPECT_TRUE(p.ok()) << p.status();
-  run.process = *std::move(p);
-  return run;
-}
 
 TEST(LauncherHelpTest, HelpAndVersion) {
   for (const char* binary : {"launcher/launcher", "worker/worker"}) {
     for (const char* ask : {"--help", "-h", "--helpshort"}) {
-      LauncherRun run = RunBinary("help", binary, ask);
+      LauncherRun run = RunProgram("help", {binary, ask}, {});
       absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
       ASSERT_TRUE(exit.ok()) << binary << " " << ask;
       EXPECT_EQ(exit->code, 0) << binary << " " << ask;
@@ -494,7 +487,7 @@ TEST(LauncherHelpTest, HelpAndVersion) {
       }
     }
   }
-  LauncherRun version = RunBinary("version", "launcher/launcher", "--version");
+  LauncherRun version = RunProgram("version", {"launcher/launcher", "--version"}, {});
   EXPECT_EQ(ExitCodeOf(version), 0) << version.err();
   EXPECT_THAT(version.out(), HasSubstr("launcher (llama2-cpp "));
   EXPECT_THAT(version.out(), HasSubstr("commit "));
