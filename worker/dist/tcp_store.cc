@@ -68,6 +68,11 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(net::Socke
   return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(listener), *bound, std::move(token)));
 }
 
+int TcpStoreServer::waiting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waiting_;
+}
+
 TcpStoreServer::~TcpStoreServer() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -155,8 +160,11 @@ bool TcpStoreServer::HandleRequest(const net::Socket& client, const std::string&
       bool found;
       {
         std::unique_lock<std::mutex> lock(mutex_);
+        const bool must_wait = data_.count(*key) == 0;
+        waiting_ += must_wait;
         found = changed_.wait_for(lock, std::chrono::milliseconds(*timeout_ms),
                                   [&] { return stopping_ || data_.count(*key) > 0; });
+        waiting_ -= must_wait;
         found = found && !stopping_;
         if (found) value = data_[*key];
       }

@@ -50,6 +50,9 @@ class TcpStoreServer {
   ~TcpStoreServer();
 
   int port() const { return port_; }
+  // How many Gets are blocked now on a key not yet set (what a stuck job
+  // waits for; the tests use it to know waiters are really waiting).
+  int waiting();
 
  private:
   TcpStoreServer(net::Socket listener, int port, std::string token);
@@ -66,6 +69,7 @@ class TcpStoreServer {
   std::map<std::string, std::string> data_;
   bool stopping_ = false;
   int lost_count_ = 0;
+  int waiting_ = 0;
   std::vector<std::shared_ptr<net::Socket>> clients_;
   std::vector<std::thread> threads_;
   std::thread accept_thread_;

@@ -69,10 +69,13 @@ TEST(TcpStoreTest, ConcurrentWaitersAllWake) {
       if (v.ok() && *v == "now") ++woke;
     });
   }
-  std::this_thread::sleep_for(100ms);
+  // All 8 blocked on the key, so the Set must wake them (not merely be seen).
+  for (int i = 0; i < 3000 && server->waiting() < 8; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(server->waiting(), 8);
   ASSERT_TRUE(Join(*server, 8)->Set("go", "now").ok());
   for (auto& t : threads) t.join();
   EXPECT_EQ(woke, 8);
+  EXPECT_EQ(server->waiting(), 0);
 }
 
 TEST(TcpStoreTest, TimedOutWaitLeavesTheConnectionUsable) {
@@ -152,7 +155,9 @@ TEST(TcpStoreTest, ServerShutdownMidRequestFailsTheClient) {
   auto server = StartServer();
   auto client = Join(*server, 0);
   std::thread killer([&] {
-    std::this_thread::sleep_for(200ms);
+    // Mid-request: once the Get is blocked in the server.
+    for (int i = 0; i < 3000 && server->waiting() < 1; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(server->waiting(), 1);
     server.reset();
   });
   const auto start = net::Clock::now();
