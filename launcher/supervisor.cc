@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/progress_line.h"
 

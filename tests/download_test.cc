@@ -16,8 +16,8 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "launcher/process.h"
 #include "tests/fixtures/http_test_server.h"
-#include "tokenizer/tokenizer_fixture.h"
 #include "tests/fixtures/test_util.h"
+#include "tokenizer/tokenizer_fixture.h"
 
 namespace llama {
 namespace {

@@ -23,9 +23,9 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "launcher/process.h"
 #include "ops/device.h"
+#include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/net/net.h"
-#include "tests/fixtures/test_util.h"
 
 namespace llama {
 namespace {

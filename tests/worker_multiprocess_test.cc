@@ -19,9 +19,9 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
 #include "launcher/process.h"
+#include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/net/net.h"
-#include "tests/fixtures/test_util.h"
 
 namespace llama {
 namespace {

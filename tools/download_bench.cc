@@ -20,8 +20,8 @@
 #include "checkpoint/checklist.h"
 #include "launcher/download.h"
 #include "ops/status_macros.h"
-#include "tools/tool_main.h"
 #include "tests/fixtures/http_test_server.h"
+#include "tools/tool_main.h"
 
 DEFINE_int32(size_mb, 2048, "Size of the served file.");
 DEFINE_int32(link_mb_per_s, 0,

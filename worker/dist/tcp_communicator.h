@@ -22,8 +22,8 @@
 
 #include "absl/status/statusor.h"
 #include "worker/dist/communicator.h"
-#include "worker/net/net.h"
 #include "worker/dist/rendezvous.h"
+#include "worker/net/net.h"
 
 namespace llama {
 

@@ -2,8 +2,8 @@
 
 #include <cuda_runtime.h>
 
-#include "ops/cuda/cuda_status.h"
 #include "ops/cuda/attention.h"
+#include "ops/cuda/cuda_status.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/rope.h"
 #include "ops/status_macros.h"

@@ -22,10 +22,10 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "worker/model/language_model.h"
-#include "worker/model/model_weights.h"
 #include "worker/dist/nccl_communicator.h"
+#include "worker/model/language_model.h"
 #include "worker/model/model_options.h"
+#include "worker/model/model_weights.h"
 
 namespace llama {
 

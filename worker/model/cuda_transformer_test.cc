@@ -20,9 +20,9 @@
 
 #include "ops/cuda/cuda_status.h"
 #include "worker/dist/communicator.h"
-#include "worker/model/generator.h"
 #include "worker/dist/nccl_communicator.h"
 #include "worker/dist/rendezvous.h"
+#include "worker/model/generator.h"
 #include "worker/model/synthetic_weights.h"
 #include "worker/model/transformer.h"
 
