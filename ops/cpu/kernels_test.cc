@@ -55,7 +55,8 @@ void ForEveryKernelVersion(const char* what, Check&& check) {
 
 // Linear against a double-precision scalar product for n rows of x, every
 // weight dtype; sizes that are not multiples of any tile, panel or vector
-// (out = 70 ends on a pair of weight rows, 71 on a single one).
+// (out = 70 and 71 end the 32-row weight blocks on tiles of 2, 3 and 1
+// weight rows).
 void ExpectLinearMatchesScalar(int64_t n, int64_t out = 70) {
   ThreadPool pool(3);
   const int64_t in = 67;

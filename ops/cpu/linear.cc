@@ -45,11 +45,23 @@ __attribute__((always_inline)) inline void DotTile(const float* const* x, const 
   }
 }
 
-// out[r][c] = dot(x[r], w[c]) for `rows` (1..4) rows and `cols` (1..2)
-// weight rows of f32 or bf16.
+// out[r][c] = dot(x[r], w[c]) for `rows` (1..4) rows and `cols` (1..3)
+// weight rows of f32, bf16 or f16.
 template <typename Weight>
 __attribute__((always_inline)) inline void DotRowsImpl(const float* const* x, int rows, const Weight* const* w,
                                                        int cols, int64_t n, float* out) {
+  if (cols == 3) {
+    switch (rows) {
+      case 4:
+        return DotTile<4, 3>(x, w, n, out);
+      case 3:
+        return DotTile<3, 3>(x, w, n, out);
+      case 2:
+        return DotTile<2, 3>(x, w, n, out);
+      default:
+        return DotTile<1, 3>(x, w, n, out);
+    }
+  }
   if (cols == 2) {
     switch (rows) {
       case 4:
@@ -98,10 +110,16 @@ void BlockTimesX(const float* x, int64_t n, const Weight* block, int64_t count, 
     const int tile_rows = static_cast<int>(std::min<int64_t>(4, n - i));
     const float* xs[4] = {x + i * in, x + std::min(i + 1, n - 1) * in, x + std::min(i + 2, n - 1) * in,
                           x + std::min(i + 3, n - 1) * in};
-    for (int64_t r = 0; r < count; r += 2) {
-      const int cols = static_cast<int>(std::min<int64_t>(2, count - r));
-      const Weight* ws[2] = {block + r * in, block + std::min(r + 1, count - 1) * in};
-      float dots[8];
+    // Three weight rows per tile when x has 3 or 4 rows (12 sums + 3 + 1
+    // registers of the 16): each widened weight vector serves more FMAs;
+    // measured at batch 8, 226 -> 198-209 ms/step on the bench model. Two
+    // for fewer rows, where the third gained nothing.
+    const int max_cols = tile_rows >= 3 ? 3 : 2;
+    for (int64_t r = 0; r < count; r += max_cols) {
+      const int cols = static_cast<int>(std::min<int64_t>(max_cols, count - r));
+      const Weight* ws[3] = {block + r * in, block + std::min(r + 1, count - 1) * in,
+                             block + std::min(r + 2, count - 1) * in};
+      float dots[12];
       DotRows(xs, tile_rows, ws, cols, in, dots);
       for (int k = 0; k < tile_rows; ++k) {
         for (int c = 0; c < cols; ++c) y[(i + k) * out + first + r + c] = dots[k * cols + c];
