@@ -101,6 +101,11 @@ void DotRows(const float* const* x, int rows, const simd::F16Hw* const* w, int c
   DotRowsImpl(x, rows, w, cols, n, out);
 }
 
+LLAMA_V3
+void DotRows(const float* const* x, int rows, const simd::Bf16Hw* const* w, int cols, int64_t n, float* out) {
+  DotRowsImpl(x, rows, w, cols, n, out);
+}
+
 // Computes y rows [first, first + count) from `block` (count weight rows of
 // `in` elements, f32 or bf16) for every row of x.
 template <typename Weight>
@@ -288,6 +293,8 @@ LLAMA_DISPATCH_V3(void, PackRows, (const simd::F16* rows, int64_t in, int64_t co
 
 LLAMA_V3
 void PackRows(const simd::F16Hw* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+LLAMA_V3
+void PackRows(const simd::Bf16Hw* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
 
 // Calls f with w's data as f32, bf16 (uint16_t) or f16 weights (simd::F16Hw
 // with the v3 kernels, which convert f16 in hardware, else simd::F16).
@@ -297,6 +304,7 @@ void WithWeights(const Tensor& w, Fn&& f) {
     case DType::kF32:
       return f(w.f32());
     case DType::kBF16:
+      if (simd::UseV3()) return f(static_cast<const simd::Bf16Hw*>(w.raw()));
       return f(static_cast<const uint16_t*>(w.raw()));
     default:  // Linear's weights are f32, bf16 or f16 (the shard reader checks).
       if (simd::UseV3()) return f(static_cast<const simd::F16Hw*>(w.raw()));

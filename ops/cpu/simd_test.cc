@@ -2,7 +2,8 @@
 // bit patterns (zeros, subnormals, normals, infinities, NaNs with their
 // payloads), bit for bit, both as this file is compiled (baseline x86-64)
 // inside an x86-64-v3 function, and through F16C there (which keeps every
-// value but quiets signalling NaNs), where the CPU runs v3 code.
+// value but quiets signalling NaNs), where the CPU runs v3 code; and the
+// bf16 widenings (generic and the v3 one) on all 65536 patterns.
 
 #include "ops/cpu/simd.h"
 
@@ -54,6 +55,34 @@ TEST(SimdTest, F16WideningEqualsTheScalarConversionForEveryValue) {
       if (widen == &WidenF16C && std::isnan(want) && std::isnan(got[i])) continue;
       ASSERT_EQ(got_bits, want_bits) << "f16 bits 0x" << std::hex << i << " (variant " << (widen == &WidenBaseline ? "baseline" : widen == &WidenF16C ? "F16C" : "x86-64-v3")
           << ")";
+    }
+  }
+}
+
+// bf16 is the top half of an f32: both widenings must give exactly that,
+// for every bit pattern (NaNs included: no instruction here quiets them).
+void WidenBf16Baseline(const uint16_t* in, size_t n, float* out) {
+  for (size_t i = 0; i < n; i += 8) Store8(out + i, Load8(in + i));
+}
+
+LLAMA_V3
+void WidenBf16V3(const uint16_t* in, size_t n, float* out) {
+  for (size_t i = 0; i < n; i += 8) Store8(out + i, Load8(reinterpret_cast<const Bf16Hw*>(in + i)));
+}
+
+TEST(SimdTest, Bf16WideningIsExactForEveryValue) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<void (*)(const uint16_t*, size_t, float*)> variants = {&WidenBf16Baseline};
+  if (UseV3()) variants.push_back(&WidenBf16V3);
+  std::printf("bf16 widening variants checked: baseline%s\n", UseV3() ? ", x86-64-v3" : " (no x86-64-v3 here)");
+  for (auto widen : variants) {
+    std::vector<float> got(all.size());
+    widen(all.data(), all.size(), got.data());
+    for (uint32_t i = 0; i < all.size(); ++i) {
+      uint32_t got_bits;
+      std::memcpy(&got_bits, &got[i], 4);
+      ASSERT_EQ(got_bits, i << 16) << "bf16 bits 0x" << std::hex << i;
     }
   }
 }
