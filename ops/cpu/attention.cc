@@ -13,21 +13,27 @@ namespace {
 using simd::Float8;
 using simd::Load8;
 
+// Widens n 16-bit cache values into `out`.
+template <typename Half>
+__attribute__((always_inline)) inline void Widen(const void* cache, int64_t offset, int64_t n, float* out) {
+  const Half* bits = static_cast<const Half*>(cache) + offset;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) simd::Store8(out + i, Load8(bits + i));
+  for (; i < n; ++i) out[i] = simd::Scalar(bits[i]);
+}
+
 // A cache row at element `offset` as f32: in place for an f32 cache, else
 // widened into `scratch` (one head's row: it stays in L1 while every query
-// head of its group reads it).
+// head of its group reads it). Bf16 and F16 are the element types that
+// widen them: the generic ones, or in v3 code simd::Bf16Hw and F16Hw.
+template <typename Bf16, typename F16>
 __attribute__((always_inline)) inline const float* CacheRow(const void* cache, DType dtype, int64_t offset, int64_t n,
                                                             float* scratch) {
   if (dtype == DType::kF32) return static_cast<const float*>(cache) + offset;
-  int64_t i = 0;
   if (dtype == DType::kBF16) {
-    const uint16_t* bits = static_cast<const uint16_t*>(cache) + offset;
-    for (; i + 8 <= n; i += 8) simd::Store8(scratch + i, Load8(bits + i));
-    for (; i < n; ++i) scratch[i] = simd::Scalar(bits[i]);
+    Widen<Bf16>(cache, offset, n, scratch);
   } else {
-    const simd::F16* bits = static_cast<const simd::F16*>(cache) + offset;
-    for (; i + 8 <= n; i += 8) simd::Store8(scratch + i, Load8(bits + i));
-    for (; i < n; ++i) scratch[i] = simd::Scalar(bits[i]);
+    Widen<F16>(cache, offset, n, scratch);
   }
   return scratch;
 }
@@ -58,13 +64,14 @@ __attribute__((always_inline)) inline void Axpy(float w, const float* x, int64_t
 // Attention of query row `row` for the query heads heads[0, count), which
 // all read KV head `kv`: each cached key and value row is loaded (and
 // widened) once for the whole group. scores: [count][positions].
+template <typename Bf16, typename F16>
 __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& a, int64_t row, int64_t kv,
                                                            const int* heads, int count, float* scores,
                                                            float* widened) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   const int64_t kv_stride = a.n_kv_heads * a.head_dim, positions = a.start_pos + row + 1;
   const auto row_of = [&](const void* cache, int64_t t) {
-    return CacheRow(cache, a.cache_dtype, t * kv_stride + kv * a.head_dim, a.head_dim, widened);
+    return CacheRow<Bf16, F16>(cache, a.cache_dtype, t * kv_stride + kv * a.head_dim, a.head_dim, widened);
   };
   for (int64_t t = 0; t < positions; ++t) {
     const float* k = row_of(a.k_cache, t);
@@ -92,10 +99,24 @@ __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& 
   }
 }
 
-LLAMA_DISPATCH_V3(void, AttendGroup,
-                  (const AttentionArgs& a, int64_t row, int64_t kv, const int* heads, int count, float* scores,
-                   float* widened),
-                  (a, row, kv, heads, count, scores, widened))
+// Not LLAMA_DISPATCH_V3: the two versions widen 16-bit caches differently
+// (the v3 one with instructions the baseline cannot contain).
+LLAMA_V3
+void AttendGroupV3(const AttentionArgs& a, int64_t row, int64_t kv, const int* heads, int count, float* scores,
+                   float* widened) {
+  AttendGroupImpl<simd::Bf16Hw, simd::F16Hw>(a, row, kv, heads, count, scores, widened);
+}
+
+void AttendGroupBaseline(const AttentionArgs& a, int64_t row, int64_t kv, const int* heads, int count, float* scores,
+                         float* widened) {
+  AttendGroupImpl<uint16_t, simd::F16>(a, row, kv, heads, count, scores, widened);
+}
+
+void AttendGroup(const AttentionArgs& a, int64_t row, int64_t kv, const int* heads, int count, float* scores,
+                 float* widened) {
+  if (simd::UseV3()) return AttendGroupV3(a, row, kv, heads, count, scores, widened);
+  AttendGroupBaseline(a, row, kv, heads, count, scores, widened);
+}
 
 }  // namespace
 
