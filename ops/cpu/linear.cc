@@ -89,13 +89,16 @@ __attribute__((always_inline)) inline void DotRowsImpl(const float* const* x, in
 LLAMA_DISPATCH_V3(void, DotRows, (const float* const* x, int rows, const float* const* w, int cols, int64_t n, float* out),
                   (x, rows, w, cols, n, out))
 
-LLAMA_DISPATCH_V3(void, DotRows, (const float* const* x, int rows, const uint16_t* const* w, int cols, int64_t n, float* out),
-                  (x, rows, w, cols, n, out))
+// 16-bit weights come in two types each (see WithWeights): the generic
+// ones for baseline code, F16Hw/Bf16Hw (v3 instructions) where UseV3().
+void DotRows(const float* const* x, int rows, const uint16_t* const* w, int cols, int64_t n, float* out) {
+  DotRowsImpl(x, rows, w, cols, n, out);
+}
 
-LLAMA_DISPATCH_V3(void, DotRows, (const float* const* x, int rows, const simd::F16* const* w, int cols, int64_t n, float* out),
-                  (x, rows, w, cols, n, out))
+void DotRows(const float* const* x, int rows, const simd::F16* const* w, int cols, int64_t n, float* out) {
+  DotRowsImpl(x, rows, w, cols, n, out);
+}
 
-// Only where UseV3(): the f16 conversion instruction is v3's.
 LLAMA_V3
 void DotRows(const float* const* x, int rows, const simd::F16Hw* const* w, int cols, int64_t n, float* out) {
   DotRowsImpl(x, rows, w, cols, n, out);
@@ -287,17 +290,16 @@ __attribute__((always_inline)) inline void PackRowsImpl(const Weight* rows, int6
 
 LLAMA_DISPATCH_V3(void, PackRows, (const float* rows, int64_t in, int64_t count, float* panel), (rows, in, count, panel))
 
-LLAMA_DISPATCH_V3(void, PackRows, (const uint16_t* rows, int64_t in, int64_t count, float* panel), (rows, in, count, panel))
-
-LLAMA_DISPATCH_V3(void, PackRows, (const simd::F16* rows, int64_t in, int64_t count, float* panel), (rows, in, count, panel))
-
+void PackRows(const uint16_t* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
+void PackRows(const simd::F16* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
 LLAMA_V3
 void PackRows(const simd::F16Hw* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
 LLAMA_V3
 void PackRows(const simd::Bf16Hw* rows, int64_t in, int64_t count, float* panel) { PackRowsImpl(rows, in, count, panel); }
 
-// Calls f with w's data as f32, bf16 (uint16_t) or f16 weights (simd::F16Hw
-// with the v3 kernels, which convert f16 in hardware, else simd::F16).
+// Calls f with w's data as f32, bf16 or f16 weights: as simd::Bf16Hw and
+// F16Hw with the v3 kernels (widened by v3 instructions), else as uint16_t
+// and simd::F16 (portable widening).
 template <typename Fn>
 void WithWeights(const Tensor& w, Fn&& f) {
   switch (w.dtype()) {
