@@ -230,6 +230,12 @@ int main(int argc, char** argv) {
     // Checked once, before any rank starts.
     RETURN_IF_ERROR(llama::CheckJobFlags(llama::JobFlagsFromCommandLine(), /*need_input=*/false));
     ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(FLAGS_device));
+    for (const auto& [name, value] : {std::pair<const char*, int>{"prefill_tokens", FLAGS_prefill_tokens},
+                                      {"decode_tokens", FLAGS_decode_tokens},
+                                      {"batch", FLAGS_batch},
+                                      {"world_size", FLAGS_world_size}}) {
+      if (value < 1) return absl::InvalidArgumentError(absl::StrFormat("--%s=%d: expected at least 1", name, value));
+    }
     if (device == llama::Device::kCuda && FLAGS_world_size != 1) {
       return absl::InvalidArgumentError("--device=cuda runs one rank (--world_size=1)");
     }

@@ -1,6 +1,7 @@
 // Eight-wide float vectors for the CPU kernels, through GCC's vector
 // extension rather than intrinsics, so one source compiles for AVX2 and
-// for baseline x86-64; and the attribute that compiles a kernel twice.
+// for baseline x86-64 (except the v3-only 16-bit loaders F16Hw and
+// Bf16Hw); and the attribute that compiles a kernel twice.
 // Internal to ops/cpu (included by .cc files only; also the bench's
 // bandwidth probe).
 
@@ -77,10 +78,9 @@ typedef int32_t Int32x8 __attribute__((vector_size(32)));
 // vector operations (F. Giesen's branch-free conversion: exponent rebias,
 // infinities and NaNs kept, subnormals renormalised by a float subtract),
 // bit-identical to ops/cast.h's F16ToF32 for every input. About a dozen
-// vector instructions per eight weights, both in the AVX2 clone and in the
-// baseline one; GCC 12 compiles _Float16 vector conversions to eight scalar
-// vcvtph2ps instead, and the F16C intrinsic cannot go in a multiversioned
-// function's baseline clone.
+// vector instructions per eight weights: the baseline kernels' f16 (v3
+// ones use F16Hw); GCC 12 compiles _Float16 vector conversions to eight
+// scalar conversions instead.
 __attribute__((always_inline)) inline Float8 Load8(const F16* p) {
   Uint16x8 half;
   std::memcpy(&half, p, sizeof half);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The bench refuses sizes it cannot measure, naming the flag, before it
+# builds a model (so each refusal is immediate).
+set -uo pipefail
+bench="$1"
+failed=0
+expect_refusal() {  # flag, message
+  local out
+  out=$("$bench" "$1" 2>&1)
+  local rc=$?
+  if [[ $rc -eq 0 || "$out" != *"$2"* ]]; then
+    echo "FAIL: bench $1 exited $rc; expected a refusal containing: $2"
+    echo "$out" | tail -n 5
+    failed=1
+  else
+    echo "ok: bench $1 -> $2"
+  fi
+}
+expect_refusal --decode_tokens=0 "--decode_tokens=0: expected at least 1"
+expect_refusal --prefill_tokens=-2 "--prefill_tokens=-2: expected at least 1"
+expect_refusal --batch=0 "--batch=0: expected at least 1"
+expect_refusal --world_size=0 "--world_size=0: expected at least 1"
+exit $failed
