@@ -31,11 +31,11 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
     return absl::InvalidArgumentError(
         "RENDEZVOUS_TOKEN is not set: jobs of more than one rank need a shared secret (the launcher sets it)");
   }
-  std::unique_ptr<TcpStoreServer> server;
   if (options.listen_fd >= 0 && options.rank != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", options.rank, " was given a listening socket (RENDEZVOUS_LISTEN_FD): only rank 0 hosts the store"));
   }
+  std::unique_ptr<TcpStoreServer> server;
   if (options.rank == 0) {
     absl::StatusOr<std::unique_ptr<TcpStoreServer>> started = HostStore(options);
     if (!started.ok()) {
@@ -45,10 +45,10 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
     }
     server = *std::move(started);
   }
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect(options.master_addr, server ? server->port() : options.master_port, options.token,
-                              options.rank,
-                              net::After(options.join_timeout));
+  // Rank 0 connects to the port its store took (master_port may be 0 there).
+  const int port = server ? server->port() : options.master_port;
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(
+      options.master_addr, port, options.token, options.rank, net::After(options.join_timeout));
   if (!client.ok()) {
     return absl::Status(client.status().code(),
                         absl::StrCat("rank ", options.rank, " could not join the job: ", client.status().message()));
