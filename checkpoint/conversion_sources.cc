@@ -23,9 +23,7 @@ namespace llama {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-absl::StatusOr<shard::SourceFile> Describe(const std::string& dir, const std::string& name) {
+absl::StatusOr<shard::SourceFile> DescribeSourceFile(const std::string& dir, const std::string& name) {
   struct stat info;
   const std::string path = dir + "/" + name;
   if (::stat(path.c_str(), &info) != 0) {
@@ -37,8 +35,6 @@ absl::StatusOr<shard::SourceFile> Describe(const std::string& dir, const std::st
   record.set_mtime_ns(static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec);
   return record;
 }
-
-}  // namespace
 
 std::map<int, std::string> NumberedFiles(const std::string& dir, absl::string_view prefix,
                                          absl::string_view suffix) {
@@ -90,19 +86,23 @@ absl::StatusOr<std::vector<std::string>> MetaShardNames(const std::string& dir,
   return names;
 }
 
-absl::Status CheckPart(const std::string& file, const TensorSpec& spec, const std::vector<int64_t>& shape,
+}  // namespace
+
+absl::Status CheckPart(const std::string& file, absl::string_view name, const std::vector<int64_t>& shape,
                        DType dtype, const std::vector<int64_t>& expected, const std::string& why) {
   if (shape != expected) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: tensor \"%s\" has shape [%s]; expected [%s] (%s)",
-                                                      file, spec.name, absl::StrJoin(shape, ", "),
+                                                      file, name, absl::StrJoin(shape, ", "),
                                                       absl::StrJoin(expected, ", "), why));
   }
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s: tensor \"%s\" is %s; expected a float type", file, spec.name, DTypeName(dtype)));
+        absl::StrFormat("%s: tensor \"%s\" is %s; expected a float type", file, name, DTypeName(dtype)));
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // Sources must agree on each tensor's dtype and on replicated values.
 absl::Status CheckAgreement(const TensorSpec& spec, const std::vector<SourcePart>& parts,
@@ -134,7 +134,7 @@ absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::
   if (!names.ok()) return names.status();
   std::vector<std::string> paths;
   for (const std::string& name : *names) {
-    absl::StatusOr<shard::SourceFile> record = Describe(dir, name);
+    absl::StatusOr<shard::SourceFile> record = DescribeSourceFile(dir, name);
     if (!record.ok()) return record.status();
     set.records.push_back(*record);
     paths.push_back(dir + "/" + name);
@@ -142,7 +142,7 @@ absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::
     if (!pth.ok()) return pth.status();
     set.pth_files.push_back(*std::move(pth));
   }
-  absl::StatusOr<shard::SourceFile> params_record = Describe(dir, "params.json");
+  absl::StatusOr<shard::SourceFile> params_record = DescribeSourceFile(dir, "params.json");
   if (!params_record.ok()) return params_record.status();
   set.records.push_back(*params_record);
   // Meta's checklist.chk gives each file's MD5 for free; keep it for whoever
@@ -203,9 +203,9 @@ absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::
       if (t == nullptr) {
         return absl::InvalidArgumentError(absl::StrFormat("%s: missing tensor \"%s\"", paths[s], spec.name));
       }
-      RETURN_IF_ERROR(CheckPart(paths[s], spec, t->shape, t->dtype, shape, absl::StrFormat("%s split %d ways", params_path, m)));
+      RETURN_IF_ERROR(CheckPart(paths[s], spec.name, t->shape, t->dtype, shape, absl::StrFormat("%s split %d ways", params_path, m)));
       const int64_t extent = dim >= 0 ? shape[dim] : 0;
-      parts.push_back({t->bytes, t->dtype, t->shape, s * extent, (s + 1) * extent});
+      parts.push_back({t->bytes, t->dtype, t->shape, s * extent, (s + 1) * extent, {}});
     }
     RETURN_IF_ERROR(CheckAgreement(spec, parts, paths));
     set.parts[spec.name] = std::move(parts);
@@ -228,7 +228,7 @@ absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map
           "%s: holds rank %d of %d; expected rank %d of %d", paths.back(), index.rank(), index.world_size(), rank,
           world_size));
     }
-    absl::StatusOr<shard::SourceFile> record = Describe(dir, name);
+    absl::StatusOr<shard::SourceFile> record = DescribeSourceFile(dir, name);
     if (!record.ok()) return record.status();
     set.records.push_back(*record);
     set.shards.push_back(*std::move(reader));
@@ -260,14 +260,14 @@ absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map
       absl::StatusOr<ShardTensor> t = set.shards[r]->Tensor(spec.name);
       if (!t.ok()) return t.status();
       const std::vector<int64_t> shape(t->entry->shape().begin(), t->entry->shape().end());
-      RETURN_IF_ERROR(CheckPart(paths[r], spec, shape, t->dtype, RankShape(spec, set.config, r, world_size), absl::StrFormat("rank %d of %d", r, world_size)));
+      RETURN_IF_ERROR(CheckPart(paths[r], spec.name, shape, t->dtype, RankShape(spec, set.config, r, world_size), absl::StrFormat("rank %d of %d", r, world_size)));
       const DimRange range = RankSlice(spec, set.config, r, world_size);
       if (t->entry->split().begin() != range.begin || t->entry->split().end() != range.end) {
         return absl::InvalidArgumentError(absl::StrFormat("%s: tensor \"%s\" holds [%d, %d); expected [%d, %d)",
                                                           paths[r], spec.name, t->entry->split().begin(),
                                                           t->entry->split().end(), range.begin, range.end));
       }
-      parts.push_back({t->bytes, t->dtype, shape, range.begin, range.end});
+      parts.push_back({t->bytes, t->dtype, shape, range.begin, range.end, {}});
     }
     RETURN_IF_ERROR(CheckAgreement(spec, parts, paths));
     set.parts[spec.name] = std::move(parts);

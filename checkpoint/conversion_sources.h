@@ -18,6 +18,7 @@
 #include "absl/types/span.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/pth_reader.h"
+#include "checkpoint/safetensors_reader.h"
 #include "checkpoint/shard.pb.h"
 #include "checkpoint/shard_format.h"
 #include "ops/dtype.h"
@@ -32,6 +33,9 @@ struct SourcePart {
   std::vector<int64_t> shape;
   int64_t begin = 0;
   int64_t end = 0;
+  // For a part split on rows (dim 0) whose rows are stored in another
+  // order: the stored row of each row [begin, end); empty when in order.
+  std::vector<int64_t> row_order;
 };
 
 struct SourceSet {
@@ -39,8 +43,17 @@ struct SourceSet {
   std::vector<shard::SourceFile> records;  // For the up-to-date check.
   std::vector<std::unique_ptr<PthFile>> pth_files;
   std::vector<std::unique_ptr<ShardReader>> shards;
+  std::vector<std::unique_ptr<SafetensorsFile>> safetensors_files;
   absl::flat_hash_map<std::string, std::vector<SourcePart>> parts;
 };
+
+// Shared by the openers below.
+// The file's record (name, size, mtime) for the up-to-date check.
+absl::StatusOr<shard::SourceFile> DescribeSourceFile(const std::string& dir, const std::string& name);
+// A tensor `name` of `file` has the `expected` shape (`why`: where that
+// comes from) and a float type.
+absl::Status CheckPart(const std::string& file, absl::string_view name, const std::vector<int64_t>& shape,
+                       DType dtype, const std::vector<int64_t>& expected, const std::string& why);
 
 // Names in `dir` of the form <prefix><number><suffix>, by number.
 std::map<int, std::string> NumberedFiles(const std::string& dir, absl::string_view prefix,
@@ -52,6 +65,14 @@ std::map<int, std::string> ShardFiles(const std::string& dir);
 // answer): shards must be complete, agree on dtypes and replicated values,
 // and match params.json.
 absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::map<int, std::string>& found);
+// True when `dir` holds a Hugging Face model: config.json and weights
+// (model.safetensors, sharded safetensors with their index, or
+// pytorch_model*.bin).
+bool IsHuggingFaceFolder(const std::string& dir);
+// A Hugging Face Llama folder: names mapped to Meta's, query and key rows
+// put back into Meta's interleaved rotary order, the config from
+// config.json, a tied output projection read from the embedding.
+absl::StatusOr<SourceSet> OpenHuggingFaceCheckpoint(const std::string& dir);
 // Our shards in `dir` (`found`: ShardFiles' answer), all of one conversion.
 absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map<int, std::string>& found);
 

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <fstream>
@@ -83,6 +84,12 @@ class SliceCopier {
         const int64_t stop = std::min(range.end, part->end);
         const size_t unit = dim == 0 ? spec.shape[1] * element : element;  // Bytes per index.
         const size_t row_offset = dim == 0 ? 0 : row * (part->end - part->begin) * element;
+        if (!part->row_order.empty()) {  // Rows stored out of order: one at a time.
+          for (; at < stop; ++at) {
+            RETURN_IF_ERROR(Emit(part->bytes.subspan(part->row_order[at - part->begin] * unit, unit)));
+          }
+          continue;
+        }
         RETURN_IF_ERROR(Emit(part->bytes.subspan(row_offset + (at - part->begin) * unit, (stop - at) * unit)));
         at = stop;
       }
@@ -215,9 +222,11 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   }
   const std::map<int, std::string> meta = NumberedFiles(options.ckpt_dir, "consolidated.", ".pth");
   const std::map<int, std::string> ours = ShardFiles(options.ckpt_dir);
-  if (meta.empty() && ours.empty()) {
+  const bool hugging_face = meta.empty() && ours.empty() && IsHuggingFaceFolder(options.ckpt_dir);
+  if (meta.empty() && ours.empty() && !hugging_face) {
     return absl::NotFoundError(absl::StrFormat(
-        "--ckpt_dir \"%s\": no consolidated.NN.pth (Meta's checkpoint) or rank-R-of-N.shard files", options.ckpt_dir));
+        "--ckpt_dir \"%s\": no consolidated.NN.pth (Meta's checkpoint), config.json with model.safetensors or "
+        "pytorch_model.bin (Hugging Face's) or rank-R-of-N.shard files", options.ckpt_dir));
   }
   const auto verify_checklist = [&]() -> absl::Status {
     const std::string checklist = options.ckpt_dir + "/checklist.chk";
@@ -225,8 +234,9 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     if (!checks.ok()) return checks.status();
     return ChecklistStatus(checklist, *checks);
   };
-  absl::StatusOr<SourceSet> sources =
-      meta.empty() ? OpenShardFolder(options.ckpt_dir, ours) : OpenMetaCheckpoint(options.ckpt_dir, meta);
+  absl::StatusOr<SourceSet> sources = hugging_face   ? OpenHuggingFaceCheckpoint(options.ckpt_dir)
+                                      : meta.empty() ? OpenShardFolder(options.ckpt_dir, ours)
+                                                     : OpenMetaCheckpoint(options.ckpt_dir, meta);
   if (!sources.ok()) {
     // A damaged download is best explained by its checklist.
     if (options.verify_checklist) {
@@ -235,7 +245,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     return sources.status();
   }
   ConvertResult result;
-  result.source_shards = sources->pth_files.size() + sources->shards.size();
+  result.source_shards = sources->pth_files.size() + sources->shards.size() + sources->safetensors_files.size();
   if (UpToDate(options, sources->records)) {
     result.up_to_date = true;
     return result;
@@ -265,6 +275,17 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   fs::create_directories(staging, error);
   if (error) {
     return absl::PermissionDeniedError(absl::StrFormat("cannot create \"%s\": %s", staging, error.message()));
+  }
+  // Checked before writing anything: a conversion that fills the disk fails
+  // late, after minutes, and may starve other writers on the same storage.
+  const uint64_t needed = total + options.world_size * (specs.size() + 2) * kShardAlignment;
+  if (struct statvfs fs_info; ::statvfs(staging.c_str(), &fs_info) == 0 &&
+                              static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize < needed) {
+    RemoveShardFolder(staging).IgnoreError();
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "not enough free space for the shards in \"%s\": they need %.2f GB, %.2f GB is free; free some or "
+        "choose another folder for them",
+        DirectoryOf(options.out_dir), needed / 1e9, static_cast<double>(fs_info.f_bavail) * fs_info.f_frsize / 1e9));
   }
   ProgressBar progress(absl::StrFormat("convert %s -> %d shard(s)", options.ckpt_dir, options.world_size), total,
                        options.show_progress ? stderr : nullptr);

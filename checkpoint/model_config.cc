@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <tuple>
-#include <fstream>
-#include <sstream>
 
 #include <glog/logging.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/io/durable_file.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -53,6 +52,7 @@ absl::Status ReadDouble(const json& params, absl::string_view source, const char
 }  // namespace
 
 int64_t ModelConfig::ffn_hidden_dim() const {
+  if (hidden_dim.has_value()) return *hidden_dim;
   int64_t hidden = 4 * dim;
   hidden = static_cast<int64_t>(2 * hidden / 3);
   if (ffn_dim_multiplier.has_value()) {
@@ -107,11 +107,75 @@ absl::StatusOr<ModelConfig> ParseParamsJson(absl::string_view text, absl::string
 }
 
 absl::StatusOr<ModelConfig> ReadParamsJson(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrFormat("params file \"%s\": cannot open", path));
-  std::stringstream text;
-  text << file.rdbuf();
-  return ParseParamsJson(text.str(), path);
+  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  return ParseParamsJson(text, path);
+}
+
+absl::StatusOr<HfModelConfig> ParseHfConfigJson(absl::string_view text, absl::string_view source) {
+  const json config = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: expected a JSON object (Hugging Face's config.json)", source));
+  }
+  const auto string_field = [&](const char* field, absl::string_view expected) -> absl::Status {
+    auto it = config.find(field);
+    if (it == config.end() || it->is_null()) return absl::OkStatus();
+    if (!it->is_string() || it->get<std::string>() != expected) {
+      return FieldError(source, field,
+                        absl::StrFormat("is %s; expected \"%s\" (a Llama model)", it->dump(), expected));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(string_field("model_type", "llama"));
+  RETURN_IF_ERROR(string_field("hidden_act", "silu"));
+  for (const char* field : {"attention_bias", "mlp_bias"}) {
+    if (auto it = config.find(field); it != config.end() && !(it->is_boolean() && !it->get<bool>())) {
+      return FieldError(source, field, absl::StrFormat("is %s; Llama has no biases (expected false)", it->dump()));
+    }
+  }
+  if (auto it = config.find("rope_scaling"); it != config.end() && !it->is_null()) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: field \"rope_scaling\": %s: scaled rotary embeddings are not supported yet (only plain RoPE with "
+        "rope_theta)", source, it->dump()));
+  }
+  HfModelConfig hf;
+  ModelConfig& c = hf.model;
+  int64_t hidden_dim = 0;
+  for (const auto& [field, out, required] : {
+           std::tuple<const char*, int64_t*, bool>{"hidden_size", &c.dim, true},
+           {"num_hidden_layers", &c.n_layers, true},
+           {"num_attention_heads", &c.n_heads, true},
+           {"num_key_value_heads", &c.n_kv_heads, false},
+           {"intermediate_size", &hidden_dim, true},
+           {"vocab_size", &c.vocab_size, true},
+       }) {
+    RETURN_IF_ERROR(ReadInt(config, source, field, required, out));
+  }
+  if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
+  c.hidden_dim = hidden_dim;
+  if (int64_t head_dim = 0; config.contains("head_dim")) {
+    RETURN_IF_ERROR(ReadInt(config, source, "head_dim", false, &head_dim));
+    if (c.n_heads > 0 && head_dim != c.dim / c.n_heads) {
+      return FieldError(source, "head_dim",
+                        absl::StrFormat("is %d; expected hidden_size / num_attention_heads = %d", head_dim,
+                                        c.dim / c.n_heads));
+    }
+  }
+  std::optional<double> norm_eps, rope_theta;
+  RETURN_IF_ERROR(ReadDouble(config, source, "rms_norm_eps", &norm_eps));
+  RETURN_IF_ERROR(ReadDouble(config, source, "rope_theta", &rope_theta));
+  if (norm_eps.has_value()) c.norm_eps = *norm_eps;
+  if (rope_theta.has_value()) c.rope_theta = *rope_theta;
+  if (auto it = config.find("tie_word_embeddings"); it != config.end() && !it->is_null()) {
+    if (!it->is_boolean()) return FieldError(source, "tie_word_embeddings", absl::StrFormat("is %s; expected true or false", it->dump()));
+    hf.tie_word_embeddings = it->get<bool>();
+  }
+  RETURN_IF_ERROR(ValidateModelConfig(c, source));
+  return hf;
+}
+
+absl::StatusOr<HfModelConfig> ReadHfConfigJson(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  return ParseHfConfigJson(text, path);
 }
 
 absl::Status ValidateModelConfig(const ModelConfig& c, absl::string_view source) {
@@ -148,6 +212,9 @@ absl::Status ValidateModelConfig(const ModelConfig& c, absl::string_view source)
   }
   if (c.ffn_dim_multiplier.has_value() && !(*c.ffn_dim_multiplier > 0)) {
     return FieldError(source, "ffn_dim_multiplier", absl::StrFormat("is %g; expected > 0", *c.ffn_dim_multiplier));
+  }
+  if (c.hidden_dim.has_value() && (*c.hidden_dim <= 0 || *c.hidden_dim > (int64_t{1} << 22))) {
+    return FieldError(source, "hidden_dim", absl::StrFormat("is %d; expected 1..%d", *c.hidden_dim, 1 << 22));
   }
   return absl::OkStatus();
 }

@@ -30,13 +30,16 @@ struct ModelConfig {
   int64_t vocab_size = -1;  // -1: unknown until the tokenizer or weights say.
   int64_t multiple_of = 256;
   std::optional<double> ffn_dim_multiplier;
+  // The FFN width given outright (Hugging Face's intermediate_size); when
+  // set it is the width, and multiple_of / ffn_dim_multiplier are unused.
+  std::optional<int64_t> hidden_dim;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   int64_t max_seq_len = 0;  // 0: not given.
 
   int64_t head_dim() const { return dim / n_heads; }
-  // The reference's FeedForward rule: 2/3 of 4*dim, times the multiplier,
-  // rounded up to a multiple of multiple_of.
+  // hidden_dim when given, else the reference's FeedForward rule: 2/3 of
+  // 4*dim, times the multiplier, rounded up to a multiple of multiple_of.
   int64_t ffn_hidden_dim() const;
 };
 
@@ -45,6 +48,22 @@ struct ModelConfig {
 // reference's ModelArgs(**params) would not (it raises); we only warn.
 absl::StatusOr<ModelConfig> ParseParamsJson(absl::string_view text, absl::string_view source);
 absl::StatusOr<ModelConfig> ReadParamsJson(const std::string& path);
+
+// A Hugging Face config.json of a Llama model (LlamaForCausalLM).
+struct HfModelConfig {
+  ModelConfig model;
+  // No lm_head.weight: the output projection is the embedding matrix.
+  bool tie_word_embeddings = false;
+};
+
+// Parses config.json text: hidden_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads, intermediate_size, vocab_size,
+// rms_norm_eps, rope_theta, tie_word_embeddings. What our model cannot run
+// is refused naming the field: another model_type or hidden_act, biases,
+// rope_scaling (scaled rotary embeddings), a head_dim other than
+// hidden_size / num_attention_heads.
+absl::StatusOr<HfModelConfig> ParseHfConfigJson(absl::string_view text, absl::string_view source);
+absl::StatusOr<HfModelConfig> ReadHfConfigJson(const std::string& path);
 
 // Checks that the sizes fit together (dim divisible by n_heads, n_heads by
 // n_kv_heads, everything positive).

@@ -74,6 +74,7 @@ shard::ModelConfig ModelConfigToProto(const ModelConfig& c) {
   p.set_vocab_size(c.vocab_size);
   p.set_multiple_of(c.multiple_of);
   if (c.ffn_dim_multiplier.has_value()) p.set_ffn_dim_multiplier(*c.ffn_dim_multiplier);
+  if (c.hidden_dim.has_value()) p.set_hidden_dim(*c.hidden_dim);
   p.set_norm_eps(c.norm_eps);
   p.set_rope_theta(c.rope_theta);
   p.set_max_seq_len(c.max_seq_len);
@@ -89,6 +90,7 @@ ModelConfig ModelConfigFromProto(const shard::ModelConfig& p) {
   c.vocab_size = p.vocab_size();
   c.multiple_of = p.multiple_of();
   if (p.has_ffn_dim_multiplier()) c.ffn_dim_multiplier = p.ffn_dim_multiplier();
+  if (p.has_hidden_dim()) c.hidden_dim = p.hidden_dim();
   c.norm_eps = p.norm_eps();
   c.rope_theta = p.rope_theta();
   c.max_seq_len = p.max_seq_len();

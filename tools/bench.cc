@@ -111,9 +111,7 @@ absl::StatusOr<llama::ModelWeights> BenchWeights(int rank) {
   config.n_heads = FLAGS_n_heads;
   config.n_kv_heads = FLAGS_n_kv_heads;
   config.vocab_size = FLAGS_vocab_size;
-  // multiple_of = hidden size reproduces it exactly through the reference's rule.
-  config.multiple_of = FLAGS_ffn_hidden;
-  config.ffn_dim_multiplier = static_cast<double>(FLAGS_ffn_hidden) / static_cast<int64_t>(8 * FLAGS_dim / 3);
+  config.hidden_dim = FLAGS_ffn_hidden;
   RETURN_IF_ERROR(llama::ValidateModelConfig(config, "synthetic model"));
   RETURN_IF_ERROR(llama::CheckWorldSize(config, FLAGS_world_size));
   ASSIGN_OR_RETURN(const llama::DType dtype, llama::ParseDType(FLAGS_weights_dtype));

@@ -2,8 +2,9 @@
 //
 //   convert --ckpt_dir=llama-2-70b --out_dir=llama-2-70b/shards/tp4 --world_size=4
 //
-// --ckpt_dir may also hold our own shards (rank-R-of-M.shard), to reshard
-// them. See checkpoint/converter.h for what is checked and guaranteed.
+// --ckpt_dir may also be a Hugging Face folder (config.json, safetensors or
+// pytorch_model.bin), or hold our own shards (rank-R-of-M.shard), to
+// reshard them. See checkpoint/converter.h for what is checked and guaranteed.
 
 #include <cstdio>
 
@@ -15,7 +16,9 @@
 #include "ops/status_macros.h"
 #include "tools/tool_main.h"
 
-DEFINE_string(ckpt_dir, "", "Folder with consolidated.NN.pth and params.json (or our shards). Required.");
+DEFINE_string(ckpt_dir, "",
+              "Folder with consolidated.NN.pth and params.json, a Hugging Face folder (config.json and "
+              "*.safetensors or pytorch_model*.bin), or our shards. Required.");
 DEFINE_string(out_dir, "", "Folder to create with rank-R-of-N.shard files. Required.");
 DEFINE_int32(world_size, 1, "Number of tensor-parallel ranks (shards) to produce.");
 DEFINE_string(dtype, "", "Output element type: bf16, fp16 or fp32. Default: as in the checkpoint.");

@@ -46,6 +46,7 @@ absl::Status InspectShard(const std::string& path) {
               (long long)c.dim(), (long long)c.n_layers(), (long long)c.n_heads(), (long long)c.n_kv_heads(),
               (long long)c.vocab_size(), (long long)c.multiple_of());
   if (c.has_ffn_dim_multiplier()) std::printf(" ffn_dim_multiplier=%g", c.ffn_dim_multiplier());
+  if (c.has_hidden_dim()) std::printf(" hidden_dim=%lld", (long long)c.hidden_dim());
   std::printf(" norm_eps=%g rope_theta=%g ffn_hidden=%lld\n", c.norm_eps(), c.rope_theta(),
               (long long)llama::ModelConfigFromProto(c).ffn_hidden_dim());
   for (const llama::shard::SourceFile& s : index.sources()) {

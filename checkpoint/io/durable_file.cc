@@ -6,10 +6,23 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_format.h"
 
 namespace llama {
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::NotFoundError(absl::StrFormat("\"%s\": cannot open (%s)", path, std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  if (file.bad()) return absl::DataLossError(absl::StrFormat("\"%s\": read failed", path));
+  return text.str();
+}
 
 std::string DirectoryOf(const std::string& path) {
   const size_t slash = path.rfind('/');

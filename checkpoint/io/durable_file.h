@@ -1,4 +1,5 @@
-// Durable file operations for outputs that must never be seen half-written.
+// Durable file operations for outputs that must never be seen half-written,
+// and the whole-file read every small input (JSON, checklists) goes through.
 
 #ifndef LLAMA_CHECKPOINT_IO_DURABLE_FILE_H_
 #define LLAMA_CHECKPOINT_IO_DURABLE_FILE_H_
@@ -6,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace llama {
 
@@ -15,6 +17,9 @@ absl::Status FsyncDirectory(const std::string& path);
 
 // rename(from, to), then fsync of the directory holding `to`.
 absl::Status RenameDurably(const std::string& from, const std::string& to);
+
+// The contents of `path`; an error names the file.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // The directory part of `path` ("." when it has none).
 std::string DirectoryOf(const std::string& path);

@@ -1,0 +1,173 @@
+// Converting Hugging Face folders: the same shards as Meta's originals of
+// the same weights, whatever the file layout, and clear refusals.
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint_fixture.h"
+#include "checkpoint/converter.h"
+#include "checkpoint/shard_format.h"
+
+namespace llama {
+namespace {
+
+namespace fs = std::filesystem;
+using ::llama::testing::CheckpointFixturePath;
+using ::llama::testing::CheckpointManifest;
+using ::llama::testing::Sha256Hex;
+using ::testing::HasSubstr;
+
+std::string HfFixturePath(const std::string& model) { return "tests/fixtures/hf_fixture/" + model; }
+std::string OutDir(const std::string& name) { return std::string(getenv("TEST_TMPDIR")) + "/" + name; }
+
+absl::StatusOr<ConvertResult> Convert(const std::string& ckpt_dir, const std::string& out_dir, int world_size) {
+  ConvertOptions options;
+  options.ckpt_dir = ckpt_dir;
+  options.out_dir = out_dir;
+  options.world_size = world_size;
+  return ConvertCheckpoint(options);
+}
+
+// rank/name -> (dtype, shape, split, sha256 of bytes), plus the geometry the
+// kernels use from the config.
+struct Conversion {
+  std::map<std::string, std::string> tensors;
+  std::string geometry;
+};
+
+Conversion Read(const std::string& dir, int world_size) {
+  Conversion c;
+  for (int rank = 0; rank < world_size; ++rank) {
+    absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(dir + "/" + ShardFileName(rank, world_size));
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return c;
+    const shard::ShardIndex& index = (*reader)->index();
+    EXPECT_EQ(index.rope_layout(), shard::ROPE_LAYOUT_INTERLEAVED);
+    for (const shard::TensorEntry& e : index.tensors()) {
+      c.tensors[absl::StrCat(rank, "/", e.name())] =
+          absl::StrCat(e.dtype(), " [", absl::StrJoin(e.shape(), ","), "] ", e.split().dim(), ":",
+                       e.split().begin(), "-", e.split().end(), " ", Sha256Hex((*reader)->Tensor(e.name())->bytes));
+    }
+    const ModelConfig m = ModelConfigFromProto(index.config());
+    c.geometry = absl::StrCat(m.dim, " ", m.n_layers, " ", m.n_heads, " ", m.n_kv_heads, " ", m.vocab_size, " ",
+                              m.ffn_hidden_dim(), " ", m.norm_eps, " ", m.rope_theta);
+  }
+  return c;
+}
+
+TEST(HfImportTest, SameShardsAsMetasOriginalAtEveryWorldSize) {
+  const std::pair<const char*, const char*> pairs[] = {
+      {"tiny_fp32_hf", "tiny_fp32_mp1"},   // One model.safetensors.
+      {"gqa_bf16_hf", "gqa_bf16_mp2"},     // Sharded safetensors; Meta's side split in two.
+      {"tiny_fp16_bin", "tiny_fp16_mp1"},  // pytorch_model.bin.
+  };
+  for (const auto& [hf, meta] : pairs) {
+    // World size 4 replicates the GQA model's 2 KV heads: reordered key rows
+    // must land in each replica.
+    for (int world_size : {1, 2, 4}) {
+      const std::string label = absl::StrCat(hf, "_tp", world_size);
+      absl::StatusOr<ConvertResult> from_hf = Convert(HfFixturePath(hf), OutDir(label + "_hf"), world_size);
+      ASSERT_TRUE(from_hf.ok()) << label << ": " << from_hf.status();
+      absl::StatusOr<ConvertResult> from_meta =
+          Convert(CheckpointFixturePath(meta), OutDir(label + "_meta"), world_size);
+      ASSERT_TRUE(from_meta.ok()) << label << ": " << from_meta.status();
+      const Conversion a = Read(OutDir(label + "_hf"), world_size), b = Read(OutDir(label + "_meta"), world_size);
+      EXPECT_EQ(a.geometry, b.geometry) << label;
+      ASSERT_EQ(a.tensors.size(), b.tensors.size()) << label;
+      EXPECT_EQ(a.tensors, b.tensors) << label;
+    }
+  }
+}
+
+TEST(HfImportTest, ConvertingAgainIsUpToDate) {
+  const std::string out = OutDir("again");
+  ASSERT_TRUE(Convert(HfFixturePath("gqa_bf16_hf"), out, 1).ok());
+  absl::StatusOr<ConvertResult> again = Convert(HfFixturePath("gqa_bf16_hf"), out, 1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->up_to_date);
+  EXPECT_EQ(again->source_shards, 2);
+}
+
+TEST(HfImportTest, TiedEmbeddingsBecomeTheOutputProjection) {
+  const std::string out = OutDir("tied");
+  ASSERT_TRUE(Convert(HfFixturePath("tied_fp32_hf"), out, 2).ok());
+  const std::string embedding =
+      CheckpointManifest()["tiny_fp32_mp1/consolidated.00.pth"]["tok_embeddings.weight"]["sha256"];
+  // The output is split by rows: rank 0's then rank 1's rows are the matrix.
+  std::vector<uint8_t> output;
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(out + "/" + ShardFileName(rank, 2));
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    absl::Span<const uint8_t> part = (*reader)->Tensor("output.weight")->bytes;
+    output.insert(output.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(Sha256Hex(output), embedding);
+}
+
+// A copy of a fixture folder whose config.json is edited by `edit`.
+std::string EditedCopy(const std::string& model, const std::string& name,
+                       const std::function<void(nlohmann::json&)>& edit) {
+  const std::string dir = OutDir(name);
+  fs::remove_all(dir);
+  fs::copy(HfFixturePath(model), dir);
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  }
+  std::ifstream in(dir + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  edit(config);
+  std::ofstream(dir + "/config.json") << config.dump();
+  return dir;
+}
+
+TEST(HfImportTest, RefusesWhatTheModelCannotRun) {
+  struct Case {
+    const char* name;
+    std::function<void(nlohmann::json&)> edit;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"untied_without_lm_head", [](nlohmann::json& c) { c["tie_word_embeddings"] = false; },
+       "lm_head.weight; config.json says tie_word_embeddings is false"},
+      {"rope_scaling", [](nlohmann::json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; },
+       "field \"rope_scaling\""},
+      {"mistral", [](nlohmann::json& c) { c["model_type"] = "mistral"; }, "field \"model_type\": is \"mistral\""},
+      {"bias", [](nlohmann::json& c) { c["attention_bias"] = true; }, "field \"attention_bias\""},
+      {"heads", [](nlohmann::json& c) { c["num_attention_heads"] = 3; }, "\"n_heads\": 3 does not divide dim 64"},
+      {"no_size", [](nlohmann::json& c) { c.erase("intermediate_size"); }, "field \"intermediate_size\": missing"},
+      {"wrong_ffn", [](nlohmann::json& c) { c["intermediate_size"] = 200; }, "expected [200, 64]"},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = EditedCopy("tied_fp32_hf", c.name, c.edit);
+    absl::StatusOr<ConvertResult> result = Convert(dir, OutDir(std::string(c.name) + "_out"), 1);
+    ASSERT_FALSE(result.ok()) << c.name;
+    EXPECT_THAT(result.status().message(), HasSubstr(c.message)) << c.name;
+    EXPECT_FALSE(fs::exists(OutDir(std::string(c.name) + "_out"))) << c.name;
+  }
+}
+
+TEST(HfImportTest, RefusesAnIndexPointingOutsideTheFolder) {
+  const std::string dir = EditedCopy("gqa_bf16_hf", "escape", [](nlohmann::json&) {});
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(dir + "/model.safetensors.index.json"));
+  index["weight_map"]["model.norm.weight"] = "../../etc/passwd";
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
+  absl::StatusOr<ConvertResult> result = Convert(dir, OutDir("escape_out"), 1);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("weight_map[\"model.norm.weight\"] is \"../../etc/passwd\""));
+
+  fs::remove(dir + "/model-00002-of-00002.safetensors");
+  index["weight_map"]["model.norm.weight"] = "model-00002-of-00002.safetensors";
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
+  result = Convert(dir, OutDir("escape_out"), 1);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("model-00002-of-00002.safetensors"));
+}
+
+}  // namespace
+}  // namespace llama

@@ -1,0 +1,72 @@
+// Reads .safetensors files (Hugging Face's tensor format) without copying
+// tensor bytes: the file is memory-mapped and every tensor is a view.
+//
+// Format: an unsigned 64-bit little-endian header size N, N bytes of JSON
+//   {"<tensor>": {"dtype": "BF16", "shape": [4096, 4096],
+//                 "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {"<key>": "<string>", ...}}
+// and the data section, to which the offsets are relative.
+//
+// Nothing in the file is trusted: the header is capped (as the format's own
+// library caps it), every entry's fields are type-checked, each tensor's
+// byte length must equal its shape times its element size, and the tensors
+// must tile the data section exactly (no overlap, no gap, nothing past the
+// end). Errors name the file, the tensor and the problem.
+
+#ifndef LLAMA_CHECKPOINT_SAFETENSORS_READER_H_
+#define LLAMA_CHECKPOINT_SAFETENSORS_READER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "checkpoint/mapped_file.h"
+#include "ops/dtype.h"
+
+namespace llama {
+
+// The largest header accepted (the safetensors library's limit).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
+// A tensor of a .safetensors file; `bytes` is valid while the file lives.
+struct SafetensorsTensor {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  absl::Span<const uint8_t> bytes;  // Row-major, little-endian.
+};
+
+// Immutable after Open; safe to read from many threads.
+class SafetensorsFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+
+  // Parses a file already in memory (fuzzing, tests). `bytes` must outlive
+  // the result; `source` names it in errors.
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromBytes(absl::Span<const uint8_t> bytes,
+                                                                    const std::string& source);
+
+  const std::string& path() const { return path_; }
+  // By data offset.
+  const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
+  // The tensor called `name`, or null.
+  const SafetensorsTensor* Find(absl::string_view name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  SafetensorsFile() = default;
+
+  std::string path_;
+  std::unique_ptr<MappedFile> file_;
+  std::vector<SafetensorsTensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_CHECKPOINT_SAFETENSORS_READER_H_
