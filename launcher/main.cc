@@ -48,6 +48,9 @@ DEFINE_int32(nproc_per_node, 1, "Workers (ranks) on this node; one per GPU on GP
 DEFINE_int32(nnodes, 1, "Nodes in the job.");
 DEFINE_int32(node_rank, 0, "This node's index, 0 <= node_rank < nnodes.");
 DEFINE_string(master_addr, "127.0.0.1", "Host of node 0, where rank 0 hosts the rendezvous store.");
+DEFINE_bool(store_listen_all, false,
+            "Node 0's rendezvous store listens on every interface, not only on the one that reaches "
+            "--master_addr (for nodes that reach node 0 through another address, e.g. across NAT).");
 DEFINE_int32(master_port, 0, "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.");
 // Model.
 DEFINE_string(ckpt_dir, "", "Meta's checkpoint folder (consolidated.NN.pth, params.json). Empty: the demo job.");
@@ -63,7 +66,8 @@ DEFINE_string(worker, "", "The worker binary. Default: //worker from this binary
 DECLARE_string(log_dir);
 DEFINE_string(token_file, "", "File holding the job's shared secret (else $RENDEZVOUS_TOKEN, else a fresh one on one node).");
 DEFINE_int32(grace_period, 5, "Seconds between SIGTERM and SIGKILL when stopping workers.");
-DEFINE_string(demo_dir, "", "Where the demo job keeps its checkpoint. Default: ~/.cache/llama2-cpp/demo.");
+DEFINE_string(demo_dir, "", "Where the demo job keeps its checkpoint. Default: ~/.cache/llama2-cpp/demo "
+              "($XDG_CACHE_HOME/llama2-cpp/demo when set).");
 
 
 namespace llama {
@@ -152,16 +156,23 @@ std::vector<std::string> VisibleGpus() {
   return gpus;
 }
 
-// A folder of its own for each run's logs, so the next run keeps them:
-// ~/.cache/llama2-cpp/logs/<local time>-node<N>-<pid>. Outside the shard
-// folder, which may be read-only and is shared by every node.
-std::string RunLogDir(int node_rank) {
+// Our folder `what` in the user's cache: $XDG_CACHE_HOME/llama2-cpp/<what>,
+// else ~/.cache/llama2-cpp/<what> (/tmp without a HOME).
+std::string CacheDir(absl::string_view what) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
+  const std::string root = xdg != nullptr && *xdg == '/' ? xdg : absl::StrCat(home != nullptr ? home : "/tmp", "/.cache");
+  return absl::StrCat(root, "/llama2-cpp/", what);
+}
+
+// A folder of its own for each run's logs, so the next run keeps them:
+// <cache>/logs/<local time>-node<N>-<pid>. Outside the shard folder, which
+// may be read-only and is shared by every node.
+std::string RunLogDir(int node_rank) {
   const std::time_t now = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return absl::StrFormat("%s/.cache/llama2-cpp/logs/%s-node%d-%d", home != nullptr ? home : "/tmp", stamp, node_rank,
-                         getpid());
+  return absl::StrFormat("%s/%s-node%d-%d", CacheDir("logs"), stamp, node_rank, getpid());
 }
 
 // The last line a rank wrote (its error, when it failed), without the
@@ -246,7 +257,14 @@ int Run(std::vector<std::string> extra_args) {
   if (world.master_port == 0 && !single_node) world.master_port = kDefaultMasterPort;
   net::Socket store_listener;
   if (world.node_rank == 0) {
-    absl::StatusOr<net::Socket> listener = net::Listen("0.0.0.0", world.master_port);
+    // The store holds the job's token exchange: it listens only where the
+    // other ranks reach it (loopback for a one-node job), not on every network.
+    absl::StatusOr<std::string> listen_address =
+        FLAGS_store_listen_all ? absl::StatusOr<std::string>("0.0.0.0") : net::AddressReaching(world.master_addr);
+    if (!listen_address.ok()) {
+      return Fail(absl::StrFormat("--master_addr=%s: %s", world.master_addr, listen_address.status().message()));
+    }
+    absl::StatusOr<net::Socket> listener = net::Listen(*listen_address, world.master_port);
     if (absl::IsFailedPrecondition(listener.status())) {
       return Fail(absl::StrFormat("--master_port=%d is already in use on this node; pick another", world.master_port));
     }
@@ -285,9 +303,7 @@ int Run(std::vector<std::string> extra_args) {
   }
   const bool demo = ckpt_dir.empty();
   if (demo) {
-    const std::string demo_dir = FLAGS_demo_dir.empty()
-                                     ? absl::StrCat(std::getenv("HOME") ? std::getenv("HOME") : "/tmp", "/.cache/llama2-cpp/demo")
-                                     : FLAGS_demo_dir;
+    const std::string demo_dir = FLAGS_demo_dir.empty() ? CacheDir("demo") : FLAGS_demo_dir;
     prepare_start = std::chrono::steady_clock::now();
     absl::StatusOr<DemoCheckpoint> made = PrepareDemoCheckpoint(demo_dir);
     if (!made.ok()) return Fail(made.status().message());
@@ -319,13 +335,17 @@ int Run(std::vector<std::string> extra_args) {
     return Fail(s.message());
   }
   if (!warning.empty()) std::fprintf(stderr, "launcher: warning: %s\n", warning.c_str());
-  const std::string shard_dir =
-      FLAGS_shard_dir.empty() ? absl::StrCat(fs::absolute(ckpt_dir).string(), "/shards/tp", world_size) : FLAGS_shard_dir;
-
   ConvertOptions convert;
   convert.ckpt_dir = ckpt_dir;
-  convert.out_dir = shard_dir;
+  convert.out_dir = FLAGS_shard_dir;
   convert.world_size = world_size;
+  if (convert.out_dir.empty()) {
+    absl::StatusOr<ShardLocation> location = ChooseShardDir(convert, CacheDir("shards"));
+    if (!location.ok()) return Fail(location.status().message());
+    if (!location->note.empty()) std::fprintf(stderr, "launcher: %s\n", location->note.c_str());
+    convert.out_dir = location->dir;
+  }
+  const std::string shard_dir = convert.out_dir;
   convert.verify_checklist = fs::exists(fs::path(ckpt_dir) / "checklist.chk");
   convert.show_progress = true;
   convert.world_size_flag = absl::StrFormat("--nproc_per_node=%d x --nnodes=%d", world.nproc_per_node, world.nnodes);
@@ -408,7 +428,7 @@ int main(int argc, char** argv) {
        {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
                        "echo"}},
        {"Each rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},
-       {"Ranks and nodes (torchrun's flags)", {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port",
+       {"Ranks and nodes (torchrun's flags)", {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "store_listen_all",
                                                 "token_file", "node_local_shards", "rendezvous_timeout",
                                                 "load_timeout", "collective_timeout"}},
        {"Running", {"worker", "log_dir", "grace_period", "demo_dir"}},

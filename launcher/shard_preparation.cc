@@ -1,14 +1,19 @@
 #include "launcher/shard_preparation.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/io/durable_file.h"
 #include "ops/status_macros.h"
+#include "xxhash.h"
 
 namespace llama {
 namespace {
@@ -33,6 +38,45 @@ absl::StatusOr<std::string> JobFailure(const std::string& marker, const std::str
   while (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
 }
+
+// Whether files can be created in `dir` (made if missing). Permission bits
+// do not tell (root ignores them; a read-only mount overrides them): try.
+bool CanWriteInto(const fs::path& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return false;
+  std::string probe = (dir / ".write-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return false;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<ShardLocation> ChooseShardDir(const ConvertOptions& convert, const std::string& cache_root) {
+  std::error_code error;
+  const fs::path ckpt = fs::weakly_canonical(fs::absolute(convert.ckpt_dir), error);
+  const std::string tp = absl::StrCat("tp", convert.world_size);
+  ShardLocation next_to_checkpoint{(ckpt / "shards" / tp).string(), ""};
+  if (CanWriteInto(ckpt / "shards")) return next_to_checkpoint;
+  ConvertOptions check = convert;
+  check.out_dir = next_to_checkpoint.dir;
+  check.check_only = true;
+  check.show_progress = false;
+  check.verify_checklist = false;
+  if (absl::StatusOr<ConvertResult> done = ConvertCheckpoint(check); done.ok() && done->up_to_date) {
+    return next_to_checkpoint;  // Converted earlier by someone who could write there.
+  }
+  const std::string path = ckpt.string();
+  const fs::path cache = fs::path(cache_root) /
+                         absl::StrFormat("%s-%016x", ckpt.filename().string(), XXH3_64bits(path.data(), path.size())) / tp;
+  return ShardLocation{cache.string(), absl::StrFormat("%s is not writable (read-only storage?): shards go to %s",
+                                                       path, cache.string())};
+}
+
+namespace {
 
 absl::StatusOr<ConvertResult> WaitForNodeZero(const ShardPreparation& p) {
   ConvertOptions check = p.convert;

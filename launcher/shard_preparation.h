@@ -30,6 +30,21 @@ struct ShardPreparation {
 // The conversion's result (up_to_date for a node that waited).
 absl::StatusOr<ConvertResult> PrepareShards(const ShardPreparation& preparation);
 
+// Where a job's shards go when --shard_dir is not given.
+struct ShardLocation {
+  std::string dir;
+  // Set when the shards cannot live next to the checkpoint: says where they
+  // went and why, for the user.
+  std::string note;
+};
+
+// "<ckpt_dir>/shards/tp<world_size>" when the checkpoint folder is writable
+// or already holds that conversion up to date; otherwise (read-only shared
+// storage) a folder for this checkpoint under `cache_root` (the launcher
+// passes ~/.cache/llama2-cpp/shards), named by the checkpoint's folder name
+// and a hash of its absolute path.
+absl::StatusOr<ShardLocation> ChooseShardDir(const ConvertOptions& convert, const std::string& cache_root);
+
 // Where node 0 records why its conversion failed.
 std::string FailureMarkerPath(const std::string& shard_dir);
 

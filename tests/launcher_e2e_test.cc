@@ -24,118 +24,28 @@
 #include "launcher/process.h"
 #include "ops/device.h"
 #include "tests/fixtures/test_util.h"
+#include "tests/launcher_run.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/net/net.h"
 
 namespace llama {
 namespace {
 
+using ::llama::testing::AllGone;
+using ::llama::testing::ChildrenOf;
+using ::llama::testing::ExitCodeOf;
+using ::llama::testing::ExpectGoldenOutput;
+using ::llama::testing::FixtureJob;
+using ::llama::testing::Golden;
+using ::llama::testing::Launch;
+using ::llama::testing::LauncherRun;
+using ::llama::testing::PromptsFile;
 using ::llama::testing::ReadFileOrEmpty;
+using ::llama::testing::RunProgram;
+using ::llama::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
-
-std::string TempDir() { return getenv("TEST_TMPDIR"); }
-
-const nlohmann::json& Golden() {
-  static const nlohmann::json* golden = [] {
-    std::ifstream in("tests/fixtures/engine_golden/tiny_fp32_mp1/golden.json");
-    return new nlohmann::json(nlohmann::json::parse(in));
-  }();
-  return *golden;
-}
-
-std::string PromptsFile() {
-  const std::string path = TempDir() + "/prompts.json";
-  nlohmann::json prompts = nlohmann::json::array();
-  for (const auto& c : Golden()["text_completions"]) prompts.push_back(c["prompt"]);
-  std::ofstream(path) << prompts.dump();
-  return path;
-}
-
-struct LauncherRun {
-  std::unique_ptr<Process> process;
-  std::string dir;
-  std::string out() const { return ReadFileOrEmpty(dir + "/stdout"); }
-  std::string err() const { return ReadFileOrEmpty(dir + "/stderr"); }
-};
-
-// The exit code once the run ends: -1 when a signal ended it (see
-// ExitStatus), -2 when it was still running after `timeout`.
-int ExitCodeOf(LauncherRun& run, std::chrono::seconds timeout = 30s) {
-  absl::StatusOr<ExitStatus> exit = run.process->Wait(timeout);
-  return exit.ok() ? exit->code : -2;
-}
-
-// Runs argv[0] (a path in the runfiles) with only `env`, its output in
-// files under TempDir()/name.
-LauncherRun RunProgram(const std::string& name, std::vector<std::string> argv, std::vector<std::string> env) {
-  LauncherRun run;
-  run.dir = TempDir() + "/" + name;
-  std::filesystem::create_directories(run.dir);
-  ProcessOptions options;
-  options.argv = std::move(argv);
-  options.env = std::move(env);
-  options.stdout_path = run.dir + "/stdout";
-  options.stderr_path = run.dir + "/stderr";
-  absl::StatusOr<std::unique_ptr<Process>> p = Process::Spawn(options);
-  EXPECT_TRUE(p.ok()) << p.status();
-  run.process = *std::move(p);
-  return run;
-}
-
-LauncherRun Launch(const std::string& name, std::vector<std::string> args, std::vector<std::string> env = {}) {
-  args.insert(args.begin(), "launcher/launcher");
-  env.push_back("HOME=" + TempDir());
-  return RunProgram(name, std::move(args), std::move(env));
-}
-
-std::vector<std::string> FixtureJob(const std::string& name, int nproc, const std::string& model = "tiny_fp32_mp1") {
-  return {"--ckpt_dir=" + testing::CheckpointFixturePath(model),
-          "--tokenizer_path=" + testing::TokenizerFixturePath("tokenizer.model"),
-          absl::StrCat("--shard_dir=", TempDir(), "/shards_", model, "_", nproc),
-          absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
-          absl::StrCat("--nproc_per_node=", nproc),
-          "--prompts_file=" + PromptsFile(),
-          "--temperature=0",
-          "--max_gen_len=32",
-          "--max_seq_len=128",
-          "--logprobs",
-          absl::StrCat("--output=", TempDir(), "/", name, "/out.jsonl")};
-}
-
-void ExpectGoldenOutput(const std::string& jsonl) {
-  std::ifstream in(jsonl);
-  const auto& expected = Golden()["text_completions"];
-  size_t i = 0;
-  for (std::string line; std::getline(in, line); ++i) {
-    ASSERT_LT(i, expected.size());
-    EXPECT_EQ(nlohmann::json::parse(line)["token_ids"], expected[i]["token_ids"]) << "prompt " << i;
-  }
-  EXPECT_EQ(i, expected.size());
-}
-
-// Processes whose parent is `pid`.
-std::vector<pid_t> ChildrenOf(pid_t pid) {
-  std::vector<pid_t> children;
-  DIR* proc = opendir("/proc");
-  while (dirent* entry = readdir(proc)) {
-    const std::string stat = ReadFileOrEmpty(absl::StrCat("/proc/", entry->d_name, "/stat"));
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    const std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
-    if (fields.size() > 2 && fields[1] == std::to_string(pid)) children.push_back(std::stoi(entry->d_name));
-  }
-  closedir(proc);
-  return children;
-}
-
-bool AllGone(const std::vector<pid_t>& pids) {
-  for (pid_t pid : pids) {
-    if (::kill(pid, 0) == 0 && ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat")).find(") Z") == std::string::npos) return false;
-  }
-  return true;
-}
 
 class LauncherTest : public ::testing::TestWithParam<int> {};
 

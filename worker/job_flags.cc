@@ -9,10 +9,11 @@
 
 DEFINE_string(tokenizer_path, "",
               "tokenizer.model. Launcher default: next to --ckpt_dir (its parent folder, as download.sh lays it "
-              "out); required by the worker.");
+              "out) or in it (a Hugging Face folder); required by the worker.");
 DEFINE_string(shard_dir, "",
               "Folder of rank-R-of-N.shard files (//tools:convert). Launcher default: <ckpt_dir>/shards/tp<world "
-              "size>; required by the worker.");
+              "size>, or ~/.cache/llama2-cpp/shards/<checkpoint>-<hash>/tp<world size> when the checkpoint "
+              "folder is read-only; required by the worker.");
 DEFINE_string(prompt, "", "One prompt for text completion.");
 DEFINE_string(prompts_file, "", "Prompts for text completion: a JSON array of strings, or JSON Lines.");
 DEFINE_string(dialogs_file, "", "Dialogs for chat completion: a JSON array of [{role, content}, ...].");

@@ -13,8 +13,11 @@ namespace llama {
 namespace {
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> HostStore(const RendezvousOptions& options) {
-  // Listen on every interface: other nodes reach us through MASTER_ADDR.
-  if (options.listen_fd < 0) return TcpStoreServer::Start("0.0.0.0", options.master_port, options.token);
+  if (options.listen_fd < 0) {
+    // Only where the other ranks reach us (MASTER_ADDR), not on every network.
+    ASSIGN_OR_RETURN(const std::string address, net::AddressReaching(options.master_addr));
+    return TcpStoreServer::Start(address, options.master_port, options.token);
+  }
   ASSIGN_OR_RETURN(net::Socket listener, net::AdoptListener(options.listen_fd));
   ASSIGN_OR_RETURN(const int port, net::LocalPort(listener));
   if (port != options.master_port) {

@@ -132,6 +132,16 @@ absl::StatusOr<std::string> LocalAddress(const Socket& socket) {
   return std::string(text);
 }
 
+absl::StatusOr<std::string> AddressReaching(const std::string& host) {
+  ASSIGN_OR_RETURN(sockaddr_in peer, Resolve(host, 9));  // Any port: nothing is sent.
+  Socket probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) return Errno("socket", errno);
+  if (::connect(probe.fd(), reinterpret_cast<sockaddr*>(&peer), sizeof peer) != 0) {
+    return Errno(absl::StrFormat("no route to \"%s\"", host), errno);
+  }
+  return LocalAddress(probe);
+}
+
 absl::StatusOr<Socket> Accept(const Socket& listener, Deadline deadline) {
   while (true) {
     pollfd p = {listener.fd(), POLLIN, 0};

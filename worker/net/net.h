@@ -70,6 +70,12 @@ absl::StatusOr<Socket> ReservePort();
 // reaches its peer.
 absl::StatusOr<std::string> LocalAddress(const Socket& socket);
 
+// The local IPv4 address (dotted) through which this machine reaches
+// `host`: `host` itself when it is one of ours (loopback included). Sends
+// nothing (a UDP socket's connect only picks the route). Where a server that
+// peers reach through `host` should listen, and nowhere else.
+absl::StatusOr<std::string> AddressReaching(const std::string& host);
+
 // Accepts one connection, or DeadlineExceeded.
 absl::StatusOr<Socket> Accept(const Socket& listener, Deadline deadline);
 

@@ -1,0 +1,145 @@
+// Where the launcher and the converter put things: shards of a read-only
+// Hugging Face checkpoint, a disk too small for the shards, and a one-node
+// job's rendezvous store kept off the machine's other networks.
+//
+// Read-only storage and a small disk are real here, not simulated: the
+// program runs in its own user and mount namespaces (util-linux `unshare
+// -Urm`, no privileges needed) over a read-only bind mount or a small tmpfs.
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "checkpoint/checkpoint_fixture.h"
+#include "tests/fixtures/test_util.h"
+#include "tests/launcher_run.h"
+#include "worker/net/net.h"
+
+namespace llama {
+namespace {
+
+namespace fs = std::filesystem;
+using ::llama::testing::ChildrenOf;
+using ::llama::testing::ExitCodeOf;
+using ::llama::testing::ExpectGoldenOutput;
+using ::llama::testing::FixtureJob;
+using ::llama::testing::LauncherRun;
+using ::llama::testing::PromptsFile;
+using ::llama::testing::ReadFileOrEmpty;
+using ::llama::testing::RunProgram;
+using ::llama::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+// `program args...` in a mount namespace where `setup` (shell) ran first.
+std::vector<std::string> InNamespace(const std::string& setup, const std::string& program,
+                                     const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"/usr/bin/unshare", "-Urm", "/bin/sh", "-c", setup + " && exec \"$0\" \"$@\"",
+                                   program};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+TEST(LauncherStorageTest, ReadOnlyHuggingFaceFolderRunsWithNoFlagAdded) {
+  const std::string ckpt = TempDir() + "/readonly/tiny_fp32_hf";
+  fs::create_directories(ckpt);
+  for (const fs::directory_entry& e : fs::directory_iterator("tests/fixtures/hf_fixture/tiny_fp32_hf")) {
+    fs::copy_file(fs::canonical(e.path()), ckpt + "/" + e.path().filename().string());
+  }
+  const std::string read_only =
+      absl::StrCat("mount --bind '", ckpt, "' '", ckpt, "' && mount -o remount,bind,ro '", ckpt, "'");
+  for (const char* round : {"first", "again"}) {
+    const std::string name = absl::StrCat("readonly_", round);
+    // FixtureJob's flags minus --ckpt_dir, --tokenizer_path and --shard_dir:
+    // the folder has tokenizer.model, and the shards must find a place.
+    std::vector<std::string> args = {"--ckpt_dir=" + ckpt};
+    for (const std::string& flag : FixtureJob(name, 2)) {
+      if (!absl::StartsWith(flag, "--ckpt_dir=") && !absl::StartsWith(flag, "--tokenizer_path=") &&
+          !absl::StartsWith(flag, "--shard_dir=")) {
+        args.push_back(flag);
+      }
+    }
+    LauncherRun run = RunProgram(name, InNamespace(read_only, "launcher/launcher", args), {"HOME=" + TempDir()});
+    ASSERT_EQ(ExitCodeOf(run, 120s), 0) << run.err();
+    ExpectGoldenOutput(TempDir() + "/" + name + "/out.jsonl");  // Meta's tiny_fp32_mp1 golden: same weights.
+    const std::string cache = TempDir() + "/.cache/llama2-cpp/shards/tiny_fp32_hf-";
+    EXPECT_THAT(run.err(), HasSubstr(" is not writable (read-only storage?): shards go to " + cache)) << round;
+    EXPECT_THAT(run.err(), HasSubstr(std::string(round) == "first" ? "launcher: converted to " + cache
+                                                                   : "launcher: shards up to date in " + cache));
+  }
+  EXPECT_FALSE(fs::exists(ckpt + "/shards"));
+}
+
+TEST(LauncherStorageTest, ConverterRefusesADiskTooSmallBeforeWriting) {
+  const std::string disk = TempDir() + "/small_disk";
+  fs::create_directories(disk);
+  // 256 KiB of tmpfs; tiny_fp32_mp1's shards need about 0.75 MB.
+  const std::string small = absl::StrCat("mount -t tmpfs -o size=256k tmpfs '", disk, "'");
+  LauncherRun run = RunProgram(
+      "small_disk", InNamespace(small, "/bin/sh", {"-c", "\"$@\"; rc=$?; ls -A \"$0\"; exit $rc", disk + "/shards",
+                                                    "tools/convert",
+                                                    "--ckpt_dir=" + testing::CheckpointFixturePath("tiny_fp32_mp1"),
+                                                    "--out_dir=" + disk + "/shards/tp1", "--progress=false"}),
+      {});
+  EXPECT_EQ(ExitCodeOf(run), 1) << run.err();
+  EXPECT_THAT(run.err(), HasSubstr("not enough free space for the shards in \"" + disk + "/shards\": they need 0."));
+  EXPECT_EQ(run.out(), "") << "left behind in the shard folder";
+}
+
+// This machine's IPv4 addresses other than loopback.
+std::vector<std::string> OtherAddresses() {
+  std::vector<std::string> found;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return found;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    if (!absl::StartsWith(text, "127.")) found.push_back(text);
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+TEST(LauncherStorageTest, OneNodeJobsStoreListensOnLoopbackOnly) {
+  const std::vector<std::string> others = OtherAddresses();
+  ASSERT_FALSE(others.empty()) << "this test needs a network interface besides loopback";
+  std::vector<std::string> args = FixtureJob("loopback_store", 2);
+  args.push_back("--max_seq_len=4096");
+  args.push_back("--max_gen_len=4000");
+  LauncherRun run = testing::Launch("loopback_store", args);
+  // Rank 0 hosts the store on MASTER_PORT once the workers run.
+  int port = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + 60s; port == 0 && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+    for (pid_t worker : ChildrenOf(run.process->pid())) {
+      for (absl::string_view var : absl::StrSplit(ReadFileOrEmpty(absl::StrCat("/proc/", worker, "/environ")), '\0')) {
+        if (absl::ConsumePrefix(&var, "MASTER_PORT=")) port = std::stoi(std::string(var));
+      }
+    }
+  }
+  ASSERT_GT(port, 0) << run.err();
+  const net::Deadline soon = std::chrono::steady_clock::now() + 5s;
+  EXPECT_TRUE(net::Connect("127.0.0.1", port, soon).ok());
+  for (const std::string& address : others) {
+    absl::StatusOr<net::Socket> outside = net::Connect(address, port, std::chrono::steady_clock::now() + 1s);
+    EXPECT_FALSE(outside.ok()) << "the store answers on " << address << ":" << port;
+  }
+  ::kill(run.process->pid(), SIGTERM);
+  EXPECT_EQ(ExitCodeOf(run), 130) << run.err();
+}
+
+}  // namespace
+}  // namespace llama
