@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,6 +24,8 @@
 #include "absl/strings/str_split.h"
 #include "checkpoint/checklist.h"
 #include "checkpoint/conversion_sources.h"
+#include "checkpoint/gguf_llama.h"
+#include "checkpoint/gguf_writer.h"
 #include "checkpoint/io/durable_file.h"
 #include "checkpoint/io/progress.h"
 #include "checkpoint/llama_layout.h"
@@ -31,6 +34,7 @@
 #include "checkpoint/shard_format.h"
 #include "ops/cast.h"
 #include "ops/status_macros.h"
+#include "tokenizer/tokenizer.h"
 
 namespace llama {
 namespace {
@@ -57,11 +61,14 @@ const SourcePart* PartAt(const std::vector<SourcePart>& parts, int64_t at) {
   return nullptr;
 }
 
+// Where copied bytes go: a shard or a GGUF file.
+using ByteSink = std::function<absl::Status(absl::Span<const uint8_t>)>;
+
 // Streams one rank's slice of a tensor, gathered from the source parts,
-// into a ShardWriter, converting the element type on the way.
+// into a sink, converting the element type on the way.
 class SliceCopier {
  public:
-  SliceCopier(ShardWriter* writer, ProgressBar* progress) : writer_(writer), progress_(progress) {}
+  SliceCopier(ByteSink sink, ProgressBar* progress) : sink_(std::move(sink)), progress_(progress) {}
 
   absl::Status Copy(const TensorSpec& spec, const std::vector<SourcePart>& parts, DimRange range, DType to) {
     from_ = parts[0].dtype;
@@ -146,10 +153,10 @@ class SliceCopier {
     }
     written_elements_ += count;
     progress_->Add(bytes.size());
-    return writer_->Append(bytes);
+    return sink_(bytes);
   }
 
-  ShardWriter* writer_;
+  ByteSink sink_;
   ProgressBar* progress_;
   DType from_ = DType::kF32, to_ = DType::kF32;
   int64_t written_elements_ = 0;
@@ -205,6 +212,67 @@ absl::Status RemoveShardFolder(const std::string& dir) {
   return absl::OkStatus();
 }
 
+// Checked before writing anything: a conversion that fills the disk fails
+// late, after minutes, and may starve other writers on the same storage.
+// `path` is on the filesystem that will hold `needed` bytes; `shown` names it.
+absl::Status CheckFreeSpace(const std::string& path, const std::string& shown, uint64_t needed) {
+  struct statvfs info;
+  if (::statvfs(path.c_str(), &info) != 0) return absl::OkStatus();  // Unknown: let the writes tell.
+  const uint64_t free = static_cast<uint64_t>(info.f_bavail) * info.f_frsize;
+  if (free >= needed) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("not enough free space for the shards in \"%s\": they need %.2f GB, %.2f GB is free; free "
+                      "some or choose another folder for them",
+                      shown, needed / 1e9, free / 1e9));
+}
+
+// One GGUF file of the whole model (see gguf_llama.h): 1-D tensors (the
+// norms) in f32, as llama.cpp's own converters write them, the others in
+// the requested or the source type.
+absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet& sources) {
+  if (options.world_size != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s=%d: --format=gguf writes the whole model into one file; expected 1", options.world_size_flag,
+        options.world_size));
+  }
+  if (options.tokenizer_path.empty()) {
+    return absl::InvalidArgumentError("--tokenizer_path: required for --format=gguf (the file carries the vocabulary)");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(options.tokenizer_path));
+  const ModelConfig& config = sources.config;
+  const std::vector<TensorSpec> specs = LlamaTensors(config);
+  std::vector<GgufTensor> tensors;
+  uint64_t total = 0;
+  for (const TensorSpec& spec : specs) {
+    ASSIGN_OR_RETURN(std::string name, GgufTensorName(spec.name));
+    const DType dtype = spec.shape.size() == 1 ? DType::kF32 : options.dtype.value_or(sources.parts[spec.name][0].dtype);
+    tensors.push_back({std::move(name), dtype, spec.shape});
+    total += *NumElements(spec.shape, spec.name) * DTypeSize(dtype);
+  }
+  const DType weights = tensors.front().dtype;  // The embedding's: what general.file_type describes.
+  ASSIGN_OR_RETURN(GgufMetadata metadata,
+                   LlamaGgufMetadata(config, *tokenizer, fs::path(options.ckpt_dir).filename().string(), weights));
+  const std::string folder = DirectoryOf(options.out_dir);
+  RETURN_IF_ERROR(CheckFreeSpace(folder, folder, total + metadata.bytes().size() + specs.size() * 2 * kGgufAlignment));
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufWriter> writer, GgufWriter::Create(options.out_dir, metadata, tensors));
+  ProgressBar progress(absl::StrFormat("convert %s -> %s", options.ckpt_dir, options.out_dir), total,
+                       options.show_progress ? stderr : nullptr);
+  SliceCopier copier([&writer](absl::Span<const uint8_t> bytes) { return writer->Append(bytes); }, &progress);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& spec = specs[i];
+    if (absl::Status s = copier.Copy(spec, sources.parts[spec.name], RankSlice(spec, config, 0, 1), tensors[i].dtype);
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrFormat("%s, tensor \"%s\": %s", options.out_dir, spec.name, s.message()));
+    }
+  }
+  RETURN_IF_ERROR(writer->Finish());
+  progress.Finish();
+  ConvertResult result;
+  result.bytes_written = total;
+  result.source_shards = sources.pth_files.size() + sources.shards.size() + sources.safetensors_files.size();
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
@@ -244,6 +312,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     }
     return sources.status();
   }
+  if (options.format == OutputFormat::kGguf) return WriteGguf(options, *sources);
   ConvertResult result;
   result.source_shards = sources->pth_files.size() + sources->shards.size() + sources->safetensors_files.size();
   if (UpToDate(options, sources->records)) {
@@ -276,16 +345,11 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   if (error) {
     return absl::PermissionDeniedError(absl::StrFormat("cannot create \"%s\": %s", staging, error.message()));
   }
-  // Checked before writing anything: a conversion that fills the disk fails
-  // late, after minutes, and may starve other writers on the same storage.
-  const uint64_t needed = total + options.world_size * (specs.size() + 2) * kShardAlignment;
-  if (struct statvfs fs_info; ::statvfs(staging.c_str(), &fs_info) == 0 &&
-                              static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize < needed) {
+  if (absl::Status s = CheckFreeSpace(staging, DirectoryOf(options.out_dir),
+                                      total + options.world_size * (specs.size() + 2) * kShardAlignment);
+      !s.ok()) {
     RemoveShardFolder(staging).IgnoreError();
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "not enough free space for the shards in \"%s\": they need %.2f GB, %.2f GB is free; free some or "
-        "choose another folder for them",
-        DirectoryOf(options.out_dir), needed / 1e9, static_cast<double>(fs_info.f_bavail) * fs_info.f_frsize / 1e9));
+    return s;
   }
   ProgressBar progress(absl::StrFormat("convert %s -> %d shard(s)", options.ckpt_dir, options.world_size), total,
                        options.show_progress ? stderr : nullptr);
@@ -294,7 +358,8 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
       absl::StatusOr<std::unique_ptr<ShardWriter>> writer =
           ShardWriter::Create(staging + "/" + ShardFileName(rank, options.world_size));
       if (!writer.ok()) return writer.status();
-      SliceCopier copier(writer->get(), &progress);
+      SliceCopier copier([&writer](absl::Span<const uint8_t> bytes) { return (*writer)->Append(bytes); },
+                         &progress);
       for (const TensorSpec& spec : specs) {
         const DimRange range = RankSlice(spec, config, rank, options.world_size);
         shard::TensorSplit split;

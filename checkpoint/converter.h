@@ -1,5 +1,7 @@
 // Converts Meta's checkpoint folder (consolidated.NN.pth, params.json,
-// checklist.chk) into our shards for any world size the model allows.
+// checklist.chk), a Hugging Face folder (config.json, safetensors or
+// pytorch_model.bin) or our own shards into our shards for any world size
+// the model allows, or into one GGUF file.
 //
 // Sources are merged and re-split as fairscale splits them (llama_layout.h),
 // so a 70B checkpoint published as 8 shards converts to 1, 2, 4, 8 or 16;
@@ -28,9 +30,17 @@ namespace llama {
 
 inline constexpr char kConverterVersion[] = "llama2-cpp convert 1";
 
+enum class OutputFormat {
+  kShards,  // Our rank-R-of-N.shard files in the folder out_dir.
+  kGguf,    // One GGUF file out_dir (world_size 1) for llama.cpp and Ollama.
+};
+
 struct ConvertOptions {
   std::string ckpt_dir;
-  std::string out_dir;
+  std::string out_dir;  // A folder of shards, or the GGUF file's path.
+  OutputFormat format = OutputFormat::kShards;
+  // The SentencePiece model whose vocabulary a GGUF file carries.
+  std::string tokenizer_path;
   int world_size = 1;
   // How the caller's user sets world_size, for errors about it (the
   // launcher: "--nproc_per_node=2 x --nnodes=1").

@@ -186,51 +186,15 @@ absl::Status ShardReader::VerifyChecksums() const {
 
 // ---- Writer
 
-ShardWriter::ShardWriter(std::string path, std::string temp_path, int fd)
-    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd), hash_(XXH3_createState()) {}
+ShardWriter::ShardWriter(std::unique_ptr<StagedFile> file) : file_(std::move(file)), hash_(XXH3_createState()) {}
 
-ShardWriter::~ShardWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!finished_) ::unlink(temp_path_.c_str());
-  XXH3_freeState(hash_);
-}
+ShardWriter::~ShardWriter() { XXH3_freeState(hash_); }
 
 absl::StatusOr<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path) {
-  const std::string temp_path = path + ".tmp";
-  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("cannot create \"%s\": %s", temp_path, std::strerror(errno)));
-  }
-  auto writer = std::unique_ptr<ShardWriter>(new ShardWriter(path, temp_path, fd));
+  ASSIGN_OR_RETURN(std::unique_ptr<StagedFile> file, StagedFile::Create(path, ".tmp"));
   // Header placeholder; the real one is written by Finish.
-  RETURN_IF_ERROR(writer->PadTo(kShardAlignment));
-  return writer;
-}
-
-absl::Status ShardWriter::WriteAll(const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd_, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("write to \"%s\" failed: %s", temp_path_, std::strerror(errno)));
-    }
-    p += n;
-    size -= n;
-    position_ += n;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ShardWriter::PadTo(uint64_t offset) {
-  static const uint8_t kZeros[kShardAlignment] = {};
-  while (position_ < offset) {
-    const size_t n = std::min<uint64_t>(offset - position_, sizeof kZeros);
-    RETURN_IF_ERROR(WriteAll(kZeros, n));
-  }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(file->PadTo(kShardAlignment));
+  return std::unique_ptr<ShardWriter>(new ShardWriter(std::move(file)));
 }
 
 absl::Status ShardWriter::BeginTensor(const std::string& name, DType dtype,
@@ -238,12 +202,12 @@ absl::Status ShardWriter::BeginTensor(const std::string& name, DType dtype,
   RETURN_IF_ERROR(EndTensor());
   absl::StatusOr<int64_t> numel = NumElements(shape, name);
   if (!numel.ok()) return numel.status();
-  RETURN_IF_ERROR(PadTo((position_ + kShardAlignment - 1) / kShardAlignment * kShardAlignment));
+  RETURN_IF_ERROR(file_->PadTo((file_->position() + kShardAlignment - 1) / kShardAlignment * kShardAlignment));
   shard::TensorEntry entry;
   entry.set_name(name);
   entry.set_dtype(static_cast<int>(dtype));
   for (int64_t d : shape) entry.add_shape(d);
-  entry.set_offset(position_);
+  entry.set_offset(file_->position());
   entry.set_size(*numel * DTypeSize(dtype));
   *entry.mutable_split() = split;
   entries_.push_back(std::move(entry));
@@ -256,18 +220,18 @@ absl::Status ShardWriter::BeginTensor(const std::string& name, DType dtype,
 absl::Status ShardWriter::Append(absl::Span<const uint8_t> bytes) {
   if (!tensor_open_ || bytes.size() > pending_) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: %d bytes appended beyond the open tensor's size", temp_path_, bytes.size()));
+        "%s: %d bytes appended beyond the open tensor's size", file_->partial_path(), bytes.size()));
   }
   XXH3_64bits_update(hash_, bytes.data(), bytes.size());
   pending_ -= bytes.size();
-  return WriteAll(bytes.data(), bytes.size());
+  return file_->Write(bytes.data(), bytes.size());
 }
 
 absl::Status ShardWriter::EndTensor() {
   if (!tensor_open_) return absl::OkStatus();
   if (pending_ != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: tensor \"%s\" is missing %d bytes", temp_path_, entries_.back().name(), pending_));
+        "%s: tensor \"%s\" is missing %d bytes", file_->partial_path(), entries_.back().name(), pending_));
   }
   entries_.back().set_xxh3_64(XXH3_64bits_digest(hash_));
   tensor_open_ = false;
@@ -280,10 +244,10 @@ absl::Status ShardWriter::Finish(shard::ShardIndex index) {
   for (shard::TensorEntry& e : entries_) *index.add_tensors() = std::move(e);
   std::string serialized;
   if (!index.SerializeToString(&serialized)) {
-    return absl::InternalError(absl::StrFormat("%s: index serialization failed", temp_path_));
+    return absl::InternalError(absl::StrFormat("%s: index serialization failed", file_->partial_path()));
   }
-  const uint64_t index_offset = position_;
-  RETURN_IF_ERROR(WriteAll(serialized.data(), serialized.size()));
+  const uint64_t index_offset = file_->position();
+  RETURN_IF_ERROR(file_->Write(serialized.data(), serialized.size()));
 
   uint8_t header[kShardHeaderSize] = {};
   std::memcpy(header, kShardMagic, sizeof kShardMagic);
@@ -292,18 +256,8 @@ absl::Status ShardWriter::Finish(shard::ShardIndex index) {
   PutU64(header + 16, index_offset);
   PutU64(header + 24, serialized.size());
   PutU64(header + 32, XXH3_64bits(serialized.data(), serialized.size()));
-  if (::pwrite(fd_, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("write header of \"%s\": %s", temp_path_, std::strerror(errno)));
-  }
-  if (::fsync(fd_) != 0) {
-    return absl::InternalError(absl::StrFormat("fsync \"%s\": %s", temp_path_, std::strerror(errno)));
-  }
-  ::close(fd_);
-  fd_ = -1;
-  RETURN_IF_ERROR(RenameDurably(temp_path_, path_));
-  finished_ = true;
-  return absl::OkStatus();
+  RETURN_IF_ERROR(file_->WriteAt(0, header, sizeof header));
+  return file_->Commit();
 }
 
 }  // namespace llama

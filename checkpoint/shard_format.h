@@ -14,6 +14,7 @@
 #include "absl/types/span.h"
 #include "checkpoint/mapped_file.h"
 #include "checkpoint/model_config.h"
+#include "checkpoint/io/staged_file.h"
 #include "checkpoint/shard.pb.h"
 #include "ops/dtype.h"
 
@@ -94,16 +95,10 @@ class ShardWriter {
   absl::Status Finish(shard::ShardIndex index);
 
  private:
-  ShardWriter(std::string path, std::string temp_path, int fd);
+  explicit ShardWriter(std::unique_ptr<StagedFile> file);
   absl::Status EndTensor();
-  absl::Status WriteAll(const void* data, size_t size);
-  absl::Status PadTo(uint64_t offset);
 
-  std::string path_;
-  std::string temp_path_;
-  int fd_;
-  uint64_t position_ = 0;
-  bool finished_ = false;
+  std::unique_ptr<StagedFile> file_;
   std::vector<shard::TensorEntry> entries_;
   uint64_t pending_ = 0;  // Bytes the open tensor still expects.
   bool tensor_open_ = false;

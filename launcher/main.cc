@@ -325,7 +325,13 @@ int Run(std::vector<std::string> extra_args) {
       if (fs::exists(candidate)) tokenizer = candidate.string();
     }
     if (tokenizer.empty()) {
-      return Fail(absl::StrFormat("no tokenizer.model next to %s; pass --tokenizer_path", ckpt_dir));
+      // Hugging Face's Llama 2 repositories ship tokenizer.model beside
+      // tokenizer.json; a copy without it has only the fast tokenizer.
+      const bool hf_json_only = fs::exists(fs::path(ckpt_dir) / "tokenizer.json");
+      return Fail(absl::StrFormat("no tokenizer.model in or next to %s%s; pass --tokenizer_path", ckpt_dir,
+                                  hf_json_only ? " (it has Hugging Face's tokenizer.json, which we do not read: fetch "
+                                                 "tokenizer.model from the same repository)"
+                                               : ""));
     }
   }
   // Before converting or starting anything: the job's inputs as the worker

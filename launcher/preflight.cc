@@ -20,7 +20,8 @@ absl::Status CheckCheckpointFolder(const std::string& ckpt_dir) {
   }
   if (!fs::is_directory(ckpt_dir, error)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--ckpt_dir \"%s\" is a file; expected the folder holding consolidated.NN.pth and params.json", ckpt_dir));
+        "--ckpt_dir \"%s\" is a file; expected the folder holding consolidated.NN.pth and params.json (or a "
+        "Hugging Face folder: config.json and model*.safetensors)", ckpt_dir));
   }
   return absl::OkStatus();
 }

@@ -28,11 +28,16 @@ const nlohmann::json& Golden() {
 }
 
 std::string PromptsFile() {
-  const std::string path = TempDir() + "/prompts.json";
-  nlohmann::json prompts = nlohmann::json::array();
-  for (const auto& c : Golden()["text_completions"]) prompts.push_back(c["prompt"]);
-  std::ofstream(path) << prompts.dump();
-  return path;
+  // Written once: rewriting it for a second node while the first node's
+  // launcher reads it made that launcher see an empty file.
+  static const std::string* path = [] {
+    auto* written = new std::string(TempDir() + "/prompts.json");
+    nlohmann::json prompts = nlohmann::json::array();
+    for (const auto& c : Golden()["text_completions"]) prompts.push_back(c["prompt"]);
+    std::ofstream(*written) << prompts.dump();
+    return written;
+  }();
+  return *path;
 }
 
 std::string LauncherRun::out() const { return ReadFileOrEmpty(dir + "/stdout"); }

@@ -22,7 +22,7 @@ std::string TempDir();
 // tiny_fp32_mp1's PyTorch golden outputs.
 const nlohmann::json& Golden();
 
-// The golden text completions' prompts, as a prompts file.
+// The golden text completions' prompts, as a prompts file (written once).
 std::string PromptsFile();
 
 struct LauncherRun {

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "tests/fixtures/test_util.h"

@@ -30,6 +30,7 @@ int SentencePieceModel::eos_id() const { return impl_->processor.eos_id(); }
 int SentencePieceModel::pad_id() const { return impl_->processor.pad_id(); }
 int SentencePieceModel::unk_id() const { return impl_->processor.unk_id(); }
 std::string SentencePieceModel::IdToPiece(int id) const { return impl_->processor.IdToPiece(id); }
+float SentencePieceModel::Score(int id) const { return impl_->processor.GetScore(id); }
 bool SentencePieceModel::IsByte(int id) const { return impl_->processor.IsByte(id); }
 bool SentencePieceModel::IsControl(int id) const { return impl_->processor.IsControl(id); }
 bool SentencePieceModel::IsUnknown(int id) const { return impl_->processor.IsUnknown(id); }

@@ -33,6 +33,7 @@ class SentencePieceModel {
   int pad_id() const;
   int unk_id() const;
   std::string IdToPiece(int id) const;
+  float Score(int id) const;
   bool IsByte(int id) const;
   bool IsControl(int id) const;
   bool IsUnknown(int id) const;

@@ -96,6 +96,22 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSerialized(absl::strin
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(model)));
 }
 
+Tokenizer::Piece Tokenizer::GetPiece(int id) const {
+  PieceKind kind = PieceKind::kNormal;
+  if (model_->IsUnknown(id)) {
+    kind = PieceKind::kUnknown;
+  } else if (model_->IsControl(id)) {
+    kind = PieceKind::kControl;
+  } else if (model_->IsByte(id)) {
+    kind = PieceKind::kByte;
+  } else if (model_->IsUnused(id)) {
+    kind = PieceKind::kUnused;
+  }
+  return {model_->IdToPiece(id), model_->Score(id), kind};
+}
+
+int Tokenizer::unk_id() const { return model_->unk_id(); }
+
 absl::StatusOr<std::vector<int>> Tokenizer::Encode(absl::string_view text, bool bos,
                                                    bool eos) const {
   std::vector<int> pieces;

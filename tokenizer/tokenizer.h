@@ -41,6 +41,18 @@ class Tokenizer {
   int eos_id() const { return eos_id_; }
   int pad_id() const { return pad_id_; }
 
+  // A vocabulary entry as the model file holds it, for exporting the
+  // tokenizer into other formats (GGUF).
+  enum class PieceKind { kNormal, kUnknown, kControl, kByte, kUnused };
+  struct Piece {
+    std::string text;  // With SentencePiece's whitespace marker U+2581.
+    float score;
+    PieceKind kind;
+  };
+  // `id` must be in [0, vocab_size()).
+  Piece GetPiece(int id) const;
+  int unk_id() const;
+
   // The reference's encode: SentencePiece ids, BOS prepended and EOS
   // appended when asked.
   absl::StatusOr<std::vector<int>> Encode(absl::string_view text, bool bos, bool eos) const;

@@ -1,12 +1,14 @@
 // //tools:convert: Meta's checkpoint folder -> our shards for N ranks.
 //
 //   convert --ckpt_dir=llama-2-70b --out_dir=llama-2-70b/shards/tp4 --world_size=4
+//   convert --ckpt_dir=llama-2-7b --format=gguf --tokenizer_path=tokenizer.model --out=llama-2-7b.gguf
 //
 // --ckpt_dir may also be a Hugging Face folder (config.json, safetensors or
 // pytorch_model.bin), or hold our own shards (rank-R-of-M.shard), to
 // reshard them. See checkpoint/converter.h for what is checked and guaranteed.
 
 #include <cstdio>
+#include <filesystem>
 
 #include <gflags/gflags.h>
 
@@ -19,7 +21,12 @@
 DEFINE_string(ckpt_dir, "",
               "Folder with consolidated.NN.pth and params.json, a Hugging Face folder (config.json and "
               "*.safetensors or pytorch_model*.bin), or our shards. Required.");
-DEFINE_string(out_dir, "", "Folder to create with rank-R-of-N.shard files. Required.");
+DEFINE_string(out_dir, "", "Folder to create with rank-R-of-N.shard files (--format=shards).");
+DEFINE_string(format, "shards", "shards (ours, for N ranks) or gguf (one file for llama.cpp and Ollama).");
+DEFINE_string(out, "", "The GGUF file to write (--format=gguf).");
+DEFINE_string(tokenizer_path, "",
+              "tokenizer.model whose vocabulary goes into the GGUF file (--format=gguf). Default: in --ckpt_dir or "
+              "next to it.");
 DEFINE_int32(world_size, 1, "Number of tensor-parallel ranks (shards) to produce.");
 DEFINE_string(dtype, "", "Output element type: bf16, fp16 or fp32. Default: as in the checkpoint.");
 DEFINE_bool(verify_checklist, false, "Check checklist.chk (MD5 of every file) before converting.");
@@ -28,12 +35,29 @@ DEFINE_bool(progress, true, "Show a progress bar on stderr.");
 namespace {
 
 absl::Status Convert() {
-  if (FLAGS_ckpt_dir.empty() || FLAGS_out_dir.empty()) {
-    return absl::InvalidArgumentError("--ckpt_dir and --out_dir are required (see --help)");
-  }
   llama::ConvertOptions options;
+  if (FLAGS_format == "shards") {
+    if (!FLAGS_out.empty()) return absl::InvalidArgumentError("--out: only with --format=gguf; shards go to --out_dir");
+    options.out_dir = FLAGS_out_dir;
+  } else if (FLAGS_format == "gguf") {
+    if (!FLAGS_out_dir.empty()) return absl::InvalidArgumentError("--out_dir: with --format=gguf, name the file with --out");
+    options.format = llama::OutputFormat::kGguf;
+    options.out_dir = FLAGS_out;
+    options.tokenizer_path = FLAGS_tokenizer_path;
+    // As the launcher looks: in the folder (Hugging Face's) or next to it (download.sh's).
+    for (const char* where : {"/tokenizer.model", "/../tokenizer.model"}) {
+      if (options.tokenizer_path.empty() && std::filesystem::exists(FLAGS_ckpt_dir + where)) {
+        options.tokenizer_path = FLAGS_ckpt_dir + where;
+      }
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--format=", FLAGS_format, ": expected shards or gguf"));
+  }
+  if (FLAGS_ckpt_dir.empty() || options.out_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--ckpt_dir and --", FLAGS_format == "gguf" ? "out" : "out_dir",
+                                                   " are required (see --help)"));
+  }
   options.ckpt_dir = FLAGS_ckpt_dir;
-  options.out_dir = FLAGS_out_dir;
   options.world_size = FLAGS_world_size;
   options.verify_checklist = FLAGS_verify_checklist;
   options.show_progress = FLAGS_progress;
@@ -46,6 +70,8 @@ absl::Status Convert() {
   if (result.up_to_date) {
     std::printf("%s is up to date (%d-way shards of %s); nothing to do\n", FLAGS_out_dir.c_str(),
                 FLAGS_world_size, FLAGS_ckpt_dir.c_str());
+  } else if (options.format == llama::OutputFormat::kGguf) {
+    std::printf("wrote %s, %s of tensors\n", FLAGS_out.c_str(), llama::HumanBytes(result.bytes_written).c_str());
   } else {
     std::printf("wrote %d shard(s), %s, to %s\n", FLAGS_world_size, llama::HumanBytes(result.bytes_written).c_str(),
                 FLAGS_out_dir.c_str());
@@ -57,6 +83,6 @@ absl::Status Convert() {
 
 int main(int argc, char** argv) {
   return llama::ToolMain(argc, argv, "convert",
-                         "Converts a Llama 2 checkpoint into memory-mappable shards for N ranks.",
+                         "Converts a Llama 2 checkpoint (Meta's or Hugging Face's) into memory-mappable shards for N ranks, or GGUF.",
                          [](const std::vector<std::string>&) { return Convert(); });
 }

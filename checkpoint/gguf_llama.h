@@ -1,0 +1,33 @@
+// Llama models in GGUF as llama.cpp reads them: its "llama" architecture's
+// metadata keys and tensor names, and the SentencePiece vocabulary as
+// tokenizer.ggml.* arrays. llama.cpp's llama architecture rotates adjacent
+// pairs (its "normal" RoPE), Meta's interleaved layout, so query and key
+// weights are written as our shards hold them.
+
+#ifndef LLAMA_CHECKPOINT_GGUF_LLAMA_H_
+#define LLAMA_CHECKPOINT_GGUF_LLAMA_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "checkpoint/gguf_writer.h"
+#include "checkpoint/model_config.h"
+#include "ops/dtype.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llama {
+
+// llama.cpp's name for one of our tensors (llama_layout.h's names):
+// "layers.3.attention.wq.weight" -> "blk.3.attn_q.weight".
+absl::StatusOr<std::string> GgufTensorName(absl::string_view name);
+
+// general.*, llama.* and tokenizer.ggml.* for `config` with `tokenizer`'s
+// vocabulary, which must have config.vocab_size pieces. `weights` is the
+// type of the 2-D tensors (general.file_type); `name` is general.name.
+absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const Tokenizer& tokenizer,
+                                               const std::string& name, DType weights);
+
+}  // namespace llama
+
+#endif  // LLAMA_CHECKPOINT_GGUF_LLAMA_H_

@@ -1,0 +1,318 @@
+// //tools:convert --format=gguf: the file read back by an independent
+// reader here (structure, metadata, every tensor's bytes against our own
+// shards), and loaded by llama.cpp itself (node-llama-cpp's prebuilt
+// library), whose greedy tokens must be PyTorch's golden ones.
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_fixture.h"
+#include "checkpoint/shard_format.h"
+#include "launcher/process.h"
+#include "ops/cast.h"
+#include "tests/fixtures/test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_fixture.h"
+
+namespace llama {
+namespace {
+
+namespace fs = std::filesystem;
+using ::llama::testing::CheckpointFixturePath;
+using ::llama::testing::ReadFileOrEmpty;
+using ::llama::testing::TokenizerFixturePath;
+using ::testing::HasSubstr;
+
+std::string TempDir() { return getenv("TEST_TMPDIR"); }
+
+// ---- A GGUF reader written from the specification (ggml docs/gguf.md),
+// independently of checkpoint/gguf_writer.
+
+struct GgufInfo {
+  std::string name;
+  std::vector<uint64_t> dims;  // Innermost first.
+  uint32_t type;
+  uint64_t offset;
+};
+
+struct GgufFile {
+  std::string bytes;
+  uint32_t version = 0;
+  std::map<std::string, nlohmann::json> metadata;
+  std::vector<GgufInfo> tensors;
+  uint64_t data_start = 0;
+};
+
+class Cursor {
+ public:
+  explicit Cursor(const std::string& bytes) : bytes_(bytes) {}
+  template <typename T>
+  T Get() {
+    T value{};
+    if (at_ + sizeof value > bytes_.size()) {
+      ADD_FAILURE() << "read past the end at " << at_;
+      at_ = bytes_.size();
+      return value;
+    }
+    std::memcpy(&value, bytes_.data() + at_, sizeof value);
+    at_ += sizeof value;
+    return value;
+  }
+  std::string String() {
+    const uint64_t size = Get<uint64_t>();
+    if (size > bytes_.size() - at_) {
+      ADD_FAILURE() << "string of " << size << " bytes past the end at " << at_;
+      at_ = bytes_.size();
+      return "";
+    }
+    std::string s = bytes_.substr(at_, size);
+    at_ += size;
+    return s;
+  }
+  nlohmann::json Value(uint32_t type) {
+    switch (type) {
+      case 0: return Get<uint8_t>();
+      case 1: return Get<int8_t>();
+      case 2: return Get<uint16_t>();
+      case 3: return Get<int16_t>();
+      case 4: return Get<uint32_t>();
+      case 5: return Get<int32_t>();
+      case 6: return Get<float>();
+      case 7: return Get<uint8_t>() != 0;
+      case 8: return String();
+      case 9: {
+        const uint32_t element = Get<uint32_t>();
+        const uint64_t count = Get<uint64_t>();
+        nlohmann::json array = nlohmann::json::array();
+        for (uint64_t i = 0; i < count && at_ < bytes_.size(); ++i) array.push_back(Value(element));
+        return array;
+      }
+      case 10: return Get<uint64_t>();
+      case 11: return Get<int64_t>();
+      case 12: return Get<double>();
+    }
+    ADD_FAILURE() << "unknown value type " << type;
+    at_ = bytes_.size();
+    return nullptr;
+  }
+  uint64_t at() const { return at_; }
+
+ private:
+  const std::string& bytes_;
+  uint64_t at_ = 0;
+};
+
+GgufFile ReadGguf(const std::string& path) {
+  GgufFile file;
+  file.bytes = ReadFileOrEmpty(path);
+  Cursor cursor(file.bytes);
+  EXPECT_EQ(cursor.Get<uint32_t>(), 0x46554747u) << "magic \"GGUF\"";
+  file.version = cursor.Get<uint32_t>();
+  const uint64_t tensors = cursor.Get<uint64_t>(), kvs = cursor.Get<uint64_t>();
+  for (uint64_t i = 0; i < kvs; ++i) {
+    const std::string key = cursor.String();
+    const uint32_t type = cursor.Get<uint32_t>();
+    EXPECT_EQ(file.metadata.count(key), 0u) << "duplicate key " << key;
+    file.metadata[key] = cursor.Value(type);
+  }
+  for (uint64_t i = 0; i < tensors; ++i) {
+    GgufInfo info;
+    info.name = cursor.String();
+    const uint32_t n_dims = cursor.Get<uint32_t>();
+    for (uint32_t d = 0; d < n_dims; ++d) info.dims.push_back(cursor.Get<uint64_t>());
+    info.type = cursor.Get<uint32_t>();
+    info.offset = cursor.Get<uint64_t>();
+    file.tensors.push_back(info);
+  }
+  const uint64_t alignment = file.metadata.count("general.alignment") ? file.metadata["general.alignment"].get<uint64_t>() : 32;
+  file.data_start = (cursor.at() + alignment - 1) / alignment * alignment;
+  return file;
+}
+
+uint64_t GgmlTypeSize(uint32_t type) { return type == 0 ? 4 : 2; }  // F32; F16 and BF16.
+
+std::string ConvertToGguf(const std::string& ckpt, const std::string& name, const std::string& dtype = "") {
+  const std::string out = TempDir() + "/" + name + ".gguf";
+  ProcessOptions options;
+  options.argv = {"tools/convert", "--ckpt_dir=" + ckpt, "--format=gguf", "--out=" + out,
+                  "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"), "--progress=false"};
+  if (!dtype.empty()) options.argv.push_back("--dtype=" + dtype);
+  options.stderr_path = TempDir() + "/" + name + ".stderr";
+  absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
+  EXPECT_TRUE(convert.ok()) << convert.status();
+  absl::StatusOr<ExitStatus> exit = (*convert)->Wait(std::chrono::seconds(60));
+  EXPECT_TRUE(exit.ok() && exit->success()) << ReadFileOrEmpty(options.stderr_path);
+  return out;
+}
+
+std::string ConvertToShard(const std::string& ckpt, const std::string& name) {
+  const std::string out = TempDir() + "/" + name + "_shards";
+  ProcessOptions options;
+  options.argv = {"tools/convert", "--ckpt_dir=" + ckpt, "--out_dir=" + out, "--progress=false"};
+  options.stderr_path = TempDir() + "/" + name + ".shard.stderr";
+  absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
+  EXPECT_TRUE(convert.ok()) << convert.status();
+  absl::StatusOr<ExitStatus> exit = (*convert)->Wait(std::chrono::seconds(60));
+  EXPECT_TRUE(exit.ok() && exit->success()) << ReadFileOrEmpty(options.stderr_path);
+  return out + "/" + ShardFileName(0, 1);
+}
+
+// Our tensor names, as llama.cpp's llama architecture names them.
+std::string OurName(const std::string& gguf) {
+  static const std::map<std::string, std::string> kNames = {
+      {"token_embd.weight", "tok_embeddings.weight"}, {"output_norm.weight", "norm.weight"},
+      {"output.weight", "output.weight"},             {"attn_q.weight", "attention.wq.weight"},
+      {"attn_k.weight", "attention.wk.weight"},       {"attn_v.weight", "attention.wv.weight"},
+      {"attn_output.weight", "attention.wo.weight"},  {"ffn_gate.weight", "feed_forward.w1.weight"},
+      {"ffn_down.weight", "feed_forward.w2.weight"},  {"ffn_up.weight", "feed_forward.w3.weight"},
+      {"attn_norm.weight", "attention_norm.weight"},  {"ffn_norm.weight", "ffn_norm.weight"},
+  };
+  if (kNames.count(gguf)) return kNames.at(gguf);
+  const size_t dot = gguf.find('.', 4);
+  return "layers." + gguf.substr(4, dot - 4) + "." + kNames.at(gguf.substr(dot + 1));
+}
+
+// The file is well-formed and holds the shard's model: every tensor, its
+// bytes (the norms widened to f32), the config and the vocabulary.
+void ExpectGgufHoldsTheShard(const std::string& gguf_path, const std::string& shard_path, uint32_t weight_type) {
+  const GgufFile gguf = ReadGguf(gguf_path);
+  absl::StatusOr<std::unique_ptr<ShardReader>> shard = ShardReader::Open(shard_path);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  const shard::ModelConfig& c = (*shard)->index().config();
+  EXPECT_EQ(gguf.version, 3u);
+  auto m = gguf.metadata;
+  EXPECT_EQ(m["general.architecture"], "llama");
+  EXPECT_EQ(m["llama.block_count"], c.n_layers());
+  EXPECT_EQ(m["llama.embedding_length"], c.dim());
+  EXPECT_EQ(m["llama.attention.head_count"], c.n_heads());
+  EXPECT_EQ(m["llama.attention.head_count_kv"], c.n_kv_heads());
+  EXPECT_EQ(m["llama.feed_forward_length"], ModelConfigFromProto(c).ffn_hidden_dim());
+  EXPECT_EQ(m["llama.rope.dimension_count"], c.dim() / c.n_heads());
+  EXPECT_FLOAT_EQ(m["llama.attention.layer_norm_rms_epsilon"].get<float>(), c.norm_eps());
+  EXPECT_FLOAT_EQ(m["llama.rope.freq_base"].get<float>(), c.rope_theta());
+  EXPECT_EQ(m["general.file_type"], weight_type == 0 ? 0 : weight_type == 1 ? 1 : 32);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(TokenizerFixturePath("tokenizer.model"));
+  ASSERT_TRUE(tokenizer.ok());
+  ASSERT_EQ(m["tokenizer.ggml.tokens"].size(), static_cast<size_t>(c.vocab_size()));
+  EXPECT_EQ(m["tokenizer.ggml.model"], "llama");
+  EXPECT_EQ(m["tokenizer.ggml.bos_token_id"], (*tokenizer)->bos_id());
+  EXPECT_EQ(m["tokenizer.ggml.eos_token_id"], (*tokenizer)->eos_id());
+  for (int id = 0; id < c.vocab_size(); ++id) {
+    EXPECT_EQ(m["tokenizer.ggml.tokens"][id], (*tokenizer)->GetPiece(id).text);
+  }
+  EXPECT_EQ(m["tokenizer.ggml.token_type"][1], 3) << "BOS is a control token";
+
+  ASSERT_EQ(gguf.tensors.size(), static_cast<size_t>((*shard)->index().tensors_size()));
+  EXPECT_EQ(gguf.data_start % 32, 0u);
+  uint64_t end = 0;
+  for (const GgufInfo& info : gguf.tensors) {
+    SCOPED_TRACE(info.name);
+    EXPECT_EQ(info.offset % 32, 0u);
+    EXPECT_GE(info.offset, end) << "overlaps the previous tensor";
+    absl::StatusOr<ShardTensor> ours = (*shard)->Tensor(OurName(info.name));
+    ASSERT_TRUE(ours.ok()) << ours.status();
+    std::vector<uint64_t> shape(info.dims.rbegin(), info.dims.rend());
+    EXPECT_EQ(shape, std::vector<uint64_t>(ours->entry->shape().begin(), ours->entry->shape().end()));
+    const uint64_t count = ours->bytes.size() / DTypeSize(ours->dtype);
+    const uint64_t size = count * GgmlTypeSize(info.type);
+    end = info.offset + size;
+    ASSERT_LE(gguf.data_start + end, gguf.bytes.size());
+    const char* data = gguf.bytes.data() + gguf.data_start + info.offset;
+    if (shape.size() == 1) {
+      // Norms stay f32 (exact from an f32 or 16-bit source); in the shard's
+      // type they are the shard's values.
+      EXPECT_EQ(info.type, 0u) << "norms are f32";
+      std::vector<uint8_t> narrowed(ours->bytes.size());
+      ASSERT_TRUE(CastElements(data, DType::kF32, narrowed.data(), ours->dtype, count).ok());
+      EXPECT_EQ(std::memcmp(narrowed.data(), ours->bytes.data(), narrowed.size()), 0);
+    } else {
+      EXPECT_EQ(info.type, weight_type);
+      ASSERT_EQ(size, ours->bytes.size());
+      EXPECT_EQ(std::memcmp(data, ours->bytes.data(), size), 0);
+    }
+  }
+}
+
+TEST(GgufExportTest, FilesHoldOurShardsModel) {
+  ExpectGgufHoldsTheShard(ConvertToGguf(CheckpointFixturePath("tiny_fp32_mp1"), "tiny_fp32"),
+                          ConvertToShard(CheckpointFixturePath("tiny_fp32_mp1"), "tiny_fp32"), 0);
+  // Merged from two model-parallel files; grouped-query heads; bf16.
+  ExpectGgufHoldsTheShard(ConvertToGguf(CheckpointFixturePath("gqa_bf16_mp2"), "gqa_bf16"),
+                          ConvertToShard(CheckpointFixturePath("gqa_bf16_mp1"), "gqa_bf16"), 30);
+  // From Hugging Face's layout, narrowed to f16.
+  ExpectGgufHoldsTheShard(ConvertToGguf("tests/fixtures/hf_fixture/tiny_fp32_hf", "hf_f16", "fp16"),
+                          ConvertToShard(CheckpointFixturePath("tiny_fp16_mp1"), "tiny_fp16"), 1);
+}
+
+TEST(GgufExportTest, RefusesWhatOneFileCannotHold) {
+  ProcessOptions options;
+  options.argv = {"tools/convert", "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"), "--format=gguf",
+                  "--out=" + TempDir() + "/x.gguf", "--world_size=2",
+                  "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model")};
+  options.stderr_path = TempDir() + "/refused.stderr";
+  absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
+  ASSERT_TRUE(convert.ok());
+  absl::StatusOr<ExitStatus> exit = (*convert)->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 2) << "a usage error";
+  EXPECT_THAT(ReadFileOrEmpty(options.stderr_path), HasSubstr("--world_size=2: --format=gguf writes the whole model"));
+  EXPECT_FALSE(fs::exists(TempDir() + "/x.gguf"));
+  EXPECT_FALSE(fs::exists(TempDir() + "/x.gguf.partial"));
+}
+
+// Where setup.sh installs the npm test tools.
+std::string NodeTools() {
+  const char* xdg = getenv("XDG_CACHE_HOME");
+  const char* home = getenv("HOME");
+  return absl::StrCat(xdg != nullptr && *xdg ? xdg : absl::StrCat(home != nullptr ? home : "", "/.cache"),
+                      "/llama2-cpp/node-tools");
+}
+
+// llama.cpp's greedy tokens equal PyTorch's for as long as PyTorch's top
+// two logits are at least 0.01 apart: f32 sums in another order move
+// logits by about 1e-5 here, so a closer race may go either way (and after
+// one different token the rest differ too).
+TEST(GgufExportTest, LlamaCppGeneratesPyTorchsGreedyTokens) {
+  ASSERT_TRUE(fs::exists(NodeTools() + "/node_modules/node-llama-cpp"))
+      << NodeTools() << " has no node-llama-cpp: third_party/setup.sh installs it";
+  // model fixture, conversion dtype (f32 math, as the goldens).
+  for (const auto& [model, dtype] : {std::pair<const char*, const char*>{"tiny_fp32_mp1", ""}, {"gqa_bf16_mp1", "fp32"}}) {
+    SCOPED_TRACE(model);
+    const std::string gguf = ConvertToGguf(CheckpointFixturePath(model), std::string(model) + "_llamacpp", dtype);
+    std::ifstream golden_file(absl::StrCat("tests/fixtures/engine_golden/", model, "/golden.json"));
+    const nlohmann::json golden = nlohmann::json::parse(golden_file);
+    const nlohmann::json& greedy = golden["generations"][0];  // 64 tokens, no echo.
+    ProcessOptions options;
+    options.argv = {"/usr/bin/env", "node", "tests/gguf/llama_cpp_greedy.mjs", NodeTools(), gguf,
+                    golden["prompts"].dump(), "64"};
+    options.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+    options.stdout_path = TempDir() + "/" + model + ".llamacpp.out";
+    options.stderr_path = TempDir() + "/" + model + ".llamacpp.err";
+    absl::StatusOr<std::unique_ptr<Process>> node = Process::Spawn(options);
+    ASSERT_TRUE(node.ok()) << node.status();
+    absl::StatusOr<ExitStatus> exit = (*node)->Wait(std::chrono::seconds(120));
+    ASSERT_TRUE(exit.ok() && exit->success()) << ReadFileOrEmpty(options.stderr_path);
+    const nlohmann::json theirs = nlohmann::json::parse(ReadFileOrEmpty(options.stdout_path));
+    ASSERT_EQ(theirs.size(), greedy["tokens"].size());
+    int compared = 0;
+    for (size_t p = 0; p < theirs.size(); ++p) {
+      for (size_t i = 0; i < greedy["tokens"][p].size() && greedy["top2_gaps"][p][i].get<double>() >= 0.01; ++i) {
+        ASSERT_EQ(theirs[p][i], greedy["tokens"][p][i]) << "prompt " << p << ", token " << i;
+        ++compared;
+      }
+    }
+    std::printf("%s: llama.cpp's greedy tokens equal PyTorch's on %d tokens of %zu prompts\n", model, compared,
+                theirs.size());
+    EXPECT_GE(compared, 100);
+  }
+}
+
+}  // namespace
+}  // namespace llama
