@@ -147,6 +147,7 @@ absl::StatusOr<HfModelConfig> ParseHfConfigJson(absl::string_view text, absl::st
            {"num_key_value_heads", &c.n_kv_heads, false},
            {"intermediate_size", &hidden_dim, true},
            {"vocab_size", &c.vocab_size, true},
+           {"max_position_embeddings", &c.max_seq_len, false},
        }) {
     RETURN_IF_ERROR(ReadInt(config, source, field, required, out));
   }

@@ -58,7 +58,8 @@ struct HfModelConfig {
 
 // Parses config.json text: hidden_size, num_hidden_layers,
 // num_attention_heads, num_key_value_heads, intermediate_size, vocab_size,
-// rms_norm_eps, rope_theta, tie_word_embeddings. What our model cannot run
+// rms_norm_eps, rope_theta, max_position_embeddings (as max_seq_len),
+// tie_word_embeddings. What our model cannot run
 // is refused naming the field: another model_type or hidden_act, biases,
 // rope_scaling (scaled rotary embeddings), a head_dim other than
 // hidden_size / num_attention_heads.

@@ -77,3 +77,63 @@ TEST(ModelConfigTest, ErrorsNameFileAndField) {
 
 }  // namespace
 }  // namespace llama
+
+namespace llama {
+namespace {
+
+// Hugging Face's config.json of meta-llama/Llama-2-7b-hf and -70b-hf (the
+// fields that matter): the same sizes as Meta's params.json derive.
+TEST(HfConfigTest, Llama2HubConfigsGiveMetasSizes) {
+  absl::StatusOr<HfModelConfig> b7 = ParseHfConfigJson(
+      R"({"architectures": ["LlamaForCausalLM"], "hidden_act": "silu", "hidden_size": 4096,
+          "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "llama",
+          "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+          "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "tie_word_embeddings": false,
+          "torch_dtype": "float16", "vocab_size": 32000})",
+      "config.json");
+  ASSERT_TRUE(b7.ok()) << b7.status();
+  absl::StatusOr<ModelConfig> meta7 = ParseParamsJson(
+      R"({"dim": 4096, "multiple_of": 256, "n_heads": 32, "n_layers": 32, "norm_eps": 1e-05, "vocab_size": -1})", "p");
+  ASSERT_TRUE(meta7.ok());
+  EXPECT_EQ(b7->model.ffn_hidden_dim(), meta7->ffn_hidden_dim());
+  EXPECT_EQ(b7->model.n_kv_heads, 32);
+  EXPECT_EQ(b7->model.max_seq_len, 4096);
+  EXPECT_FALSE(b7->tie_word_embeddings);
+
+  absl::StatusOr<HfModelConfig> b70 = ParseHfConfigJson(
+      R"({"hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64, "num_hidden_layers": 80,
+          "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "vocab_size": 32000, "model_type": "llama"})",
+      "config.json");
+  ASSERT_TRUE(b70.ok()) << b70.status();
+  absl::StatusOr<ModelConfig> meta70 = ParseParamsJson(
+      R"({"dim": 8192, "multiple_of": 4096, "ffn_dim_multiplier": 1.3, "n_heads": 64, "n_kv_heads": 8,
+          "n_layers": 80, "norm_eps": 1e-05, "vocab_size": -1})", "p");
+  ASSERT_TRUE(meta70.ok());
+  EXPECT_EQ(b70->model.ffn_hidden_dim(), meta70->ffn_hidden_dim());
+  EXPECT_EQ(b70->model.n_kv_heads, 8);
+  EXPECT_EQ(b70->model.rope_theta, 10000.0);
+}
+
+TEST(HfConfigTest, ErrorsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"hidden_size": 64})", "field \"num_hidden_layers\": missing"},
+      {R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 1.5,
+           "vocab_size": 10})", "field \"intermediate_size\": is 1.5; expected an integer"},
+      {R"({"model_type": "gpt2"})", "field \"model_type\": is \"gpt2\""},
+      {R"({"hidden_act": "gelu"})", "field \"hidden_act\""},
+      {R"({"tie_word_embeddings": "yes", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 8, "vocab_size": 10})", "field \"tie_word_embeddings\""},
+      {R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8,
+           "vocab_size": 10, "head_dim": 8})", "field \"head_dim\": is 8; expected"},
+      {"[]", "expected a JSON object"},
+  };
+  for (const auto& [json, message] : cases) {
+    absl::StatusOr<HfModelConfig> config = ParseHfConfigJson(json, "config.json");
+    ASSERT_FALSE(config.ok()) << json;
+    EXPECT_THAT(config.status().message(), ::testing::HasSubstr(message)) << json;
+    EXPECT_THAT(config.status().message(), ::testing::HasSubstr("config.json")) << json;
+  }
+}
+
+}  // namespace
+}  // namespace llama
