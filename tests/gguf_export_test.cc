@@ -26,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::llama::testing::CheckpointFixturePath;
+using ::llama::testing::NodeToolsDir;
 using ::llama::testing::ReadFileOrEmpty;
 using ::llama::testing::TokenizerFixturePath;
 using ::testing::HasSubstr;
@@ -267,21 +268,13 @@ TEST(GgufExportTest, RefusesWhatOneFileCannotHold) {
   EXPECT_FALSE(fs::exists(TempDir() + "/x.gguf.partial"));
 }
 
-// Where setup.sh installs the npm test tools.
-std::string NodeTools() {
-  const char* xdg = getenv("XDG_CACHE_HOME");
-  const char* home = getenv("HOME");
-  return absl::StrCat(xdg != nullptr && *xdg ? xdg : absl::StrCat(home != nullptr ? home : "", "/.cache"),
-                      "/llama2-cpp/node-tools");
-}
-
 // llama.cpp's greedy tokens equal PyTorch's for as long as PyTorch's top
 // two logits are at least 0.01 apart: f32 sums in another order move
 // logits by about 1e-5 here, so a closer race may go either way (and after
 // one different token the rest differ too).
 TEST(GgufExportTest, LlamaCppGeneratesPyTorchsGreedyTokens) {
-  ASSERT_TRUE(fs::exists(NodeTools() + "/node_modules/node-llama-cpp"))
-      << NodeTools() << " has no node-llama-cpp: third_party/setup.sh installs it";
+  ASSERT_TRUE(fs::exists(NodeToolsDir() + "/node_modules/node-llama-cpp"))
+      << NodeToolsDir() << " has no node-llama-cpp: third_party/setup.sh installs it";
   // model fixture, conversion dtype (f32 math, as the goldens).
   for (const auto& [model, dtype] : {std::pair<const char*, const char*>{"tiny_fp32_mp1", ""}, {"gqa_bf16_mp1", "fp32"}}) {
     SCOPED_TRACE(model);
@@ -290,7 +283,7 @@ TEST(GgufExportTest, LlamaCppGeneratesPyTorchsGreedyTokens) {
     const nlohmann::json golden = nlohmann::json::parse(golden_file);
     const nlohmann::json& greedy = golden["generations"][0];  // 64 tokens, no echo.
     ProcessOptions options;
-    options.argv = {"/usr/bin/env", "node", "tests/gguf/llama_cpp_greedy.mjs", NodeTools(), gguf,
+    options.argv = {"/usr/bin/env", "node", "tests/gguf/llama_cpp_greedy.mjs", NodeToolsDir(), gguf,
                     golden["prompts"].dump(), "64"};
     options.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
     options.stdout_path = TempDir() + "/" + model + ".llamacpp.out";

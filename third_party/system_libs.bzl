@@ -25,6 +25,7 @@ _PKG_CONFIG_TARGETS = {
     "glog": ["libglog"],
     "nlohmann_json": ["nlohmann_json"],
     "openssl": ["libcrypto"],
+    "pcre2": ["libpcre2-8"],
     "gtest": ["gtest", "gmock"],
     "sentencepiece": ["sentencepiece"],
     "xxhash": ["libxxhash"],

@@ -1,11 +1,13 @@
 #include "tokenizer/chat_format.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tokenizer/utf8.h"
 
 namespace llama {
 namespace {
@@ -15,41 +17,6 @@ constexpr absl::string_view kEndInst = "[/INST]";
 constexpr absl::string_view kBeginSys = "<<SYS>>\n";
 constexpr absl::string_view kEndSys = "\n<</SYS>>\n\n";
 constexpr absl::string_view kSpecialTags[] = {"[INST]", "[/INST]", "<<SYS>>", "<</SYS>>"};
-
-bool IsPythonSpace(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-// Returned for a malformed byte; never whitespace.
-constexpr uint32_t kNotACodePoint = 0xFFFFFFFF;
-
-// Decodes the UTF-8 character at text[pos], setting *len to its length.
-uint32_t CodePointAt(absl::string_view text, size_t pos, size_t* len) {
-  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
-  const uint8_t lead = byte(pos);
-  *len = 1;
-  if (lead < 0x80) return lead;
-  const int extra = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : -1;
-  if (extra < 0 || pos + extra >= text.size()) return kNotACodePoint;
-  uint32_t c = lead & (0x3F >> extra);
-  for (int i = 1; i <= extra; ++i) {
-    if ((byte(pos + i) & 0xC0) != 0x80) return kNotACodePoint;
-    c = (c << 6) | (byte(pos + i) & 0x3F);
-  }
-  *len = 1 + extra;
-  return c;
-}
-
-// Start of the last UTF-8 character ending at text[end - 1].
-size_t LastCharStart(absl::string_view text, size_t end) {
-  size_t start = end - 1;
-  while (start > 0 && end - start < 4 && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80) {
-    --start;
-  }
-  return start;
-}
 
 absl::Status RoleError(const Dialog& dialog, size_t index, absl::string_view expected) {
   return absl::InvalidArgumentError(absl::StrFormat(
@@ -81,22 +48,16 @@ absl::StatusOr<Role> ParseRole(absl::string_view name) {
 }
 
 absl::string_view StripPythonWhitespace(absl::string_view text) {
-  size_t begin = 0;
-  while (begin < text.size()) {
-    size_t len;
-    if (!IsPythonSpace(CodePointAt(text, begin, &len))) break;
-    begin += len;
-  }
-  size_t end = text.size();
-  while (end > begin) {
-    const size_t start = LastCharStart(text, end);
-    size_t len;
-    if (start < begin || !IsPythonSpace(CodePointAt(text, start, &len)) || start + len != end) {
-      break;
+  size_t begin = text.size(), end = 0;  // First and past-the-last non-space character.
+  for (size_t at = 0; at < text.size();) {
+    const auto [cp, length] = DecodeUtf8(text, at);
+    if (!IsPythonWhitespace(cp)) {
+      begin = std::min(begin, at);
+      end = at + length;
     }
-    end = start;
+    at += length;
   }
-  return text.substr(begin, end - begin);
+  return begin < end ? text.substr(begin, end - begin) : absl::string_view();
 }
 
 bool HasSpecialTags(const Dialog& dialog) {
@@ -108,10 +69,42 @@ bool HasSpecialTags(const Dialog& dialog) {
   return false;
 }
 
+namespace {
+
+// Llama 3 (the llama3 reference's ChatFormat): <|begin_of_text|>, then per
+// message <|start_header_id|>role<|end_header_id|>\n\n content.strip()
+// <|eot_id|>, then an open assistant header. Any sequence of roles.
+absl::StatusOr<ChatPrompt> EncodeLlama3Dialog(const Tokenizer& tokenizer, const Dialog& dialog) {
+  ChatPrompt prompt;
+  prompt.tokens.push_back(tokenizer.bos_id());
+  const auto append = [&](absl::string_view text) -> absl::Status {
+    absl::StatusOr<std::vector<int>> ids = tokenizer.Encode(text, /*bos=*/false, /*eos=*/false);
+    if (!ids.ok()) return ids.status();
+    prompt.tokens.insert(prompt.tokens.end(), ids->begin(), ids->end());
+    return absl::OkStatus();
+  };
+  const auto header = [&](Role role) -> absl::Status {
+    prompt.tokens.push_back(tokenizer.SpecialId("<|start_header_id|>"));
+    if (absl::Status s = append(RoleName(role)); !s.ok()) return s;
+    prompt.tokens.push_back(tokenizer.SpecialId("<|end_header_id|>"));
+    return append("\n\n");
+  };
+  for (const Message& message : dialog) {
+    if (absl::Status s = header(message.role); !s.ok()) return s;
+    if (absl::Status s = append(StripPythonWhitespace(message.content)); !s.ok()) return s;
+    prompt.tokens.push_back(tokenizer.SpecialId("<|eot_id|>"));
+  }
+  if (absl::Status s = header(Role::kAssistant); !s.ok()) return s;
+  return prompt;
+}
+
+}  // namespace
+
 absl::StatusOr<ChatPrompt> EncodeDialog(const Tokenizer& tokenizer, const Dialog& dialog) {
   if (dialog.empty()) {
     return absl::InvalidArgumentError("dialog is empty; expected at least one user message");
   }
+  if (tokenizer.family() == Tokenizer::Family::kTiktoken) return EncodeLlama3Dialog(tokenizer, dialog);
   const size_t first = dialog[0].role == Role::kSystem ? 1 : 0;
   if (first == dialog.size()) {
     return absl::InvalidArgumentError(

@@ -1,5 +1,6 @@
-// Llama 2's chat prompt format, token for token as the reference's
-// Llama.chat_completion builds it:
+// The chat prompt formats, token for token as the references build them.
+// Llama 3 (a tiktoken tokenizer): the llama3 reference's ChatFormat, see
+// EncodeDialog. Llama 2 (SentencePiece), as Llama.chat_completion builds it:
 //
 //   [system, user_1, assistant_1, ..., user_n]
 //   -> <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user_1} [/INST] {assistant_1} </s>
@@ -56,9 +57,12 @@ struct ChatPrompt {
   bool unsafe = false;
 };
 
-// Checks the roles (an optional leading system message, then user and
-// assistant alternating, ending with user; errors name the message that
-// breaks the rule) and encodes the dialog.
+// Llama 2: checks the roles (an optional leading system message, then user
+// and assistant alternating, ending with user; errors name the message that
+// breaks the rule) and encodes the dialog. Llama 3: <|begin_of_text|>, each
+// message as <|start_header_id|>{role}<|end_header_id|>\n\n{content,
+// stripped}<|eot_id|>, then the assistant's header; like the reference it
+// takes any order of roles, and special tags are never "unsafe".
 absl::StatusOr<ChatPrompt> EncodeDialog(const Tokenizer& tokenizer, const Dialog& dialog);
 
 }  // namespace llama

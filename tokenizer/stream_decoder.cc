@@ -2,55 +2,20 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "tokenizer/utf8.h"
 
 namespace llama {
-namespace {
-
-// Length of the UTF-8 sequence `lead` starts, or 0 if it cannot start one
-// (continuation bytes, C0/C1 overlong leads, F5..FF).
-int SequenceLength(int lead) {
-  if (lead >= 0xC2 && lead <= 0xDF) return 2;
-  if (lead >= 0xE0 && lead <= 0xEF) return 3;
-  if (lead >= 0xF0 && lead <= 0xF4) return 4;
-  return 0;
-}
-
-// Whether `second` may follow `lead` in well-formed UTF-8 (Unicode table 3-7:
-// excludes overlongs, surrogates and code points above U+10FFFF).
-bool ValidSecondByte(int lead, int second) {
-  if (lead == 0xE0) return second >= 0xA0 && second <= 0xBF;
-  if (lead == 0xED) return second >= 0x80 && second <= 0x9F;
-  if (lead == 0xF0) return second >= 0x90 && second <= 0xBF;
-  if (lead == 0xF4) return second >= 0x80 && second <= 0x8F;
-  return second >= 0x80 && second <= 0xBF;
-}
-
-}  // namespace
-
 size_t StreamDecoder::PendingByteCount() const {
-  // Trailing bytes, newest last; a UTF-8 sequence is at most 4 bytes, so an
-  // incomplete one is at most 3.
-  int bytes[3];
-  size_t count = 0;
-  while (count < 3 && count < ids_.size() - emitted_) {
+  // Trailing byte pieces, newest last; an incomplete character is at most 3 bytes.
+  std::string bytes;
+  for (size_t count = 0; count < 3 && count < ids_.size() - emitted_; ++count) {
     const int value = tokenizer_.ByteValue(ids_[ids_.size() - 1 - count]);
     if (value < 0) break;
-    bytes[2 - count] = value;
-    ++count;
+    bytes.insert(bytes.begin(), static_cast<char>(value));
   }
-  // Try each suffix of the trailing bytes as "lead + continuations".
-  for (size_t k = count; k >= 1; --k) {
-    const int* tail = bytes + (3 - k);
-    const int length = SequenceLength(tail[0]);
-    if (length == 0 || static_cast<size_t>(length) <= k) continue;
-    bool valid = true;
-    for (size_t i = 1; i < k && valid; ++i) {
-      valid = i == 1 ? ValidSecondByte(tail[0], tail[1]) : (tail[i] >= 0x80 && tail[i] <= 0xBF);
-    }
-    if (valid) return k;
-  }
-  return 0;
+  return IncompleteUtf8Tail(bytes);
 }
 
 absl::StatusOr<std::string> StreamDecoder::EmitUpTo(size_t end) {
@@ -78,10 +43,25 @@ absl::StatusOr<std::string> StreamDecoder::Push(int id) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "token id %d is outside the vocabulary [0, %d)", id, tokenizer_.vocab_size()));
   }
+  if (tokenizer_.family() == Tokenizer::Family::kTiktoken) {
+    // Byte-level tokens: hold back only an incomplete last character.
+    absl::StrAppend(&pending_bytes_, tokenizer_.TokenBytes(id));
+    const size_t ready = pending_bytes_.size() - IncompleteUtf8Tail(pending_bytes_);
+    std::string text = SanitizeUtf8(absl::string_view(pending_bytes_).substr(0, ready));
+    pending_bytes_.erase(0, ready);
+    return text;
+  }
   ids_.push_back(id);
   return EmitUpTo(ids_.size() - PendingByteCount());
 }
 
-absl::StatusOr<std::string> StreamDecoder::Finish() { return EmitUpTo(ids_.size()); }
+absl::StatusOr<std::string> StreamDecoder::Finish() {
+  if (tokenizer_.family() == Tokenizer::Family::kTiktoken) {
+    std::string text = SanitizeUtf8(pending_bytes_);
+    pending_bytes_.clear();
+    return text;
+  }
+  return EmitUpTo(ids_.size());
+}
 
 }  // namespace llama

@@ -6,9 +6,11 @@
 // trailing byte-fallback pieces form an incomplete (but still valid) UTF-8
 // sequence, which a later token may complete.
 //
-// Cost per token is that of decoding the ids since the last "anchor" piece
-// (a piece whose text survives SentencePiece's leading-space rule), so a
-// long generation does not re-decode its whole history at every step.
+// SentencePiece: cost per token is that of decoding the ids since the last
+// "anchor" piece (a piece whose text survives SentencePiece's leading-space
+// rule), so a long generation does not re-decode its whole history at every
+// step. Byte-level (tiktoken) tokens: their bytes are concatenated, and only
+// an incomplete last character is held back.
 
 #ifndef LLAMA_TOKENIZER_STREAM_DECODER_H_
 #define LLAMA_TOKENIZER_STREAM_DECODER_H_
@@ -45,6 +47,7 @@ class StreamDecoder {
   const Tokenizer& tokenizer_;
   std::vector<int> ids_;
   size_t emitted_ = 0;  // ids_[0, emitted_) are fully returned.
+  std::string pending_bytes_;  // Byte-level tokenizers: bytes not yet returned.
 };
 
 }  // namespace llama

@@ -8,15 +8,19 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "ops/status_macros.h"
 #include "tokenizer/sentencepiece_model.h"
+#include "tokenizer/tiktoken_model.h"
+#include "tokenizer/utf8.h"
 
 namespace llama {
 namespace {
 
 using internal_tokenizer::SentencePieceModel;
+using internal_tokenizer::TiktokenModel;
 
 // SentencePiece's whitespace marker, U+2581 LOWER ONE EIGHTH BLOCK.
 constexpr absl::string_view kSpaceMarker = "\xE2\x96\x81";
@@ -50,6 +54,19 @@ Tokenizer::Tokenizer(std::unique_ptr<SentencePieceModel> model)
     const bool ordinary = !model_->IsControl(id) && !model_->IsUnknown(id) && !model_->IsUnused(id);
     text_anchor_[id] = ordinary && !absl::StrReplaceAll(piece, {{kSpaceMarker, ""}}).empty();
   }
+  stop_ids_ = {eos_id_};
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<TiktokenModel> model)
+    : tiktoken_(std::move(model)),
+      vocab_size_(tiktoken_->vocab_size()),
+      bos_id_(tiktoken_->SpecialId("<|begin_of_text|>")),
+      eos_id_(tiktoken_->SpecialId("<|end_of_text|>")),
+      pad_id_(-1),
+      byte_value_(vocab_size_, -1),
+      text_anchor_(vocab_size_, 0) {
+  // The llama3 reference's stop tokens.
+  stop_ids_ = {eos_id_, tiktoken_->SpecialId("<|eot_id|>")};
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -79,13 +96,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSerialized(absl::strin
     return absl::InvalidArgumentError(absl::StrFormat(
         "tokenizer model \"%s\" is empty (0 bytes); expected a SentencePiece model", source));
   }
+  if (TiktokenModel::LooksLikeRanksFile(serialized)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<TiktokenModel> model, TiktokenModel::Parse(serialized, source));
+    return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(model)));
+  }
   std::string error;
   std::unique_ptr<SentencePieceModel> model =
       SentencePieceModel::FromSerialized(std::string_view(serialized.data(), serialized.size()),
                                          &error);
   if (model == nullptr) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "tokenizer model \"%s\" is not a valid SentencePiece model: %s", source, error));
+        "tokenizer model \"%s\" is neither a SentencePiece model (%s) nor a tiktoken ranks file", source, error));
   }
   if (model->bos_id() < 0 || model->eos_id() < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -97,6 +118,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSerialized(absl::strin
 }
 
 Tokenizer::Piece Tokenizer::GetPiece(int id) const {
+  if (tiktoken_ != nullptr) {
+    // Raw bytes; the rank is the merge priority, as a score it is negated.
+    return {std::string(tiktoken_->TokenBytes(id)), -static_cast<float>(id),
+            tiktoken_->IsSpecial(id) ? PieceKind::kControl : PieceKind::kNormal};
+  }
   PieceKind kind = PieceKind::kNormal;
   if (model_->IsUnknown(id)) {
     kind = PieceKind::kUnknown;
@@ -110,13 +136,22 @@ Tokenizer::Piece Tokenizer::GetPiece(int id) const {
   return {model_->IdToPiece(id), model_->Score(id), kind};
 }
 
-int Tokenizer::unk_id() const { return model_->unk_id(); }
+int Tokenizer::unk_id() const { return tiktoken_ != nullptr ? -1 : model_->unk_id(); }
+
+int Tokenizer::SpecialId(absl::string_view name) const {
+  return tiktoken_ != nullptr ? tiktoken_->SpecialId(name) : -1;
+}
+
+absl::string_view Tokenizer::TokenBytes(int id) const {
+  return tiktoken_ != nullptr ? tiktoken_->TokenBytes(id) : absl::string_view();
+}
 
 absl::StatusOr<std::vector<int>> Tokenizer::Encode(absl::string_view text, bool bos,
                                                    bool eos) const {
   std::vector<int> pieces;
-  std::string error;
-  if (!model_->Encode(std::string_view(text.data(), text.size()), &pieces, &error)) {
+  if (tiktoken_ != nullptr) {
+    pieces = tiktoken_->Encode(text);
+  } else if (std::string error; !model_->Encode(std::string_view(text.data(), text.size()), &pieces, &error)) {
     return absl::InternalError(absl::StrFormat("SentencePiece encode failed: %s", error));
   }
   std::vector<int> ids;
@@ -141,6 +176,11 @@ absl::Status Tokenizer::CheckIds(absl::Span<const int> ids) const {
 absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int> ids) const {
   RETURN_IF_ERROR(CheckIds(ids));
   std::string text;
+  if (tiktoken_ != nullptr) {
+    // The reference decodes bytes with errors="replace".
+    for (int id : ids) absl::StrAppend(&text, tiktoken_->TokenBytes(id));
+    return SanitizeUtf8(text);
+  }
   std::string error;
   if (!model_->Decode(std::vector<int>(ids.begin(), ids.end()), &text, &error)) {
     return absl::InternalError(absl::StrFormat("SentencePiece decode failed: %s", error));

@@ -1,7 +1,9 @@
-// Llama 2's tokenizer: a SentencePiece model with the reference's API.
+// The tokenizer of a Llama model, with the reference's API: Llama 2's
+// SentencePiece model or Llama 3's tiktoken BPE (tiktoken_model.h), told
+// apart by the file's contents.
 //
 // Mirrors llama/tokenizer.py: vocabulary size, BOS/EOS/pad ids, and
-// Encode(text, bos, eos) / Decode(ids). Llama 2's pad id is -1: it is never a
+// Encode(text, bos, eos) / Decode(ids). The pad id is -1: it is never a
 // valid token id, and Decode rejects it like any out-of-range id.
 
 #ifndef LLAMA_TOKENIZER_TOKENIZER_H_
@@ -20,16 +22,23 @@ namespace llama {
 
 namespace internal_tokenizer {
 class SentencePieceModel;
+class TiktokenModel;
 }  // namespace internal_tokenizer
 
 // Thread-safe: every method is const and may be called from many threads.
 class Tokenizer {
  public:
+  enum class Family {
+    kSentencePiece,  // Llama 2.
+    kTiktoken,       // Llama 3: byte-level BPE with header-based chat.
+  };
+
   // Loads a `tokenizer.model` file. A missing, empty or unparsable file is an
   // error naming `path`.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
 
-  // Parses a serialized SentencePiece ModelProto; `source` names it in errors.
+  // Parses a file's contents (a serialized SentencePiece ModelProto or a
+  // tiktoken ranks file); `source` names it in errors.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSerialized(absl::string_view serialized,
                                                                    absl::string_view source);
   ~Tokenizer();
@@ -40,6 +49,11 @@ class Tokenizer {
   int bos_id() const { return bos_id_; }
   int eos_id() const { return eos_id_; }
   int pad_id() const { return pad_id_; }
+  Family family() const { return tiktoken_ != nullptr ? Family::kTiktoken : Family::kSentencePiece; }
+  // Tokens that end a generation: EOS, and Llama 3's <|eot_id|>.
+  const std::vector<int>& stop_ids() const { return stop_ids_; }
+  // A special token's id ("<|eot_id|>"), or -1 (SentencePiece: none).
+  int SpecialId(absl::string_view name) const;
 
   // A vocabulary entry as the model file holds it, for exporting the
   // tokenizer into other formats (GGUF).
@@ -61,8 +75,12 @@ class Tokenizer {
   absl::StatusOr<std::string> Decode(absl::Span<const int> ids) const;
 
   // The byte a byte-fallback piece (<0xNN>) stands for, or -1 for any other
-  // piece. `id` must be in range.
+  // piece. `id` must be in range. (SentencePiece.)
   int ByteValue(int id) const { return byte_value_[id]; }
+
+  // A byte-level (tiktoken) token's bytes, a special token's text. `id`
+  // must be in range; empty for SentencePiece.
+  absl::string_view TokenBytes(int id) const;
 
   // True for an ordinary piece whose text contains something other than the
   // whitespace marker: decoding never strips it to nothing, so text after it
@@ -71,9 +89,13 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<internal_tokenizer::SentencePieceModel> model);
+  explicit Tokenizer(std::unique_ptr<internal_tokenizer::TiktokenModel> model);
   absl::Status CheckIds(absl::Span<const int> ids) const;
 
+  // One of the two is set.
   std::unique_ptr<internal_tokenizer::SentencePieceModel> model_;
+  std::unique_ptr<internal_tokenizer::TiktokenModel> tiktoken_;
+  std::vector<int> stop_ids_;
   int vocab_size_;
   int bos_id_;
   int eos_id_;

@@ -115,7 +115,7 @@ TEST_F(TokenizerLoadTest, CorruptFileNamesThePath) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Load(path);
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(t.status().message(), HasSubstr(path));
-    EXPECT_THAT(t.status().message(), HasSubstr("not a valid SentencePiece model"));
+    EXPECT_THAT(t.status().message(), HasSubstr("is neither a SentencePiece model"));
   }
 }
 
