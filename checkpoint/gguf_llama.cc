@@ -37,6 +37,12 @@ absl::StatusOr<std::string> GgufTensorName(absl::string_view name) {
 
 absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const Tokenizer& tokenizer,
                                                const std::string& name, DType weights) {
+  if (tokenizer.family() != Tokenizer::Family::kSentencePiece) {
+    // llama.cpp wants Llama 3's vocabulary as GPT-2-style byte strings plus
+    // the merge list ("gpt2" tokenizer model), which we do not write yet.
+    return absl::UnimplementedError(
+        "GGUF export of Llama 3 (tiktoken) tokenizers is not supported yet; only SentencePiece (Llama 2)");
+  }
   if (tokenizer.vocab_size() != config.vocab_size) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the tokenizer has %d pieces but the model's vocabulary is %d: GGUF needs one entry per embedding row",

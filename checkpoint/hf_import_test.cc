@@ -136,7 +136,7 @@ TEST(HfImportTest, RefusesWhatTheModelCannotRun) {
       {"untied_without_lm_head", [](nlohmann::json& c) { c["tie_word_embeddings"] = false; },
        "lm_head.weight; config.json says tie_word_embeddings is false"},
       {"rope_scaling", [](nlohmann::json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; },
-       "field \"rope_scaling\""},
+       "only Llama 3's scaling"},
       {"mistral", [](nlohmann::json& c) { c["model_type"] = "mistral"; }, "field \"model_type\": is \"mistral\""},
       {"bias", [](nlohmann::json& c) { c["attention_bias"] = true; }, "field \"attention_bias\""},
       {"heads", [](nlohmann::json& c) { c["num_attention_heads"] = 3; }, "\"n_heads\": 3 does not divide dim 64"},

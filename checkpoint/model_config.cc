@@ -93,11 +93,24 @@ absl::StatusOr<ModelConfig> ParseParamsJson(absl::string_view text, absl::string
   }
   if (norm_eps.has_value()) config.norm_eps = *norm_eps;
   if (rope_theta.has_value()) config.rope_theta = *rope_theta;
+  if (auto it = params.find("use_scaled_rope"); it != params.end() && !it->is_null()) {
+    if (!it->is_boolean()) return FieldError(source, "use_scaled_rope", absl::StrFormat("is %s; expected true or false", it->dump()));
+    if (it->get<bool>()) {
+      RopeScaling scaling;
+      std::optional<double> factor, high_freq_factor;
+      RETURN_IF_ERROR(ReadDouble(params, source, "rope_scaling_factor", &factor));
+      RETURN_IF_ERROR(ReadDouble(params, source, "rope_high_freq_factor", &high_freq_factor));
+      if (factor.has_value()) scaling.factor = *factor;
+      if (high_freq_factor.has_value()) scaling.high_freq_factor = *high_freq_factor;
+      config.rope_scaling = scaling;
+    }
+  }
   for (const auto& [key, value] : params.items()) {
     static constexpr const char* kKnown[] = {"dim",        "n_layers",   "n_heads",
                                              "n_kv_heads", "vocab_size", "multiple_of",
                                              "max_seq_len", "norm_eps",  "rope_theta",
-                                             "ffn_dim_multiplier", "max_batch_size"};
+                                             "ffn_dim_multiplier", "max_batch_size", "use_scaled_rope",
+                                             "rope_scaling_factor", "rope_high_freq_factor"};
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       LOG(WARNING) << source << ": ignoring unknown field \"" << key << "\"";
     }
@@ -132,13 +145,28 @@ absl::StatusOr<HfModelConfig> ParseHfConfigJson(absl::string_view text, absl::st
       return FieldError(source, field, absl::StrFormat("is %s; Llama has no biases (expected false)", it->dump()));
     }
   }
-  if (auto it = config.find("rope_scaling"); it != config.end() && !it->is_null()) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "%s: field \"rope_scaling\": %s: scaled rotary embeddings are not supported yet (only plain RoPE with "
-        "rope_theta)", source, it->dump()));
-  }
   HfModelConfig hf;
   ModelConfig& c = hf.model;
+  if (auto it = config.find("rope_scaling"); it != config.end() && !it->is_null()) {
+    // Llama 3.1's scaling, as transformers names it; other kinds (linear,
+    // dynamic, yarn) belong to other models.
+    const auto type = it->is_object() ? it->find("rope_type") : it->end();
+    if (type == it->end() || *type != "llama3") {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: field \"rope_scaling\": %s: only Llama 3's scaling (\"rope_type\": \"llama3\") is supported", source,
+          it->dump()));
+    }
+    RopeScaling scaling;
+    for (const auto& [field, out] : {std::pair<const char*, double*>{"factor", &scaling.factor},
+                                     {"low_freq_factor", &scaling.low_freq_factor},
+                                     {"high_freq_factor", &scaling.high_freq_factor},
+                                     {"original_max_position_embeddings", &scaling.original_context}}) {
+      std::optional<double> value;
+      RETURN_IF_ERROR(ReadDouble(*it, source, field, &value));
+      if (value.has_value()) *out = *value;
+    }
+    c.rope_scaling = scaling;
+  }
   int64_t hidden_dim = 0;
   for (const auto& [field, out, required] : {
            std::tuple<const char*, int64_t*, bool>{"hidden_size", &c.dim, true},
@@ -213,6 +241,17 @@ absl::Status ValidateModelConfig(const ModelConfig& c, absl::string_view source)
   }
   if (c.ffn_dim_multiplier.has_value() && !(*c.ffn_dim_multiplier > 0)) {
     return FieldError(source, "ffn_dim_multiplier", absl::StrFormat("is %g; expected > 0", *c.ffn_dim_multiplier));
+  }
+  if (c.rope_scaling.has_value()) {
+    const RopeScaling& r = *c.rope_scaling;
+    if (!(r.factor >= 1) || !std::isfinite(r.factor)) {
+      return FieldError(source, "rope_scaling_factor", absl::StrFormat("is %g; expected >= 1", r.factor));
+    }
+    if (!(r.high_freq_factor > r.low_freq_factor) || !std::isfinite(r.high_freq_factor)) {
+      return FieldError(source, "rope_high_freq_factor",
+                        absl::StrFormat("is %g; expected more than the low-frequency factor %g", r.high_freq_factor,
+                                        r.low_freq_factor));
+    }
   }
   if (c.hidden_dim.has_value() && (*c.hidden_dim <= 0 || *c.hidden_dim > (int64_t{1} << 22))) {
     return FieldError(source, "hidden_dim", absl::StrFormat("is %d; expected 1..%d", *c.hidden_dim, 1 << 22));

@@ -1,4 +1,4 @@
-// Llama 2's hyper-parameters, as Meta's params.json gives them, and the
+// Llama 2's and 3's hyper-parameters, as Meta's params.json gives them, and the
 // sizes derived from them (computed here and nowhere else).
 //
 //   7B:  {"dim": 4096, "multiple_of": 256, "n_heads": 32, "n_layers": 32,
@@ -6,6 +6,9 @@
 //   70B: {"dim": 8192, "multiple_of": 4096, "ffn_dim_multiplier": 1.3,
 //         "n_heads": 64, "n_kv_heads": 8, "n_layers": 80, "norm_eps": 1e-05,
 //         "vocab_size": -1}
+//   Llama 3.1 8B: {"dim": 4096, "ffn_dim_multiplier": 1.3, "multiple_of": 1024,
+//         "n_heads": 32, "n_kv_heads": 8, "n_layers": 32, "norm_eps": 1e-05,
+//         "rope_theta": 500000.0, "use_scaled_rope": true, "vocab_size": 128256}
 //
 // vocab_size -1 means "take it from the tokenizer" (the reference does);
 // the converter fills it in from the embedding's shape.
@@ -19,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ops/rope_scaling.h"
 
 namespace llama {
 
@@ -35,6 +39,9 @@ struct ModelConfig {
   std::optional<int64_t> hidden_dim;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  // Llama 3.1 and later (params.json's use_scaled_rope, with the optional
+  // rope_scaling_factor and rope_high_freq_factor of later llama-models).
+  std::optional<RopeScaling> rope_scaling;
   int64_t max_seq_len = 0;  // 0: not given.
 
   int64_t head_dim() const { return dim / n_heads; }
@@ -61,7 +68,7 @@ struct HfModelConfig {
 // rms_norm_eps, rope_theta, max_position_embeddings (as max_seq_len),
 // tie_word_embeddings. What our model cannot run
 // is refused naming the field: another model_type or hidden_act, biases,
-// rope_scaling (scaled rotary embeddings), a head_dim other than
+// rope_scaling other than Llama 3's ("rope_type": "llama3"), a head_dim other than
 // hidden_size / num_attention_heads.
 absl::StatusOr<HfModelConfig> ParseHfConfigJson(absl::string_view text, absl::string_view source);
 absl::StatusOr<HfModelConfig> ReadHfConfigJson(const std::string& path);

@@ -75,6 +75,13 @@ shard::ModelConfig ModelConfigToProto(const ModelConfig& c) {
   p.set_multiple_of(c.multiple_of);
   if (c.ffn_dim_multiplier.has_value()) p.set_ffn_dim_multiplier(*c.ffn_dim_multiplier);
   if (c.hidden_dim.has_value()) p.set_hidden_dim(*c.hidden_dim);
+  if (c.rope_scaling.has_value()) {
+    shard::RopeScaling* r = p.mutable_rope_scaling();
+    r->set_factor(c.rope_scaling->factor);
+    r->set_low_freq_factor(c.rope_scaling->low_freq_factor);
+    r->set_high_freq_factor(c.rope_scaling->high_freq_factor);
+    r->set_original_context(c.rope_scaling->original_context);
+  }
   p.set_norm_eps(c.norm_eps);
   p.set_rope_theta(c.rope_theta);
   p.set_max_seq_len(c.max_seq_len);
@@ -91,6 +98,10 @@ ModelConfig ModelConfigFromProto(const shard::ModelConfig& p) {
   c.multiple_of = p.multiple_of();
   if (p.has_ffn_dim_multiplier()) c.ffn_dim_multiplier = p.ffn_dim_multiplier();
   if (p.has_hidden_dim()) c.hidden_dim = p.hidden_dim();
+  if (p.has_rope_scaling()) {
+    const shard::RopeScaling& r = p.rope_scaling();
+    c.rope_scaling = RopeScaling{r.factor(), r.low_freq_factor(), r.high_freq_factor(), r.original_context()};
+  }
   c.norm_eps = p.norm_eps();
   c.rope_theta = p.rope_theta();
   c.max_seq_len = p.max_seq_len();

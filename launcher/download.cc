@@ -42,9 +42,11 @@ constexpr char kExpired[] =
 
 // One file to fetch.
 struct Job {
-  std::string relative;  // Path under the URL's "*" and under target_dir.
+  std::string relative;  // Path under target_dir (and under the URL's "*" unless `remote` says otherwise).
   std::string md5;       // Expected, from a checklist; empty: not checked.
   uint64_t size = 0;     // From the server, when asked.
+  std::string remote;    // Path under the URL's "*" where it differs (Llama 3's "8b_pre_trained/...").
+  const std::string& url_path() const { return remote.empty() ? relative : remote; }
 };
 
 // The state of one transfer, seen by libcurl's callbacks.
@@ -120,8 +122,9 @@ class Downloader {
  public:
   explicit Downloader(const DownloadOptions& options) : options_(options), redact_(options.url_template) {}
 
-  // Fetches a small file into memory (checklists, params): retried like the rest.
-  absl::StatusOr<std::string> FetchText(const std::string& relative);
+  // Fetches a small file into memory (checklists, params): retried like the
+  // rest. `remote`: its path under the URL's "*" when not `relative`.
+  absl::StatusOr<std::string> FetchText(const std::string& relative, const std::string& remote = "");
   // The file's size from the server.
   absl::StatusOr<uint64_t> RemoteSize(const std::string& relative);
   // Downloads a job to its final place (resume, retries, MD5). `on_bytes`
@@ -185,9 +188,9 @@ absl::Status Downloader::Classify(const std::string& relative, const Transfer& t
   return absl::UnavailableError(absl::StrFormat("%s: HTTP %d", where, status));
 }
 
-absl::StatusOr<std::string> Downloader::FetchText(const std::string& relative) {
+absl::StatusOr<std::string> Downloader::FetchText(const std::string& relative, const std::string& remote) {
   const std::string path = (fs::path(options_.target_dir) / relative).string();
-  Job job{relative, "", 0};
+  Job job{relative, "", 0, remote};
   uint64_t ignored = 0;
   RETURN_IF_ERROR(FetchFile(job, nullptr, &ignored));
   std::ifstream in(path);
@@ -269,14 +272,14 @@ absl::Status Downloader::FetchFile(const Job& job, const std::function<void(uint
     t.md5 = &md5;
     t.progress = on_bytes;
     CURLcode code = CURLE_OK;
-    if (!(job.size > 0 && offset == job.size)) code = Perform(job.relative, t, offset);
+    if (!(job.size > 0 && offset == job.size)) code = Perform(job.url_path(), t, offset);
     if (job.size > 0 && offset == job.size) t.status = 206;  // Nothing left to fetch.
     std::fflush(file.get());
     fsync(fileno(file.get()));  // Durable before any rename into place.
     file.reset();
     *fetched += t.written;
     bool retry = false;
-    last = Classify(job.relative, t, code, &retry);
+    last = Classify(job.url_path(), t, code, &retry);
     if (!last.ok()) {
       if (t.html) fs::remove(partial_path, error);
       if (!retry) return last;
@@ -305,8 +308,9 @@ uint64_t FreeBytes(const std::string& dir) {
   return static_cast<uint64_t>(info.f_bavail) * info.f_frsize;
 }
 
-absl::StatusOr<std::vector<ChecklistEntry>> Checklist(Downloader& d, const std::string& relative) {
-  absl::StatusOr<std::string> text = d.FetchText(relative);
+absl::StatusOr<std::vector<ChecklistEntry>> Checklist(Downloader& d, const std::string& relative,
+                                                      const std::string& remote = "") {
+  absl::StatusOr<std::string> text = d.FetchText(relative, remote);
   if (!text.ok()) return text.status();
   return ParseChecklist(*text, relative);
 }
@@ -314,15 +318,30 @@ absl::StatusOr<std::vector<ChecklistEntry>> Checklist(Downloader& d, const std::
 }  // namespace
 
 absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name) {
+  // Llama 2 (download.sh of meta-llama/llama): "7B" -> llama-2-7b.
   static const std::map<std::string, int> kShards = {{"7B", 1}, {"13B", 2}, {"70B", 8}};
   const bool chat = absl::EndsWith(name, "-chat");
   const std::string size(chat ? name.substr(0, name.size() - 5) : name);
-  auto it = kShards.find(size);
-  if (it == kShards.end()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--models: unknown model \"%s\"; expected 7B, 13B, 70B, 7B-chat, 13B-chat or 70B-chat", name));
+  if (auto it = kShards.find(size); it != kShards.end()) {
+    return MetaModel{absl::StrCat("llama-2-", absl::AsciiStrToLower(size), chat ? "-chat" : ""), it->second, "", 2};
   }
-  return MetaModel{absl::StrCat("llama-2-", absl::AsciiStrToLower(size), chat ? "-chat" : ""), it->second};
+  // Llama 3 (download.sh of meta-llama/llama3): "Llama-3-8B-Instruct" ->
+  // Meta-Llama-3-8B-Instruct, fetched from 8b_instruction_tuned/.
+  static const MetaModel kLlama3[] = {
+      {"Meta-Llama-3-8B", 1, "8b_pre_trained", 3},
+      {"Meta-Llama-3-8B-Instruct", 1, "8b_instruction_tuned", 3},
+      {"Meta-Llama-3-70B", 8, "70b_pre_trained", 3},
+      {"Meta-Llama-3-70B-Instruct", 8, "70b_instruction_tuned", 3},
+  };
+  for (const MetaModel& model : kLlama3) {
+    if (absl::EqualsIgnoreCase(absl::StrCat("Meta-", name), model.folder) || absl::EqualsIgnoreCase(name, model.folder)) {
+      return model;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--models: unknown model \"%s\"; expected 7B, 13B, 70B, 7B-chat, 13B-chat, 70B-chat (Llama 2) or "
+      "Llama-3-8B, Llama-3-8B-Instruct, Llama-3-70B, Llama-3-70B-Instruct (Llama 3)",
+      name));
 }
 
 namespace {
@@ -345,6 +364,13 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
     models.push_back(*model);
   }
   if (models.empty()) return absl::InvalidArgumentError("--models: expected at least one, e.g. 7B,13B-chat");
+  const int llama_version = models[0].llama_version;
+  for (const MetaModel& model : models) {
+    if (model.llama_version != llama_version) {
+      return absl::InvalidArgumentError(
+          "--models: Llama 2 and Llama 3 models come with different URLs (one e-mail each); download them separately");
+    }
+  }
   std::error_code error;
   fs::create_directories(options.target_dir, error);
   if (error) {
@@ -356,25 +382,32 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
   DownloadReport report;
 
   // Small files first, as download.sh: license, policy, checklists.
-  for (const std::string name : {"LICENSE", "USE_POLICY.md"}) {
+  for (const std::string name : {"LICENSE", llama_version == 2 ? "USE_POLICY.md" : "USE_POLICY"}) {
     if (absl::StatusOr<std::string> text = d.FetchText(name); !text.ok()) return text.status();
   }
   std::vector<Job> jobs;
-  absl::StatusOr<std::vector<ChecklistEntry>> tokenizer_checklist = Checklist(d, "tokenizer_checklist.chk");
-  if (!tokenizer_checklist.ok()) return tokenizer_checklist.status();
-  for (const ChecklistEntry& e : *tokenizer_checklist) jobs.push_back({e.file, e.md5, 0});
+  if (llama_version == 2) {  // One tokenizer for every model; Llama 3 has one per model folder.
+    absl::StatusOr<std::vector<ChecklistEntry>> tokenizer_checklist = Checklist(d, "tokenizer_checklist.chk");
+    if (!tokenizer_checklist.ok()) return tokenizer_checklist.status();
+    for (const ChecklistEntry& e : *tokenizer_checklist) jobs.push_back({e.file, e.md5, 0, ""});
+  }
   for (const MetaModel& model : models) {
-    absl::StatusOr<std::vector<ChecklistEntry>> checklist = Checklist(d, model.folder + "/checklist.chk");
+    const auto remote = [&](const std::string& file) {
+      return model.remote_folder.empty() ? "" : model.remote_folder + "/" + file;
+    };
+    absl::StatusOr<std::vector<ChecklistEntry>> checklist =
+        Checklist(d, model.folder + "/checklist.chk", remote("checklist.chk"));
     if (!checklist.ok()) return checklist.status();
     std::map<std::string, std::string> md5;
     for (const ChecklistEntry& e : *checklist) md5[e.file] = e.md5;
     std::vector<std::string> files = {"params.json"};
+    if (llama_version == 3) files.push_back("tokenizer.model");
     for (int s = 0; s < model.shards; ++s) files.push_back(absl::StrFormat("consolidated.%02d.pth", s));
     for (const std::string& file : files) {
       if (md5.count(file) == 0) {
         return absl::InvalidArgumentError(absl::StrFormat("%s/checklist.chk has no entry for %s", model.folder, file));
       }
-      jobs.push_back({model.folder + "/" + file, md5[file], 0});
+      jobs.push_back({model.folder + "/" + file, md5[file], 0, remote(file)});
     }
   }
 
@@ -391,7 +424,7 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
       }
       fs::remove(final_path, error);  // Wrong or truncated: fetch again.
     }
-    absl::StatusOr<uint64_t> size = d.RemoteSize(job.relative);
+    absl::StatusOr<uint64_t> size = d.RemoteSize(job.url_path());
     if (!size.ok()) return size.status();
     job.size = *size;
     const uint64_t have = fs::exists(final_path + ".partial") ? fs::file_size(final_path + ".partial", error) : 0;

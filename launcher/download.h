@@ -2,9 +2,12 @@
 // download.sh does (same files, same layout), but resumable, parallel,
 // checked while downloading, and careful with the URL:
 //
-// - the URL's "*" is replaced by each file's path ("llama-2-7b/params.json");
-// - LICENSE and USE_POLICY.md first, then the checklists (a malformed one is
-//   an error), then tokenizer.model and every model's files;
+// - the URL's "*" is replaced by each file's path ("llama-2-7b/params.json";
+//   for Llama 3, download.sh of meta-llama/llama3: "8b_pre_trained/params.json"
+//   saved as Meta-Llama-3-8B/params.json);
+// - LICENSE and USE_POLICY.md (Llama 3: USE_POLICY) first, then the
+//   checklists (a malformed one is an error), then tokenizer.model (Llama 3:
+//   one per model folder) and every model's files;
 // - each file downloads to "<file>.partial", resumes from the bytes on disk
 //   (Range), retries with backoff on connection loss, stalls and 5xx, and
 //   is renamed into place only once its MD5 (computed while downloading)
@@ -33,10 +36,14 @@
 namespace llama {
 
 // The folder and shard count of one of Meta's models ("7B" -> llama-2-7b, 1;
-// "70B-chat" -> llama-2-70b-chat, 8).
+// "70B-chat" -> llama-2-70b-chat, 8; "Llama-3-8B-Instruct" ->
+// Meta-Llama-3-8B-Instruct, 1, fetched from the URL's
+// "8b_instruction_tuned/", with its own tokenizer.model).
 struct MetaModel {
-  std::string folder;
+  std::string folder;         // Under target_dir.
   int shards;
+  std::string remote_folder;  // Under the URL's "*" when not `folder`.
+  int llama_version;          // 2 or 3.
 };
 absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name);
 

@@ -53,6 +53,18 @@ std::string ServedFolder() {
       checklist << *Md5File(root + "/" + folder + "/" + f) << "  " << f << "\n";
     }
   }
+  // Llama 3 (meta-llama/llama3's download.sh): 8b_instruction_tuned/ on the
+  // server, with its own tokenizer.model and checklist.
+  std::ofstream(root + "/USE_POLICY") << "Meta Llama 3 Acceptable Use Policy\n";
+  fs::create_directories(root + "/8b_instruction_tuned");
+  fs::copy_file("tests/fixtures/tiktoken_fixture/tokenizer.model", root + "/8b_instruction_tuned/tokenizer.model");
+  std::ofstream checklist(root + "/8b_instruction_tuned/checklist.chk");
+  for (const std::string f : {"consolidated.00.pth", "params.json"}) {
+    fs::copy_file(testing::CheckpointFixturePath("llama3_bf16_mp1/" + f), root + "/8b_instruction_tuned/" + f);
+  }
+  for (const std::string f : {"consolidated.00.pth", "params.json", "tokenizer.model"}) {
+    checklist << *Md5File(root + "/8b_instruction_tuned/" + f) << "  " << f << "\n";
+  }
   return root;
 }
 
@@ -96,6 +108,42 @@ TEST_F(DownloadTest, CompleteDownloadInDownloadShLayout) {
   EXPECT_EQ(report->fetched.size(), 0u);
   EXPECT_EQ(report->skipped.size(), 6u);
   EXPECT_EQ(server_->Requests("llama-2-13b/consolidated.01.pth"), before);
+}
+
+TEST_F(DownloadTest, Llama3LayoutResumesAndChecksLikeLlama2) {
+  const std::string remote = "8b_instruction_tuned/consolidated.00.pth";
+  const int64_t size = fs::file_size(ServedFolder() + "/" + remote);
+  Fault drop;
+  drop.drop_after_bytes_once = static_cast<int>(size / 3);
+  server_->SetFault(remote, drop);
+  Fault corrupt;
+  corrupt.corrupt_offset_once = 100;
+  server_->SetFault("8b_instruction_tuned/tokenizer.model", corrupt);
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(Options({"Llama-3-8B-Instruct"}));
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const char* f : {"consolidated.00.pth", "params.json", "tokenizer.model", "checklist.chk"}) {
+    EXPECT_EQ(*Md5File(target_ + "/Meta-Llama-3-8B-Instruct/" + f),
+              *Md5File(ServedFolder() + "/8b_instruction_tuned/" + f))
+        << f;
+  }
+  for (const char* f : {"LICENSE", "USE_POLICY"}) ExpectComplete(f);
+  EXPECT_FALSE(fs::exists(target_ + "/tokenizer.model")) << "Llama 3's tokenizer lives in the model's folder";
+  EXPECT_FALSE(fs::exists(target_ + "/USE_POLICY.md"));
+  EXPECT_EQ(report->fetched.size(), 3u);
+  EXPECT_LE(server_->BytesServed(remote), size + 1);  // Resumed, not refetched.
+  EXPECT_GE(server_->Requests("8b_instruction_tuned/tokenizer.model"), 3);  // Probe, corrupt, again.
+  // The downloaded folder converts as it is (tokenizer found inside).
+  report = DownloadMetaCheckpoints(Options({"Llama-3-8B-Instruct"}));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->skipped.size(), 3u);
+}
+
+TEST_F(DownloadTest, OneFamilyPerUrl) {
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(Options({"7B", "Llama-3-8B"}));
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(report.status().message(), HasSubstr("download them separately"));
+  report = DownloadMetaCheckpoints(Options({"Llama-3-13B"}));
+  EXPECT_THAT(report.status().message(), HasSubstr("unknown model \"Llama-3-13B\""));
 }
 
 TEST_F(DownloadTest, ResumesAfterADroppedConnection) {

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
@@ -140,9 +141,13 @@ class WorkerMultiProcessTest : public ::testing::TestWithParam<std::tuple<std::s
 // same tokens; log-probabilities within the engine's 1e-4.
 TEST_P(WorkerMultiProcessTest, GreedyMatchesPyTorchOnEveryWorldSize) {
   const auto& [model, world_size] = GetParam();
+  // Llama 3's fixture speaks the test tiktoken vocabulary (a later flag wins).
+  const std::string tokenizer = absl::StartsWith(model, "llama3")
+                                    ? "tests/fixtures/tiktoken_fixture/tokenizer.model"
+                                    : testing::TokenizerFixturePath("tokenizer.model");
   Job job = Start(absl::StrCat(model, "_greedy_", world_size), Shards(model, world_size), world_size,
                   {"--prompts_file=" + WritePrompts(model), "--temperature=0", "--max_gen_len=32", "--logprobs",
-                   "--max_seq_len=128"});
+                   "--max_seq_len=128", "--tokenizer_path=" + tokenizer});
   ExpectSuccess(job);
   const std::vector<nlohmann::json> rows = ReadJsonl(job.dir + "/out.jsonl");
   const auto& expected = Golden(model)["text_completions"];
@@ -160,7 +165,7 @@ TEST_P(WorkerMultiProcessTest, GreedyMatchesPyTorchOnEveryWorldSize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WorkerMultiProcessTest,
-                         ::testing::Combine(::testing::Values("tiny_fp32_mp1", "gqa_bf16_mp1"),
+                         ::testing::Combine(::testing::Values("tiny_fp32_mp1", "gqa_bf16_mp1", "llama3_bf16_mp1"),
                                             ::testing::Values(1, 2, 4)));
 
 // With sampling, the tokens are rank 0's: other ranks' seeds do not matter,

@@ -47,6 +47,11 @@ absl::Status InspectShard(const std::string& path) {
               (long long)c.vocab_size(), (long long)c.multiple_of());
   if (c.has_ffn_dim_multiplier()) std::printf(" ffn_dim_multiplier=%g", c.ffn_dim_multiplier());
   if (c.has_hidden_dim()) std::printf(" hidden_dim=%lld", (long long)c.hidden_dim());
+  if (c.has_rope_scaling()) {
+    std::printf(" rope_scaling={factor=%g low_freq_factor=%g high_freq_factor=%g original_context=%g}",
+                c.rope_scaling().factor(), c.rope_scaling().low_freq_factor(), c.rope_scaling().high_freq_factor(),
+                c.rope_scaling().original_context());
+  }
   std::printf(" norm_eps=%g rope_theta=%g ffn_hidden=%lld\n", c.norm_eps(), c.rope_theta(),
               (long long)llama::ModelConfigFromProto(c).ffn_hidden_dim());
   for (const llama::shard::SourceFile& s : index.sources()) {

@@ -133,7 +133,7 @@ absl::Status Run() {
                                env.rank, env.world_size, shard->path(), FLAGS_tokenizer_path, load_seconds,
                                DTypeName(options.kv_cache_dtype), options.max_batch_size, options.max_seq_len);
 
-  Generator generator(model.model.get(), tokenizer.get(), tokenizer->eos_id(),
+  Generator generator(model.model.get(), tokenizer.get(), tokenizer->stop_ids(),
                       env.world_size > 1 ? peers.host.get() : nullptr);
   SamplingOptions sampling;
   sampling.temperature = static_cast<float>(flags.temperature);

@@ -4,11 +4,28 @@
 
 namespace llama::cpu {
 
-RopeTable::RopeTable(int64_t head_dim, int64_t positions, double theta)
+namespace {
+
+// llama-models' apply_scaling, in f32 as PyTorch runs it on f32 frequencies.
+float ScaleFrequency(float freq, const RopeScaling& s) {
+  const float wavelen = static_cast<float>(2 * M_PI) / freq;
+  const float low_freq_wavelen = static_cast<float>(s.original_context / s.low_freq_factor);
+  const float high_freq_wavelen = static_cast<float>(s.original_context / s.high_freq_factor);
+  if (wavelen < high_freq_wavelen) return freq;
+  if (wavelen > low_freq_wavelen) return freq / static_cast<float>(s.factor);
+  const float smooth = (static_cast<float>(s.original_context) / wavelen - static_cast<float>(s.low_freq_factor)) /
+                       static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+  return (1 - smooth) * freq / static_cast<float>(s.factor) + smooth * freq;
+}
+
+}  // namespace
+
+RopeTable::RopeTable(int64_t head_dim, int64_t positions, double theta, const std::optional<RopeScaling>& scaling)
     : half_(head_dim / 2), positions_(positions), cos_(positions * half_), sin_(positions * half_) {
   for (int64_t i = 0; i < half_; ++i) {
     // As the reference: f32 frequencies, f32 angles (torch.outer of f32s).
-    const float freq = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(2 * i) / head_dim));
+    float freq = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(2 * i) / head_dim));
+    if (scaling.has_value()) freq = ScaleFrequency(freq, *scaling);
     for (int64_t p = 0; p < positions; ++p) {
       const float angle = static_cast<float>(p) * freq;
       cos_[p * half_ + i] = std::cos(angle);

@@ -6,15 +6,20 @@
 #define LLAMA_OPS_CPU_ROPE_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
+
+#include "ops/rope_scaling.h"
 
 namespace llama::cpu {
 
 class RopeTable {
  public:
   // cos/sin for positions [0, positions) — the reference builds
-  // 2 * max_seq_len — and head_dim / 2 frequencies.
-  RopeTable(int64_t head_dim, int64_t positions, double theta);
+  // 2 * max_seq_len — and head_dim / 2 frequencies, scaled as Llama 3.1's
+  // when `scaling` is given.
+  RopeTable(int64_t head_dim, int64_t positions, double theta,
+            const std::optional<RopeScaling>& scaling = std::nullopt);
 
   int64_t positions() const { return positions_; }
 

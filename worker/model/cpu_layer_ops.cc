@@ -18,7 +18,7 @@ CpuLayerOps::CpuLayerOps(const RankGeometry& geometry, int64_t max_seq_len, Comm
       pool_(pool),
       gathered_(gathered),
       // The reference builds its table for 2 * max_seq_len positions.
-      rope_(geometry.head_dim, 2 * max_seq_len, geometry.config.rope_theta),
+      rope_(geometry.head_dim, 2 * max_seq_len, geometry.config.rope_theta, geometry.config.rope_scaling),
       kv_head_of_(geometry.kv_head_of.begin(), geometry.kv_head_of.end()) {}
 
 absl::Status CpuLayerOps::EmbeddingLookup(const StepPlan& plan, const Tensor& table, float* out) {

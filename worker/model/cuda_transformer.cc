@@ -312,7 +312,7 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
     st.caches.push_back({k_cache.get<void>(), v_cache.get<void>(), options.kv_cache_dtype, slot_stride});
   }
 
-  const cpu::RopeTable rope(g.head_dim, 2 * options.max_seq_len, c.rope_theta);
+  const cpu::RopeTable rope(g.head_dim, 2 * options.max_seq_len, c.rope_theta, c.rope_scaling);
   RETURN_IF_ERROR(st.rope_cos.Upload(rope.cos_table().data(), rope.cos_table().size() * sizeof(float)));
   RETURN_IF_ERROR(st.rope_sin.Upload(rope.sin_table().data(), rope.sin_table().size() * sizeof(float)));
   RETURN_IF_ERROR(st.kv_head_of.Upload(g.kv_head_of.data(), g.kv_head_of.size() * sizeof(int32_t)));

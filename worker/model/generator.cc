@@ -36,10 +36,11 @@ uint64_t RowSeed(uint64_t seed, uint64_t index) {
 
 }  // namespace
 
-Generator::Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id, Communicator* communicator)
+Generator::Generator(LanguageModel* model, const Tokenizer* tokenizer, std::vector<int> stop_ids,
+                     Communicator* communicator)
     : model_(model),
       tokenizer_(tokenizer),
-      eos_id_(tokenizer != nullptr ? tokenizer->eos_id() : eos_id),
+      stop_ids_(tokenizer != nullptr ? tokenizer->stop_ids() : std::move(stop_ids)),
       communicator_(communicator) {}
 
 absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
@@ -138,7 +139,8 @@ absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& 
       if (row.cached < row.tokens.size()) continue;  // More prompt to feed.
       row.tokens.push_back(chosen[c].token);
       if (options.logprobs) row.logprobs.push_back(chosen[c].logprob);
-      row.done = chosen[c].token == eos_id_ || row.tokens.size() >= row.limit;
+      row.done = std::find(stop_ids_.begin(), stop_ids_.end(), chosen[c].token) != stop_ids_.end() ||
+                 row.tokens.size() >= row.limit;
     }
   }
 }
@@ -181,12 +183,12 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
     RETURN_IF_ERROR(RunBatch(rows, options));
     for (Row& row : rows) {
       // The reference's post-processing: drop the prompt unless echo, then
-      // cut at the first EOS.
+      // cut at the first stop token.
       const size_t start = options.echo ? 0 : row.prompt_len;
       Generation& out = results[row.index];
       out.tokens.assign(row.tokens.begin() + start, row.tokens.end());
       if (options.logprobs) out.logprobs.assign(row.logprobs.begin() + start, row.logprobs.end());
-      auto eos = std::find(out.tokens.begin(), out.tokens.end(), eos_id_);
+      auto eos = std::find_first_of(out.tokens.begin(), out.tokens.end(), stop_ids_.begin(), stop_ids_.end());
       if (eos != out.tokens.end()) {
         const size_t cut = eos - out.tokens.begin();
         out.tokens.resize(cut);

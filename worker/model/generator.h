@@ -61,11 +61,12 @@ struct Completion {
 class Generator {
  public:
   // `model` must outlive the generator. `tokenizer` may be null for
-  // Generate alone; `eos_id` is then the stop token (Llama 2: 2). With
+  // Generate alone; `stop_ids` are then the stop tokens (Llama 2: 2); with
+  // a tokenizer its stop tokens are (Llama 3: <|end_of_text|>, <|eot_id|>). With
   // `communicator` (tensor parallelism), every rank runs the generator and
   // rank 0's sampled tokens are broadcast each step, so all ranks continue
   // with the same tokens whatever their own seeds or rounding.
-  Generator(LanguageModel* model, const Tokenizer* tokenizer, int eos_id = 2,
+  Generator(LanguageModel* model, const Tokenizer* tokenizer, std::vector<int> stop_ids = {2},
             Communicator* communicator = nullptr);
 
   // Called after each batch (max_batch_size prompts) with the index of its
@@ -105,7 +106,7 @@ class Generator {
 
   LanguageModel* model_;
   const Tokenizer* tokenizer_;
-  int eos_id_;
+  std::vector<int> stop_ids_;
   Communicator* communicator_;
 };
 

@@ -64,7 +64,7 @@ const float kUnlikely = 0.0f - std::log(std::exp(5.0f) + 7.0f);
 
 TEST(GeneratorTest, EachRowStopsAtItsOwnEosAndCostsNothingAfter) {
   ScriptedModel model;
-  Generator generator(&model, nullptr, /*eos_id=*/2);
+  Generator generator(&model, nullptr, /*stop_ids=*/{2});
   absl::StatusOr<std::vector<Generation>> out = generator.Generate({{1, 5}, {1, 0}}, Greedy(10));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT((*out)[0].tokens, ElementsAre(6, 7, 0, 1));  // Then 2 (EOS), cut.
@@ -76,7 +76,7 @@ TEST(GeneratorTest, EachRowStopsAtItsOwnEosAndCostsNothingAfter) {
 
 TEST(GeneratorTest, LengthLimits) {
   ScriptedModel model;
-  Generator generator(&model, nullptr, 2);
+  Generator generator(&model, nullptr, {2});
   // max_gen_len caps each row; EOS never comes from 3 -> 4 -> 5 -> 6.
   EXPECT_THAT((*generator.Generate({{3}}, Greedy(3)))[0].tokens, ElementsAre(4, 5, 6));
   // max_seq_len caps too: 14 prompt tokens leave 2 positions.
@@ -96,7 +96,7 @@ TEST(GeneratorTest, LengthLimits) {
 
 TEST(GeneratorTest, LogprobsAndEcho) {
   ScriptedModel model;
-  Generator generator(&model, nullptr, 2);
+  Generator generator(&model, nullptr, {2});
   SamplingOptions o = Greedy(2);
   o.logprobs = true;
   absl::StatusOr<std::vector<Generation>> out = generator.Generate({{4, 5, 7}}, o);
@@ -128,7 +128,7 @@ TEST(GeneratorTest, LogprobsAndEcho) {
 
 TEST(GeneratorTest, LargeBatchesRunInChunksInInputOrder) {
   ScriptedModel model;
-  Generator generator(&model, nullptr, 2);
+  Generator generator(&model, nullptr, {2});
   absl::StatusOr<std::vector<Generation>> out = generator.Generate({{3}, {4}, {5}, {6}, {7}}, Greedy(1));
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 5u);
@@ -175,7 +175,7 @@ TEST(GeneratorTest, EachBatchIsHandedOverWhenDone) {
 
 TEST(GeneratorTest, LongPromptsArePrefilledInPieces) {
   ScriptedModel model;  // max_step_tokens 8.
-  Generator generator(&model, nullptr, 2);
+  Generator generator(&model, nullptr, {2});
   SamplingOptions o = Greedy(1);
   o.logprobs = true;
   o.echo = true;
@@ -189,7 +189,7 @@ TEST(GeneratorTest, LongPromptsArePrefilledInPieces) {
 
 TEST(GeneratorTest, SamplingIsSeededPerRow) {
   ScriptedModel model;
-  Generator generator(&model, nullptr, 2);
+  Generator generator(&model, nullptr, {2});
   SamplingOptions o;
   o.temperature = 5.0f;  // Flat enough to sample widely.
   o.top_p = 1.0f;
@@ -220,7 +220,7 @@ TEST(GeneratorTest, SampledTokensDoNotDependOnTheStepSize) {
   for (int64_t step_tokens : {1, 3, 8, 64}) {
     ScriptedModel model;
     model.step_tokens = step_tokens;
-    Generator generator(&model, nullptr, 2);
+    Generator generator(&model, nullptr, {2});
     absl::StatusOr<std::vector<Generation>> out = generator.Generate(prompts, o);
     ASSERT_TRUE(out.ok()) << out.status();
     results.push_back(*std::move(out));
@@ -253,7 +253,7 @@ TEST(GeneratorTest, ForwardAndChooseChecksItsArguments) {
 
 TEST(GeneratorTest, BadInputIsAClearError) {
   ScriptedModel model;
-  Generator generator(&model, nullptr, 2);
+  Generator generator(&model, nullptr, {2});
   struct Case {
     std::vector<std::vector<int>> prompts;
     SamplingOptions options;

@@ -163,7 +163,7 @@ TEST_P(TransformerGoldenTest, HalfPrecisionKvCachesFollowPyTorchOverGeneration) 
     options.max_seq_len = 256;
     options.kv_cache_dtype = dtype;
     std::unique_ptr<Transformer> model = MakeModel(GetParam(), &comm, options);
-    Generator generator(model.get(), nullptr, 2);
+    Generator generator(model.get(), nullptr, golden.json["stop_ids"].get<std::vector<int>>());
     SamplingOptions sampling;
     sampling.temperature = 0;
     sampling.max_gen_len = 64;
@@ -198,7 +198,7 @@ TEST_P(TransformerGoldenTest, GreedyGenerationMatchesPyTorch) {
   options.max_seq_len = 256;
   options.max_step_tokens = 64;  // Forces the 100-token prompt into pieces.
   std::unique_ptr<Transformer> model = MakeModel(GetParam(), &comm, options);
-  Generator generator(model.get(), nullptr, 2);
+  Generator generator(model.get(), nullptr, golden.json["stop_ids"].get<std::vector<int>>());
   std::vector<std::vector<int>> prompts;
   for (const auto& p : golden.json["prompts"]) prompts.push_back(p.get<std::vector<int>>());
   for (const auto& expected : golden.json["generations"]) {
@@ -239,7 +239,7 @@ TEST_P(TransformerGoldenTest, RowsAreIndependentOfTheirBatch) {
   options.max_batch_size = 1;
   options.max_seq_len = 256;
   std::unique_ptr<Transformer> model = MakeModel(GetParam(), &comm, options);
-  Generator generator(model.get(), nullptr, 2);
+  Generator generator(model.get(), nullptr, golden.json["stop_ids"].get<std::vector<int>>());
   std::vector<std::vector<int>> prompts;
   for (const auto& p : golden.json["prompts"]) prompts.push_back(p.get<std::vector<int>>());
   SamplingOptions sampling;
@@ -266,7 +266,7 @@ TEST_P(TransformerGoldenTest, RowsAreIndependentOfTheirBatch) {
   ASSERT_TRUE(one_by_one.ok()) << one_by_one.status();
   options.max_batch_size = 4;
   std::unique_ptr<Transformer> batched_model = MakeModel(GetParam(), &comm, options);
-  Generator batched(batched_model.get(), nullptr, 2);
+  Generator batched(batched_model.get(), nullptr, {2});
   absl::StatusOr<std::vector<Generation>> together = batched.Generate(prompts, sampling);
   ASSERT_TRUE(together.ok()) << together.status();
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -276,7 +276,7 @@ TEST_P(TransformerGoldenTest, RowsAreIndependentOfTheirBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TransformerGoldenTest,
-                         ::testing::Values("tiny_fp32_mp1", "tiny_fp16_mp1", "gqa_bf16_mp1"));
+                         ::testing::Values("tiny_fp32_mp1", "tiny_fp16_mp1", "gqa_bf16_mp1", "llama3_bf16_mp1"));
 
 TEST(TransformerTest, ShardOfAnotherWorldSizeIsRefused) {
   const std::string out = std::string(getenv("TEST_TMPDIR")) + "/tp2";
