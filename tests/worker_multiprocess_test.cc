@@ -164,6 +164,28 @@ TEST_P(WorkerMultiProcessTest, GreedyMatchesPyTorchOnEveryWorldSize) {
   for (int r = 1; r < world_size; ++r) EXPECT_EQ(job.Stdout(r), "") << r;
 }
 
+// Llama 3's chat format and stop tokens on two ranks: the llama3
+// reference's ChatFormat and greedy chat_completion, in PyTorch.
+TEST(WorkerChatTest, Llama3ChatMatchesPyTorch) {
+  const nlohmann::json& golden = Golden("llama3_bf16_mp1");
+  const std::string dialogs = TempDir() + "/llama3_dialogs.json";
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& c : golden["chat_completions"]) list.push_back(c["dialog"]);
+  std::ofstream(dialogs) << list.dump();
+  Job job = Start("llama3_chat", Shards("llama3_bf16_mp2", 2), 2,
+                  {"--dialogs_file=" + dialogs, "--temperature=0", "--max_gen_len=32", "--logprobs",
+                   "--max_seq_len=128", "--tokenizer_path=tests/fixtures/tiktoken_fixture/tokenizer.model"});
+  ExpectSuccess(job);
+  const std::vector<nlohmann::json> rows = ReadJsonl(job.dir + "/out.jsonl");
+  ASSERT_EQ(rows.size(), golden["chat_completions"].size()) << job.Log(0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& want = golden["chat_completions"][i];
+    EXPECT_EQ(rows[i]["token_ids"], want["token_ids"]) << "dialog " << i;
+    EXPECT_EQ(rows[i]["generation"]["role"], "assistant");
+    EXPECT_EQ(rows[i]["generation"]["content"], want["content"]) << "dialog " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, WorkerMultiProcessTest,
                          ::testing::Combine(::testing::Values("tiny_fp32_mp1", "gqa_bf16_mp1", "llama3_bf16_mp1"),
                                             ::testing::Values(1, 2, 4)));
