@@ -162,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"no_tokenizer", {"--tokenizer_path=/nonexistent/tokenizer.model"}, "tiny_fp32_mp1",
                                 "tokenizer model \"/nonexistent/tokenizer.model\": no such file (--tokenizer_path)"},
                       BadLaunch{"bad_tokenizer", {"--tokenizer_path=/etc/hostname"}, "tiny_fp32_mp1",
-                                "is not a valid SentencePiece model"},
+                                "is neither a SentencePiece model"},
                       BadLaunch{"two_inputs", {"--prompt=hi"}, "tiny_fp32_mp1",
                                 "give exactly one of --prompt, --prompts_file, --dialogs_file (2 given)"},
                       BadLaunch{"bad_prompts", {"--prompts_file=/etc/hostname"}, "tiny_fp32_mp1", "/etc/hostname"},

@@ -97,7 +97,7 @@ TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
   greedy.temperature = 0;
   greedy.max_gen_len = 32;
   greedy.logprobs = true;
-  Generator cpu_generator(cpu->get(), nullptr, 2), gpu_generator(gpu->get(), nullptr, 2);
+  Generator cpu_generator(cpu->get(), nullptr, {2}), gpu_generator(gpu->get(), nullptr, {2});
   const std::vector<std::vector<int>> prompts = {prompt, {1, 5, 9}};
   absl::StatusOr<std::vector<Generation>> a = cpu_generator.Generate(prompts, greedy);
   absl::StatusOr<std::vector<Generation>> b = gpu_generator.Generate(prompts, greedy);
@@ -138,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaTransformerTest,
 // Both models generate the same tokens and log-probabilities, bit for bit.
 void ExpectSameGenerations(LanguageModel* a, LanguageModel* b, const std::vector<std::vector<int>>& prompts,
                            const SamplingOptions& options) {
-  Generator first(a, nullptr, 2), second(b, nullptr, 2);
+  Generator first(a, nullptr, {2}), second(b, nullptr, {2});
   absl::StatusOr<std::vector<Generation>> x = first.Generate(prompts, options);
   absl::StatusOr<std::vector<Generation>> y = second.Generate(prompts, options);
   ASSERT_TRUE(x.ok() && y.ok()) << x.status() << y.status();
