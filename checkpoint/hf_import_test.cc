@@ -57,6 +57,10 @@ Conversion Read(const std::string& dir, int world_size) {
     const ModelConfig m = ModelConfigFromProto(index.config());
     c.geometry = absl::StrCat(m.dim, " ", m.n_layers, " ", m.n_heads, " ", m.n_kv_heads, " ", m.vocab_size, " ",
                               m.ffn_hidden_dim(), " ", m.norm_eps, " ", m.rope_theta);
+    if (m.rope_scaling.has_value()) {
+      absl::StrAppend(&c.geometry, " scaled RoPE ", m.rope_scaling->factor, " ", m.rope_scaling->low_freq_factor, " ",
+                      m.rope_scaling->high_freq_factor, " ", m.rope_scaling->original_context);
+    }
   }
   return c;
 }
@@ -66,6 +70,7 @@ TEST(HfImportTest, SameShardsAsMetasOriginalAtEveryWorldSize) {
       {"tiny_fp32_hf", "tiny_fp32_mp1"},   // One model.safetensors.
       {"gqa_bf16_hf", "gqa_bf16_mp2"},     // Sharded safetensors; Meta's side split in two.
       {"tiny_fp16_bin", "tiny_fp16_mp1"},  // pytorch_model.bin.
+      {"llama3_bf16_hf", "llama3_bf16_mp1"},  // Llama 3.1: rope_scaling "llama3".
   };
   for (const auto& [hf, meta] : pairs) {
     // World size 4 replicates the GQA model's 2 KV heads: reordered key rows

@@ -320,7 +320,10 @@ int Run(std::vector<std::string> extra_args) {
   }
   if (absl::Status s = CheckCheckpointFolder(ckpt_dir); !s.ok()) return Fail(s.message());
   if (tokenizer.empty()) {
-    for (const fs::path& candidate : {fs::path(ckpt_dir).parent_path() / "tokenizer.model",
+    // download.sh's Llama 2 layout (beside the model folders), Llama 3's
+    // (inside), a Hugging Face Llama 3 repository's (original/).
+    for (const fs::path& candidate : {fs::path(ckpt_dir) / "original" / "tokenizer.model",
+                                     fs::path(ckpt_dir).parent_path() / "tokenizer.model",
                                      fs::path(ckpt_dir) / "tokenizer.model"}) {
       if (fs::exists(candidate)) tokenizer = candidate.string();
     }

@@ -17,6 +17,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -81,6 +82,29 @@ TEST(LauncherStorageTest, ReadOnlyHuggingFaceFolderRunsWithNoFlagAdded) {
                                                                    : "launcher: shards up to date in " + cache));
   }
   EXPECT_FALSE(fs::exists(ckpt + "/shards"));
+}
+
+// A Hugging Face Llama 3 repository: safetensors, config.json with
+// rope_scaling, Meta's tokenizer.model in original/ (found without a flag).
+TEST(LauncherStorageTest, HuggingFaceLlama3RepositoryRunsAsIs) {
+  std::ifstream golden_file("tests/fixtures/engine_golden/llama3_bf16_mp1/golden.json");
+  const nlohmann::json golden = nlohmann::json::parse(golden_file);
+  const std::string prompts = TempDir() + "/llama3_prompts.json";
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& c : golden["text_completions"]) list.push_back(c["prompt"]);
+  std::ofstream(prompts) << list.dump();
+  LauncherRun run = testing::Launch(
+      "hf_llama3", {"--ckpt_dir=tests/fixtures/hf_fixture/llama3_bf16_hf", "--shard_dir=" + TempDir() + "/hf_llama3_tp2",
+                    "--nproc_per_node=2", "--prompts_file=" + prompts, "--temperature=0", "--max_gen_len=32",
+                    "--max_seq_len=128", "--output=" + TempDir() + "/hf_llama3.jsonl"});
+  ASSERT_EQ(ExitCodeOf(run, 120s), 0) << run.err();
+  std::ifstream out(TempDir() + "/hf_llama3.jsonl");
+  size_t i = 0;
+  for (std::string line; std::getline(out, line); ++i) {
+    ASSERT_LT(i, golden["text_completions"].size());
+    EXPECT_EQ(nlohmann::json::parse(line)["token_ids"], golden["text_completions"][i]["token_ids"]) << "prompt " << i;
+  }
+  EXPECT_EQ(i, golden["text_completions"].size());
 }
 
 TEST(LauncherStorageTest, ConverterRefusesADiskTooSmallBeforeWriting) {

@@ -45,7 +45,7 @@ absl::Status Convert() {
     options.out_dir = FLAGS_out;
     options.tokenizer_path = FLAGS_tokenizer_path;
     // As the launcher looks: in the folder (Hugging Face's) or next to it (download.sh's).
-    for (const char* where : {"/tokenizer.model", "/../tokenizer.model"}) {
+    for (const char* where : {"/tokenizer.model", "/../tokenizer.model", "/original/tokenizer.model"}) {
       if (options.tokenizer_path.empty() && std::filesystem::exists(FLAGS_ckpt_dir + where)) {
         options.tokenizer_path = FLAGS_ckpt_dir + where;
       }
