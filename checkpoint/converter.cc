@@ -107,9 +107,12 @@ class SliceCopier {
   }
 
  private:
-  // Queues source bytes for output (converted to the output dtype).
+  // Queues source bytes for output (converted to the output dtype), in
+  // units of one element, or of one 32-element block for q8_0 (every run of
+  // a row is whole blocks: ConvertCheckpoint checks the row lengths).
   absl::Status Emit(absl::Span<const uint8_t> bytes) {
-    const size_t in_size = DTypeSize(from_), out_size = DTypeSize(to_);
+    const size_t unit = to_ == DType::kQ8_0 ? kQ8BlockElements : 1;
+    const size_t in_size = DTypeSize(from_) * unit, out_size = TensorBytes(to_, unit);
     while (!bytes.empty()) {
       if (from_ == to_ && buffer_.empty() && bytes.size() >= kChunkBytes) {
         // Large same-type runs go straight from the mapping to the file.
@@ -119,10 +122,13 @@ class SliceCopier {
         continue;
       }
       const size_t room = (kChunkBytes - buffer_.size()) / out_size;
-      const size_t count = std::min(room, bytes.size() / in_size);
+      const size_t count = std::min(room, bytes.size() / in_size);  // Units.
+      if (count == 0 && bytes.size() < in_size) {
+        return absl::InternalError(absl::StrFormat("%d bytes left over: not a whole %s unit", bytes.size(), DTypeName(to_)));
+      }
       const size_t old = buffer_.size();
       buffer_.resize(old + count * out_size);
-      RETURN_IF_ERROR(CastElements(bytes.data(), from_, buffer_.data() + old, to_, count));
+      RETURN_IF_ERROR(CastElements(bytes.data(), from_, buffer_.data() + old, to_, count * unit));
       bytes.remove_prefix(count * in_size);
       if (buffer_.size() + out_size > kChunkBytes) {
         RETURN_IF_ERROR(Flush());
@@ -142,8 +148,10 @@ class SliceCopier {
   // a pass over data already in cache.
   absl::Status Write(absl::Span<const uint8_t> bytes) {
     if (bytes.empty()) return absl::OkStatus();
-    const size_t count = bytes.size() / DTypeSize(to_);
-    if (const int64_t bad = FindNonFinite(bytes.data(), to_, count); bad >= 0) {
+    // q8_0 output was checked while quantizing (CastElements refuses non-finite values).
+    const size_t count = to_ == DType::kQ8_0 ? bytes.size() / kQ8BlockBytes * kQ8BlockElements
+                                             : bytes.size() / DTypeSize(to_);
+    if (const int64_t bad = to_ == DType::kQ8_0 ? -1 : FindNonFinite(bytes.data(), to_, count); bad >= 0) {
       // The caller names the tensor and the shard.
       return absl::DataLossError(absl::StrFormat(
           "element %d of the shard's part is NaN or infinite as %s%s; the checkpoint is damaged "
@@ -165,7 +173,8 @@ class SliceCopier {
 
 // True when `out_dir` holds a complete conversion of these sources with
 // these options (see the header).
-bool UpToDate(const ConvertOptions& options, const std::vector<shard::SourceFile>& sources) {
+bool UpToDate(const ConvertOptions& options, const std::vector<shard::SourceFile>& sources,
+              const std::function<DType(const std::string&)>& dtype_of) {
   for (int rank = 0; rank < options.world_size; ++rank) {
     absl::StatusOr<std::unique_ptr<ShardReader>> reader =
         ShardReader::Open(options.out_dir + "/" + ShardFileName(rank, options.world_size));
@@ -182,10 +191,8 @@ bool UpToDate(const ConvertOptions& options, const std::vector<shard::SourceFile
         return false;
       }
     }
-    if (options.dtype.has_value()) {
-      for (const shard::TensorEntry& e : index.tensors()) {
-        if (e.dtype() != static_cast<int>(*options.dtype)) return false;
-      }
+    for (const shard::TensorEntry& e : index.tensors()) {
+      if (e.dtype() != static_cast<int>(dtype_of(e.name()))) return false;
     }
   }
   return true;
@@ -229,7 +236,8 @@ absl::Status CheckFreeSpace(const std::string& path, const std::string& shown, u
 // One GGUF file of the whole model (see gguf_llama.h): 1-D tensors (the
 // norms) in f32, as llama.cpp's own converters write them, the others in
 // the requested or the source type.
-absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet& sources) {
+absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet& sources,
+                                        const std::function<DType(const std::string&)>& out_dtype) {
   if (options.world_size != 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s=%d: --format=gguf writes the whole model into one file; expected 1", options.world_size_flag,
@@ -245,11 +253,11 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
   uint64_t total = 0;
   for (const TensorSpec& spec : specs) {
     ASSIGN_OR_RETURN(std::string name, GgufTensorName(spec.name));
-    const DType dtype = spec.shape.size() == 1 ? DType::kF32 : options.dtype.value_or(sources.parts[spec.name][0].dtype);
+    const DType dtype = spec.shape.size() == 1 ? DType::kF32 : out_dtype(spec.name);
     tensors.push_back({std::move(name), dtype, spec.shape});
-    total += *NumElements(spec.shape, spec.name) * DTypeSize(dtype);
+    total += TensorBytes(dtype, *NumElements(spec.shape, spec.name));
   }
-  const DType weights = tensors.front().dtype;  // The embedding's: what general.file_type describes.
+  const DType weights = tensors.back().dtype;  // The output projection's: what general.file_type describes.
   ASSIGN_OR_RETURN(GgufMetadata metadata,
                    LlamaGgufMetadata(config, *tokenizer, fs::path(options.ckpt_dir).filename().string(), weights));
   const std::string folder = DirectoryOf(options.out_dir);
@@ -277,9 +285,8 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
 
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   if (options.out_dir.empty()) return absl::InvalidArgumentError("--out_dir: expected a folder");
-  if (options.dtype.has_value() && *options.dtype != DType::kF32 && *options.dtype != DType::kF16 &&
-      *options.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError("--dtype: expected bf16, fp16 or fp32");
+  if (options.dtype.has_value() && !IsFloat16Or32(*options.dtype) && *options.dtype != DType::kQ8_0) {
+    return absl::InvalidArgumentError("--dtype: expected bf16, fp16, fp32 or int8");
   }
   std::error_code error;
   if (!fs::is_directory(options.ckpt_dir, error)) {
@@ -312,10 +319,27 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     }
     return sources.status();
   }
-  if (options.format == OutputFormat::kGguf) return WriteGguf(options, *sources);
   ConvertResult result;
   result.source_shards = sources->pth_files.size() + sources->shards.size() + sources->safetensors_files.size();
-  if (UpToDate(options, sources->records)) {
+  // int8 (q8_0) is for the linear layers' weights: the embedding is a
+  // lookup (kept as stored) and norms are vectors.
+  const auto out_dtype = [&](const std::string& name) {
+    const DType stored = sources->parts[name][0].dtype;
+    if (options.dtype == DType::kQ8_0) {
+      return name != "tok_embeddings.weight" && sources->parts[name][0].shape.size() == 2 ? DType::kQ8_0 : stored;
+    }
+    return options.dtype.value_or(stored);
+  };
+  for (const auto& [name, parts] : sources->parts) {
+    if (parts[0].dtype == DType::kQ8_0 && options.format == OutputFormat::kShards) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s holds int8 (q8_0) tensors (\"%s\"); resharding them is not supported: convert the original checkpoint "
+          "with --dtype=int8 instead",
+          options.ckpt_dir, name));
+    }
+  }
+  if (options.format == OutputFormat::kGguf) return WriteGguf(options, *sources, out_dtype);
+  if (UpToDate(options, sources->records, out_dtype)) {
     result.up_to_date = true;
     return result;
   }
@@ -329,13 +353,18 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(options.world_size_flag, ": ", s.message()));
   }
   const std::vector<TensorSpec> specs = LlamaTensors(config);
-  const auto out_dtype = [&](const TensorSpec& spec) {
-    return options.dtype.value_or(sources->parts[spec.name][0].dtype);
-  };
+
   uint64_t total = 0;
   for (int rank = 0; rank < options.world_size; ++rank) {
     for (const TensorSpec& spec : specs) {
-      total += *NumElements(RankShape(spec, config, rank, options.world_size), spec.name) * DTypeSize(out_dtype(spec));
+      const std::vector<int64_t> shape = RankShape(spec, config, rank, options.world_size);
+      if (out_dtype(spec.name) == DType::kQ8_0 && shape[1] % kQ8BlockElements != 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--dtype=int8: tensor \"%s\" has rows of %d values on each of %d ranks; int8 blocks need a multiple of %d "
+            "(use fewer ranks, or bf16)",
+            spec.name, shape[1], options.world_size, kQ8BlockElements));
+      }
+      total += TensorBytes(out_dtype(spec.name), *NumElements(shape, spec.name));
     }
   }
 
@@ -367,9 +396,9 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
         split.set_begin(range.begin);
         split.set_end(range.end);
         split.set_full_extent(spec.split_dim() >= 0 ? spec.shape[spec.split_dim()] : range.end);
-        absl::Status s = (*writer)->BeginTensor(spec.name, out_dtype(spec),
+        absl::Status s = (*writer)->BeginTensor(spec.name, out_dtype(spec.name),
                                                 RankShape(spec, config, rank, options.world_size), split);
-        if (s.ok()) s = copier.Copy(spec, sources->parts[spec.name], range, out_dtype(spec));
+        if (s.ok()) s = copier.Copy(spec, sources->parts[spec.name], range, out_dtype(spec.name));
         if (!s.ok()) {
           return absl::Status(s.code(), absl::StrFormat("%s, tensor \"%s\": %s",
                                                         ShardFileName(rank, options.world_size), spec.name,

@@ -49,7 +49,10 @@ absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const 
         tokenizer.vocab_size(), config.vocab_size));
   }
   // llama.cpp's llama_ftype.
-  const uint32_t file_type = weights == DType::kF32 ? 0 : weights == DType::kF16 ? 1 : 32;
+  const uint32_t file_type = weights == DType::kF32   ? 0
+                             : weights == DType::kF16 ? 1
+                             : weights == DType::kQ8_0 ? 7
+                                                       : 32;
   GgufMetadata m;
   m.AddString("general.architecture", "llama");
   m.AddString("general.name", name);

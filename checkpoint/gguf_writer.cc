@@ -43,9 +43,11 @@ absl::StatusOr<uint32_t> GgmlType(DType dtype) {
       return 1;  // GGML_TYPE_F16
     case DType::kBF16:
       return 30;  // GGML_TYPE_BF16
+    case DType::kQ8_0:
+      return 8;  // GGML_TYPE_Q8_0: the same block layout.
     default:
       return absl::InvalidArgumentError(
-          absl::StrFormat("GGUF export: %s tensors are not supported (f32, f16 or bf16)", DTypeName(dtype)));
+          absl::StrFormat("GGUF export: %s tensors are not supported (f32, f16, bf16 or q8_0)", DTypeName(dtype)));
   }
 }
 
@@ -116,7 +118,7 @@ absl::StatusOr<std::unique_ptr<GgufWriter>> GgufWriter::Create(const std::string
     for (auto dim = t.shape.rbegin(); dim != t.shape.rend(); ++dim) Put<uint64_t>(&header, *dim);  // Innermost first.
     Put<uint32_t>(&header, type);
     Put<uint64_t>(&header, offset);
-    sizes.push_back(numel * DTypeSize(t.dtype));
+    sizes.push_back(TensorBytes(t.dtype, numel));
     offset = RoundUp(offset + sizes.back(), kGgufAlignment);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<StagedFile> file, StagedFile::Create(path, ".partial"));

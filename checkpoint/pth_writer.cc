@@ -45,6 +45,7 @@ const char* StorageClass(DType dtype) {
     case DType::kI8: return "CharStorage";
     case DType::kU8: return "ByteStorage";
     case DType::kBool: return "BoolStorage";
+    case DType::kQ8_0: break;  // Refused by Add: PyTorch has no such storage.
   }
   return "FloatStorage";
 }
@@ -138,6 +139,9 @@ absl::Status PthWriter::WriteEntry(const std::string& name, absl::Span<const uin
 
 absl::Status PthWriter::Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                             absl::Span<const uint8_t> bytes) {
+  if (dtype == DType::kQ8_0) {
+    return absl::InvalidArgumentError(absl::StrFormat("tensor \"%s\": q8_0 has no PyTorch storage type", name));
+  }
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   if (numel * static_cast<int64_t>(DTypeSize(dtype)) != static_cast<int64_t>(bytes.size())) {

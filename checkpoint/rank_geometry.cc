@@ -46,7 +46,7 @@ double RankGeometry::WeightBytes(DType dtype) const {
     for (int64_t d : RankShape(spec, config, rank, world_size)) n *= d;
     elements += n;
   }
-  return elements * DTypeSize(dtype);
+  return static_cast<double>(TensorBytes(dtype, static_cast<int64_t>(elements)));
 }
 
 double RankGeometry::EmbeddingBytes(DType dtype) const {

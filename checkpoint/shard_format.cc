@@ -45,8 +45,12 @@ absl::Status ValidateEntry(const shard::TensorEntry& e, uint64_t data_end, const
   const std::vector<int64_t> shape(e.shape().begin(), e.shape().end());
   absl::StatusOr<int64_t> numel = NumElements(shape, what);
   if (!numel.ok()) return absl::DataLossError(numel.status().message());
-  const uint64_t element = DTypeSize(static_cast<DType>(e.dtype()));
-  if (static_cast<uint64_t>(*numel) > UINT64_MAX / element || *numel * element != e.size()) {
+  const DType dtype = static_cast<DType>(e.dtype());
+  if (dtype == DType::kQ8_0 && (shape.empty() || shape.back() % kQ8BlockElements != 0)) {
+    return absl::DataLossError(absl::StrFormat("%s: q8_0 rows of %d elements; expected a multiple of %d", what,
+                                               shape.empty() ? 0 : shape.back(), kQ8BlockElements));
+  }
+  if (static_cast<uint64_t>(*numel) > UINT64_MAX / 8 || TensorBytes(dtype, *numel) != e.size()) {
     return absl::DataLossError(absl::StrFormat("%s: %d bytes for shape [%s] of %s", what, e.size(),
                                                absl::StrJoin(shape, ", "), DTypeName(static_cast<DType>(e.dtype()))));
   }
@@ -219,7 +223,7 @@ absl::Status ShardWriter::BeginTensor(const std::string& name, DType dtype,
   entry.set_dtype(static_cast<int>(dtype));
   for (int64_t d : shape) entry.add_shape(d);
   entry.set_offset(file_->position());
-  entry.set_size(*numel * DTypeSize(dtype));
+  entry.set_size(TensorBytes(dtype, *numel));
   *entry.mutable_split() = split;
   entries_.push_back(std::move(entry));
   pending_ = entries_.back().size();

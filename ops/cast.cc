@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "ops/quantize.h"
 
 namespace llama {
 
@@ -104,9 +105,25 @@ int64_t FindNonFinite(const void* data, DType dtype, size_t count) {
 }
 
 absl::Status CastElements(const void* src, DType from, void* dst, DType to, size_t count) {
+  if (to == DType::kQ8_0 && IsFloat16Or32(from)) {
+    if (count % kQ8BlockElements != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat("q8_0 needs a multiple of %d values, not %d",
+                                                        kQ8BlockElements, count));
+    }
+    float block[kQ8BlockElements];
+    for (size_t b = 0; b < count / kQ8BlockElements; ++b) {
+      for (int i = 0; i < kQ8BlockElements; ++i) block[i] = LoadElement(src, from, b * kQ8BlockElements + i);
+      if (absl::Status s = QuantizeQ8_0(block, kQ8BlockElements, static_cast<uint8_t*>(dst) + b * kQ8BlockBytes);
+          !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrFormat("element %d is not finite: it cannot be quantized",
+                                                          b * kQ8BlockElements));
+      }
+    }
+    return absl::OkStatus();
+  }
   if (!IsFloat16Or32(from) || !IsFloat16Or32(to)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot convert %s to %s (only f32, f16 and bf16)", DTypeName(from), DTypeName(to)));
+        "cannot convert %s to %s (only f32, f16 and bf16, and those to q8_0)", DTypeName(from), DTypeName(to)));
   }
   if (from == to) {
     std::memcpy(dst, src, count * DTypeSize(from));

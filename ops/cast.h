@@ -40,8 +40,9 @@ uint16_t F32ToF16(float value);
 int64_t FindNonFinite(const void* data, DType dtype, size_t count);
 
 // Converts `count` elements from `src` (of `from`) to `dst` (of `to`).
-// Supported: any pair of f32, f16, bf16 (same type copies). Buffers must
-// not overlap.
+// Supported: any pair of f32, f16, bf16 (same type copies), and any of
+// them to q8_0 (`count` a multiple of 32; quantize.h). Buffers must not
+// overlap.
 absl::Status CastElements(const void* src, DType from, void* dst, DType to, size_t count);
 
 }  // namespace llama

@@ -21,8 +21,15 @@ size_t DTypeSize(DType dtype) {
     case DType::kU8:
     case DType::kBool:
       return 1;
+    case DType::kQ8_0:
+      return 0;
   }
   return 0;
+}
+
+uint64_t TensorBytes(DType dtype, int64_t numel) {
+  if (dtype == DType::kQ8_0) return static_cast<uint64_t>(numel / kQ8BlockElements) * kQ8BlockBytes;
+  return static_cast<uint64_t>(numel) * DTypeSize(dtype);
 }
 
 absl::string_view DTypeName(DType dtype) {
@@ -47,6 +54,8 @@ absl::string_view DTypeName(DType dtype) {
       return "u8";
     case DType::kBool:
       return "bool";
+    case DType::kQ8_0:
+      return "q8_0";
   }
   return "unknown";
 }
@@ -62,6 +71,7 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
       {"bf16", DType::kBF16}, {"bfloat16", DType::kBF16}, {"f64", DType::kF64},
       {"i64", DType::kI64},   {"i32", DType::kI32},       {"i16", DType::kI16},
       {"i8", DType::kI8},     {"u8", DType::kU8},         {"bool", DType::kBool},
+      {"q8_0", DType::kQ8_0}, {"int8", DType::kQ8_0},
   };
   for (const Spelling& s : kSpellings) {
     if (s.name == name) return s.dtype;
@@ -70,7 +80,7 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
       absl::StrFormat("dtype \"%s\": expected one of bf16, fp16, fp32", name));
 }
 
-bool IsKnownDType(int value) { return value >= 1 && value <= 10; }
+bool IsKnownDType(int value) { return value >= 1 && value <= 11; }
 
 bool IsFloat16Or32(DType dtype) { return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16; }
 

@@ -23,10 +23,22 @@ enum class DType : int {
   kI8 = 8,
   kU8 = 9,
   kBool = 10,
+  // 8-bit weights in blocks of 32 along a row, each block an f16 scale and
+  // 32 int8 values (34 bytes): llama.cpp's Q8_0, byte for byte. Rows must
+  // hold a multiple of 32 elements.
+  kQ8_0 = 11,
 };
 
-// Bytes per element.
+// Elements per block of kQ8_0, and its bytes.
+inline constexpr int64_t kQ8BlockElements = 32;
+inline constexpr int64_t kQ8BlockBytes = 2 + kQ8BlockElements;
+
+// Bytes per element; 0 for block types (kQ8_0): use TensorBytes.
 size_t DTypeSize(DType dtype);
+
+// Bytes of `numel` elements of `dtype` (for kQ8_0, numel must be a multiple
+// of 32).
+uint64_t TensorBytes(DType dtype, int64_t numel);
 
 // Short lower-case name: "f32", "bf16", ...
 absl::string_view DTypeName(DType dtype);

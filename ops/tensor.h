@@ -35,7 +35,7 @@ class Tensor {
   int64_t dim(int i) const { return shape_[i]; }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const;
-  size_t bytes() const { return numel() * DTypeSize(dtype_); }
+  size_t bytes() const { return TensorBytes(dtype_, numel()); }
   bool empty() const { return data_ == nullptr; }
 
   const void* raw() const { return data_; }

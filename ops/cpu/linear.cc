@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "ops/cast.h"
+#include "ops/cpu/linear_q8.h"
 #include "ops/cpu/simd.h"
+#include "ops/quantize.h"
 
 namespace llama::cpu {
 namespace {
@@ -317,6 +319,15 @@ void WithWeights(const Tensor& w, Fn&& f) {
 void PackPanel(const Tensor& w, int64_t first, int64_t count, float* panel) {
   const int64_t in = w.dim(1);
   if (count < kPanelWidth) std::fill(panel, panel + in * kPanelWidth, 0.0f);
+  if (w.dtype() == DType::kQ8_0) {
+    // Prefill keeps f32 activations: int8 weights are widened like 16-bit ones.
+    thread_local std::vector<float> rows;
+    rows.resize(count * in);
+    DequantizeQ8_0(static_cast<const uint8_t*>(w.raw()) + first * (in / kQ8BlockElements) * kQ8BlockBytes,
+                   count * in, rows.data());
+    PackRows(rows.data(), in, count, panel);
+    return;
+  }
   WithWeights(w, [&](const auto* data) { PackRows(data + first * in, in, count, panel); });
 }
 
@@ -332,6 +343,10 @@ constexpr int64_t kDecodeRows = 12;
 }  // namespace
 
 std::string_view PrefillKernel() { return ChosenPrefillKernel().load()->name; }
+
+std::string_view Int8Kernel() { return Q8Kernel(); }
+
+bool ForceInt8KernelForTesting(std::string_view name) { return ForceQ8KernelForTesting(name); }
 
 bool ForcePrefillKernelForTesting(std::string_view name) {
   for (const PrefillKernelChoice& k : kPrefillKernels) {
@@ -360,6 +375,7 @@ void Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& po
     });
     return;
   }
+  if (w.dtype() == DType::kQ8_0) return LinearQ8(x, n, w, y, pool);
   // Few activation rows (decode): each weight row is read once, 16-bit
   // weights widened in registers as they stream by, and dotted with every
   // row of x.

@@ -266,6 +266,10 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
                                                                          const TransformerOptions& options) {
   const int rank = nccl != nullptr ? nccl->rank() : 0, world_size = nccl != nullptr ? nccl->world_size() : 1;
   ASSIGN_OR_RETURN(RankGeometry geometry, CheckModel(weights, rank, world_size, options));
+  if (weights.layers[0].wq.dtype() == DType::kQ8_0 || weights.output.dtype() == DType::kQ8_0) {
+    return absl::UnimplementedError(
+        "int8 (q8_0) shards run on CPUs only for now (--device=cpu); for the GPU convert with --dtype=bf16");
+  }
   // Said up front, in the flags' terms, rather than as a failed cudaMalloc.
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaCall(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));

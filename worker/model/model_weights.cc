@@ -52,9 +52,12 @@ absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader>
                                                            shard->path(), spec.name, absl::StrJoin(shape, ", "),
                                                            absl::StrJoin(expected, ", ")));
     }
-    if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16) {
-      return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" is %s; expected f32, f16 or bf16",
-                                                           shard->path(), spec.name, DTypeName(t->dtype)));
+    // int8 (q8_0) only where //tools:convert --dtype=int8 puts it: the linear layers.
+    const bool linear = spec.shape.size() == 2 && spec.name != "tok_embeddings.weight";
+    if (!IsFloat16Or32(t->dtype) && !(t->dtype == DType::kQ8_0 && linear)) {
+      return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" is %s; expected f32, f16 or bf16%s",
+                                                           shard->path(), spec.name, DTypeName(t->dtype),
+                                                           linear ? " or q8_0" : ""));
     }
     return Tensor::View(t->dtype, shape, t->bytes.data());
   };

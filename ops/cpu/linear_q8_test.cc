@@ -1,0 +1,132 @@
+// int8 (q8_0) linear layers: every integer kernel this CPU runs against a
+// scalar reference written here (exact int32 block sums, the two scales, a
+// double accumulator), and the prefill path against f32 math on the
+// dequantized weights. Which kernels ran is printed.
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ops/cast.h"
+#include "ops/cpu/linear.h"
+#include "ops/cpu/thread_pool.h"
+#include "ops/quantize.h"
+#include "ops/tensor.h"
+
+namespace llama::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// The reference: x rows quantized as the kernels do (llama.cpp's Q8_0
+// rule with an f32 scale), block sums in int32, everything else in double.
+std::vector<float> Reference(const std::vector<float>& x, int64_t n, const std::vector<uint8_t>& w, int64_t out,
+                             int64_t in) {
+  std::vector<float> y(n * out);
+  const int64_t blocks = in / 32;
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<int8_t> q(in);
+    std::vector<float> d(blocks);
+    for (int64_t b = 0; b < blocks; ++b) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[r * in + b * 32 + i]));
+      d[b] = amax / 127;
+      const float id = d[b] != 0 ? 1 / d[b] : 0;
+      for (int i = 0; i < 32; ++i) q[b * 32 + i] = static_cast<int8_t>(std::lround(x[r * in + b * 32 + i] * id));
+    }
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = 0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* block = w.data() + (o * blocks + b) * 34;
+        int32_t isum = 0;
+        for (int i = 0; i < 32; ++i) isum += static_cast<int8_t>(block[2 + i]) * q[b * 32 + i];
+        sum += static_cast<double>(F16ToF32(static_cast<uint16_t>(block[0] | block[1] << 8))) * d[b] * isum;
+      }
+      y[r * out + o] = static_cast<float>(sum);
+    }
+  }
+  return y;
+}
+
+TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
+  const int64_t out = 67, in = 512;
+  std::vector<uint8_t> w(out * in / 32 * 34);
+  ASSERT_TRUE(QuantizeQ8_0(Random(out * in, 1).data(), out * in, w.data()).ok());
+  const Tensor weight = Tensor::View(DType::kQ8_0, {out, in}, w.data());
+  ThreadPool pool(3);
+  const std::string chosen(Int8Kernel());
+  std::string ran, skipped;
+  for (const char* kernel : {"avx512vnni", "avx2", "scalar"}) {
+    if (!ForceInt8KernelForTesting(kernel)) {
+      skipped += std::string(kernel) + " ";
+      continue;
+    }
+    ran += std::string(kernel) + " ";
+    for (int64_t n : {1, 3, 4, 5, 12}) {
+      const std::vector<float> x = Random(n * in, 100 + n);
+      std::vector<float> y(n * out);
+      Linear(x.data(), n, weight, y.data(), pool);
+      const std::vector<float> expected = Reference(x, n, w, out, in);
+      for (size_t i = 0; i < y.size(); ++i) {
+        // f32 accumulation over 16 block terms in another order.
+        ASSERT_NEAR(y[i], expected[i], 1e-4 + 1e-5 * std::abs(expected[i])) << kernel << " n=" << n << " @" << i;
+      }
+    }
+  }
+  ASSERT_TRUE(ForceInt8KernelForTesting(chosen));
+  std::printf("int8 kernels run: %s; skipped (this CPU lacks them): %s; chosen by default: %s\n", ran.c_str(),
+              skipped.empty() ? "none" : skipped.c_str(), chosen.c_str());
+  EXPECT_FALSE(ForceInt8KernelForTesting("avx1024"));
+}
+
+// Prefill (more rows than decode handles): f32 activations times the
+// dequantized weights, the same as an f32 weight holding those values.
+TEST(LinearQ8Test, PrefillEqualsF32OnTheDequantizedWeights) {
+  const int64_t out = 40, in = 256, n = 33;
+  std::vector<uint8_t> w(out * in / 32 * 34);
+  ASSERT_TRUE(QuantizeQ8_0(Random(out * in, 2).data(), out * in, w.data()).ok());
+  std::vector<float> dequantized(out * in);
+  DequantizeQ8_0(w.data(), out * in, dequantized.data());
+  const std::vector<float> x = Random(n * in, 3);
+  ThreadPool pool(2);
+  std::vector<float> y(n * out), expected(n * out);
+  Linear(x.data(), n, Tensor::View(DType::kQ8_0, {out, in}, w.data()), y.data(), pool);
+  Linear(x.data(), n, Tensor::View(DType::kF32, {out, in}, dequantized.data()), expected.data(), pool);
+  EXPECT_EQ(y, expected);
+}
+
+TEST(QuantizeTest, Q8_0IsLlamaCppsRule) {
+  // One block: the largest magnitude maps to +-127, d = amax / 127 in f16.
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = (i - 16) * 0.25f;  // -4 .. 3.75
+  std::vector<uint8_t> block(34);
+  ASSERT_TRUE(QuantizeQ8_0(x.data(), 32, block.data()).ok());
+  EXPECT_EQ(F16ToF32(static_cast<uint16_t>(block[0] | block[1] << 8)), F16ToF32(F32ToF16(4.0f / 127)));
+  EXPECT_EQ(static_cast<int8_t>(block[2]), -127);
+  EXPECT_EQ(static_cast<int8_t>(block[2 + 16]), 0);
+  EXPECT_EQ(static_cast<int8_t>(block[2 + 31]), static_cast<int8_t>(std::lround(3.75f * 127 / 4)));
+  std::vector<float> back(32);
+  DequantizeQ8_0(block.data(), 32, back.data());
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(back[i], x[i], 4.0f / 127 / 2 + 1e-3) << i;
+  // All zeros: scale 0, values 0; NaN refused with its index.
+  std::fill(x.begin(), x.end(), 0.0f);
+  ASSERT_TRUE(QuantizeQ8_0(x.data(), 32, block.data()).ok());
+  EXPECT_EQ(block[0] | block[1], 0);
+  x[5] = std::nanf("");
+  absl::Status status = QuantizeQ8_0(x.data(), 32, block.data());
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("element 5"), absl::string_view::npos) << status;
+}
+
+}  // namespace
+}  // namespace llama::cpu

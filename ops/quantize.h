@@ -1,0 +1,24 @@
+// Q8_0 quantization (dtype.h's kQ8_0), as llama.cpp's reference quantizer
+// does it, so our int8 weights and GGUF's Q8_0 are the same bytes: per
+// block of 32 values, d = max|x| / 127 stored as f16, q = round(x / d)
+// computed with the unrounded d.
+
+#ifndef LLAMA_OPS_QUANTIZE_H_
+#define LLAMA_OPS_QUANTIZE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace llama {
+
+// `n` (a multiple of 32) values into n / 32 blocks at `out`. A NaN or
+// infinity is an error naming its index (it cannot be represented).
+absl::Status QuantizeQ8_0(const float* x, int64_t n, uint8_t* out);
+
+// n / 32 blocks back to `n` values.
+void DequantizeQ8_0(const uint8_t* blocks, int64_t n, float* out);
+
+}  // namespace llama
+
+#endif  // LLAMA_OPS_QUANTIZE_H_
