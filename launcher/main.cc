@@ -53,7 +53,12 @@ DEFINE_bool(store_listen_all, false,
             "--master_addr (for nodes that reach node 0 through another address, e.g. across NAT).");
 DEFINE_int32(master_port, 0, "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.");
 // Model.
-DEFINE_string(ckpt_dir, "", "Meta's checkpoint folder (consolidated.NN.pth, params.json). Empty: the demo job.");
+DEFINE_string(ckpt_dir, "",
+              "Meta's checkpoint folder (consolidated.NN.pth, params.json) or a Hugging Face one (config.json, "
+              "safetensors). Empty: the demo job.");
+DEFINE_string(weights_dtype, "",
+              "Convert the weights to bf16, fp16, fp32 or int8 (8-bit blocks for the linear layers, CPU only). "
+              "Default: as stored. Shards of another type live in their own folder (shards/tp<N>-<type>).");
 DEFINE_bool(node_local_shards, false,
             "Multi-node: every node converts its own shards (nodes that share no storage). By default node 0 "
             "converts and the other nodes wait for its shards on the shared storage.");
@@ -348,6 +353,13 @@ int Run(std::vector<std::string> extra_args) {
   convert.ckpt_dir = ckpt_dir;
   convert.out_dir = FLAGS_shard_dir;
   convert.world_size = world_size;
+  if (!FLAGS_weights_dtype.empty()) {
+    absl::StatusOr<DType> dtype = ParseDType(FLAGS_weights_dtype);
+    if (!dtype.ok() || !(IsFloat16Or32(*dtype) || *dtype == DType::kQ8_0)) {
+      return Fail(absl::StrFormat("--weights_dtype=\"%s\": expected bf16, fp16, fp32 or int8", FLAGS_weights_dtype));
+    }
+    convert.dtype = *dtype;
+  }
   if (convert.out_dir.empty()) {
     absl::StatusOr<ShardLocation> location = ChooseShardDir(convert, CacheDir("shards"));
     if (!location.ok()) return Fail(location.status().message());
@@ -432,7 +444,7 @@ int Run(std::vector<std::string> extra_args) {
 int main(int argc, char** argv) {
   llama::HandleHelpAndVersion(
       argc, argv, "launcher", llama::kUsage,
-      {{"The model and the job", {"ckpt_dir", "tokenizer_path", "shard_dir", "prompt", "prompts_file", "dialogs_file",
+      {{"The model and the job", {"ckpt_dir", "tokenizer_path", "shard_dir", "weights_dtype", "prompt", "prompts_file", "dialogs_file",
                                   "output"}},
        {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
                        "echo"}},

@@ -58,7 +58,10 @@ bool CanWriteInto(const fs::path& dir) {
 absl::StatusOr<ShardLocation> ChooseShardDir(const ConvertOptions& convert, const std::string& cache_root) {
   std::error_code error;
   const fs::path ckpt = fs::weakly_canonical(fs::absolute(convert.ckpt_dir), error);
-  const std::string tp = absl::StrCat("tp", convert.world_size);
+  // A converted type has its own folder: converting tp2 to int8 must not
+  // replace the bf16 shards another job uses.
+  const std::string tp = absl::StrCat("tp", convert.world_size,
+                                      convert.dtype.has_value() ? absl::StrCat("-", DTypeName(*convert.dtype)) : "");
   ShardLocation next_to_checkpoint{(ckpt / "shards" / tp).string(), ""};
   if (CanWriteInto(ckpt / "shards")) return next_to_checkpoint;
   ConvertOptions check = convert;

@@ -52,7 +52,8 @@ DEFINE_int64(n_heads, 32, "Synthetic model: query heads.");
 DEFINE_int64(n_kv_heads, 4, "Synthetic model: key/value heads.");
 DEFINE_int64(ffn_hidden, 5632, "Synthetic model: FFN hidden size.");
 DEFINE_int64(vocab_size, 32000, "Synthetic model: vocabulary.");
-DEFINE_string(weights_dtype, "bf16", "Synthetic model: weights' type, bf16, fp16 or fp32.");
+DEFINE_string(weights_dtype, "bf16",
+              "Synthetic model: weights' type, bf16, fp16, fp32 or int8 (q8_0 linear layers, bf16 embedding).");
 DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
@@ -115,8 +116,8 @@ absl::StatusOr<llama::ModelWeights> BenchWeights(int rank) {
   RETURN_IF_ERROR(llama::ValidateModelConfig(config, "synthetic model"));
   RETURN_IF_ERROR(llama::CheckWorldSize(config, FLAGS_world_size));
   ASSIGN_OR_RETURN(const llama::DType dtype, llama::ParseDType(FLAGS_weights_dtype));
-  if (!llama::IsFloat16Or32(dtype)) {
-    return absl::InvalidArgumentError(absl::StrFormat("--weights_dtype=%s: expected bf16, fp16 or fp32", FLAGS_weights_dtype));
+  if (!llama::IsFloat16Or32(dtype) && dtype != llama::DType::kQ8_0) {
+    return absl::InvalidArgumentError(absl::StrFormat("--weights_dtype=%s: expected bf16, fp16, fp32 or int8", FLAGS_weights_dtype));
   }
   return llama::SyntheticWeights(config, dtype, 1, rank, FLAGS_world_size);
 }
@@ -191,9 +192,9 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
   if (device == llama::Device::kCuda) {
     std::printf("device:   cuda (one GPU), CUDA graphs %s\n", options.cuda_graphs ? "on" : "off");
   } else {
-    std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel\n", FLAGS_world_size,
+    std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel, %s int8 kernel\n", FLAGS_world_size,
                 FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads,
-                std::string(llama::cpu::PrefillKernel()).c_str());
+                std::string(llama::cpu::PrefillKernel()).c_str(), std::string(llama::cpu::Int8Kernel()).c_str());
   }
   std::printf("KV cache: %.2f GB per rank (%s, batch %d x %lld positions)\n",
               geometry.KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype) / 1e9,

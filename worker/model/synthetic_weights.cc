@@ -8,6 +8,7 @@
 
 #include "checkpoint/llama_layout.h"
 #include "ops/cast.h"
+#include "ops/quantize.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -25,6 +26,12 @@ void Fill(Tensor& t, uint64_t stream_seed, bool matrix, float scale) {
     return (static_cast<float>(state >> 40) / 16777216.0f * 2.0f - 1.0f) * 1.7320508f;
   };
   const int64_t count = t.numel();
+  if (t.dtype() == DType::kQ8_0) {  // Drawn in f32, then quantized as the converter would.
+    std::vector<float> values(count);
+    for (float& v : values) v = uniform() * scale;
+    QuantizeQ8_0(values.data(), count, static_cast<uint8_t*>(t.mutable_raw())).IgnoreError();  // Finite by construction.
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
     const float value = matrix ? uniform() * scale : 1.0f;
     switch (t.dtype()) {
@@ -48,7 +55,11 @@ absl::StatusOr<std::vector<Tensor>> SyntheticTensors(const ModelConfig& config, 
   const std::vector<TensorSpec> specs = LlamaTensors(config);
   std::vector<Tensor> tensors;
   for (const TensorSpec& spec : specs) {
-    ASSIGN_OR_RETURN(Tensor tensor, Tensor::Zeros(dtype, RankShape(spec, config, rank, world_size)));
+    // int8 is for the linear layers only (as convert --dtype=int8 writes it);
+    // the embedding and norms are then bf16.
+    const bool linear = spec.shape.size() == 2 && spec.name != "tok_embeddings.weight";
+    const DType tensor_dtype = dtype == DType::kQ8_0 && !linear ? DType::kBF16 : dtype;
+    ASSIGN_OR_RETURN(Tensor tensor, Tensor::Zeros(tensor_dtype, RankShape(spec, config, rank, world_size)));
     tensors.push_back(std::move(tensor));
   }
   // Each tensor has its own stream, so threads can fill them in any order
