@@ -330,14 +330,6 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     }
     return options.dtype.value_or(stored);
   };
-  for (const auto& [name, parts] : sources->parts) {
-    if (parts[0].dtype == DType::kQ8_0 && options.format == OutputFormat::kShards) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "%s holds int8 (q8_0) tensors (\"%s\"); resharding them is not supported: convert the original checkpoint "
-          "with --dtype=int8 instead",
-          options.ckpt_dir, name));
-    }
-  }
   if (options.format == OutputFormat::kGguf) return WriteGguf(options, *sources, out_dtype);
   if (UpToDate(options, sources->records, out_dtype)) {
     result.up_to_date = true;

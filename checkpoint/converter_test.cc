@@ -13,6 +13,8 @@
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/pth_reader.h"
 #include "checkpoint/shard_format.h"
+#include "ops/cast.h"
+#include "ops/quantize.h"
 
 namespace llama {
 namespace {
@@ -82,6 +84,48 @@ TEST(ConverterTest, DtypeConversionMatchesPyTorch) {
   const std::string out = OutDir("fp32_to_fp16");
   ASSERT_TRUE(Convert(CheckpointFixturePath("tiny_fp32_mp1"), out, 1, DType::kF16).ok());
   ExpectEqualsReference(out, "tiny_fp16_mp1");
+}
+
+// int8: the linear layers' weights are llama.cpp's Q8_0 of PyTorch's values
+// (split across ranks on whole blocks), the embedding and norms as stored;
+// converting again is up to date; int8 shards are not resharded.
+TEST(ConverterTest, Int8QuantizesTheLinearLayers) {
+  const std::string out = OutDir("llama3_int8");
+  ASSERT_TRUE(Convert(CheckpointFixturePath("llama3_bf16_mp2"), out, 2, DType::kQ8_0).ok());
+  absl::StatusOr<std::unique_ptr<PthFile>> source = PthFile::Open(CheckpointFixturePath("llama3_bf16_mp1/consolidated.00.pth"));
+  ASSERT_TRUE(source.ok()) << source.status();
+  int quantized = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(out + "/" + ShardFileName(rank, 2));
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    for (const shard::TensorEntry& e : (*reader)->index().tensors()) {
+      const bool linear = e.shape_size() == 2 && e.name() != "tok_embeddings.weight";
+      EXPECT_EQ(e.dtype(), static_cast<int>(linear ? DType::kQ8_0 : DType::kBF16)) << e.name();
+      if (!linear || e.split().dim() != 0) continue;
+      // Rows [begin, end) of the full tensor, quantized here from PyTorch's bf16.
+      const PthTensor* full = (*source)->Find(e.name());
+      ASSERT_NE(full, nullptr);
+      const int64_t in = full->shape[1], rows = e.split().end() - e.split().begin();
+      std::vector<float> values(rows * in);
+      ASSERT_TRUE(CastElements(full->bytes.data() + e.split().begin() * in * 2, DType::kBF16, values.data(),
+                               DType::kF32, values.size()).ok());
+      std::vector<uint8_t> expected(values.size() / 32 * 34);
+      ASSERT_TRUE(QuantizeQ8_0(values.data(), values.size(), expected.data()).ok());
+      absl::Span<const uint8_t> ours = (*reader)->Tensor(e.name())->bytes;
+      EXPECT_TRUE(std::equal(ours.begin(), ours.end(), expected.begin(), expected.end())) << e.name();
+      ++quantized;
+    }
+  }
+  EXPECT_GE(quantized, 10);
+  absl::StatusOr<ConvertResult> again = Convert(CheckpointFixturePath("llama3_bf16_mp2"), out, 2, DType::kQ8_0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->up_to_date);
+  absl::StatusOr<ConvertResult> reshard = Convert(out, OutDir("llama3_int8_tp1"), 1);
+  EXPECT_EQ(reshard.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(reshard.status().message(), HasSubstr("convert the original checkpoint with --dtype=int8"));
+  // Rows must be whole blocks on every rank.
+  absl::StatusOr<ConvertResult> uneven = Convert(CheckpointFixturePath("gqa_bf16_mp2"), OutDir("gqa_int8"), 2, DType::kQ8_0);
+  EXPECT_THAT(uneven.status().message(), HasSubstr("int8 blocks need a multiple of 32"));
 }
 
 TEST(ConverterTest, ReshardingIsTheSameAsDirectConversion) {

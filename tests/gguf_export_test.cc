@@ -137,7 +137,8 @@ GgufFile ReadGguf(const std::string& path) {
   return file;
 }
 
-uint64_t GgmlTypeSize(uint32_t type) { return type == 0 ? 4 : 2; }  // F32; F16 and BF16.
+// Bytes of `count` elements of a ggml type: F32, F16/BF16, Q8_0 (blocks of 32 in 34 bytes).
+uint64_t GgmlBytes(uint32_t type, uint64_t count) { return type == 0 ? 4 * count : type == 8 ? count / 32 * 34 : 2 * count; }
 
 std::string ConvertToGguf(const std::string& ckpt, const std::string& name, const std::string& dtype = "") {
   const std::string out = TempDir() + "/" + name + ".gguf";
@@ -153,10 +154,11 @@ std::string ConvertToGguf(const std::string& ckpt, const std::string& name, cons
   return out;
 }
 
-std::string ConvertToShard(const std::string& ckpt, const std::string& name) {
+std::string ConvertToShard(const std::string& ckpt, const std::string& name, const std::string& dtype = "") {
   const std::string out = TempDir() + "/" + name + "_shards";
   ProcessOptions options;
   options.argv = {"tools/convert", "--ckpt_dir=" + ckpt, "--out_dir=" + out, "--progress=false"};
+  if (!dtype.empty()) options.argv.push_back("--dtype=" + dtype);
   options.stderr_path = TempDir() + "/" + name + ".shard.stderr";
   absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
   EXPECT_TRUE(convert.ok()) << convert.status();
@@ -198,7 +200,7 @@ void ExpectGgufHoldsTheShard(const std::string& gguf_path, const std::string& sh
   EXPECT_EQ(m["llama.rope.dimension_count"], c.dim() / c.n_heads());
   EXPECT_FLOAT_EQ(m["llama.attention.layer_norm_rms_epsilon"].get<float>(), c.norm_eps());
   EXPECT_FLOAT_EQ(m["llama.rope.freq_base"].get<float>(), c.rope_theta());
-  EXPECT_EQ(m["general.file_type"], weight_type == 0 ? 0 : weight_type == 1 ? 1 : 32);
+  EXPECT_EQ(m["general.file_type"], weight_type == 0 ? 0 : weight_type == 1 ? 1 : weight_type == 8 ? 7 : 32);
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(TokenizerFixturePath("tokenizer.model"));
   ASSERT_TRUE(tokenizer.ok());
   ASSERT_EQ(m["tokenizer.ggml.tokens"].size(), static_cast<size_t>(c.vocab_size()));
@@ -221,12 +223,17 @@ void ExpectGgufHoldsTheShard(const std::string& gguf_path, const std::string& sh
     ASSERT_TRUE(ours.ok()) << ours.status();
     std::vector<uint64_t> shape(info.dims.rbegin(), info.dims.rend());
     EXPECT_EQ(shape, std::vector<uint64_t>(ours->entry->shape().begin(), ours->entry->shape().end()));
-    const uint64_t count = ours->bytes.size() / DTypeSize(ours->dtype);
-    const uint64_t size = count * GgmlTypeSize(info.type);
+    uint64_t count = 1;
+    for (uint64_t d : shape) count *= d;
+    const uint64_t size = GgmlBytes(info.type, count);
     end = info.offset + size;
     ASSERT_LE(gguf.data_start + end, gguf.bytes.size());
     const char* data = gguf.bytes.data() + gguf.data_start + info.offset;
-    if (shape.size() == 1) {
+    if (info.name == "token_embd.weight" && weight_type == 8) {
+      EXPECT_EQ(static_cast<int>(info.type), 0) << "int8 exports keep the embedding as stored (f32 here)";
+      ASSERT_EQ(size, ours->bytes.size());
+      EXPECT_EQ(std::memcmp(data, ours->bytes.data(), size), 0);
+    } else if (shape.size() == 1) {
       // Norms stay f32 (exact from an f32 or 16-bit source); in the shard's
       // type they are the shard's values.
       EXPECT_EQ(info.type, 0u) << "norms are f32";
@@ -247,6 +254,9 @@ TEST(GgufExportTest, FilesHoldOurShardsModel) {
   // Merged from two model-parallel files; grouped-query heads; bf16.
   ExpectGgufHoldsTheShard(ConvertToGguf(CheckpointFixturePath("gqa_bf16_mp2"), "gqa_bf16"),
                           ConvertToShard(CheckpointFixturePath("gqa_bf16_mp1"), "gqa_bf16"), 30);
+  // int8: llama.cpp's Q8_0 blocks, the same bytes as our int8 shard.
+  ExpectGgufHoldsTheShard(ConvertToGguf(CheckpointFixturePath("tiny_fp32_mp1"), "tiny_q8", "int8"),
+                          ConvertToShard(CheckpointFixturePath("tiny_fp32_mp1"), "tiny_q8", "int8"), 8);
   // From Hugging Face's layout, narrowed to f16.
   ExpectGgufHoldsTheShard(ConvertToGguf("tests/fixtures/hf_fixture/tiny_fp32_hf", "hf_f16", "fp16"),
                           ConvertToShard(CheckpointFixturePath("tiny_fp16_mp1"), "tiny_fp16"), 1);
