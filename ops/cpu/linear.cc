@@ -47,11 +47,14 @@ __attribute__((always_inline)) inline void DotTile(const float* const* x, const 
   }
 }
 
-// out[r][c] = dot(x[r], w[c]) for `rows` (1..4) rows and `cols` (1..3)
+// out[r][c] = dot(x[r], w[c]) for `rows` (1..4) rows and `cols` (1..3, or 4 for 1..2 rows)
 // weight rows of f32, bf16 or f16.
 template <typename Weight>
 __attribute__((always_inline)) inline void DotRowsImpl(const float* const* x, int rows, const Weight* const* w,
                                                        int cols, int64_t n, float* out) {
+  if (cols == 4) {
+    return rows == 2 ? DotTile<2, 4>(x, w, n, out) : DotTile<1, 4>(x, w, n, out);
+  }
   if (cols == 3) {
     switch (rows) {
       case 4:
@@ -122,13 +125,16 @@ void BlockTimesX(const float* x, int64_t n, const Weight* block, int64_t count, 
                           x + std::min(i + 3, n - 1) * in};
     // Three weight rows per tile when x has 3 or 4 rows (12 sums + 3 + 1
     // registers of the 16): each widened weight vector serves more FMAs;
-    // measured at batch 8, 226 -> 198-209 ms/step on the bench model. Two
-    // for fewer rows, where the third gained nothing.
-    const int max_cols = tile_rows >= 3 ? 3 : 2;
+    // measured at batch 8, 226 -> 198-209 ms/step on the bench model. Four
+    // for 1 or 2 rows: more weight rows streaming at once and more FMA
+    // chains; at batch 1 the bench model's decode went from 115-127 to
+    // 94-108 ms/step (four interleaved pairs; a software prefetch on top
+    // gained nothing).
+    const int max_cols = tile_rows >= 3 ? 3 : 4;
     for (int64_t r = 0; r < count; r += max_cols) {
       const int cols = static_cast<int>(std::min<int64_t>(max_cols, count - r));
-      const Weight* ws[3] = {block + r * in, block + std::min(r + 1, count - 1) * in,
-                             block + std::min(r + 2, count - 1) * in};
+      const Weight* ws[4] = {block + r * in, block + std::min(r + 1, count - 1) * in,
+                             block + std::min(r + 2, count - 1) * in, block + std::min(r + 3, count - 1) * in};
       float dots[12];
       DotRows(xs, tile_rows, ws, cols, in, dots);
       for (int k = 0; k < tile_rows; ++k) {
