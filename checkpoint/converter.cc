@@ -258,6 +258,11 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
     total += TensorBytes(dtype, *NumElements(spec.shape, spec.name));
   }
   const DType weights = tensors.back().dtype;  // The output projection's: what general.file_type describes.
+  // Llama 3.1's scaled RoPE reaches llama.cpp as a tensor of frequency factors.
+  const std::vector<float> rope_factors = GgufRopeFactors(config);
+  if (!rope_factors.empty()) {
+    tensors.push_back({"rope_freqs.weight", DType::kF32, {static_cast<int64_t>(rope_factors.size())}});
+  }
   ASSIGN_OR_RETURN(GgufMetadata metadata,
                    LlamaGgufMetadata(config, *tokenizer, fs::path(options.ckpt_dir).filename().string(), weights));
   const std::string folder = DirectoryOf(options.out_dir);
@@ -272,6 +277,10 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
         !s.ok()) {
       return absl::Status(s.code(), absl::StrFormat("%s, tensor \"%s\": %s", options.out_dir, spec.name, s.message()));
     }
+  }
+  if (!rope_factors.empty()) {
+    RETURN_IF_ERROR(writer->Append(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(rope_factors.data()),
+                                                       rope_factors.size() * sizeof(float))));
   }
   RETURN_IF_ERROR(writer->Finish());
   progress.Finish();

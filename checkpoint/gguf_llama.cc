@@ -2,7 +2,10 @@
 
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ops/cpu/rope.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 
@@ -35,14 +38,71 @@ absl::StatusOr<std::string> GgufTensorName(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrFormat("no GGUF name for tensor \"%s\"", name));
 }
 
+namespace {
+
+// GPT-2's reversible map from bytes to printable characters (the form
+// byte-level BPE vocabularies are written in): printable Latin-1 bytes map
+// to themselves, the other 68 to U+0100 and up, in byte order.
+std::string ByteLevelText(absl::string_view bytes) {
+  static const std::vector<std::string> kMap = [] {
+    std::vector<std::string> map(256);
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const int cp = printable ? b : next++;
+      map[b] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
+                         : std::string{static_cast<char>(0xC0 | cp >> 6), static_cast<char>(0x80 | (cp & 0x3F))};
+    }
+    return map;
+  }();
+  std::string text;
+  for (unsigned char b : bytes) text += kMap[b];
+  return text;
+}
+
+// Llama 3's vocabulary as llama.cpp's "gpt2" tokenizer with its Llama 3
+// pre-tokenizer ("llama-bpe"), as llama.cpp's own converter writes it.
+absl::Status AddBpeVocabulary(const Tokenizer& tokenizer, GgufMetadata& m) {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<std::string> merges;
+  const int specials_from = tokenizer.bos_id();  // The specials follow the base tokens.
+  for (int id = 0; id < tokenizer.vocab_size(); ++id) {
+    const bool special = id >= specials_from;
+    tokens.push_back(special ? std::string(tokenizer.TokenBytes(id)) : ByteLevelText(tokenizer.TokenBytes(id)));
+    types.push_back(special ? 3 : 1);  // llama_token_type: control, normal.
+    if (special || tokenizer.TokenBytes(id).size() < 2) continue;
+    absl::StatusOr<std::pair<int, int>> merge = tokenizer.BpeMerge(id);
+    if (!merge.ok()) return merge.status();
+    merges.push_back(absl::StrCat(ByteLevelText(tokenizer.TokenBytes(merge->first)), " ",
+                                  ByteLevelText(tokenizer.TokenBytes(merge->second))));
+  }
+  m.AddString("tokenizer.ggml.model", "gpt2");
+  m.AddString("tokenizer.ggml.pre", "llama-bpe");
+  m.AddStringArray("tokenizer.ggml.tokens", tokens);
+  m.AddI32Array("tokenizer.ggml.token_type", types);
+  m.AddStringArray("tokenizer.ggml.merges", merges);
+  m.AddU32("tokenizer.ggml.bos_token_id", tokenizer.bos_id());
+  m.AddU32("tokenizer.ggml.eos_token_id", tokenizer.eos_id());
+  m.AddU32("tokenizer.ggml.eot_token_id", tokenizer.SpecialId("<|eot_id|>"));
+  m.AddBool("tokenizer.ggml.add_bos_token", true);
+  m.AddBool("tokenizer.ggml.add_eos_token", false);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<float> GgufRopeFactors(const ModelConfig& config) {
+  if (!config.rope_scaling.has_value()) return {};
+  const std::vector<float> plain = cpu::RopeFrequencies(config.head_dim(), config.rope_theta, std::nullopt);
+  const std::vector<float> scaled = cpu::RopeFrequencies(config.head_dim(), config.rope_theta, config.rope_scaling);
+  std::vector<float> factors(plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) factors[i] = plain[i] / scaled[i];
+  return factors;
+}
+
 absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const Tokenizer& tokenizer,
                                                const std::string& name, DType weights) {
-  if (tokenizer.family() != Tokenizer::Family::kSentencePiece) {
-    // llama.cpp wants Llama 3's vocabulary as GPT-2-style byte strings plus
-    // the merge list ("gpt2" tokenizer model), which we do not write yet.
-    return absl::UnimplementedError(
-        "GGUF export of Llama 3 (tiktoken) tokenizers is not supported yet; only SentencePiece (Llama 2)");
-  }
   if (tokenizer.vocab_size() != config.vocab_size) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the tokenizer has %d pieces but the model's vocabulary is %d: GGUF needs one entry per embedding row",
@@ -70,6 +130,10 @@ absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const 
   m.AddF32("llama.rope.freq_base", config.rope_theta);
   m.AddU32("llama.vocab_size", config.vocab_size);
 
+  if (tokenizer.family() == Tokenizer::Family::kTiktoken) {
+    RETURN_IF_ERROR(AddBpeVocabulary(tokenizer, m));
+    return m;
+  }
   std::vector<std::string> pieces;
   std::vector<float> scores;
   std::vector<int32_t> types;

@@ -8,6 +8,7 @@
 #define LLAMA_CHECKPOINT_GGUF_LLAMA_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -23,10 +24,19 @@ namespace llama {
 absl::StatusOr<std::string> GgufTensorName(absl::string_view name);
 
 // general.*, llama.* and tokenizer.ggml.* for `config` with `tokenizer`'s
-// vocabulary, which must have config.vocab_size pieces. `weights` is the
-// type of the 2-D tensors (general.file_type); `name` is general.name.
+// vocabulary, which must have config.vocab_size pieces: SentencePiece as
+// llama.cpp's "llama" tokenizer (pieces, scores, types), Llama 3's tiktoken
+// BPE as its "gpt2" tokenizer with the "llama-bpe" pre-tokenizer (tokens in
+// GPT-2's byte-to-character mapping, the merge list recovered from the
+// ranks). `weights` is the type of the 2-D tensors (general.file_type);
+// `name` is general.name.
 absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const Tokenizer& tokenizer,
                                                const std::string& name, DType weights);
+
+// llama.cpp's rope_freqs.weight for a model with Llama 3.1's scaled RoPE:
+// per frequency, the factor llama.cpp divides it by (plain / scaled). Empty
+// for plain RoPE.
+std::vector<float> GgufRopeFactors(const ModelConfig& config);
 
 }  // namespace llama
 

@@ -173,7 +173,20 @@ void TiktokenModel::EncodeChunk(absl::string_view chunk, std::vector<int>* ids) 
 // Merges the adjacent pair whose bytes have the lowest rank, leftmost first,
 // until no adjacent pair is a token: tiktoken's merge, with a heap instead
 // of a scan per merge (a 25,000-letter word stays fast).
-void TiktokenModel::BytePairEncode(absl::string_view piece, std::vector<int>* ids) const {
+absl::StatusOr<std::pair<int, int>> TiktokenModel::MergeOf(int id) const {
+  if (id < 0 || id >= num_base_tokens() || tokens_[id].size() < 2) {
+    return absl::InvalidArgumentError(absl::StrFormat("token %d is not made by a merge", id));
+  }
+  std::vector<int> parts;
+  BytePairEncode(tokens_[id], &parts, id);
+  if (parts.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "token %d is not the merge of two lower-ranked tokens (its bytes encode to %d)", id, parts.size()));
+  }
+  return std::make_pair(parts[0], parts[1]);
+}
+
+void TiktokenModel::BytePairEncode(absl::string_view piece, std::vector<int>* ids, int max_rank) const {
   constexpr int kNone = -1;
   const int n = static_cast<int>(piece.size());
   std::vector<int> next(n), prev(n), pair_rank(n, kNone);
@@ -189,7 +202,7 @@ void TiktokenModel::BytePairEncode(absl::string_view piece, std::vector<int>* id
     pair_rank[part] = kNone;
     if (next[part] == kNone) return;
     auto it = ranks_.find(piece.substr(part, end_of(next[part]) - part));
-    if (it == ranks_.end()) return;
+    if (it == ranks_.end() || it->second >= max_rank) return;
     pair_rank[part] = it->second;
     heap.emplace(it->second, part);
   };

@@ -13,7 +13,9 @@
 #ifndef LLAMA_TOKENIZER_TIKTOKEN_MODEL_H_
 #define LLAMA_TOKENIZER_TIKTOKEN_MODEL_H_
 
+#include <cstdint>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -55,10 +57,16 @@ class TiktokenModel {
   // The bytes of a token (a special token's text). `id` must be in range.
   absl::string_view TokenBytes(int id) const;
 
+  // The two tokens whose merge makes base token `id` (BPE over its bytes
+  // with only lower ranks), as GGUF's merge list records it; an error for
+  // single bytes, special tokens and ranks no merge produces.
+  absl::StatusOr<std::pair<int, int>> MergeOf(int id) const;
+
  private:
   TiktokenModel() = default;
   void EncodeChunk(absl::string_view chunk, std::vector<int>* ids) const;
-  void BytePairEncode(absl::string_view piece, std::vector<int>* ids) const;
+  // Merges only pairs of rank below `max_rank`.
+  void BytePairEncode(absl::string_view piece, std::vector<int>* ids, int max_rank = INT32_MAX) const;
 
   std::vector<std::string> tokens_;  // By rank.
   absl::flat_hash_map<std::string, int> ranks_;

@@ -142,6 +142,11 @@ int Tokenizer::SpecialId(absl::string_view name) const {
   return tiktoken_ != nullptr ? tiktoken_->SpecialId(name) : -1;
 }
 
+absl::StatusOr<std::pair<int, int>> Tokenizer::BpeMerge(int id) const {
+  if (tiktoken_ == nullptr) return absl::FailedPreconditionError("SentencePiece models have no BPE merge list");
+  return tiktoken_->MergeOf(id);
+}
+
 absl::string_view Tokenizer::TokenBytes(int id) const {
   return tiktoken_ != nullptr ? tiktoken_->TokenBytes(id) : absl::string_view();
 }

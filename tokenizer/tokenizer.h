@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -54,6 +55,9 @@ class Tokenizer {
   const std::vector<int>& stop_ids() const { return stop_ids_; }
   // A special token's id ("<|eot_id|>"), or -1 (SentencePiece: none).
   int SpecialId(absl::string_view name) const;
+  // Tiktoken: the two tokens whose merge makes base token `id` (for GGUF's
+  // merge list); an error for bytes, specials and SentencePiece.
+  absl::StatusOr<std::pair<int, int>> BpeMerge(int id) const;
 
   // A vocabulary entry as the model file holds it, for exporting the
   // tokenizer into other formats (GGUF).

@@ -20,14 +20,22 @@ float ScaleFrequency(float freq, const RopeScaling& s) {
 
 }  // namespace
 
+std::vector<float> RopeFrequencies(int64_t head_dim, double theta, const std::optional<RopeScaling>& scaling) {
+  std::vector<float> freqs(head_dim / 2);
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    // As the reference: f32 frequencies.
+    freqs[i] = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(2 * i) / head_dim));
+    if (scaling.has_value()) freqs[i] = ScaleFrequency(freqs[i], *scaling);
+  }
+  return freqs;
+}
+
 RopeTable::RopeTable(int64_t head_dim, int64_t positions, double theta, const std::optional<RopeScaling>& scaling)
     : half_(head_dim / 2), positions_(positions), cos_(positions * half_), sin_(positions * half_) {
+  const std::vector<float> freqs = RopeFrequencies(head_dim, theta, scaling);
   for (int64_t i = 0; i < half_; ++i) {
-    // As the reference: f32 frequencies, f32 angles (torch.outer of f32s).
-    float freq = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(2 * i) / head_dim));
-    if (scaling.has_value()) freq = ScaleFrequency(freq, *scaling);
     for (int64_t p = 0; p < positions; ++p) {
-      const float angle = static_cast<float>(p) * freq;
+      const float angle = static_cast<float>(p) * freqs[i];  // f32 angles, as torch.outer of f32s.
       cos_[p * half_ + i] = std::cos(angle);
       sin_[p * half_ + i] = std::sin(angle);
     }

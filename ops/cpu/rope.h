@@ -13,6 +13,10 @@
 
 namespace llama::cpu {
 
+// The head_dim / 2 rotary frequencies: theta^(-2i/hd) in f32 as the
+// reference computes them, scaled as Llama 3.1's when `scaling` is given.
+std::vector<float> RopeFrequencies(int64_t head_dim, double theta, const std::optional<RopeScaling>& scaling);
+
 class RopeTable {
  public:
   // cos/sin for positions [0, positions) — the reference builds
