@@ -29,12 +29,16 @@ let start = performance.now();
 await sequence.evaluateWithoutGeneratingNewTokens(prompt);
 const prefillSeconds = (performance.now() - start) / 1000;
 // Decode: greedy steps after the prompt; the first token's wait is skipped.
-let count = 0, first = 0;
+// Generation may end early (a random model can pick EOS): the time is
+// divided by the steps actually taken, and too few is an error.
+let count = 0, first = 0, last = 0;
 for await (const token of sequence.evaluate([prompt[prompt.length - 1] ^ 1], {temperature: 0})) {
-  if (count === 0) first = performance.now();
+  last = performance.now();
+  if (count === 0) first = last;
   if (++count > decode) break;
 }
-const msPerStep = (performance.now() - first) / decode;
-console.log(`llama.cpp ${llama.gpu === false ? "cpu" : llama.gpu}: prefill ${prefill} tokens ${(prefill / prefillSeconds).toFixed(1)} tokens/s; decode batch 1 ${msPerStep.toFixed(1)} ms/step (${threads} threads)`);
+if (count < 3) throw new Error(`llama.cpp generated only ${count} token(s)`);
+const msPerStep = (last - first) / (count - 1);
+console.log(`llama.cpp ${llama.gpu === false ? "cpu" : llama.gpu}: prefill ${prefill} tokens ${(prefill / prefillSeconds).toFixed(1)} tokens/s; decode batch 1 ${msPerStep.toFixed(1)} ms/step over ${count - 1} steps (${threads} threads)`);
 await timed.dispose();
 await model.dispose();
