@@ -95,6 +95,32 @@ class ParityTest : public ::testing::Test {
     c.device = {Upload(c.k16), Upload(c.v16), dtype, slot_stride};
     return c;
   }
+
+  // Rows of q attending to `len` positions from `start` of a cache slot.
+  struct Chunk {
+    int32_t slot;
+    int64_t start, len;
+  };
+  // The CPU's attention, chunk by chunk (q's rows in chunk order): what the
+  // GPU kernels are checked against. Slots hold `slot_elements` per tensor.
+  static std::vector<float> CpuAttention(const std::vector<float>& q, const TypedCache& cache, DType dtype,
+                                         const std::vector<Chunk>& chunks, const std::vector<int>& kv_head_of,
+                                         int64_t n_heads, int64_t n_kv, int64_t hd, int64_t slot_elements,
+                                         ThreadPool& pool) {
+    const size_t slot_bytes = slot_elements * DTypeSize(dtype);
+    int64_t rows = 0;
+    for (const Chunk& c : chunks) rows += c.len;
+    std::vector<float> out(rows * n_heads * hd);
+    int64_t row = 0;
+    for (const Chunk& c : chunks) {
+      cpu::Attention({q.data() + row * n_heads * hd, cache.k_host + c.slot * slot_bytes,
+                      cache.v_host + c.slot * slot_bytes, dtype, kv_head_of.data(), c.start, c.len, n_heads, n_kv, hd,
+                      out.data() + row * n_heads * hd},
+                     pool);
+      row += c.len;
+    }
+    return out;
+  }
   std::vector<void*> allocations_;
 };
 
@@ -199,7 +225,7 @@ TEST_F(ParityTest, RmsNormRopeSwiGluEmbedding) {
 TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
   ThreadPool pool(4);
   const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, slots = 3, kv_width = n_kv * hd;
-  const struct Chunk { int32_t slot; int64_t start, len; } chunks[] = {{0, 64, 64}, {1, 300, 1}, {2, 0, 37}};
+  const std::vector<Chunk> chunks = {{0, 64, 64}, {1, 300, 1}, {2, 0, 37}};
   std::vector<int32_t> row_slots, row_positions, tile_first, tile_rows;
   for (const Chunk& c : chunks) {
     for (int64_t i = 0; i < c.len; ++i) {
@@ -218,17 +244,8 @@ TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
   const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     const TypedCache cache = StoreCache(k, v, dtype, capacity * kv_width);
-    const char* k_host = cache.k_host;
-    const char* v_host = cache.v_host;
-    const size_t slot_bytes = capacity * kv_width * DTypeSize(dtype);
-    std::vector<float> expected(n * n_heads * hd);
-    int64_t row = 0;
-    for (const Chunk& c : chunks) {
-      cpu::Attention({q.data() + row * n_heads * hd, k_host + c.slot * slot_bytes, v_host + c.slot * slot_bytes, dtype,
-                      kv_cpu.data(), c.start, c.len, n_heads, n_kv, hd, expected.data() + row * n_heads * hd},
-                     pool);
-      row += c.len;
-    }
+    const std::vector<float> expected =
+        CpuAttention(q, cache, dtype, chunks, kv_cpu, n_heads, n_kv, hd, capacity * kv_width, pool);
     float* out = Upload(std::vector<float>(expected.size()));
     ASSERT_TRUE(Attention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache.device, Upload(kv_head_of), n_heads,
                           n_kv, hd, out, nullptr)
@@ -261,16 +278,10 @@ TEST_F(ParityTest, DecodeAttentionSplitOverTheContext) {
   const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     const TypedCache cache = StoreCache(k, v, dtype, capacity * kv_width);
-    const char* k_host = cache.k_host;
-    const char* v_host = cache.v_host;
-    const size_t slot_bytes = capacity * kv_width * DTypeSize(dtype);
-    std::vector<float> expected(n * n_heads * hd);
-    for (int64_t r = 0; r < n; ++r) {
-      cpu::Attention({q.data() + r * n_heads * hd, k_host + row_slots[r] * slot_bytes,
-                      v_host + row_slots[r] * slot_bytes, dtype, kv_cpu.data(), row_positions[r], 1, n_heads, n_kv,
-                      hd, expected.data() + r * n_heads * hd},
-                     pool);
-    }
+    std::vector<Chunk> one_row_each;  // Each decode row alone at its position.
+    for (int64_t r = 0; r < n; ++r) one_row_each.push_back({row_slots[r], row_positions[r], 1});
+    const std::vector<float> expected =
+        CpuAttention(q, cache, dtype, one_row_each, kv_cpu, n_heads, n_kv, hd, capacity * kv_width, pool);
     float* scratch = Upload(std::vector<float>(DecodeAttentionScratchFloats(n, n_heads, hd, capacity)));
     float* out = Upload(std::vector<float>(expected.size()));
     ASSERT_TRUE(DecodeAttention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache.device, Upload(kv_head_of),
