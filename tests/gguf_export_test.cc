@@ -140,31 +140,30 @@ GgufFile ReadGguf(const std::string& path) {
 // Bytes of `count` elements of a ggml type: F32, F16/BF16, Q8_0 (blocks of 32 in 34 bytes).
 uint64_t GgmlBytes(uint32_t type, uint64_t count) { return type == 0 ? 4 * count : type == 8 ? count / 32 * 34 : 2 * count; }
 
+// Runs //tools:convert with `args` (plus --dtype when given); it must succeed.
+void RunConvert(std::vector<std::string> args, const std::string& dtype, const std::string& log) {
+  ProcessOptions options;
+  options.argv = {"tools/convert", "--progress=false"};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  if (!dtype.empty()) options.argv.push_back("--dtype=" + dtype);
+  options.stderr_path = log;
+  absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
+  ASSERT_TRUE(convert.ok()) << convert.status();
+  absl::StatusOr<ExitStatus> exit = (*convert)->Wait(std::chrono::seconds(60));
+  EXPECT_TRUE(exit.ok() && exit->success()) << ReadFileOrEmpty(log);
+}
+
 std::string ConvertToGguf(const std::string& ckpt, const std::string& name, const std::string& dtype = "",
                           const std::string& tokenizer = TokenizerFixturePath("tokenizer.model")) {
   const std::string out = TempDir() + "/" + name + ".gguf";
-  ProcessOptions options;
-  options.argv = {"tools/convert", "--ckpt_dir=" + ckpt, "--format=gguf", "--out=" + out,
-                  "--tokenizer_path=" + tokenizer, "--progress=false"};
-  if (!dtype.empty()) options.argv.push_back("--dtype=" + dtype);
-  options.stderr_path = TempDir() + "/" + name + ".stderr";
-  absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
-  EXPECT_TRUE(convert.ok()) << convert.status();
-  absl::StatusOr<ExitStatus> exit = (*convert)->Wait(std::chrono::seconds(60));
-  EXPECT_TRUE(exit.ok() && exit->success()) << ReadFileOrEmpty(options.stderr_path);
+  RunConvert({"--ckpt_dir=" + ckpt, "--format=gguf", "--out=" + out, "--tokenizer_path=" + tokenizer}, dtype,
+             TempDir() + "/" + name + ".stderr");
   return out;
 }
 
 std::string ConvertToShard(const std::string& ckpt, const std::string& name, const std::string& dtype = "") {
   const std::string out = TempDir() + "/" + name + "_shards";
-  ProcessOptions options;
-  options.argv = {"tools/convert", "--ckpt_dir=" + ckpt, "--out_dir=" + out, "--progress=false"};
-  if (!dtype.empty()) options.argv.push_back("--dtype=" + dtype);
-  options.stderr_path = TempDir() + "/" + name + ".shard.stderr";
-  absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
-  EXPECT_TRUE(convert.ok()) << convert.status();
-  absl::StatusOr<ExitStatus> exit = (*convert)->Wait(std::chrono::seconds(60));
-  EXPECT_TRUE(exit.ok() && exit->success()) << ReadFileOrEmpty(options.stderr_path);
+  RunConvert({"--ckpt_dir=" + ckpt, "--out_dir=" + out}, dtype, TempDir() + "/" + name + ".shard.stderr");
   return out + "/" + ShardFileName(0, 1);
 }
 

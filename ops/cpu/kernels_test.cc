@@ -18,17 +18,12 @@
 #include "ops/cpu/rope.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
+#include "ops/random_values.h"
 
 namespace llama::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using ::llama::testing::Random;
 
 void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected) {
   ASSERT_EQ(actual.size(), expected.size());

@@ -15,18 +15,13 @@
 #include "ops/cpu/linear.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/quantize.h"
+#include "ops/random_values.h"
 #include "ops/tensor.h"
 
 namespace llama::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using ::llama::testing::Random;
 
 // The reference: x rows quantized as the kernels do (llama.cpp's Q8_0
 // rule with an f32 scale), block sums in int32, everything else in double.

@@ -16,6 +16,7 @@
 
 #include "ops/cast.h"
 #include "ops/cpu/attention.h"
+#include "ops/random_values.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/rope.h"
 #include "ops/cpu/sampling.h"
@@ -56,13 +57,7 @@ class ParityTest : public ::testing::Test {
     EXPECT_TRUE(CudaCall(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy").ok());
     return host;
   }
-  static std::vector<float> Random(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& x : v) x = normal(rng);
-    return v;
-  }
+  static std::vector<float> Random(size_t n, uint32_t seed) { return testing::Random(n, seed); }
   static void ExpectClose(const std::vector<float>& gpu, const std::vector<float>& cpu, double atol, double rtol,
                           const std::string& what) {
     ASSERT_EQ(gpu.size(), cpu.size()) << what;
