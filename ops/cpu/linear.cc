@@ -47,14 +47,38 @@ __attribute__((always_inline)) inline void DotTile(const float* const* x, const 
   }
 }
 
-// out[r][c] = dot(x[r], w[c]) for `rows` (1..4) rows and `cols` (1..3, or 4 for 1..2 rows)
+// Decode at batch 1: one weight row at a time, with four independent sums
+// over k (the FMA latency hidden without other weight rows in flight), so
+// the weights are read as one sequential stream, which the prefetchers
+// follow best. On the bench model (bf16 shard) decode went from 119-121 to
+// 92-95 ms/step on one thread and 73-78 to 56-71 on two (three interleaved
+// pairs each), against four-row tiles; at batch 2 the same idea measured no
+// gain (88-89 vs 90-98 ms/step), so two rows keep the 2 x 4 tile. The outputs are summed in another order
+// than in the tiles: a row decoded alone can differ in the last bits from
+// the same row in a batch.
+template <typename Weight>
+__attribute__((always_inline)) inline void DotSequential(const float* x, const Weight* w, int64_t n, float* out) {
+  Float8 s[4] = {};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) s[k] += Load8(x + i + 8 * k) * Load8(w + i + 8 * k);
+  }
+  float sum = simd::Sum((s[0] + s[1]) + (s[2] + s[3]));
+  for (; i < n; ++i) sum += x[i] * Scalar(w[i]);
+  *out = sum;
+}
+
+// out[r][c] = dot(x[r], w[c]) for `rows` (1..4) rows and `cols` (1..4)
 // weight rows of f32, bf16 or f16.
 template <typename Weight>
 __attribute__((always_inline)) inline void DotRowsImpl(const float* const* x, int rows, const Weight* const* w,
                                                        int cols, int64_t n, float* out) {
-  if (cols == 4) {
-    return rows == 2 ? DotTile<2, 4>(x, w, n, out) : DotTile<1, 4>(x, w, n, out);
+  if (rows == 1) {  // Weight rows one after another (see DotSequential).
+    for (int c = 0; c < cols; ++c) DotSequential(x[0], w[c], n, out + c);
+    return;
   }
+  if (cols == 4) return DotTile<2, 4>(x, w, n, out);
   if (cols == 3) {
     switch (rows) {
       case 4:
@@ -126,10 +150,9 @@ void BlockTimesX(const float* x, int64_t n, const Weight* block, int64_t count, 
     // Three weight rows per tile when x has 3 or 4 rows (12 sums + 3 + 1
     // registers of the 16): each widened weight vector serves more FMAs;
     // measured at batch 8, 226 -> 198-209 ms/step on the bench model. Four
-    // for 1 or 2 rows: more weight rows streaming at once and more FMA
-    // chains; at batch 1 the bench model's decode went from 115-127 to
-    // 94-108 ms/step (four interleaved pairs; a software prefetch on top
-    // gained nothing).
+    // for 2 rows (more weight rows streaming at once and more FMA chains:
+    // 123-125 -> 103-107 ms/step at batch 2); one row takes them one after
+    // another (DotSequential).
     const int max_cols = tile_rows >= 3 ? 3 : 4;
     for (int64_t r = 0; r < count; r += max_cols) {
       const int cols = static_cast<int>(std::min<int64_t>(max_cols, count - r));
