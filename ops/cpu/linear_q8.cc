@@ -64,10 +64,11 @@ void DotScalar(const QuantizedRow* x, int rows, const uint8_t* w, int64_t blocks
 // moves onto x (|w| * sign(w) x); |w| is at most 127 (the quantizer never
 // writes -128), so vpmaddubsw's pairs fit in int16.
 #define LLAMA_Q8_DOT_BODY(PRODUCTS)                                                                    \
-  /* Two accumulators per row (even and odd blocks): the FMA's latency, not */                        \
-  /* its throughput, would otherwise bound a row. */                                                  \
-  __m256 acc[4][2];                                                                                    \
-  for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();                            \
+  /* Four accumulators per row (blocks mod 4): the FMA's latency, not its */                          \
+  /* throughput, would otherwise bound a row (batch 1: one -> two 82 -> 50 ms/step, */               \
+  /* two -> four 48-49 -> 44-46; batch 8 two -> four 187 -> 192). */                                  \
+  __m256 acc[4][4];                                                                                    \
+  for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();    \
   for (int64_t b = 0; b < blocks; ++b) {                                                               \
     const uint8_t* block = w + b * kQ8BlockBytes;                                                      \
     const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));                \
@@ -77,11 +78,11 @@ void DotScalar(const QuantizedRow* x, int rows, const uint8_t* w, int64_t blocks
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].q + b * kQ8BlockElements)); \
       const __m256i sx = _mm256_sign_epi8(xq, wq);                                                     \
       const __m256 products = _mm256_cvtepi32_ps(PRODUCTS(aw, sx));                                    \
-      acc[r][b & 1] = _mm256_fmadd_ps(products, _mm256_set1_ps(wd * x[r].d[b]), acc[r][b & 1]);        \
+      acc[r][b & 3] = _mm256_fmadd_ps(products, _mm256_set1_ps(wd * x[r].d[b]), acc[r][b & 3]);        \
     }                                                                                                  \
   }                                                                                                    \
   for (int r = 0; r < rows; ++r) {                                                                     \
-    const __m256 sum = _mm256_add_ps(acc[r][0], acc[r][1]);                                            \
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3])); \
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));                 \
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                            \
     s = _mm_add_ss(s, _mm_movehdup_ps(s));                                                             \
