@@ -2,6 +2,7 @@
 // multi-GPU runs belong to the GPU check script. Needs a GPU.
 
 #include "worker/dist/nccl_communicator.h"
+#include "worker/dist/one_rank_nccl.h"
 
 #include <cuda_runtime.h>
 
@@ -21,31 +22,27 @@ TEST(NcclCommunicatorTest, OneRankCollectives) {
   ASSERT_TRUE(devices.ok()) << devices.status();
   if (*devices == 0) GTEST_SKIP() << "no CUDA device visible: " << why_none;
 
-  RendezvousOptions options;
-  options.master_port = 0;  // A job of one: any free port.
-  absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
-  ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
-  absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
-      NcclCommunicator::Create(rendezvous->get(), 0, std::chrono::seconds(30));
-  ASSERT_TRUE(comm.ok()) << comm.status();
+  absl::StatusOr<OneRankNccl> job = JoinOneRankNccl();
+  ASSERT_TRUE(job.ok()) << job.status();
+  NcclCommunicator* comm = job->communicator.get();
 
   std::vector<float> host = {1.5f, -2.0f, 3.0f};
   float* device = nullptr;
   ASSERT_TRUE(cuda::CudaCall(cudaMalloc(&device, 3 * sizeof(float)), "cudaMalloc").ok());
   ASSERT_TRUE(cuda::CudaCall(cudaMemcpy(device, host.data(), 12, cudaMemcpyHostToDevice), "cudaMemcpy").ok());
-  ASSERT_TRUE((*comm)->AllReduceSum(device, 3).ok());
-  ASSERT_TRUE((*comm)->Broadcast(device, 12, 0).ok());
-  ASSERT_TRUE((*comm)->Wait("the test's collectives").ok());
+  ASSERT_TRUE(comm->AllReduceSum(device, 3).ok());
+  ASSERT_TRUE(comm->Broadcast(device, 12, 0).ok());
+  ASSERT_TRUE(comm->Wait("the test's collectives").ok());
   // On a stream of the caller's, as the CUDA model uses it.
   cudaStream_t stream = nullptr;
   ASSERT_TRUE(cuda::CudaCall(cudaStreamCreate(&stream), "cudaStreamCreate").ok());
-  (*comm)->set_stream(stream);
-  ASSERT_TRUE((*comm)->AllReduceSum(device, 3).ok());
-  ASSERT_TRUE((*comm)->Wait("the test's all-reduce on its own stream").ok());
+  comm->set_stream(stream);
+  ASSERT_TRUE(comm->AllReduceSum(device, 3).ok());
+  ASSERT_TRUE(comm->Wait("the test's all-reduce on its own stream").ok());
   std::vector<float> back(3);
   ASSERT_TRUE(cuda::CudaCall(cudaMemcpy(back.data(), device, 12, cudaMemcpyDeviceToHost), "cudaMemcpy").ok());
   cudaFree(device);
-  comm->reset();
+  job->communicator.reset();  // Before the stream it uses.
   cudaStreamDestroy(stream);
   EXPECT_EQ(back, host);  // A sum over one rank is the identity.
 }

@@ -21,6 +21,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "worker/dist/communicator.h"
 #include "worker/dist/nccl_communicator.h"
+#include "worker/dist/one_rank_nccl.h"
 #include "worker/dist/rendezvous.h"
 #include "worker/model/generator.h"
 #include "worker/model/synthetic_weights.h"
@@ -175,15 +176,10 @@ TEST_F(CudaTest, GraphReplayEqualsEagerSteps) {
 // the step waits through the communicator; the tokens are those of the
 // model without NCCL, bit for bit.
 TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
-  RendezvousOptions rendezvous_options;
-  rendezvous_options.master_port = 0;  // A job of one: any free port.
-  absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(rendezvous_options);
-  ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
-  absl::StatusOr<std::unique_ptr<NcclCommunicator>> nccl =
-      NcclCommunicator::Create(rendezvous->get(), 0, std::chrono::seconds(30));
+  absl::StatusOr<OneRankNccl> nccl = JoinOneRankNccl();
   ASSERT_TRUE(nccl.ok()) << nccl.status();
   absl::StatusOr<std::unique_ptr<CudaTransformer>> with_nccl =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nccl->get(), SmallOptions());
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nccl->communicator.get(), SmallOptions());
   absl::StatusOr<std::unique_ptr<CudaTransformer>> without =
       CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
   ASSERT_TRUE(with_nccl.ok() && without.ok()) << with_nccl.status() << without.status();
