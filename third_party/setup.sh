@@ -64,7 +64,16 @@ if [[ "$(cat "$tools/.stamp" 2>/dev/null || true)" != "$stamp" ]]; then
   # this platform, which ci refuses. --ignore-scripts: the prebuilt library is used as shipped (nothing is
   # built or downloaded after install); --omit=optional: only the x86-64
   # CPU build, not every platform's and GPU's (85 MB instead of 725 MB).
-  (cd "$tools.partial" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+  installed=false
+  for attempt in 1 2 3; do  # The registry is a network away: retry a transient failure.
+    if (cd "$tools.partial" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >&2); then
+      installed=true
+      break
+    fi
+    echo "setup: npm install failed (attempt $attempt of 3)" >&2
+    sleep $((attempt * 5))
+  done
+  $installed || { echo "setup: could not install the npm test tools (is the npm registry reachable?)" >&2; exit 1; }
   echo "$stamp" > "$tools.partial/.stamp"
   rm -rf "$tools"
   mv "$tools.partial" "$tools"
