@@ -44,6 +44,9 @@ struct SourceSet {
   std::vector<std::unique_ptr<PthFile>> pth_files;
   std::vector<std::unique_ptr<ShardReader>> shards;
   std::vector<std::unique_ptr<SafetensorsFile>> safetensors_files;
+
+  // The weight files read (.pth, shards, safetensors).
+  int file_count() const { return pth_files.size() + shards.size() + safetensors_files.size(); }
   absl::flat_hash_map<std::string, std::vector<SourcePart>> parts;
 };
 
@@ -71,7 +74,8 @@ absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::
 bool IsHuggingFaceFolder(const std::string& dir);
 // A Hugging Face Llama folder: names mapped to Meta's, query and key rows
 // put back into Meta's interleaved rotary order, the config from
-// config.json, a tied output projection read from the embedding.
+// config.json, a tied output projection read from the embedding. `dir`
+// must pass IsHuggingFaceFolder.
 absl::StatusOr<SourceSet> OpenHuggingFaceCheckpoint(const std::string& dir);
 // Our shards in `dir` (`found`: ShardFiles' answer), all of one conversion.
 absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map<int, std::string>& found);

@@ -286,7 +286,7 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
   progress.Finish();
   ConvertResult result;
   result.bytes_written = total;
-  result.source_shards = sources.pth_files.size() + sources.shards.size() + sources.safetensors_files.size();
+  result.source_shards = sources.file_count();
   return result;
 }
 
@@ -329,7 +329,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     return sources.status();
   }
   ConvertResult result;
-  result.source_shards = sources->pth_files.size() + sources->shards.size() + sources->safetensors_files.size();
+  result.source_shards = sources->file_count();
   // int8 (q8_0) is for the linear layers' weights: the embedding is a
   // lookup (kept as stored) and norms are vectors.
   const auto out_dtype = [&](const std::string& name) {

@@ -174,5 +174,46 @@ TEST(HfImportTest, RefusesAnIndexPointingOutsideTheFolder) {
   EXPECT_THAT(result.status().message(), HasSubstr("model-00002-of-00002.safetensors"));
 }
 
+// Folders whose files do not make a Llama model: each refused naming the
+// file or tensor, with nothing written.
+TEST(HfImportTest, RefusesFoldersThatAreNotALlamaModel) {
+  const auto refused = [](const std::string& dir, const std::string& message) {
+    absl::StatusOr<ConvertResult> result = Convert(dir, dir + "_out", 1);
+    ASSERT_FALSE(result.ok()) << message;
+    EXPECT_THAT(result.status().message(), HasSubstr(message));
+    EXPECT_FALSE(fs::exists(dir + "_out"));
+  };
+  const auto unchanged = [](nlohmann::json&) {};
+
+  std::string dir = EditedCopy("tiny_fp32_hf", "no_weights", unchanged);
+  fs::remove(dir + "/model.safetensors");
+  std::ofstream(dir + "/pytorch_model.bin.index.json") << "[]";  // The only weights left: a broken index.
+  refused(dir, "pytorch_model.bin.index.json: expected a JSON object with a \"weight_map\" object");
+  std::ofstream(dir + "/pytorch_model.bin.index.json") << R"({"weight_map": {}})";
+  refused(dir, "pytorch_model.bin.index.json: weight_map is empty");
+  fs::remove(dir + "/pytorch_model.bin.index.json");
+  refused(dir, "no consolidated.NN.pth (Meta's checkpoint), config.json with model.safetensors");
+
+  // A tensor no Llama has, in a well-formed safetensors file.
+  dir = EditedCopy("tiny_fp32_hf", "foreign_tensor", unchanged);
+  const std::string header = R"({"model.vision_tower.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(header.size() >> (8 * i));
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << bytes << header << std::string(4, '\0');
+  refused(dir, "model.safetensors: unexpected tensor \"model.vision_tower.weight\" (not part of a Llama model)");
+
+  // Layers beyond config.json's count.
+  dir = EditedCopy("tiny_fp32_hf", "extra_layers", [](nlohmann::json& c) { c["num_hidden_layers"] = 1; });
+  refused(dir, "(config.json describes 1 layers)");
+
+  // The same tensor in two files of a sharded checkpoint.
+  dir = EditedCopy("gqa_bf16_hf", "twice", unchanged);
+  fs::copy_file(dir + "/model-00001-of-00002.safetensors", dir + "/copy.safetensors");
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(dir + "/model.safetensors.index.json"));
+  index["weight_map"]["model.norm.weight"] = "copy.safetensors";
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump();
+  refused(dir, "\" is in both ");
+}
+
 }  // namespace
 }  // namespace llama

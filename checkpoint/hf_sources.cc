@@ -140,20 +140,23 @@ absl::StatusOr<SourceSet> OpenHuggingFaceCheckpoint(const std::string& dir) {
   std::error_code error;
   const auto exists = [&](const char* name) { return fs::exists(fs::path(dir) / name, error); };
   std::vector<std::string> files;
+  const char* index = nullptr;  // The sharded layouts' index file.
   bool safetensors = true;
   if (exists(kSafetensorsIndex)) {
-    ASSIGN_OR_RETURN(files, IndexedFiles(dir, kSafetensorsIndex));
+    index = kSafetensorsIndex;
   } else if (exists(kSafetensors)) {
     files = {kSafetensors};
   } else if (exists(kBinIndex)) {
-    ASSIGN_OR_RETURN(files, IndexedFiles(dir, kBinIndex));
+    index = kBinIndex;
     safetensors = false;
-  } else if (exists(kBin)) {
+  } else {  // IsHuggingFaceFolder found one of the four.
     files = {kBin};
     safetensors = false;
-  } else {
-    return absl::NotFoundError(absl::StrFormat("%s: no weights (%s, %s or %s)", dir, kSafetensors,
-                                               kSafetensorsIndex, kBin));
+  }
+  if (index != nullptr) {
+    ASSIGN_OR_RETURN(files, IndexedFiles(dir, index));
+    ASSIGN_OR_RETURN(shard::SourceFile record, DescribeSourceFile(dir, index));
+    set.records.push_back(record);
   }
 
   // Every tensor of every file, under our names.
@@ -217,11 +220,6 @@ absl::StatusOr<SourceSet> OpenHuggingFaceCheckpoint(const std::string& dir) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s/%s: unexpected tensor \"%s\" (config.json describes %d layers)", dir, t.file, t.hf_name,
         set.config.n_layers));
-  }
-  if (exists(kSafetensorsIndex) || exists(kBinIndex)) {
-    ASSIGN_OR_RETURN(shard::SourceFile record,
-                     DescribeSourceFile(dir, exists(kSafetensorsIndex) ? kSafetensorsIndex : kBinIndex));
-    set.records.push_back(record);
   }
   return set;
 }

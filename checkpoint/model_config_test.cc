@@ -114,6 +114,28 @@ TEST(HfConfigTest, Llama2HubConfigsGiveMetasSizes) {
   EXPECT_EQ(b70->model.rope_theta, 10000.0);
 }
 
+TEST(ModelConfigTest, ScaledRopeFieldsAreChecked) {
+  const std::string base = R"("dim": 64, "n_layers": 2, "n_heads": 4, "norm_eps": 1e-05, "vocab_size": 10)";
+  absl::StatusOr<ModelConfig> plain = ParseParamsJson("{" + base + R"(, "use_scaled_rope": false})", "p.json");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->rope_scaling.has_value());
+  absl::StatusOr<ModelConfig> scaled =
+      ParseParamsJson("{" + base + R"(, "use_scaled_rope": true, "rope_scaling_factor": 32})", "p.json");
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  EXPECT_EQ(scaled->rope_scaling->factor, 32);
+  EXPECT_EQ(scaled->rope_scaling->high_freq_factor, 4);
+  const std::pair<const char*, const char*> cases[] = {
+      {R"(, "use_scaled_rope": "yes")", "field \"use_scaled_rope\": is \"yes\"; expected true or false"},
+      {R"(, "use_scaled_rope": true, "rope_scaling_factor": 0.5)", "field \"rope_scaling_factor\": is 0.5"},
+      {R"(, "use_scaled_rope": true, "rope_high_freq_factor": 1)", "field \"rope_high_freq_factor\": is 1"},
+  };
+  for (const auto& [extra, message] : cases) {
+    absl::StatusOr<ModelConfig> config = ParseParamsJson("{" + base + extra + "}", "p.json");
+    ASSERT_FALSE(config.ok()) << extra;
+    EXPECT_THAT(config.status().message(), HasSubstr(message)) << extra;
+  }
+}
+
 TEST(HfConfigTest, ErrorsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"hidden_size": 64})", "field \"num_hidden_layers\": missing"},

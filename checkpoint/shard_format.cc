@@ -50,6 +50,7 @@ absl::Status ValidateEntry(const shard::TensorEntry& e, uint64_t data_end, const
     return absl::DataLossError(absl::StrFormat("%s: q8_0 rows of %d elements; expected a multiple of %d", what,
                                                shape.empty() ? 0 : shape.back(), kQ8BlockElements));
   }
+  // 8: the widest element, so TensorBytes cannot overflow.
   if (static_cast<uint64_t>(*numel) > UINT64_MAX / 8 || TensorBytes(dtype, *numel) != e.size()) {
     return absl::DataLossError(absl::StrFormat("%s: %d bytes for shape [%s] of %s", what, e.size(),
                                                absl::StrJoin(shape, ", "), DTypeName(static_cast<DType>(e.dtype()))));

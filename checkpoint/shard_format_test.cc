@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace llama {
 namespace {
 
@@ -116,6 +118,30 @@ TEST(ShardFormatTest, CorruptionIsDetected) {
   absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::FromBytes(bad, "s.shard");
   ASSERT_TRUE(reader.ok());
   EXPECT_THAT((*reader)->VerifyChecksums().message(), HasSubstr("tensor \"a\" fails its checksum"));
+}
+
+// int8 (q8_0) tensors round-trip as whole blocks; rows that are not whole
+// blocks are refused on reading, naming the tensor.
+TEST(ShardFormatTest, Int8RowsMustBeWholeBlocks) {
+  for (const int64_t row : {64, 48}) {
+    const std::string path = TempPath(absl::StrCat("q8_", row, ".shard"));
+    absl::StatusOr<std::unique_ptr<ShardWriter>> writer = ShardWriter::Create(path);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    shard::TensorSplit split;
+    split.set_dim(-1);
+    ASSERT_TRUE((*writer)->BeginTensor("w", DType::kQ8_0, {2, row}, split).ok());
+    const std::vector<uint8_t> blocks(TensorBytes(DType::kQ8_0, 2 * row), 0);
+    ASSERT_TRUE((*writer)->Append(blocks).ok());
+    ASSERT_TRUE((*writer)->Finish(TestIndex()).ok());
+    absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(path);
+    if (row == 64) {
+      ASSERT_TRUE(reader.ok()) << reader.status();
+      EXPECT_EQ((*reader)->Tensor("w")->bytes.size(), 2u * 2 * 34);
+    } else {
+      ASSERT_FALSE(reader.ok());
+      EXPECT_THAT(reader.status().message(), HasSubstr("tensor \"w\": q8_0 rows of 48 elements; expected a multiple of 32"));
+    }
+  }
 }
 
 TEST(ShardFormatTest, FileName) { EXPECT_EQ(ShardFileName(3, 8), "rank-3-of-8.shard"); }

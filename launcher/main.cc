@@ -354,10 +354,8 @@ int Run(std::vector<std::string> extra_args) {
   convert.out_dir = FLAGS_shard_dir;
   convert.world_size = world_size;
   if (!FLAGS_weights_dtype.empty()) {
-    absl::StatusOr<DType> dtype = ParseDType(FLAGS_weights_dtype);
-    if (!dtype.ok() || !(IsFloat16Or32(*dtype) || *dtype == DType::kQ8_0)) {
-      return Fail(absl::StrFormat("--weights_dtype=\"%s\": expected bf16, fp16, fp32 or int8", FLAGS_weights_dtype));
-    }
+    absl::StatusOr<DType> dtype = ParseWeightsDtypeFlag("weights_dtype", FLAGS_weights_dtype);
+    if (!dtype.ok()) return Fail(dtype.status().message());
     convert.dtype = *dtype;
   }
   if (convert.out_dir.empty()) {

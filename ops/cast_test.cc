@@ -81,6 +81,17 @@ TEST(CastTest, Float16Or32FlagsAcceptTheCastableTypesOnly) {
   }
 }
 
+TEST(CastTest, WeightsDtypeFlagsAlsoAcceptInt8) {
+  EXPECT_EQ(*ParseWeightsDtypeFlag("dtype", "int8"), DType::kQ8_0);
+  EXPECT_EQ(*ParseWeightsDtypeFlag("dtype", "q8_0"), DType::kQ8_0);
+  EXPECT_EQ(*ParseWeightsDtypeFlag("dtype", "bf16"), DType::kBF16);
+  for (const char* bad : {"int4", "i8", "f64", ""}) {
+    const absl::StatusOr<DType> parsed = ParseWeightsDtypeFlag("dtype", bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().message(), absl::StrFormat("--dtype=\"%s\": expected bf16, fp16, fp32 or int8", bad));
+  }
+}
+
 TEST(CastTest, FindNonFiniteNamesTheFirstNanOrInfinity) {
   std::vector<float> f32(1000, 1.5f);
   std::vector<uint16_t> f16(1000, F32ToF16(1.5f)), bf16(1000, F32ToBf16(1.5f));

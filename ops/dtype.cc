@@ -77,7 +77,7 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
     if (s.name == name) return s.dtype;
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("dtype \"%s\": expected one of bf16, fp16, fp32", name));
+      absl::StrFormat("dtype \"%s\": expected one of bf16, fp16, fp32, int8", name));
 }
 
 bool IsKnownDType(int value) { return value >= 1 && value <= 11; }
@@ -88,6 +88,15 @@ absl::StatusOr<DType> ParseFloat16Or32Flag(absl::string_view flag, absl::string_
   const absl::StatusOr<DType> dtype = ParseDType(value);
   if (!dtype.ok() || !IsFloat16Or32(*dtype)) {
     return absl::InvalidArgumentError(absl::StrFormat("--%s=\"%s\": expected f32, bf16 or f16", flag, value));
+  }
+  return *dtype;
+}
+
+absl::StatusOr<DType> ParseWeightsDtypeFlag(absl::string_view flag, absl::string_view value) {
+  const absl::StatusOr<DType> dtype = ParseDType(value);
+  if (!dtype.ok() || !(IsFloat16Or32(*dtype) || *dtype == DType::kQ8_0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--%s=\"%s\": expected bf16, fp16, fp32 or int8", flag, value));
   }
   return *dtype;
 }

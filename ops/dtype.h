@@ -58,6 +58,10 @@ bool IsFloat16Or32(DType dtype);
 // errors name the flag: `--<flag>="<value>": expected f32, bf16 or f16`.
 absl::StatusOr<DType> ParseFloat16Or32Flag(absl::string_view flag, absl::string_view value);
 
+// The value of a flag naming a weights' type: those three or int8 (q8_0);
+// errors name the flag: `--<flag>="<value>": expected bf16, fp16, fp32 or int8`.
+absl::StatusOr<DType> ParseWeightsDtypeFlag(absl::string_view flag, absl::string_view value);
+
 }  // namespace llama
 
 #endif  // LLAMA_OPS_DTYPE_H_

@@ -12,6 +12,10 @@
 
 namespace llama {
 
+// One block of 32 values by that rule: writes q = round(v / d) and returns
+// d (unrounded; activations keep it in f32). Values must be finite.
+float QuantizeBlock(const float* v, int8_t* q);
+
 // `n` (a multiple of 32) values into n / 32 blocks at `out`. A NaN or
 // infinity is an error naming its index (it cannot be represented).
 absl::Status QuantizeQ8_0(const float* x, int64_t n, uint8_t* out);

@@ -262,20 +262,36 @@ TEST(GgufExportTest, FilesHoldOurShardsModel) {
                           ConvertToShard(CheckpointFixturePath("tiny_fp16_mp1"), "tiny_fp16"), 1);
 }
 
-TEST(GgufExportTest, RefusesWhatOneFileCannotHold) {
+// `convert` with `args` must refuse with a usage error (exit 2) saying
+// `message`, and write nothing.
+void ExpectUsageError(std::vector<std::string> args, const std::string& message) {
   ProcessOptions options;
-  options.argv = {"tools/convert", "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"), "--format=gguf",
-                  "--out=" + TempDir() + "/x.gguf", "--world_size=2",
-                  "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model")};
+  options.argv = {"tools/convert", "--progress=false"};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.stderr_path = TempDir() + "/refused.stderr";
   absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
   ASSERT_TRUE(convert.ok());
   absl::StatusOr<ExitStatus> exit = (*convert)->Wait(std::chrono::seconds(60));
   ASSERT_TRUE(exit.ok());
-  EXPECT_EQ(exit->code, 2) << "a usage error";
-  EXPECT_THAT(ReadFileOrEmpty(options.stderr_path), HasSubstr("--world_size=2: --format=gguf writes the whole model"));
+  EXPECT_EQ(exit->code, 2) << message;
+  EXPECT_THAT(ReadFileOrEmpty(options.stderr_path), HasSubstr(message));
   EXPECT_FALSE(fs::exists(TempDir() + "/x.gguf"));
   EXPECT_FALSE(fs::exists(TempDir() + "/x.gguf.partial"));
+}
+
+TEST(GgufExportTest, RefusesWhatOneFileCannotHoldAndMixedUpFlags) {
+  const std::string ckpt = "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1");
+  const std::string out = "--out=" + TempDir() + "/x.gguf";
+  const std::string tokenizer = "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model");
+  ExpectUsageError({ckpt, "--format=gguf", out, "--world_size=2", tokenizer},
+                   "--world_size=2: --format=gguf writes the whole model");
+  // No tokenizer.model in or next to the fixture's folder.
+  ExpectUsageError({ckpt, "--format=gguf", out}, "--tokenizer_path: required for --format=gguf");
+  ExpectUsageError({ckpt, "--format=gguf", "--out_dir=" + TempDir() + "/x"}, "--out_dir: with --format=gguf");
+  ExpectUsageError({ckpt, out}, "--out: only with --format=gguf");
+  ExpectUsageError({ckpt, "--format=ggml", out}, "--format=ggml: expected shards or gguf");
+  ExpectUsageError({ckpt, "--format=gguf", out, tokenizer, "--dtype=int4"},
+                   "--dtype=\"int4\": expected bf16, fp16, fp32 or int8");
 }
 
 // llama.cpp's greedy tokens equal PyTorch's for as long as PyTorch's top

@@ -107,6 +107,23 @@ TEST(LauncherStorageTest, HuggingFaceLlama3RepositoryRunsAsIs) {
   EXPECT_EQ(i, golden["text_completions"].size());
 }
 
+// A Hugging Face copy with only the fast tokenizer (tokenizer.json): the
+// launcher says what is missing and where to get it.
+TEST(LauncherStorageTest, HuggingFaceFolderWithoutTokenizerModelSaysWhatToFetch) {
+  const std::string ckpt = TempDir() + "/json_only/tiny_fp32_hf";
+  fs::create_directories(ckpt);
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    fs::copy_file(fs::canonical(std::string("tests/fixtures/hf_fixture/tiny_fp32_hf/") + f), ckpt + "/" + f);
+  }
+  std::ofstream(ckpt + "/tokenizer.json") << "{}";
+  LauncherRun run = testing::Launch("json_only", {"--ckpt_dir=" + ckpt, "--prompt=hi"});
+  EXPECT_EQ(ExitCodeOf(run), 1) << run.err();
+  EXPECT_THAT(run.err(), HasSubstr("no tokenizer.model in or next to " + ckpt +
+                                   " (it has Hugging Face's tokenizer.json, which we do not read: fetch "
+                                   "tokenizer.model from the same repository); pass --tokenizer_path"));
+  EXPECT_FALSE(fs::exists(ckpt + "/shards"));
+}
+
 TEST(LauncherStorageTest, ConverterRefusesADiskTooSmallBeforeWriting) {
   const std::string disk = TempDir() + "/small_disk";
   fs::create_directories(disk);

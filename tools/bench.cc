@@ -115,10 +115,7 @@ absl::StatusOr<llama::ModelWeights> BenchWeights(int rank) {
   config.hidden_dim = FLAGS_ffn_hidden;
   RETURN_IF_ERROR(llama::ValidateModelConfig(config, "synthetic model"));
   RETURN_IF_ERROR(llama::CheckWorldSize(config, FLAGS_world_size));
-  ASSIGN_OR_RETURN(const llama::DType dtype, llama::ParseDType(FLAGS_weights_dtype));
-  if (!llama::IsFloat16Or32(dtype) && dtype != llama::DType::kQ8_0) {
-    return absl::InvalidArgumentError(absl::StrFormat("--weights_dtype=%s: expected bf16, fp16, fp32 or int8", FLAGS_weights_dtype));
-  }
+  ASSIGN_OR_RETURN(const llama::DType dtype, llama::ParseWeightsDtypeFlag("weights_dtype", FLAGS_weights_dtype));
   return llama::SyntheticWeights(config, dtype, 1, rank, FLAGS_world_size);
 }
 

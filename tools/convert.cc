@@ -62,9 +62,7 @@ absl::Status Convert() {
   options.verify_checklist = FLAGS_verify_checklist;
   options.show_progress = FLAGS_progress;
   if (!FLAGS_dtype.empty()) {
-    absl::StatusOr<llama::DType> dtype = llama::ParseDType(FLAGS_dtype);
-    if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat("--", dtype.status().message()));
-    options.dtype = *dtype;
+    ASSIGN_OR_RETURN(options.dtype, llama::ParseWeightsDtypeFlag("dtype", FLAGS_dtype));
   }
   ASSIGN_OR_RETURN(const llama::ConvertResult result, llama::ConvertCheckpoint(options));
   if (result.up_to_date) {

@@ -117,7 +117,9 @@ absl::Status Bench() {
     options.ckpt_dir = FLAGS_ckpt_dir;
     options.out_dir = scratch + "/shards";
     options.world_size = FLAGS_world_size;
-    if (!FLAGS_dtype.empty()) options.dtype = *llama::ParseDType(FLAGS_dtype);
+    if (!FLAGS_dtype.empty()) {
+      ASSIGN_OR_RETURN(options.dtype, llama::ParseWeightsDtypeFlag("dtype", FLAGS_dtype));
+    }
     start = std::chrono::steady_clock::now();
     result = llama::ConvertCheckpoint(options);
     convert_times.push_back(Seconds(start));

@@ -10,6 +10,7 @@
 
 #include "ops/cast.h"
 #include "ops/dtype.h"
+#include "ops/quantize.h"
 
 namespace llama::cpu {
 namespace {
@@ -23,12 +24,7 @@ struct QuantizedRow {
 
 void QuantizeRow(const float* x, int64_t in, int8_t* q, float* d) {
   for (int64_t b = 0; b < in / kQ8BlockElements; ++b) {
-    const float* v = x + b * kQ8BlockElements;
-    float amax = 0;
-    for (int i = 0; i < kQ8BlockElements; ++i) amax = std::max(amax, std::fabs(v[i]));
-    d[b] = amax / 127;
-    const float id = d[b] != 0 ? 1 / d[b] : 0;
-    for (int i = 0; i < kQ8BlockElements; ++i) q[b * kQ8BlockElements + i] = static_cast<int8_t>(std::lround(v[i] * id));
+    d[b] = QuantizeBlock(x + b * kQ8BlockElements, q + b * kQ8BlockElements);
   }
 }
 
@@ -155,19 +151,22 @@ void LinearQ8(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& 
   thread_local std::vector<float> xd;
   xq.resize(n * in);
   xd.resize(n * blocks);
-  std::vector<QuantizedRow> rows(n);
+  thread_local std::vector<QuantizedRow> quantized;
+  quantized.resize(n);
   for (int64_t r = 0; r < n; ++r) {
     QuantizeRow(x + r * in, in, xq.data() + r * in, xd.data() + r * blocks);
-    rows[r] = {xq.data() + r * in, xd.data() + r * blocks};
+    quantized[r] = {xq.data() + r * in, xd.data() + r * blocks};
   }
   const DotFn dot = ChosenKernel().load()->dot;
   const uint8_t* weights = static_cast<const uint8_t*>(w.raw());
+  // The workers see their own thread_locals: hand them the caller's rows.
+  const QuantizedRow* rows = quantized.data();
   pool.ParallelFor((out + kRowBlock - 1) / kRowBlock, 1, [&](int64_t begin, int64_t end) {
     float dots[4];
     for (int64_t o = begin * kRowBlock; o < std::min(out, end * kRowBlock); ++o) {
       for (int64_t r = 0; r < n; r += 4) {
         const int count = static_cast<int>(std::min<int64_t>(4, n - r));
-        dot(rows.data() + r, count, weights + o * row_bytes, blocks, dots);
+        dot(rows + r, count, weights + o * row_bytes, blocks, dots);
         for (int k = 0; k < count; ++k) y[(r + k) * out + o] = dots[k];
       }
     }

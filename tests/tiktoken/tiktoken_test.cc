@@ -87,6 +87,16 @@ TEST_F(TiktokenTest, LayoutOfTheReference) {
   EXPECT_EQ(tokenizer_->SpecialId("<|reserved_special_token_250|>"), 767);
   EXPECT_EQ(tokenizer_->stop_ids(), (std::vector<int>{513, 521}));
   EXPECT_EQ(tokenizer_->pad_id(), -1);
+  // Every merged token is the merge of two lower-ranked ones (GGUF's merge list).
+  for (int id = 256; id < 512; ++id) {
+    absl::StatusOr<std::pair<int, int>> merge = tokenizer_->BpeMerge(id);
+    ASSERT_TRUE(merge.ok()) << id << ": " << merge.status();
+    EXPECT_LT(std::max(merge->first, merge->second), id);
+    EXPECT_EQ(absl::StrCat(tokenizer_->TokenBytes(merge->first), tokenizer_->TokenBytes(merge->second)),
+              tokenizer_->TokenBytes(id));
+  }
+  EXPECT_THAT(tokenizer_->BpeMerge(65).status().message(), HasSubstr("token 65 is not made by a merge"));
+  EXPECT_THAT(tokenizer_->BpeMerge(512).status().message(), HasSubstr("token 512 is not made by a merge"));
 }
 
 TEST_F(TiktokenTest, IdsEqualTiktokensAndChatEqualsTheReferenceFormat) {

@@ -220,5 +220,13 @@ TEST_F(CudaTest, TooBigACacheIsAClearError) {
       << gpu.status();
 }
 
+TEST_F(CudaTest, Int8WeightsAreRefusedUntilSupported) {
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kQ8_0), nullptr, SmallOptions());
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(gpu.status().message().find("int8 (q8_0) shards run on CPUs only"), std::string::npos) << gpu.status();
+}
+
 }  // namespace
 }  // namespace llama
