@@ -221,16 +221,17 @@ absl::Status RemoveShardFolder(const std::string& dir) {
 
 // Checked before writing anything: a conversion that fills the disk fails
 // late, after minutes, and may starve other writers on the same storage.
-// `path` is on the filesystem that will hold `needed` bytes; `shown` names it.
-absl::Status CheckFreeSpace(const std::string& path, const std::string& shown, uint64_t needed) {
+// `path` is on the filesystem that will hold `needed` bytes of `what`;
+// `shown` names the place.
+absl::Status CheckFreeSpace(const std::string& path, const std::string& shown, uint64_t needed, const char* what) {
   struct statvfs info;
   if (::statvfs(path.c_str(), &info) != 0) return absl::OkStatus();  // Unknown: let the writes tell.
   const uint64_t free = static_cast<uint64_t>(info.f_bavail) * info.f_frsize;
   if (free >= needed) return absl::OkStatus();
   return absl::ResourceExhaustedError(
-      absl::StrFormat("not enough free space for the shards in \"%s\": they need %.2f GB, %.2f GB is free; free "
-                      "some or choose another folder for them",
-                      shown, needed / 1e9, free / 1e9));
+      absl::StrFormat("not enough free space for the %s in \"%s\": %.2f GB needed, %.2f GB is free; free some "
+                      "or choose another folder",
+                      what, shown, needed / 1e9, free / 1e9));
 }
 
 // One GGUF file of the whole model (see gguf_llama.h): 1-D tensors (the
@@ -264,9 +265,11 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
     tensors.push_back({"rope_freqs.weight", DType::kF32, {static_cast<int64_t>(rope_factors.size())}});
   }
   ASSIGN_OR_RETURN(GgufMetadata metadata,
-                   LlamaGgufMetadata(config, *tokenizer, fs::path(options.ckpt_dir).filename().string(), weights));
+                   LlamaGgufMetadata(config, *tokenizer, fs::weakly_canonical(fs::absolute(options.ckpt_dir)).filename().string(),
+                                     weights));
   const std::string folder = DirectoryOf(options.out_dir);
-  RETURN_IF_ERROR(CheckFreeSpace(folder, folder, total + metadata.bytes().size() + specs.size() * 2 * kGgufAlignment));
+  RETURN_IF_ERROR(CheckFreeSpace(folder, folder, total + metadata.bytes().size() + specs.size() * 2 * kGgufAlignment,
+                                 "GGUF file"));
   ASSIGN_OR_RETURN(std::unique_ptr<GgufWriter> writer, GgufWriter::Create(options.out_dir, metadata, tensors));
   ProgressBar progress(absl::StrFormat("convert %s -> %s", options.ckpt_dir, options.out_dir), total,
                        options.show_progress ? stderr : nullptr);
@@ -376,7 +379,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     return absl::PermissionDeniedError(absl::StrFormat("cannot create \"%s\": %s", staging, error.message()));
   }
   if (absl::Status s = CheckFreeSpace(staging, DirectoryOf(options.out_dir),
-                                      total + options.world_size * (specs.size() + 2) * kShardAlignment);
+                                      total + options.world_size * (specs.size() + 2) * kShardAlignment, "shards");
       !s.ok()) {
     RemoveShardFolder(staging).IgnoreError();
     return s;

@@ -26,6 +26,7 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "tests/fixtures/test_util.h"
 #include "tests/launcher_run.h"
+#include "tokenizer/tokenizer_fixture.h"
 #include "worker/net/net.h"
 
 namespace llama {
@@ -136,8 +137,21 @@ TEST(LauncherStorageTest, ConverterRefusesADiskTooSmallBeforeWriting) {
                                                     "--out_dir=" + disk + "/shards/tp1", "--progress=false"}),
       {});
   EXPECT_EQ(ExitCodeOf(run), 1) << run.err();
-  EXPECT_THAT(run.err(), HasSubstr("not enough free space for the shards in \"" + disk + "/shards\": they need 0."));
+  EXPECT_THAT(run.err(), HasSubstr("not enough free space for the shards in \"" + disk + "/shards\": 0."));
   EXPECT_EQ(run.out(), "") << "left behind in the shard folder";
+
+  // The same for one GGUF file.
+  LauncherRun gguf = RunProgram(
+      "small_disk_gguf",
+      InNamespace(small, "/bin/sh",
+                  {"-c", "\"$@\"; rc=$?; ls -A \"$0\"; exit $rc", disk, "tools/convert",
+                   "--ckpt_dir=" + testing::CheckpointFixturePath("tiny_fp32_mp1"), "--format=gguf",
+                   "--out=" + disk + "/tiny.gguf", "--tokenizer_path=" + testing::TokenizerFixturePath("tokenizer.model"),
+                   "--progress=false"}),
+      {});
+  EXPECT_EQ(ExitCodeOf(gguf), 1) << gguf.err();
+  EXPECT_THAT(gguf.err(), HasSubstr("not enough free space for the GGUF file in \"" + disk + "\": 0."));
+  EXPECT_EQ(gguf.out(), "") << "left behind on the disk";
 }
 
 // This machine's IPv4 addresses other than loopback.
