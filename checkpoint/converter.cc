@@ -264,9 +264,8 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
   if (!rope_factors.empty()) {
     tensors.push_back({"rope_freqs.weight", DType::kF32, {static_cast<int64_t>(rope_factors.size())}});
   }
-  ASSIGN_OR_RETURN(GgufMetadata metadata,
-                   LlamaGgufMetadata(config, *tokenizer, fs::weakly_canonical(fs::absolute(options.ckpt_dir)).filename().string(),
-                                     weights));
+  const std::string model_name = fs::weakly_canonical(fs::absolute(options.ckpt_dir)).filename().string();
+  ASSIGN_OR_RETURN(GgufMetadata metadata, LlamaGgufMetadata(config, *tokenizer, model_name, weights));
   const std::string folder = DirectoryOf(options.out_dir);
   RETURN_IF_ERROR(CheckFreeSpace(folder, folder, total + metadata.bytes().size() + specs.size() * 2 * kGgufAlignment,
                                  "GGUF file"));

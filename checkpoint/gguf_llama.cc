@@ -82,12 +82,60 @@ absl::Status AddBpeVocabulary(const Tokenizer& tokenizer, GgufMetadata& m) {
   m.AddStringArray("tokenizer.ggml.tokens", tokens);
   m.AddI32Array("tokenizer.ggml.token_type", types);
   m.AddStringArray("tokenizer.ggml.merges", merges);
-  m.AddU32("tokenizer.ggml.bos_token_id", tokenizer.bos_id());
-  m.AddU32("tokenizer.ggml.eos_token_id", tokenizer.eos_id());
   m.AddU32("tokenizer.ggml.eot_token_id", tokenizer.SpecialId("<|eot_id|>"));
-  m.AddBool("tokenizer.ggml.add_bos_token", true);
-  m.AddBool("tokenizer.ggml.add_eos_token", false);
   return absl::OkStatus();
+}
+
+// A SentencePiece vocabulary as llama.cpp's "llama" tokenizer.
+void AddSentencePieceVocabulary(const Tokenizer& tokenizer, GgufMetadata& m) {
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (int id = 0; id < tokenizer.vocab_size(); ++id) {
+    Tokenizer::Piece piece = tokenizer.GetPiece(id);
+    pieces.push_back(std::move(piece.text));
+    scores.push_back(piece.score);
+    // llama.cpp's llama_token_type.
+    switch (piece.kind) {
+      case Tokenizer::PieceKind::kNormal:
+        types.push_back(1);
+        break;
+      case Tokenizer::PieceKind::kUnknown:
+        types.push_back(2);
+        break;
+      case Tokenizer::PieceKind::kControl:
+        types.push_back(3);
+        break;
+      case Tokenizer::PieceKind::kUnused:
+        types.push_back(5);
+        break;
+      case Tokenizer::PieceKind::kByte:
+        types.push_back(6);
+        break;
+    }
+  }
+  m.AddString("tokenizer.ggml.model", "llama");
+  m.AddStringArray("tokenizer.ggml.tokens", pieces);
+  m.AddF32Array("tokenizer.ggml.scores", scores);
+  m.AddI32Array("tokenizer.ggml.token_type", types);
+  if (tokenizer.unk_id() >= 0) m.AddU32("tokenizer.ggml.unknown_token_id", tokenizer.unk_id());
+}
+
+// llama.cpp's llama_ftype for weights of type `weights`.
+absl::StatusOr<uint32_t> GgufFileType(DType weights) {
+  switch (weights) {
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kBF16:
+      return 32;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("GGUF weights must be f32, f16, bf16 or q8_0, not %s", DTypeName(weights)));
+  }
 }
 
 }  // namespace
@@ -108,11 +156,7 @@ absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const 
         "the tokenizer has %d pieces but the model's vocabulary is %d: GGUF needs one entry per embedding row",
         tokenizer.vocab_size(), config.vocab_size));
   }
-  // llama.cpp's llama_ftype.
-  const uint32_t file_type = weights == DType::kF32   ? 0
-                             : weights == DType::kF16 ? 1
-                             : weights == DType::kQ8_0 ? 7
-                                                       : 32;
+  ASSIGN_OR_RETURN(const uint32_t file_type, GgufFileType(weights));
   GgufMetadata m;
   m.AddString("general.architecture", "llama");
   m.AddString("general.name", name);
@@ -132,41 +176,11 @@ absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const 
 
   if (tokenizer.family() == Tokenizer::Family::kTiktoken) {
     RETURN_IF_ERROR(AddBpeVocabulary(tokenizer, m));
-    return m;
+  } else {
+    AddSentencePieceVocabulary(tokenizer, m);
   }
-  std::vector<std::string> pieces;
-  std::vector<float> scores;
-  std::vector<int32_t> types;
-  for (int id = 0; id < tokenizer.vocab_size(); ++id) {
-    Tokenizer::Piece piece = tokenizer.GetPiece(id);
-    pieces.push_back(std::move(piece.text));
-    scores.push_back(piece.score);
-    // llama.cpp's llama_token_type: 1 normal, 2 unknown, 3 control, 5 unused, 6 byte.
-    switch (piece.kind) {
-      case Tokenizer::PieceKind::kNormal:
-        types.push_back(1);
-        break;
-      case Tokenizer::PieceKind::kUnknown:
-        types.push_back(2);
-        break;
-      case Tokenizer::PieceKind::kControl:
-        types.push_back(3);
-        break;
-      case Tokenizer::PieceKind::kUnused:
-        types.push_back(5);
-        break;
-      case Tokenizer::PieceKind::kByte:
-        types.push_back(6);
-        break;
-    }
-  }
-  m.AddString("tokenizer.ggml.model", "llama");  // SentencePiece.
-  m.AddStringArray("tokenizer.ggml.tokens", pieces);
-  m.AddF32Array("tokenizer.ggml.scores", scores);
-  m.AddI32Array("tokenizer.ggml.token_type", types);
   m.AddU32("tokenizer.ggml.bos_token_id", tokenizer.bos_id());
   m.AddU32("tokenizer.ggml.eos_token_id", tokenizer.eos_id());
-  if (tokenizer.unk_id() >= 0) m.AddU32("tokenizer.ggml.unknown_token_id", tokenizer.unk_id());
   // The reference's generate prepends BOS and never appends EOS.
   m.AddBool("tokenizer.ggml.add_bos_token", true);
   m.AddBool("tokenizer.ggml.add_eos_token", false);

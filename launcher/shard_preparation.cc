@@ -20,11 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Names the job in the failure marker without writing its secret: FNV-1a.
+// Names the job in the failure marker without writing its secret.
 std::string JobMark(const std::string& token) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : token) hash = (hash ^ c) * 1099511628211ull;
-  return absl::StrFormat("job %016x", hash);
+  return absl::StrFormat("job %016x", XXH3_64bits(token.data(), token.size()));
 }
 
 // The failure node 0 recorded for this job, if any.

@@ -170,9 +170,6 @@ void TiktokenModel::EncodeChunk(absl::string_view chunk, std::vector<int>* ids) 
   pcre2_match_data_free(match);
 }
 
-// Merges the adjacent pair whose bytes have the lowest rank, leftmost first,
-// until no adjacent pair is a token: tiktoken's merge, with a heap instead
-// of a scan per merge (a 25,000-letter word stays fast).
 absl::StatusOr<std::pair<int, int>> TiktokenModel::MergeOf(int id) const {
   if (id < 0 || id >= num_base_tokens() || tokens_[id].size() < 2) {
     return absl::InvalidArgumentError(absl::StrFormat("token %d is not made by a merge", id));
@@ -186,6 +183,9 @@ absl::StatusOr<std::pair<int, int>> TiktokenModel::MergeOf(int id) const {
   return std::make_pair(parts[0], parts[1]);
 }
 
+// Merges the adjacent pair whose bytes have the lowest rank, leftmost first,
+// until no adjacent pair is a token: tiktoken's merge, with a heap instead
+// of a scan per merge (a 25,000-letter word stays fast).
 void TiktokenModel::BytePairEncode(absl::string_view piece, std::vector<int>* ids, int max_rank) const {
   constexpr int kNone = -1;
   const int n = static_cast<int>(piece.size());
