@@ -28,7 +28,9 @@ DEFINE_string(tokenizer_path, "",
               "tokenizer.model whose vocabulary goes into the GGUF file (--format=gguf). Default: in --ckpt_dir or "
               "next to it.");
 DEFINE_int32(world_size, 1, "Number of tensor-parallel ranks (shards) to produce.");
-DEFINE_string(dtype, "", "Output element type: bf16, fp16 or fp32. Default: as in the checkpoint.");
+DEFINE_string(dtype, "",
+              "Output element type: bf16, fp16, fp32 or int8 (q8_0 linear layers; embeddings and norms as stored). "
+              "Default: as in the checkpoint.");
 DEFINE_bool(verify_checklist, false, "Check checklist.chk (MD5 of every file) before converting.");
 DEFINE_bool(progress, true, "Show a progress bar on stderr.");
 

@@ -32,7 +32,7 @@
 
 DEFINE_string(ckpt_dir, "", "Checkpoint folder to convert (Meta's layout). Required.");
 DEFINE_int32(world_size, 1, "Shards to produce.");
-DEFINE_string(dtype, "", "Output dtype (bf16, fp16, fp32); default as in the checkpoint.");
+DEFINE_string(dtype, "", "Output dtype (bf16, fp16, fp32, int8); default as in the checkpoint.");
 DEFINE_int32(repeats, 3, "Runs of each (copy, convert); the median is reported.");
 DEFINE_string(scratch_dir, "", "Where to write the copy and the shards; default: next to --ckpt_dir (same disk).");
 
