@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <map>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +11,7 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/pth_reader.h"
+#include "checkpoint/shard_digest.h"
 #include "checkpoint/shard_format.h"
 #include "ops/cast.h"
 #include "ops/quantize.h"
@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 using ::llama::testing::CheckpointFixturePath;
 using ::llama::testing::CheckpointManifest;
 using ::llama::testing::Sha256Hex;
+using ::llama::testing::ExpectSameShards;
 using ::testing::HasSubstr;
 
 std::string OutDir(const std::string& name) { return std::string(getenv("TEST_TMPDIR")) + "/" + name; }
@@ -35,24 +36,6 @@ absl::StatusOr<ConvertResult> Convert(const std::string& ckpt_dir, const std::st
   options.world_size = world_size;
   options.dtype = dtype;
   return ConvertCheckpoint(options);
-}
-
-// name -> (split begin, end, sha256 of bytes) for every tensor of every rank.
-using ShardDigest = std::map<std::string, std::tuple<int64_t, int64_t, std::string>>;
-
-ShardDigest Digest(const std::string& dir, int world_size) {
-  ShardDigest digest;
-  for (int rank = 0; rank < world_size; ++rank) {
-    absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(dir + "/" + ShardFileName(rank, world_size));
-    EXPECT_TRUE(reader.ok()) << reader.status();
-    if (!reader.ok()) return digest;
-    EXPECT_TRUE((*reader)->VerifyChecksums().ok());
-    for (const shard::TensorEntry& e : (*reader)->index().tensors()) {
-      digest[absl::StrCat(rank, "/", e.name())] = {e.split().begin(), e.split().end(),
-                                                   Sha256Hex((*reader)->Tensor(e.name())->bytes)};
-    }
-  }
-  return digest;
 }
 
 // The unsplit tensors of a one-rank conversion must equal PyTorch's view of
@@ -134,15 +117,15 @@ TEST(ConverterTest, ReshardingIsTheSameAsDirectConversion) {
   ASSERT_TRUE(Convert(fp32, OutDir("a1"), 1).ok());
   ASSERT_TRUE(Convert(fp32, OutDir("a2"), 2).ok());
   ASSERT_TRUE(Convert(OutDir("a2"), OutDir("a21"), 1).ok());
-  EXPECT_EQ(Digest(OutDir("a21"), 1), Digest(OutDir("a1"), 1));
+  ExpectSameShards(OutDir("a21"), OutDir("a1"), 1);
   // 2 -> 4 (ours) equals Meta's MP=2 -> 4, and MP=1 -> 4.
   const std::string gqa2 = CheckpointFixturePath("gqa_bf16_mp2");
   ASSERT_TRUE(Convert(gqa2, OutDir("b2"), 2).ok());
   ASSERT_TRUE(Convert(OutDir("b2"), OutDir("b24"), 4).ok());
   ASSERT_TRUE(Convert(gqa2, OutDir("b4"), 4).ok());
   ASSERT_TRUE(Convert(CheckpointFixturePath("gqa_bf16_mp1"), OutDir("b14"), 4).ok());
-  EXPECT_EQ(Digest(OutDir("b24"), 4), Digest(OutDir("b4"), 4));
-  EXPECT_EQ(Digest(OutDir("b14"), 4), Digest(OutDir("b4"), 4));
+  ExpectSameShards(OutDir("b24"), OutDir("b4"), 4);
+  ExpectSameShards(OutDir("b14"), OutDir("b4"), 4);
   // 8 ranks replicate the 2 KV heads; going back to 1 undoes it.
   ASSERT_TRUE(Convert(OutDir("b4"), OutDir("b8"), 8).ok());
   ASSERT_TRUE(Convert(OutDir("b8"), OutDir("b81"), 1).ok());
