@@ -53,8 +53,8 @@ double RankGeometry::EmbeddingBytes(DType dtype) const {
   return static_cast<double>(config.vocab_size) * local_dim * DTypeSize(dtype);
 }
 
-double RankGeometry::KvCacheBytes(int64_t max_batch_size, int64_t max_seq_len, DType cache_dtype) const {
-  return 2.0 * config.n_layers * max_batch_size * max_seq_len * kv_width() * DTypeSize(cache_dtype);
+double RankGeometry::KvCacheBytes(int64_t positions, DType cache_dtype) const {
+  return 2.0 * config.n_layers * positions * kv_width() * DTypeSize(cache_dtype);
 }
 
 double RankGeometry::WorkBytes(int64_t max_step_tokens) const {

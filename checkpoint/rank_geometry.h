@@ -37,8 +37,8 @@ struct RankGeometry {
   // alone (read a row per token, not streamed per step).
   double WeightBytes(DType dtype) const;
   double EmbeddingBytes(DType dtype) const;
-  // Keys and values of every layer for max_batch_size x max_seq_len positions.
-  double KvCacheBytes(int64_t max_batch_size, int64_t max_seq_len, DType cache_dtype) const;
+  // Keys and values of every layer for `positions` cached positions.
+  double KvCacheBytes(int64_t positions, DType cache_dtype) const;
   // The f32 step buffers (worker/model/layer_ops.h's Activations) for
   // max_step_tokens tokens, plus one probability row per token for sampling.
   double WorkBytes(int64_t max_step_tokens) const;

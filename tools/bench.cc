@@ -148,13 +148,14 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
 
   std::vector<int> prompt(FLAGS_prefill_tokens);
   for (int i = 0; i < FLAGS_prefill_tokens; ++i) prompt[i] = (i * 7919) % config.vocab_size;
-  // Warm-up, untimed: one prefill of slot 0 (the timed one overwrites its
-  // cache) allocates the kernels' per-thread buffers and faults in pages.
-  RETURN_IF_ERROR(model.Forward({{0, 0, prompt, false}}).status());
-  // Prefill: one prompt in one pass (slot 0); then the other slots.
+  const std::vector<std::vector<int32_t>> tables = llama::SlotBlockTables(model, FLAGS_batch);
+  // Warm-up, untimed: one prefill of sequence 0 (the timed one overwrites
+  // its cache) allocates the kernels' per-thread buffers and faults in pages.
+  RETURN_IF_ERROR(model.Forward({{tables[0], 0, prompt, false}}).status());
+  // Prefill: one prompt in one pass (sequence 0); then the others.
   auto start = std::chrono::steady_clock::now();
   for (int b = 0; b < FLAGS_batch; ++b) {
-    RETURN_IF_ERROR(model.Forward({{b, 0, prompt, false}}).status());
+    RETURN_IF_ERROR(model.Forward({{tables[b], 0, prompt, false}}).status());
   }
   const double prefill_seconds = Seconds(start);
 
@@ -168,7 +169,7 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
   for (int step = 0; step <= FLAGS_decode_tokens; ++step) {
     if (step == 1) start = std::chrono::steady_clock::now();
     for (int b = 0; b < FLAGS_batch; ++b) {
-      chunks[b] = {b, FLAGS_prefill_tokens + step, absl::MakeConstSpan(&next[b], 1), false};
+      chunks[b] = {tables[b], FLAGS_prefill_tokens + step, absl::MakeConstSpan(&next[b], 1), false};
     }
     RETURN_IF_ERROR(model.ForwardAndChoose(chunks, greedy, absl::MakeSpan(chosen)));
     for (int b = 0; b < FLAGS_batch; ++b) next[b] = chosen[b].token;
@@ -193,10 +194,10 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
                 FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads,
                 std::string(llama::cpu::PrefillKernel()).c_str(), std::string(llama::cpu::Int8Kernel()).c_str());
   }
-  std::printf("KV cache: %.2f GB per rank (%s, batch %d x %lld positions)\n",
-              geometry.KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype) / 1e9,
-              llama::DTypeName(options.kv_cache_dtype).data(), options.max_batch_size,
-              (long long)options.max_seq_len);
+  std::printf("KV cache: %.2f GB per rank (%s, %lld blocks of %lld positions: batch %d x %lld positions)\n",
+              geometry.KvCacheBytes(model.kv_blocks() * model.kv_block_size(), options.kv_cache_dtype) / 1e9,
+              llama::DTypeName(options.kv_cache_dtype).data(), (long long)model.kv_blocks(),
+              (long long)model.kv_block_size(), options.max_batch_size, (long long)options.max_seq_len);
   std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
               prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / prefill_seconds);
   std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,

@@ -70,11 +70,11 @@ __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& 
                                                            float* widened) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   const int64_t kv_stride = a.n_kv_heads * a.head_dim, positions = a.start_pos + row + 1;
-  const auto row_of = [&](const void* cache, int64_t t) {
-    return CacheRow<Bf16, F16>(cache, a.cache_dtype, t * kv_stride + kv * a.head_dim, a.head_dim, widened);
-  };
+  // Not a lambda: GCC may leave one out of line, compiled for the baseline
+  // target, and pass the v3 code's vectors to it in another ABI.
   for (int64_t t = 0; t < positions; ++t) {
-    const float* k = row_of(a.k_cache, t);
+    const int64_t offset = CacheRowOf(a.block_table, a.block_size, t) * kv_stride + kv * a.head_dim;
+    const float* k = CacheRow<Bf16, F16>(a.k_cache, a.cache_dtype, offset, a.head_dim, widened);
     for (int g = 0; g < count; ++g) {
       scores[g * positions + t] = Dot(a.q + (row * a.n_heads + heads[g]) * a.head_dim, k, a.head_dim) * scale;
     }
@@ -92,7 +92,8 @@ __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& 
     std::fill_n(a.out + (row * a.n_heads + heads[g]) * a.head_dim, a.head_dim, 0.0f);
   }
   for (int64_t t = 0; t < positions; ++t) {
-    const float* v = row_of(a.v_cache, t);
+    const int64_t offset = CacheRowOf(a.block_table, a.block_size, t) * kv_stride + kv * a.head_dim;
+    const float* v = CacheRow<Bf16, F16>(a.v_cache, a.cache_dtype, offset, a.head_dim, widened);
     for (int g = 0; g < count; ++g) {
       Axpy(scores[g * positions + t], v, a.head_dim, a.out + (row * a.n_heads + heads[g]) * a.head_dim);
     }

@@ -170,18 +170,22 @@ TEST(KernelsTest, AttentionOverHalfCachesMatchesTheRoundedF32Cache) {
     ASSERT_TRUE(CastElements(k16.data(), dtype, k_rounded.data(), DType::kF32, k.size()).ok());
     ASSERT_TRUE(CastElements(v16.data(), dtype, v_rounded.data(), DType::kF32, v.size()).ok());
     std::vector<float> out(len * n_heads * hd), expected(out.size());
-    Attention({q.data(), k16.data(), v16.data(), dtype, kv_head_of, start, len, n_heads, n_kv, hd, out.data()}, pool);
-    Attention({q.data(), k_rounded.data(), v_rounded.data(), DType::kF32, kv_head_of, start, len, n_heads, n_kv, hd,
-               expected.data()},
+    const int32_t table[] = {0};
+    Attention({q.data(), k16.data(), v16.data(), dtype, table, capacity, kv_head_of, start, len, n_heads, n_kv, hd,
+               out.data()},
+              pool);
+    Attention({q.data(), k_rounded.data(), v_rounded.data(), DType::kF32, table, capacity, kv_head_of, start, len,
+               n_heads, n_kv, hd, expected.data()},
               pool);
     EXPECT_EQ(out, expected) << DTypeName(dtype);
   }
   });
 }
 
-// Grouped-query attention with a causal prefix, against the textbook form:
-// few rows (a job per query head), many rows (a job per KV head group), and
-// head sizes that take every vector loop and the scalar tail.
+// Grouped-query attention with a causal prefix over a paged cache whose
+// blocks are out of order, against the textbook form: few rows (a job per
+// query head), many rows (a job per KV head group), and head sizes that
+// take every vector loop and the scalar tail.
 TEST(KernelsTest, AttentionMatchesScalar) {
   ForEveryKernelVersion("attention", [&] {
   ThreadPool pool(2);
@@ -192,7 +196,12 @@ TEST(KernelsTest, AttentionMatchesScalar) {
     const std::vector<float> k = Random(capacity * n_kv * hd, 8), v = Random(capacity * n_kv * hd, 9);
     const int kv_head_of[] = {0, 0, 1, 1};
     std::vector<float> out(len * n_heads * hd), expected(out.size());
-    Attention({q.data(), k.data(), v.data(), DType::kF32, kv_head_of, start, len, n_heads, n_kv, hd, out.data()}, pool);
+    const int64_t block_size = 4;
+    const int32_t table[] = {2, 0, 3, 1};
+    Attention({q.data(), k.data(), v.data(), DType::kF32, table, block_size, kv_head_of, start, len, n_heads, n_kv, hd,
+               out.data()},
+              pool);
+    const auto row_of = [&](int64_t t) { return table[t / block_size] * block_size + t % block_size; };
     for (int64_t r = 0; r < len; ++r) {
       for (int64_t h = 0; h < n_heads; ++h) {
         const int64_t kvh = h / 2, pos = start + r;
@@ -200,14 +209,14 @@ TEST(KernelsTest, AttentionMatchesScalar) {
         double max_s = -1e30, sum = 0;
         for (int64_t t = 0; t <= pos; ++t) {
           double dot = 0;
-          for (int64_t d = 0; d < hd; ++d) dot += double(q[(r * n_heads + h) * hd + d]) * k[(t * n_kv + kvh) * hd + d];
+          for (int64_t d = 0; d < hd; ++d) dot += double(q[(r * n_heads + h) * hd + d]) * k[(row_of(t) * n_kv + kvh) * hd + d];
           s[t] = dot / std::sqrt(double(hd));
           max_s = std::max(max_s, s[t]);
         }
         for (double& x : s) sum += (x = std::exp(x - max_s));
         for (int64_t d = 0; d < hd; ++d) {
           double acc = 0;
-          for (int64_t t = 0; t <= pos; ++t) acc += s[t] / sum * v[(t * n_kv + kvh) * hd + d];
+          for (int64_t t = 0; t <= pos; ++t) acc += s[t] / sum * v[(row_of(t) * n_kv + kvh) * hd + d];
           expected[(r * n_heads + h) * hd + d] = static_cast<float>(acc);
         }
       }

@@ -11,11 +11,16 @@
 namespace llama::cuda {
 namespace {
 
+// Row `row`'s block table.
+__device__ inline const int32_t* TableOf(const KvBlockTables& tables, int64_t row) {
+  return tables.tables + static_cast<int64_t>(tables.table_of[row]) * tables.table_stride;
+}
+
 template <typename T>
-__global__ void StoreKvKernel(const float* k, const float* v, int64_t kv_width, const int32_t* slots,
-                              const int32_t* positions, T* k_cache, T* v_cache, int64_t slot_stride) {
+__global__ void StoreKvKernel(const float* k, const float* v, int64_t kv_width, KvBlockTables tables,
+                              const int32_t* positions, T* k_cache, T* v_cache, int64_t block_size) {
   const int64_t row = blockIdx.x;
-  const int64_t base = slots[row] * slot_stride + static_cast<int64_t>(positions[row]) * kv_width;
+  const int64_t base = CacheRowOf(TableOf(tables, row), block_size, positions[row]) * kv_width;
   for (int64_t i = threadIdx.x; i < kv_width; i += blockDim.x) {
     k_cache[base + i] = FromFloat<T>(k[row * kv_width + i]);
     v_cache[base + i] = FromFloat<T>(v[row * kv_width + i]);
@@ -26,13 +31,12 @@ __global__ void StoreKvKernel(const float* k, const float* v, int64_t kv_width, 
 // with the context): one pass finds the maximum, a second accumulates the
 // exponentials and the weighted values, recomputing the dot products.
 template <typename T>
-__global__ void AttentionKernel(const float* q, const int32_t* slots, const int32_t* positions, const T* k_base,
-                                const T* v_base, int64_t slot_stride, const int32_t* kv_head_of, int64_t n_heads,
+__global__ void AttentionKernel(const float* q, KvBlockTables tables, const int32_t* positions, const T* k_cache,
+                                const T* v_cache, int64_t block_size, const int32_t* kv_head_of, int64_t n_heads,
                                 int64_t n_kv_heads, int64_t head_dim, float* out) {
   const int64_t row = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
   const int64_t pos = positions[row];
-  const T* k_cache = k_base + slots[row] * slot_stride;
-  const T* v_cache = v_base + slots[row] * slot_stride;
+  const int32_t* table = TableOf(tables, row);
   const float* qv = q + (row * n_heads + head) * head_dim;
   const int64_t kv = kv_head_of[head];
   const int64_t stride = n_kv_heads * head_dim;
@@ -41,7 +45,7 @@ __global__ void AttentionKernel(const float* q, const int32_t* slots, const int3
   // Each warp takes positions t = warp, warp + warps, ...; lanes split the head dimension.
   float local_max = -FLT_MAX;
   for (int64_t t = warp; t <= pos; t += warps) {
-    const T* k = k_cache + t * stride + kv * head_dim;
+    const T* k = k_cache + CacheRowOf(table, block_size, t) * stride + kv * head_dim;
     float dot = 0.0f;
     for (int64_t d = lane; d < head_dim; d += 32) dot += qv[d] * ToFloat(k[d]);
     local_max = fmaxf(local_max, WarpSum(dot) * scale);
@@ -52,8 +56,9 @@ __global__ void AttentionKernel(const float* q, const int32_t* slots, const int3
   for (int64_t d = lane; d < head_dim; d += 32) acc[d] = 0.0f;
   float local_sum = 0.0f;
   for (int64_t t = warp; t <= pos; t += warps) {
-    const T* k = k_cache + t * stride + kv * head_dim;
-    const T* v = v_cache + t * stride + kv * head_dim;
+    const int64_t cache_row = CacheRowOf(table, block_size, t);
+    const T* k = k_cache + cache_row * stride + kv * head_dim;
+    const T* v = v_cache + cache_row * stride + kv * head_dim;
     float dot = 0.0f;
     for (int64_t d = lane; d < head_dim; d += 32) dot += qv[d] * ToFloat(k[d]);
     const float weight = __expf(WarpSum(dot) * scale - max_score);
@@ -80,8 +85,8 @@ constexpr int kMaxDimsPerLane = 4;  // head_dim <= 128.
 // the key block (a key each) hit 32 different banks.
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
-    AttentionTileKernel(const float* q, const int32_t* tile_first, const int32_t* tile_rows, const int32_t* slots,
-                        const int32_t* positions, const T* k_base, const T* v_base, int64_t slot_stride,
+    AttentionTileKernel(const float* q, const int32_t* tile_first, const int32_t* tile_rows, KvBlockTables tables,
+                        const int32_t* positions, const T* k_base, const T* v_base, int64_t block_size,
                         const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out) {
   extern __shared__ float staged[];
   const int64_t stride = head_dim + 1;
@@ -90,8 +95,9 @@ __global__ void __launch_bounds__(kTileThreads)
   float* v_block = k_block + kKeyBlock * stride;          // [kKeyBlock][stride]
   const int64_t first = tile_first[blockIdx.x], rows = tile_rows[blockIdx.x], head = blockIdx.y;
   const int64_t kv_stride = n_kv_heads * head_dim, kv = kv_head_of[head];
-  const T* k_cache = k_base + slots[first] * slot_stride + kv * head_dim;
-  const T* v_cache = v_base + slots[first] * slot_stride + kv * head_dim;
+  const int32_t* table = TableOf(tables, first);  // Every row of a tile is of one sequence.
+  const T* k_cache = k_base + kv * head_dim;
+  const T* v_cache = v_base + kv * head_dim;
   const float scale = rsqrtf(static_cast<float>(head_dim));
   for (int64_t i = threadIdx.x; i < kAttentionTileRows * head_dim; i += blockDim.x) {
     const int64_t r = i / head_dim, d = i % head_dim;
@@ -115,8 +121,9 @@ __global__ void __launch_bounds__(kTileThreads)
     __syncthreads();  // The previous round's keys and values are no longer read.
     for (int64_t i = threadIdx.x; i < kKeyBlock * head_dim; i += blockDim.x) {
       const int64_t j = i / head_dim, d = i % head_dim, t = t0 + j;
-      k_block[j * stride + d] = t <= last ? ToFloat(k_cache[t * kv_stride + d]) : 0.0f;
-      v_block[j * stride + d] = t <= last ? ToFloat(v_cache[t * kv_stride + d]) : 0.0f;
+      const int64_t cache_row = t <= last ? CacheRowOf(table, block_size, t) : 0;
+      k_block[j * stride + d] = t <= last ? ToFloat(k_cache[cache_row * kv_stride + d]) : 0.0f;
+      v_block[j * stride + d] = t <= last ? ToFloat(v_cache[cache_row * kv_stride + d]) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -169,8 +176,8 @@ constexpr int kDecodeMinSplitPositions = 32;
 // and its (max, sum of exponentials); an empty split writes (-inf, 0).
 template <typename T>
 __global__ void __launch_bounds__(kDecodeThreads)
-    DecodeSplitKernel(const float* q, const int32_t* slots, const int32_t* positions, const T* k_base,
-                      const T* v_base, int64_t slot_stride, const int32_t* kv_head_of, int64_t n_heads,
+    DecodeSplitKernel(const float* q, KvBlockTables tables, const int32_t* positions, const T* k_base,
+                      const T* v_base, int64_t block_size, const int32_t* kv_head_of, int64_t n_heads,
                       int64_t n_kv_heads, int64_t head_dim, int64_t split_positions, float* partial, float* stats) {
   constexpr int kWarps = kDecodeThreads / 32;
   __shared__ float warp_max[kWarps], warp_sum[kWarps], warp_acc[kWarps][32 * kMaxDimsPerLane];
@@ -179,8 +186,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int64_t pos = positions[row];
   const int64_t begin = split * split_positions, end = min(begin + split_positions, pos + 1);
   const int64_t stride = n_kv_heads * head_dim, kv = kv_head_of[head];
-  const T* k_cache = k_base + slots[row] * slot_stride + kv * head_dim;
-  const T* v_cache = v_base + slots[row] * slot_stride + kv * head_dim;
+  const int32_t* table = TableOf(tables, row);
+  const T* k_cache = k_base + kv * head_dim;
+  const T* v_cache = v_base + kv * head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float scale = rsqrtf(static_cast<float>(head_dim));
   float query[kMaxDimsPerLane], acc[kMaxDimsPerLane];
@@ -192,8 +200,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
   float running_max = -INFINITY, running_sum = 0.0f;
   for (int64_t t = begin + warp; t < end; t += kWarps) {
-    const T* key = k_cache + t * stride;
-    const T* value = v_cache + t * stride;
+    const int64_t cache_row = CacheRowOf(table, block_size, t);
+    const T* key = k_cache + cache_row * stride;
+    const T* value = v_cache + cache_row * stride;
     float dot = 0.0f;
 #pragma unroll
     for (int i = 0; i < kMaxDimsPerLane; ++i) {
@@ -263,18 +272,18 @@ __global__ void DecodeCombineKernel(const float* partial, const float* stats, in
 
 }  // namespace
 
-absl::Status StoreKv(const float* k, const float* v, int64_t n, int64_t kv_width, const int32_t* slots,
+absl::Status StoreKv(const float* k, const float* v, int64_t n, int64_t kv_width, KvBlockTables tables,
                      const int32_t* positions, const KvCacheView& cache, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
   return ForCacheType(cache.dtype, "StoreKv", [&](auto zero) {
     using T = decltype(zero);
-    StoreKvKernel<T><<<n, kThreads, 0, stream>>>(k, v, kv_width, slots, positions, static_cast<T*>(cache.k),
-                                                 static_cast<T*>(cache.v), cache.slot_stride);
+    StoreKvKernel<T><<<n, kThreads, 0, stream>>>(k, v, kv_width, tables, positions, static_cast<T*>(cache.k),
+                                                 static_cast<T*>(cache.v), cache.block_size);
     return Launched("StoreKvKernel");
   });
 }
 
-absl::Status Attention(const float* q, int64_t n, const int32_t* slots, const int32_t* positions,
+absl::Status Attention(const float* q, int64_t n, KvBlockTables tables, const int32_t* positions,
                        const KvCacheView& cache, const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads,
                        int64_t head_dim, float* out, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
@@ -283,14 +292,14 @@ absl::Status Attention(const float* q, int64_t n, const int32_t* slots, const in
   return ForCacheType(cache.dtype, "Attention", [&](auto zero) {
     using T = decltype(zero);
     AttentionKernel<T><<<n * n_heads, kAttentionThreads, shared, stream>>>(
-        q, slots, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v), cache.slot_stride,
+        q, tables, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v), cache.block_size,
         kv_head_of, n_heads, n_kv_heads, head_dim, out);
     return Launched("AttentionKernel");
   });
 }
 
 absl::Status AttentionTiles(const float* q, const int32_t* tile_first, const int32_t* tile_rows, int64_t tiles,
-                            const int32_t* slots, const int32_t* positions, const KvCacheView& cache,
+                            KvBlockTables tables, const int32_t* positions, const KvCacheView& cache,
                             const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                             float* out, cudaStream_t stream) {
   if (tiles == 0) return absl::OkStatus();
@@ -302,8 +311,8 @@ absl::Status AttentionTiles(const float* q, const int32_t* tile_first, const int
   return ForCacheType(cache.dtype, "AttentionTiles", [&](auto zero) {
     using T = decltype(zero);
     AttentionTileKernel<T><<<dim3(tiles, n_heads), kTileThreads, shared, stream>>>(
-        q, tile_first, tile_rows, slots, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v),
-        cache.slot_stride, kv_head_of, n_heads, n_kv_heads, head_dim, out);
+        q, tile_first, tile_rows, tables, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v),
+        cache.block_size, kv_head_of, n_heads, n_kv_heads, head_dim, out);
     return Launched("AttentionTileKernel");
   });
 }
@@ -321,7 +330,7 @@ int64_t DecodeAttentionScratchFloats(int64_t n, int64_t n_heads, int64_t head_di
   return n * n_heads * splits * (head_dim + 2);
 }
 
-absl::Status DecodeAttention(const float* q, int64_t n, const int32_t* slots, const int32_t* positions,
+absl::Status DecodeAttention(const float* q, int64_t n, KvBlockTables tables, const int32_t* positions,
                              const KvCacheView& cache, const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads,
                              int64_t head_dim, int64_t max_positions, float* scratch, float* out,
                              cudaStream_t stream) {
@@ -336,7 +345,7 @@ absl::Status DecodeAttention(const float* q, int64_t n, const int32_t* slots, co
   RETURN_IF_ERROR(ForCacheType(cache.dtype, "DecodeAttention", [&](auto zero) {
     using T = decltype(zero);
     DecodeSplitKernel<T><<<dim3(n * n_heads, splits), kDecodeThreads, 0, stream>>>(
-        q, slots, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v), cache.slot_stride,
+        q, tables, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v), cache.block_size,
         kv_head_of, n_heads, n_kv_heads, head_dim, split, partial, stats);
     return Launched("DecodeSplitKernel");
   }));

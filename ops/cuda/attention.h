@@ -15,32 +15,34 @@
 
 namespace llama::cuda {
 
-// A step's rows live in the KV cache at (slots[r], positions[r]): device
-// arrays, so a captured CUDA graph replays with new values.
+// A step's row r is position positions[r] of the sequence whose block table
+// `tables` gives (ops/kv_cache_view.h): device arrays, so a captured CUDA
+// graph replays with new values.
 using KvCacheView = ::llama::KvCacheView;
+using KvBlockTables = ::llama::KvBlockTables;
 
-// Writes rows of k and v ([n, kv_width], f32) into the cache at each row's
-// slot and position, rounding to the cache's type.
-absl::Status StoreKv(const float* k, const float* v, int64_t n, int64_t kv_width, const int32_t* slots,
+// Writes rows of k and v ([n, kv_width], f32) into the paged cache at each
+// row's position, rounding to the cache's type.
+absl::Status StoreKv(const float* k, const float* v, int64_t n, int64_t kv_width, KvBlockTables tables,
                      const int32_t* positions, const KvCacheView& cache, cudaStream_t stream);
 
 // Causal attention of n rows: row r (q [n, n_heads, head_dim]) attends over
-// positions [0, positions[r]] of slot slots[r], which must already be in the
+// positions [0, positions[r]] of its sequence, which must already be in the
 // cache (StoreKv first). One kernel for prefill and decode, and for steps
 // mixing both. kv_head_of [n_heads] (device); out [n, n_heads * head_dim].
-absl::Status Attention(const float* q, int64_t n, const int32_t* slots, const int32_t* positions,
+absl::Status Attention(const float* q, int64_t n, KvBlockTables tables, const int32_t* positions,
                        const KvCacheView& cache, const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads,
                        int64_t head_dim, float* out, cudaStream_t stream);
 
 // The same attention for prefill, a tile at a time: tile i is rows
 // [tile_first[i], tile_first[i] + tile_rows[i]) of the step (at most
-// kAttentionTileRows, all of one slot). A block stages the tile's queries
+// kAttentionTileRows, all of one sequence). A block stages the tile's queries
 // and blocks of 32 keys and values in shared memory and keeps a running
 // (online) softmax per row, so each cached key is read once per tile rather
 // than once per row. head_dim <= 128 (Llama 2's is 128).
 inline constexpr int kAttentionTileRows = 16;
 absl::Status AttentionTiles(const float* q, const int32_t* tile_first, const int32_t* tile_rows, int64_t tiles,
-                            const int32_t* slots, const int32_t* positions, const KvCacheView& cache,
+                            KvBlockTables tables, const int32_t* positions, const KvCacheView& cache,
                             const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                             float* out, cudaStream_t stream);
 
@@ -55,7 +57,7 @@ absl::Status AttentionTiles(const float* q, const int32_t* tile_first, const int
 // scratch: DecodeAttentionScratchFloats(n, ...) floats on the device.
 int64_t DecodeSplitPositions(int64_t max_positions);
 int64_t DecodeAttentionScratchFloats(int64_t n, int64_t n_heads, int64_t head_dim, int64_t max_positions);
-absl::Status DecodeAttention(const float* q, int64_t n, const int32_t* slots, const int32_t* positions,
+absl::Status DecodeAttention(const float* q, int64_t n, KvBlockTables tables, const int32_t* positions,
                              const KvCacheView& cache, const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads,
                              int64_t head_dim, int64_t max_positions, float* scratch, float* out,
                              cudaStream_t stream);

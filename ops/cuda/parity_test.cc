@@ -74,12 +74,12 @@ class ParityTest : public ::testing::Test {
     const char* v_host;
     KvCacheView device;
   };
-  TypedCache StoreCache(const std::vector<float>& k, const std::vector<float>& v, DType dtype, int64_t slot_stride) {
+  TypedCache StoreCache(const std::vector<float>& k, const std::vector<float>& v, DType dtype) {
     TypedCache c;
     if (dtype == DType::kF32) {
       c.k_host = reinterpret_cast<const char*>(k.data());
       c.v_host = reinterpret_cast<const char*>(v.data());
-      c.device = {Upload(k), Upload(v), dtype, slot_stride};
+      c.device = {Upload(k), Upload(v), dtype, kBlock};
       return c;
     }
     const auto round = [dtype](float x) { return dtype == DType::kF16 ? F32ToF16(x) : F32ToBf16(x); };
@@ -87,30 +87,48 @@ class ParityTest : public ::testing::Test {
     for (float x : v) c.v16.push_back(round(x));
     c.k_host = reinterpret_cast<const char*>(c.k16.data());
     c.v_host = reinterpret_cast<const char*>(c.v16.data());
-    c.device = {Upload(c.k16), Upload(c.v16), dtype, slot_stride};
+    c.device = {Upload(c.k16), Upload(c.v16), dtype, kBlock};
     return c;
   }
 
-  // Rows of q attending to `len` positions from `start` of a cache slot.
+  // Block tables of `sequences` sequences of `capacity` positions in blocks
+  // of kBlock, scattered over a pool of exactly that many blocks (block b of
+  // sequence s is pool block (5 (s per + b) + 3) mod total), so that a kernel
+  // reading a sequence as one contiguous slot fails. Stride: per.
+  static constexpr int64_t kBlock = 16;
+  struct Paging {
+    std::vector<int32_t> tables;
+    int64_t stride;
+    const int32_t* table(int32_t sequence) const { return tables.data() + sequence * stride; }
+  };
+  static Paging ScatteredTables(int64_t sequences, int64_t capacity) {
+    Paging p{{}, capacity / kBlock};
+    const int64_t total = sequences * p.stride;
+    for (int64_t i = 0; i < total; ++i) p.tables.push_back(static_cast<int32_t>((5 * i + 3) % total));
+    return p;
+  }
+  KvBlockTables DeviceTables(const Paging& paging, const std::vector<int32_t>& row_sequences) {
+    return {Upload(paging.tables), Upload(row_sequences), paging.stride};
+  }
+
+  // Rows of q attending to `len` positions from `start` of a sequence.
   struct Chunk {
-    int32_t slot;
+    int32_t sequence;
     int64_t start, len;
   };
   // The CPU's attention, chunk by chunk (q's rows in chunk order): what the
-  // GPU kernels are checked against. Slots hold `slot_elements` per tensor.
+  // GPU kernels are checked against.
   static std::vector<float> CpuAttention(const std::vector<float>& q, const TypedCache& cache, DType dtype,
-                                         const std::vector<Chunk>& chunks, const std::vector<int>& kv_head_of,
-                                         int64_t n_heads, int64_t n_kv, int64_t hd, int64_t slot_elements,
-                                         ThreadPool& pool) {
-    const size_t slot_bytes = slot_elements * DTypeSize(dtype);
+                                         const Paging& paging, const std::vector<Chunk>& chunks,
+                                         const std::vector<int>& kv_head_of, int64_t n_heads, int64_t n_kv,
+                                         int64_t hd, ThreadPool& pool) {
     int64_t rows = 0;
     for (const Chunk& c : chunks) rows += c.len;
     std::vector<float> out(rows * n_heads * hd);
     int64_t row = 0;
     for (const Chunk& c : chunks) {
-      cpu::Attention({q.data() + row * n_heads * hd, cache.k_host + c.slot * slot_bytes,
-                      cache.v_host + c.slot * slot_bytes, dtype, kv_head_of.data(), c.start, c.len, n_heads, n_kv, hd,
-                      out.data() + row * n_heads * hd},
+      cpu::Attention({q.data() + row * n_heads * hd, cache.k_host, cache.v_host, dtype, paging.table(c.sequence),
+                      kBlock, kv_head_of.data(), c.start, c.len, n_heads, n_kv, hd, out.data() + row * n_heads * hd},
                      pool);
       row += c.len;
     }
@@ -212,43 +230,45 @@ TEST_F(ParityTest, RmsNormRopeSwiGluEmbedding) {
   ExpectClose(Download(gpu_rows, rows.size()), rows, 0, 0, "embedding");
 }
 
-// A cache of three slots in each dtype; one step that prefills 64 rows of
-// slot 0 from position 64, decodes slot 1 at position 300 and prefills 37
-// rows of slot 2 from 0, against cpu::Attention per slot over the same bytes:
-// row by row (Attention) and in tiles of up to 16 rows (AttentionTiles, the
-// last of a chunk partial).
+// A paged cache of three sequences in each dtype; one step that prefills
+// 64 rows of sequence 0 from position 64, decodes sequence 1 at position
+// 300 and prefills 37 rows of sequence 2 from 0, against cpu::Attention
+// per sequence over the same bytes and block tables: row by row
+// (Attention) and in tiles of up to 16 rows (AttentionTiles, the last of a
+// chunk partial).
 TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
   ThreadPool pool(4);
-  const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, slots = 3, kv_width = n_kv * hd;
+  const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, sequences = 3, kv_width = n_kv * hd;
   const std::vector<Chunk> chunks = {{0, 64, 64}, {1, 300, 1}, {2, 0, 37}};
-  std::vector<int32_t> row_slots, row_positions, tile_first, tile_rows;
+  const Paging paging = ScatteredTables(sequences, capacity);
+  std::vector<int32_t> row_sequences, row_positions, tile_first, tile_rows;
   for (const Chunk& c : chunks) {
     for (int64_t i = 0; i < c.len; ++i) {
       if (i % kAttentionTileRows == 0) {
-        tile_first.push_back(static_cast<int32_t>(row_slots.size()));
+        tile_first.push_back(static_cast<int32_t>(row_sequences.size()));
         tile_rows.push_back(static_cast<int32_t>(std::min<int64_t>(kAttentionTileRows, c.len - i)));
       }
-      row_slots.push_back(c.slot);
+      row_sequences.push_back(c.sequence);
       row_positions.push_back(static_cast<int32_t>(c.start + i));
     }
   }
-  const int64_t n = row_slots.size();
-  const std::vector<float> q = Random(n * n_heads * hd, 9), k = Random(slots * capacity * kv_width, 10),
-                           v = Random(slots * capacity * kv_width, 11);
+  const int64_t n = row_sequences.size();
+  const std::vector<float> q = Random(n * n_heads * hd, 9), k = Random(sequences * capacity * kv_width, 10),
+                           v = Random(sequences * capacity * kv_width, 11);
   const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
   const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    const TypedCache cache = StoreCache(k, v, dtype, capacity * kv_width);
-    const std::vector<float> expected =
-        CpuAttention(q, cache, dtype, chunks, kv_cpu, n_heads, n_kv, hd, capacity * kv_width, pool);
+    const TypedCache cache = StoreCache(k, v, dtype);
+    const std::vector<float> expected = CpuAttention(q, cache, dtype, paging, chunks, kv_cpu, n_heads, n_kv, hd, pool);
+    const KvBlockTables tables = DeviceTables(paging, row_sequences);
     float* out = Upload(std::vector<float>(expected.size()));
-    ASSERT_TRUE(Attention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache.device, Upload(kv_head_of), n_heads,
-                          n_kv, hd, out, nullptr)
+    ASSERT_TRUE(Attention(Upload(q), n, tables, Upload(row_positions), cache.device, Upload(kv_head_of), n_heads, n_kv,
+                          hd, out, nullptr)
                     .ok());
     ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4,
                 std::string("attention, ") + std::string(DTypeName(dtype)) + " cache");
     float* tiled = Upload(std::vector<float>(expected.size()));
-    ASSERT_TRUE(AttentionTiles(Upload(q), Upload(tile_first), Upload(tile_rows), tile_first.size(), Upload(row_slots),
+    ASSERT_TRUE(AttentionTiles(Upload(q), Upload(tile_first), Upload(tile_rows), tile_first.size(), tables,
                                Upload(row_positions), cache.device, Upload(kv_head_of), n_heads, n_kv, hd, tiled, nullptr)
                     .ok());
     ExpectClose(Download(tiled, expected.size()), expected, 1e-5, 1e-4,
@@ -263,45 +283,49 @@ TEST_F(ParityTest, AttentionMixedStepEveryCacheType) {
 // order than the CPU: the attention tolerance of the mixed-step test.
 TEST_F(ParityTest, DecodeAttentionSplitOverTheContext) {
   ThreadPool pool(4);
-  const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, slots = 7, kv_width = n_kv * hd;
+  const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, sequences = 7, kv_width = n_kv * hd;
   ASSERT_EQ(DecodeSplitPositions(capacity), 32);
-  const std::vector<int32_t> row_slots = {0, 1, 2, 3, 4, 5, 6}, row_positions = {0, 1, 31, 32, 33, 300, 511};
-  const int64_t n = row_slots.size();
-  const std::vector<float> q = Random(n * n_heads * hd, 17), k = Random(slots * capacity * kv_width, 18),
-                           v = Random(slots * capacity * kv_width, 19);
+  const std::vector<int32_t> row_sequences = {0, 1, 2, 3, 4, 5, 6}, row_positions = {0, 1, 31, 32, 33, 300, 511};
+  const int64_t n = row_sequences.size();
+  const Paging paging = ScatteredTables(sequences, capacity);
+  const std::vector<float> q = Random(n * n_heads * hd, 17), k = Random(sequences * capacity * kv_width, 18),
+                           v = Random(sequences * capacity * kv_width, 19);
   const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
   const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    const TypedCache cache = StoreCache(k, v, dtype, capacity * kv_width);
+    const TypedCache cache = StoreCache(k, v, dtype);
     std::vector<Chunk> one_row_each;  // Each decode row alone at its position.
-    for (int64_t r = 0; r < n; ++r) one_row_each.push_back({row_slots[r], row_positions[r], 1});
+    for (int64_t r = 0; r < n; ++r) one_row_each.push_back({row_sequences[r], row_positions[r], 1});
     const std::vector<float> expected =
-        CpuAttention(q, cache, dtype, one_row_each, kv_cpu, n_heads, n_kv, hd, capacity * kv_width, pool);
+        CpuAttention(q, cache, dtype, paging, one_row_each, kv_cpu, n_heads, n_kv, hd, pool);
     float* scratch = Upload(std::vector<float>(DecodeAttentionScratchFloats(n, n_heads, hd, capacity)));
     float* out = Upload(std::vector<float>(expected.size()));
-    ASSERT_TRUE(DecodeAttention(Upload(q), n, Upload(row_slots), Upload(row_positions), cache.device, Upload(kv_head_of),
-                                n_heads, n_kv, hd, capacity, scratch, out, nullptr)
+    ASSERT_TRUE(DecodeAttention(Upload(q), n, DeviceTables(paging, row_sequences), Upload(row_positions), cache.device,
+                                Upload(kv_head_of), n_heads, n_kv, hd, capacity, scratch, out, nullptr)
                     .ok());
     ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4,
                 std::string("decode attention, ") + std::string(DTypeName(dtype)) + " cache");
   }
 }
 
-// StoreKv writes each row at its slot and position, rounded to the cache's
-// type exactly as ops/cast.h rounds (nearest even); GatherRows copies rows.
+// StoreKv writes each row at its position of its sequence's paged cache,
+// rounded to the cache's type exactly as ops/cast.h rounds (nearest even);
+// GatherRows copies rows.
 TEST_F(ParityTest, StoreKvAndGatherRows) {
-  const int64_t capacity = 16, kv_width = 256, n = 3;
+  const int64_t capacity = 32, kv_width = 256, n = 3;
   const std::vector<float> k = Random(n * kv_width, 13), v = Random(n * kv_width, 14);
-  const std::vector<int32_t> slots = {1, 0, 1}, positions = {5, 0, 6};
+  const std::vector<int32_t> sequences = {1, 0, 1}, positions = {5, 0, 17};
+  const Paging paging = ScatteredTables(2, capacity);
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     const size_t bytes = 2 * capacity * kv_width * DTypeSize(dtype);
-    const KvCacheView cache{Upload(std::vector<char>(bytes)), Upload(std::vector<char>(bytes)), dtype,
-                            capacity * kv_width};
-    ASSERT_TRUE(StoreKv(Upload(k), Upload(v), n, kv_width, Upload(slots), Upload(positions), cache, nullptr).ok());
+    const KvCacheView cache{Upload(std::vector<char>(bytes)), Upload(std::vector<char>(bytes)), dtype, kBlock};
+    ASSERT_TRUE(StoreKv(Upload(k), Upload(v), n, kv_width, DeviceTables(paging, sequences), Upload(positions), cache,
+                        nullptr)
+                    .ok());
     const std::vector<char> k_cache = Download(static_cast<const char*>(cache.k), bytes);
     const std::vector<char> v_cache = Download(static_cast<const char*>(cache.v), bytes);
     for (int64_t r = 0; r < n; ++r) {
-      const int64_t element = (slots[r] * capacity + positions[r]) * kv_width;
+      const int64_t element = CacheRowOf(paging.table(sequences[r]), kBlock, positions[r]) * kv_width;
       for (int64_t i = 0; i < kv_width; ++i) {
         const float kx = k[r * kv_width + i], vx = v[r * kv_width + i];
         if (dtype == DType::kF32) {

@@ -46,7 +46,7 @@ absl::Status CpuLayerOps::StoreKv(const StepPlan& plan, const float* k, const fl
   const int64_t width = geometry_.kv_width();
   const size_t element = DTypeSize(cache.dtype);
   for (int64_t r = 0; r < plan.n(); ++r) {
-    const size_t offset = (plan.slots[r] * cache.slot_stride + plan.positions[r] * width) * element;
+    const size_t offset = CacheRowOf(plan.table(plan.table_of[r]), cache.block_size, plan.positions[r]) * width * element;
     RETURN_IF_ERROR(CastElements(k + r * width, DType::kF32, static_cast<char*>(cache.k) + offset, cache.dtype, width));
     RETURN_IF_ERROR(CastElements(v + r * width, DType::kF32, static_cast<char*>(cache.v) + offset, cache.dtype, width));
   }
@@ -55,12 +55,11 @@ absl::Status CpuLayerOps::StoreKv(const StepPlan& plan, const float* k, const fl
 
 absl::Status CpuLayerOps::Attention(const StepPlan& plan, const float* q, const KvCacheView& cache, float* out) {
   const int64_t q_width = geometry_.q_width();
-  const size_t slot_bytes = cache.slot_stride * DTypeSize(cache.dtype);
-  for (const PlannedChunk& chunk : plan.chunks) {
-    cpu::Attention({q + chunk.first_row * q_width, static_cast<const char*>(cache.k) + chunk.slot * slot_bytes,
-                    static_cast<const char*>(cache.v) + chunk.slot * slot_bytes, cache.dtype, kv_head_of_.data(),
-                    chunk.start_pos, chunk.len, geometry_.local_heads, geometry_.local_kv_heads, geometry_.head_dim,
-                    out + chunk.first_row * q_width},
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    const PlannedChunk& chunk = plan.chunks[c];
+    cpu::Attention({q + chunk.first_row * q_width, cache.k, cache.v, cache.dtype, plan.table(c), cache.block_size,
+                    kv_head_of_.data(), chunk.start_pos, chunk.len, geometry_.local_heads, geometry_.local_kv_heads,
+                    geometry_.head_dim, out + chunk.first_row * q_width},
                    pool_);
   }
   return absl::OkStatus();

@@ -41,21 +41,21 @@ absl::Status CudaLayerOps::Rope(const StepPlan& plan, float* x, int64_t heads) {
 }
 
 absl::Status CudaLayerOps::StoreKv(const StepPlan& plan, const float* k, const float* v, const KvCacheView& cache) {
-  return cuda::StoreKv(k, v, plan.n(), geometry_.kv_width(), step_->slots, step_->positions, cache, stream_);
+  return cuda::StoreKv(k, v, plan.n(), geometry_.kv_width(), step_->tables, step_->positions, cache, stream_);
 }
 
 absl::Status CudaLayerOps::Attention(const StepPlan& plan, const float* q, const KvCacheView& cache, float* out) {
   if (step_->tiles > 0) {
-    return cuda::AttentionTiles(q, step_->tile_first, step_->tile_rows, step_->tiles, step_->slots, step_->positions,
+    return cuda::AttentionTiles(q, step_->tile_first, step_->tile_rows, step_->tiles, step_->tables, step_->positions,
                                 cache, tables_.kv_head_of, geometry_.local_heads, geometry_.local_kv_heads,
                                 geometry_.head_dim, out, stream_);
   }
   if (plan.decode_only && plan.n() <= tables_.decode_rows && geometry_.head_dim <= 128) {
-    return cuda::DecodeAttention(q, plan.n(), step_->slots, step_->positions, cache, tables_.kv_head_of,
+    return cuda::DecodeAttention(q, plan.n(), step_->tables, step_->positions, cache, tables_.kv_head_of,
                                  geometry_.local_heads, geometry_.local_kv_heads, geometry_.head_dim,
                                  tables_.max_positions, tables_.decode_scratch, out, stream_);
   }
-  return cuda::Attention(q, plan.n(), step_->slots, step_->positions, cache, tables_.kv_head_of, geometry_.local_heads,
+  return cuda::Attention(q, plan.n(), step_->tables, step_->positions, cache, tables_.kv_head_of, geometry_.local_heads,
                          geometry_.local_kv_heads, geometry_.head_dim, out, stream_);
 }
 

@@ -12,6 +12,7 @@
 
 #include "checkpoint/rank_geometry.h"
 #include "ops/cuda/cublas_linear.h"
+#include "ops/kv_cache_view.h"
 #include "worker/dist/nccl_communicator.h"
 #include "worker/model/layer_ops.h"
 
@@ -24,7 +25,7 @@ namespace llama {
 struct DeviceStepArrays {
   const int32_t* tokens = nullptr;
   const int32_t* positions = nullptr;
-  const int32_t* slots = nullptr;
+  KvBlockTables tables;
   const int32_t* logit_rows = nullptr;
   const int32_t* tile_first = nullptr;
   const int32_t* tile_rows = nullptr;

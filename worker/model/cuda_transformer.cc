@@ -128,10 +128,11 @@ struct CudaTransformer::State {
   CudaBuffer rope_cos, rope_sin, kv_head_of, decode_scratch;
   CudaBuffer x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits, probs;
   Activations activations;
-  // Per step: tokens, positions and slots of each token; the rows whose
-  // logits are wanted; sampling settings and results; non-finite flags, one
-  // per layer and one for the logits (index n_layers).
-  Mirrored<int32_t> tokens, positions, slots, logit_rows, chosen_tokens, flags;
+  // Per step: tokens, positions and block tables of each token (table_of)
+  // and of each sequence (block_tables, max_batch_size x table_stride); the
+  // rows whose logits are wanted; sampling settings and results; non-finite
+  // flags, one per layer and one for the logits (index n_layers).
+  Mirrored<int32_t> tokens, positions, table_of, block_tables, logit_rows, chosen_tokens, flags;
   // Prefill steps' attention tiles (cuda::AttentionTiles): first row and
   // row count of each; decode steps (one token per chunk) attend row by row.
   Mirrored<int32_t> tile_first, tile_rows;
@@ -179,7 +180,8 @@ absl::Status CudaTransformer::State::Stage(absl::Span<const SequenceChunk> chunk
   RETURN_IF_ERROR(PlanStep(chunks, StepLimitsOf(options, config().vocab_size), plan));
   std::copy(plan.tokens.begin(), plan.tokens.end(), tokens.staged());
   std::copy(plan.positions.begin(), plan.positions.end(), positions.staged());
-  std::copy(plan.slots.begin(), plan.slots.end(), slots.staged());
+  std::copy(plan.table_of.begin(), plan.table_of.end(), table_of.staged());
+  std::copy(plan.block_tables.begin(), plan.block_tables.end(), block_tables.staged());
   std::copy(plan.logit_rows.begin(), plan.logit_rows.end(), logit_rows.staged());
   // Tiles pay off once a chunk has several rows; decode steps keep fixed
   // shapes for the graphs. AttentionTiles takes head_dim <= 128.
@@ -199,7 +201,8 @@ absl::Status CudaTransformer::State::EnqueueStep(bool choose) {
   const int64_t n = plan.n(), rows = plan.rows();
   RETURN_IF_ERROR(tokens.Upload(n, stream));
   RETURN_IF_ERROR(positions.Upload(n, stream));
-  RETURN_IF_ERROR(slots.Upload(n, stream));
+  RETURN_IF_ERROR(table_of.Upload(n, stream));
+  RETURN_IF_ERROR(block_tables.Upload(plan.block_tables.size(), stream));
   RETURN_IF_ERROR(logit_rows.Upload(rows, stream));
   if (step.tiles > 0) {
     RETURN_IF_ERROR(tile_first.Upload(step.tiles, stream));
@@ -259,6 +262,8 @@ int64_t CudaTransformer::vocab_size() const { return state_->config().vocab_size
 int CudaTransformer::max_batch_size() const { return state_->options.max_batch_size; }
 int64_t CudaTransformer::max_seq_len() const { return state_->options.max_seq_len; }
 int64_t CudaTransformer::max_step_tokens() const { return state_->options.max_step_tokens; }
+int64_t CudaTransformer::kv_block_size() const { return state_->options.kv_block_size; }
+int64_t CudaTransformer::kv_blocks() const { return KvBlocksOf(state_->options); }
 int CudaTransformer::graphs_captured() const { return state_->graphs.captures(); }
 
 absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const ModelWeights& weights,
@@ -298,8 +303,8 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
   RETURN_IF_ERROR(st.UploadWeight(weights.tok_embeddings, &st.weights.tok_embeddings));
   RETURN_IF_ERROR(st.UploadWeight(weights.norm, &st.weights.norm));
   RETURN_IF_ERROR(st.UploadWeight(weights.output, &st.weights.output));
-  const int64_t slot_stride = options.max_seq_len * g.kv_width();
-  const size_t layer_cache_bytes = options.max_batch_size * slot_stride * DTypeSize(options.kv_cache_dtype);
+  const size_t layer_cache_bytes =
+      KvBlocksOf(options) * options.kv_block_size * g.kv_width() * DTypeSize(options.kv_cache_dtype);
   st.cache_buffers = std::vector<CudaBuffer>(2 * c.n_layers);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const LayerWeights& l = weights.layers[i];
@@ -313,7 +318,7 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
     CudaBuffer& v_cache = st.cache_buffers[2 * i + 1];
     RETURN_IF_ERROR(k_cache.Allocate(layer_cache_bytes));
     RETURN_IF_ERROR(v_cache.Allocate(layer_cache_bytes));
-    st.caches.push_back({k_cache.get<void>(), v_cache.get<void>(), options.kv_cache_dtype, slot_stride});
+    st.caches.push_back({k_cache.get<void>(), v_cache.get<void>(), options.kv_cache_dtype, options.kv_block_size});
   }
 
   const cpu::RopeTable rope(g.head_dim, 2 * options.max_seq_len, c.rope_theta, c.rope_scaling);
@@ -336,16 +341,23 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
   st.activations = {st.x.get(),         st.xb.get(),   st.q.get(),  st.k.get(),
                     st.v.get(),         st.attention.get(), st.projection.get(), st.gate.get(),
                     st.up.get(),        st.logits_local.get(), st.logits.get()};
-  for (Mirrored<int32_t>* m : {&st.tokens, &st.positions, &st.slots, &st.logit_rows, &st.chosen_tokens,
+  for (Mirrored<int32_t>* m : {&st.tokens, &st.positions, &st.table_of, &st.logit_rows, &st.chosen_tokens,
                                &st.tile_first, &st.tile_rows}) {
     RETURN_IF_ERROR(m->Allocate(t));
   }
+  const int64_t table_stride = StepLimitsOf(options, c.vocab_size).table_stride();
+  RETURN_IF_ERROR(st.block_tables.Allocate(options.max_batch_size * table_stride));
   RETURN_IF_ERROR(st.flags.Allocate(c.n_layers + 1));
   RETURN_IF_ERROR(st.sampling.Allocate(t));
   RETURN_IF_ERROR(st.chosen_logprobs.Allocate(t));
   RETURN_IF_ERROR(st.host_logits.Allocate(t * c.vocab_size * f));
-  st.step = {st.tokens.on_device(), st.positions.on_device(),  st.slots.on_device(),
-             st.logit_rows.on_device(), st.tile_first.on_device(), st.tile_rows.on_device(), 0};
+  st.step = {st.tokens.on_device(),
+             st.positions.on_device(),
+             {st.block_tables.on_device(), st.table_of.on_device(), table_stride},
+             st.logit_rows.on_device(),
+             st.tile_first.on_device(),
+             st.tile_rows.on_device(),
+             0};
   st.ops = std::make_unique<CudaLayerOps>(
       g, st.stream, st.linear.get(), nccl, &st.step,
       DeviceModelTables{st.rope_cos.get(), st.rope_sin.get(), st.kv_head_of.get<int32_t>(), st.decode_scratch.get(),

@@ -43,6 +43,8 @@ class CudaTransformer final : public LanguageModel {
   int max_batch_size() const override;
   int64_t max_seq_len() const override;
   int64_t max_step_tokens() const override;
+  int64_t kv_block_size() const override;
+  int64_t kv_blocks() const override;
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override;
   absl::Status ForwardAndChoose(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
                                 absl::Span<ChosenToken> chosen) override;

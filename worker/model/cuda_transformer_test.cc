@@ -82,10 +82,11 @@ TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
   const std::vector<int> prompt = Prompt();
-  absl::StatusOr<absl::Span<const float>> cpu_logits = (*cpu)->Forward({{0, 0, prompt, true}});
+  const std::vector<int32_t> table = SlotBlockTables(**cpu, 1)[0];
+  absl::StatusOr<absl::Span<const float>> cpu_logits = (*cpu)->Forward({{table, 0, prompt, true}});
   ASSERT_TRUE(cpu_logits.ok());
   const std::vector<float> expected(cpu_logits->begin(), cpu_logits->end());
-  absl::StatusOr<absl::Span<const float>> gpu_logits = (*gpu)->Forward({{0, 0, prompt, true}});
+  absl::StatusOr<absl::Span<const float>> gpu_logits = (*gpu)->Forward({{table, 0, prompt, true}});
   ASSERT_TRUE(gpu_logits.ok()) << gpu_logits.status();
   ASSERT_EQ(gpu_logits->size(), expected.size());
   const double tolerance = !f32 ? 5e-2 : cache_dtype != DType::kF32 ? 5e-3 : 1e-3;
@@ -216,7 +217,7 @@ TEST_F(CudaTest, TooBigACacheIsAClearError) {
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
       CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
   ASSERT_FALSE(gpu.ok());
-  EXPECT_NE(gpu.status().message().find("lower --max_batch_size or --max_seq_len"), std::string::npos)
+  EXPECT_NE(gpu.status().message().find("lower --kv_cache_gb"), std::string::npos)
       << gpu.status();
 }
 

@@ -14,7 +14,7 @@ namespace llama {
 // One prompt's state while its batch runs.
 struct Generator::Row {
   size_t index;                // In the request.
-  int slot;                    // KV cache slot.
+  absl::Span<const int32_t> blocks;  // Its KV cache blocks.
   std::vector<int> tokens;     // Prompt, then generated tokens.
   size_t prompt_len;
   size_t limit;                // Positions [0, limit) may be filled.
@@ -69,7 +69,7 @@ absl::Status Generator::ScorePrompts(std::vector<Row>& rows) {
       const size_t remaining = row.prompt_len - 1 - row.cached;
       if (remaining == 0) continue;
       const size_t take = std::min<size_t>(remaining, budget);
-      chunks.push_back({row.slot, static_cast<int64_t>(row.cached),
+      chunks.push_back({row.blocks, static_cast<int64_t>(row.cached),
                         absl::MakeConstSpan(row.tokens).subspan(row.cached, take), /*all_logits=*/true});
       owners.push_back(&row);
       budget -= take;
@@ -114,7 +114,7 @@ absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& 
       if (budget == 0) break;
       if (row.done) continue;
       const size_t take = std::min<size_t>(row.tokens.size() - row.cached, budget);
-      chunks.push_back({row.slot, static_cast<int64_t>(row.cached),
+      chunks.push_back({row.blocks, static_cast<int64_t>(row.cached),
                         absl::MakeConstSpan(row.tokens).subspan(row.cached, take), false});
       TokenChoice choice{options.temperature, options.top_p, 0.0};
       // A row's stream gives one number per token it samples, whatever the
@@ -171,10 +171,11 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
 
   std::vector<Generation> results(prompts.size());
   const size_t batch = model_->max_batch_size();
+  const std::vector<std::vector<int32_t>> tables = SlotBlockTables(*model_, static_cast<int>(batch));
   for (size_t first = 0; first < prompts.size(); first += batch) {
     std::vector<Row> rows;
     for (size_t i = first; i < std::min(prompts.size(), first + batch); ++i) {
-      Row row{i, static_cast<int>(i - first), prompts[i], prompts[i].size(),
+      Row row{i, tables[i - first], prompts[i], prompts[i].size(),
               static_cast<size_t>(std::min<int64_t>(prompts[i].size() + max_gen_len, max_seq_len)),
               {}, 0, false, cpu::Rng(RowSeed(options.seed, i))};
       if (options.logprobs) row.logprobs.assign(row.prompt_len, 0.0f);

@@ -24,15 +24,17 @@ class ScriptedModel final : public LanguageModel {
   int max_batch_size() const override { return 2; }
   int64_t max_seq_len() const override { return 16; }
   int64_t max_step_tokens() const override { return step_tokens; }
+  int64_t kv_block_size() const override { return 4; }
+  int64_t kv_blocks() const override { return 8; }
 
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override {
     ++calls;
     logits_.clear();
     for (const SequenceChunk& c : chunks) {
-      // Positions must continue where the slot's cache left off.
-      int64_t& next = next_position_[c.slot];
+      // Positions must continue where the sequence's cache left off.
+      int64_t& next = next_position_[c.blocks[0]];
       if (c.start_pos != 0 && c.start_pos != next) {
-        return absl::InternalError(absl::StrCat("slot ", c.slot, " skipped to ", c.start_pos));
+        return absl::InternalError(absl::StrCat("sequence at block ", c.blocks[0], " skipped to ", c.start_pos));
       }
       next = c.start_pos + c.tokens.size();
       tokens += c.tokens.size();
@@ -236,7 +238,8 @@ TEST(GeneratorTest, SampledTokensDoNotDependOnTheStepSize) {
 TEST(GeneratorTest, ForwardAndChooseChecksItsArguments) {
   ScriptedModel model;
   const std::vector<int> tokens = {3};
-  std::vector<SequenceChunk> chunks = {{0, 0, tokens, false}};
+  const std::vector<int32_t> table = {0};
+  std::vector<SequenceChunk> chunks = {{table, 0, tokens, false}};
   std::vector<TokenChoice> choices(1);
   std::vector<ChosenToken> chosen(2);
   EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),

@@ -81,12 +81,13 @@ TEST_P(Int8AccuracyTest, CloseToTheStoredWeights) {
     std::vector<int> sequence = prompt;
     sequence.insert(sequence.end(), (*continuation)[0].tokens.begin(), (*continuation)[0].tokens.end());
     // Both models one token at a time (the decode path).
+    const std::vector<int32_t> table = SlotBlockTables(*stored, 1)[0];
     for (size_t i = 0; i + 1 < sequence.size(); ++i) {
       const std::vector<int> token = {sequence[i]};
-      absl::StatusOr<absl::Span<const float>> a = stored->Forward({{0, static_cast<int64_t>(i), token, false}});
+      absl::StatusOr<absl::Span<const float>> a = stored->Forward({{table, static_cast<int64_t>(i), token, false}});
       ASSERT_TRUE(a.ok()) << a.status();
       const std::vector<float> reference(a->begin(), a->end());
-      absl::StatusOr<absl::Span<const float>> b = int8->Forward({{0, static_cast<int64_t>(i), token, false}});
+      absl::StatusOr<absl::Span<const float>> b = int8->Forward({{table, static_cast<int64_t>(i), token, false}});
       ASSERT_TRUE(b.ok()) << b.status();
       ASSERT_EQ(b->size(), static_cast<size_t>(vocab));
       double largest = 0, difference = 0;

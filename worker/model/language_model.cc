@@ -12,14 +12,22 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
     return absl::InvalidArgumentError(absl::StrFormat("%d chunks but %d token choices and room for %d tokens",
                                                       chunks.size(), choices.size(), chosen.size()));
   }
-  for (const SequenceChunk& chunk : chunks) {
-    if (chunk.all_logits) {
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (chunks[c].all_logits) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "chunk for slot %d asks for all logits; ForwardAndChoose picks from the last row only (use Forward)",
-          chunk.slot));
+          "chunk %d asks for all logits; ForwardAndChoose picks from the last row only (use Forward)", c));
     }
   }
   return absl::OkStatus();
+}
+
+std::vector<std::vector<int32_t>> SlotBlockTables(const LanguageModel& model, int sequences) {
+  const int64_t per_sequence = (model.max_seq_len() + model.kv_block_size() - 1) / model.kv_block_size();
+  std::vector<std::vector<int32_t>> tables(sequences);
+  for (int s = 0; s < sequences; ++s) {
+    for (int64_t b = 0; b < per_sequence; ++b) tables[s].push_back(static_cast<int32_t>(s * per_sequence + b));
+  }
+  return tables;
 }
 
 absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,

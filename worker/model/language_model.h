@@ -5,6 +5,7 @@
 #define LLAMA_WORKER_LANGUAGE_MODEL_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -12,11 +13,14 @@
 
 namespace llama {
 
-// Tokens [start_pos, start_pos + tokens.size()) of the sequence cached in
-// KV slot `slot`. Positions before start_pos must already be cached (by
-// earlier chunks of the same slot).
+// Tokens [start_pos, start_pos + tokens.size()) of a sequence whose keys
+// and values live in the KV cache blocks `blocks` (its block table,
+// ops/kv_cache_view.h: it must cover every position up to the chunk's
+// last). Positions before start_pos must already be cached (by earlier
+// chunks of the same sequence, or of another sequence that wrote the same
+// tokens into the shared blocks).
 struct SequenceChunk {
-  int slot = 0;
+  absl::Span<const int32_t> blocks;
   int64_t start_pos = 0;
   absl::Span<const int> tokens;
   // Logits for every position of the chunk (for prompt log-probabilities),
@@ -43,13 +47,23 @@ struct ChosenToken {
 absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
                                   absl::Span<ChosenToken> chosen);
 
+class LanguageModel;
+
+// Block tables that give sequence s the blocks [s * n, (s + 1) * n), n
+// enough for max_seq_len: fixed slots, for callers that run a fixed set of
+// at most kv_blocks / n sequences (benchmarks, tests).
+std::vector<std::vector<int32_t>> SlotBlockTables(const LanguageModel& model, int sequences);
+
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;
   virtual int64_t vocab_size() const = 0;
-  // KV cache slots: sequences that can be in flight at once.
+  // Sequences one step may hold.
   virtual int max_batch_size() const = 0;
   virtual int64_t max_seq_len() const = 0;
+  // The KV cache: kv_blocks() blocks of kv_block_size() positions.
+  virtual int64_t kv_block_size() const = 0;
+  virtual int64_t kv_blocks() const = 0;
   // Most tokens (summed over chunks) one Forward call takes.
   virtual int64_t max_step_tokens() const = 0;
 

@@ -29,6 +29,18 @@ absl::StatusOr<RankGeometry> CheckModel(const ModelWeights& weights, int rank, i
         "--max_batch_size (%d), --max_seq_len (%d) and the step size (%d) must be positive", options.max_batch_size,
         options.max_seq_len, options.max_step_tokens));
   }
+  if (options.kv_block_size < 1 || options.kv_blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--kv_block_size (%d) must be positive and the KV cache's block count (%d) not negative",
+        options.kv_block_size, options.kv_blocks));
+  }
+  const int64_t sequence_blocks = StepLimitsOf(options, c.vocab_size).table_stride();
+  if (KvBlocksOf(options) < sequence_blocks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a KV cache of %d blocks of %d positions cannot hold one sequence of --max_seq_len=%d (%d blocks); "
+        "give it more memory (--kv_cache_gb) or lower --max_seq_len",
+        KvBlocksOf(options), options.kv_block_size, options.max_seq_len, sequence_blocks));
+  }
   ASSIGN_OR_RETURN(RankGeometry geometry, ComputeRankGeometry(c, rank, world_size));
   if (weights.layers[0].wk.dim(0) != geometry.kv_width()) {
     return absl::InvalidArgumentError(absl::StrFormat("wk holds %d rows; rank %d of %d expects %d",
@@ -40,21 +52,29 @@ absl::StatusOr<RankGeometry> CheckModel(const ModelWeights& weights, int rank, i
 
 absl::Status CheckMemory(const RankGeometry& geometry, const TransformerOptions& options, double weight_bytes,
                          double free_bytes, const char* where) {
-  const double cache_bytes = geometry.KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype);
+  const int64_t blocks = KvBlocksOf(options);
+  const double cache_bytes = geometry.KvCacheBytes(blocks * options.kv_block_size, options.kv_cache_dtype);
   const double work_bytes = geometry.WorkBytes(options.max_step_tokens);
   if (free_bytes <= 0 || weight_bytes + cache_bytes + work_bytes <= free_bytes) return absl::OkStatus();
   // Weights counted only where they are copied (a GPU); mapped ones are not.
   const std::string weights = weight_bytes > 0 ? absl::StrFormat("the weights (%.2f GB), ", weight_bytes / 1e9) : "";
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "%sthe KV cache (%.2f GB for --max_batch_size=%d x --max_seq_len=%d, %s) and work buffers (%.2f GB) need "
-      "more than the %.2f GB free on %s; lower --max_batch_size or --max_seq_len, use --kv_cache_dtype=bf16, or "
-      "split the model over more ranks",
-      weights, cache_bytes / 1e9, options.max_batch_size, options.max_seq_len, DTypeName(options.kv_cache_dtype),
-      work_bytes / 1e9, free_bytes / 1e9, where));
+      "%sthe KV cache (%.2f GB: %d blocks of %d positions, %s) and work buffers (%.2f GB) need more than the "
+      "%.2f GB free on %s; lower --kv_cache_gb (or --max_batch_size and --max_seq_len, which size it by "
+      "default), use --kv_cache_dtype=bf16, or split the model over more ranks",
+      weights, cache_bytes / 1e9, blocks, options.kv_block_size, DTypeName(options.kv_cache_dtype), work_bytes / 1e9,
+      free_bytes / 1e9, where));
 }
 
 StepLimits StepLimitsOf(const TransformerOptions& options, int64_t vocab_size) {
-  return {options.max_batch_size, options.max_seq_len, options.max_step_tokens, vocab_size};
+  return {options.max_batch_size, options.max_seq_len, options.max_step_tokens, vocab_size, options.kv_block_size,
+          KvBlocksOf(options)};
+}
+
+int64_t KvBlocksOf(const TransformerOptions& options) {
+  if (options.kv_blocks > 0) return options.kv_blocks;
+  const int64_t per_sequence = (options.max_seq_len + options.kv_block_size - 1) / options.kv_block_size;
+  return options.max_batch_size * per_sequence;
 }
 
 }  // namespace llama

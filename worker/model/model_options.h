@@ -16,8 +16,14 @@
 namespace llama {
 
 struct TransformerOptions {
+  // Sequences one step may hold.
   int max_batch_size = 4;
   int64_t max_seq_len = 512;
+  // The paged KV cache (ops/kv_cache_view.h): kv_blocks blocks of
+  // kv_block_size positions; 0 blocks: enough for max_batch_size sequences
+  // of max_seq_len, the memory a cache of fixed slots would take.
+  int64_t kv_block_size = 16;
+  int64_t kv_blocks = 0;
   // Tokens per Forward call; longer prompts are prefilled in pieces.
   int64_t max_step_tokens = 512;
   int threads = 0;  // CPU: 0 is one per hardware thread.
@@ -42,6 +48,9 @@ absl::Status CheckMemory(const RankGeometry& geometry, const TransformerOptions&
                          double free_bytes, const char* where);
 
 StepLimits StepLimitsOf(const TransformerOptions& options, int64_t vocab_size);
+
+// options.kv_blocks, or its default.
+int64_t KvBlocksOf(const TransformerOptions& options);
 
 }  // namespace llama
 

@@ -4,7 +4,7 @@
 //
 // A decode step (every chunk one token: every step after the prompts) runs
 // the same kernels on the same buffers for a given number of rows; only
-// values in device memory change (tokens, positions, slots, sampling). So
+// values in device memory change (tokens, positions, block tables, sampling). So
 // each row count gets one graph: run eagerly the first time (cuBLAS picks
 // its kernels, NCCL sets up lazily, outside any capture), captured the
 // second, replayed from then on: one launch instead of hundreds per step.

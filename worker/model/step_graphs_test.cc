@@ -9,10 +9,12 @@
 namespace llama {
 namespace {
 
+const std::vector<int32_t> kTable = {0};
+
 std::vector<SequenceChunk> Step(const std::vector<int>& tokens, int tokens_per_chunk, bool all_logits = false) {
   std::vector<SequenceChunk> chunks;
   for (size_t i = 0; i + tokens_per_chunk <= tokens.size(); i += tokens_per_chunk) {
-    chunks.push_back({static_cast<int>(chunks.size()), 10,
+    chunks.push_back({kTable, 10,
                       absl::MakeConstSpan(tokens).subspan(i, tokens_per_chunk), all_logits});
   }
   return chunks;
@@ -29,7 +31,7 @@ TEST(StepGraphsTest, OnlyDecodeStepsHaveKeys) {
   EXPECT_EQ(graphs.KeyOf({}), std::nullopt);
   std::vector<SequenceChunk> mixed = Step({1, 2, 3}, 1);
   const std::vector<int> prompt = {4, 5, 6};
-  mixed.push_back({3, 0, prompt, false});
+  mixed.push_back({kTable, 0, prompt, false});
   EXPECT_EQ(graphs.KeyOf(mixed), std::nullopt);  // One row still prefilling.
 }
 

@@ -1,5 +1,5 @@
 // One model step, planned once from the generator's chunks and consumed by
-// every backend: each token's id, position and KV slot, the rows whose
+// every backend: each token's id, position and block table, the rows whose
 // logits are wanted, and each chunk's place in the step. Planning is where
 // a step's inputs are checked, with one set of messages for every device.
 
@@ -11,29 +11,40 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "ops/kv_cache_view.h"
 #include "worker/model/language_model.h"
 
 namespace llama {
 
-// What a step may hold: the model's KV slots and positions, its
-// vocabulary, and its step buffers.
+// What a step may hold: sequences, positions, its vocabulary, its step
+// buffers and the KV cache's blocks.
 struct StepLimits {
   int max_batch_size = 0;
   int64_t max_seq_len = 0;
   int64_t max_step_tokens = 0;
   int64_t vocab_size = 0;
+  int64_t kv_block_size = 0;
+  int64_t kv_blocks = 0;
+
+  // Entries of one sequence's block table: enough for max_seq_len.
+  int64_t table_stride() const { return (max_seq_len + kv_block_size - 1) / kv_block_size; }
 };
 
 struct PlannedChunk {
-  int32_t slot = 0;
   int64_t start_pos = 0;
   int64_t len = 0;
   int64_t first_row = 0;  // Its first token's row in the step.
 };
 
 struct StepPlan {
-  // Per token of the step, [n].
-  std::vector<int32_t> tokens, positions, slots;
+  // Per token of the step, [n]; table_of: its chunk's block table (the
+  // chunk's index).
+  std::vector<int32_t> tokens, positions, table_of;
+  // Chunk c's block table at [c * table_stride, (c + 1) * table_stride),
+  // padded with block 0 beyond what the chunk reaches.
+  std::vector<int32_t> block_tables;
+  int64_t table_stride = 0;
+  int64_t block_size = 0;
   // Step rows whose logits are wanted, [rows]: every row of an all_logits
   // chunk, else each chunk's last.
   std::vector<int32_t> logit_rows;
@@ -43,6 +54,7 @@ struct StepPlan {
 
   int64_t n() const { return static_cast<int64_t>(tokens.size()); }
   int64_t rows() const { return static_cast<int64_t>(logit_rows.size()); }
+  const int32_t* table(int64_t chunk) const { return block_tables.data() + chunk * table_stride; }
 };
 
 // Checks the chunks against `limits` and fills `plan` (its vectors are

@@ -30,7 +30,7 @@ absl::StatusOr<Transformer::Buffers> Transformer::AllocateBuffers(const RankGeom
                                                                   const TransformerOptions& options) {
   Buffers b;
   const int64_t t = options.max_step_tokens;
-  const std::vector<int64_t> cache_shape = {options.max_batch_size, options.max_seq_len, g.kv_width()};
+  const std::vector<int64_t> cache_shape = {KvBlocksOf(options), options.kv_block_size, g.kv_width()};
   for (int64_t i = 0; i < g.config.n_layers; ++i) {
     ASSIGN_OR_RETURN(Tensor k, Tensor::Zeros(options.kv_cache_dtype, cache_shape));
     ASSIGN_OR_RETURN(Tensor v, Tensor::Zeros(options.kv_cache_dtype, cache_shape));
@@ -64,7 +64,7 @@ Transformer::Transformer(ModelWeights weights, RankGeometry geometry, Buffers bu
       ops_(geometry_, options.max_seq_len, communicator, pool_, buffers_.gathered.mutable_f32()) {
   for (int64_t i = 0; i < geometry_.config.n_layers; ++i) {
     caches_.push_back({buffers_.k_cache[i].mutable_raw(), buffers_.v_cache[i].mutable_raw(), options.kv_cache_dtype,
-                       options.max_seq_len * geometry_.kv_width()});
+                       options.kv_block_size});
   }
 }
 
@@ -78,8 +78,9 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights we
   absl::StatusOr<Buffers> buffers = AllocateBuffers(geometry, options);
   if (!buffers.ok()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "the KV cache (%.2f GB) and work buffers (%.2f GB) do not fit: %s; lower --max_batch_size or --max_seq_len",
-        geometry.KvCacheBytes(options.max_batch_size, options.max_seq_len, options.kv_cache_dtype) / 1e9,
+        "the KV cache (%.2f GB) and work buffers (%.2f GB) do not fit: %s; lower --kv_cache_gb (or --max_batch_size "
+        "and --max_seq_len, which size it by default)",
+        geometry.KvCacheBytes(KvBlocksOf(options) * options.kv_block_size, options.kv_cache_dtype) / 1e9,
         geometry.WorkBytes(options.max_step_tokens) / 1e9, buffers.status().message()));
   }
   return std::unique_ptr<Transformer>(

@@ -1,8 +1,8 @@
 // The Llama 2 transformer of one tensor-parallel rank, on the CPU: the step
 // of llama_forward.h over CpuLayerOps. Activations are f32 whatever the
-// weights' dtype; the weights stay views of the mapped shard. The KV cache
-// ([max_batch_size, max_seq_len, local KV heads, head_dim] per layer, f32,
-// bf16 or f16) and every work buffer are allocated once, at Create.
+// weights' dtype; the weights stay views of the mapped shard. The paged KV
+// cache ([kv_blocks, kv_block_size, local KV heads, head_dim] per layer,
+// f32, bf16 or f16) and every work buffer are allocated once, at Create.
 
 #ifndef LLAMA_WORKER_MODEL_TRANSFORMER_H_
 #define LLAMA_WORKER_MODEL_TRANSFORMER_H_
@@ -35,6 +35,8 @@ class Transformer final : public LanguageModel {
   int max_batch_size() const override { return options_.max_batch_size; }
   int64_t max_seq_len() const override { return options_.max_seq_len; }
   int64_t max_step_tokens() const override { return options_.max_step_tokens; }
+  int64_t kv_block_size() const override { return options_.kv_block_size; }
+  int64_t kv_blocks() const override { return KvBlocksOf(options_); }
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override;
 
   const ModelConfig& config() const { return weights_.config; }

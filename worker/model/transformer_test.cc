@@ -85,7 +85,8 @@ double WorstLogitDifference(const std::string& name, const Golden& golden) {
   double worst = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::vector<int> tokens = prompts[i].get<std::vector<int>>();
-    absl::StatusOr<absl::Span<const float>> logits = model->Forward({{0, 0, tokens, true}});
+    absl::StatusOr<absl::Span<const float>> logits =
+        model->Forward({{SlotBlockTables(*model, 1)[0], 0, tokens, true}});
     EXPECT_TRUE(logits.ok()) << logits.status();
     if (!logits.ok() || logits->size() != tokens.size() * vocab) return 1e30;
     const float* expected = golden.logits.data() + golden.json["logit_offsets"][i].get<size_t>();
@@ -126,7 +127,8 @@ TEST_P(TransformerGoldenTest, HalfPrecisionKvCachesStayCloseToPyTorch) {
     double worst = 0, scale = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       const std::vector<int> tokens = prompts[i].get<std::vector<int>>();
-      absl::StatusOr<absl::Span<const float>> logits = model->Forward({{0, 0, tokens, true}});
+      absl::StatusOr<absl::Span<const float>> logits =
+        model->Forward({{SlotBlockTables(*model, 1)[0], 0, tokens, true}});
       ASSERT_TRUE(logits.ok()) << logits.status();
       const float* expected = golden.logits.data() + golden.json["logit_offsets"][i].get<size_t>();
       for (size_t j = 0; j < logits->size(); ++j) {
@@ -350,7 +352,7 @@ TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
   absl::StatusOr<std::unique_ptr<Transformer>> model =
       Transformer::Create(*SyntheticWeights(config, DType::kF32), &comm, options);
   EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(model.status().message(), HasSubstr("lower --max_batch_size or --max_seq_len"));
+  EXPECT_THAT(model.status().message(), HasSubstr("lower --kv_cache_gb"));
 }
 
 TEST(TransformerTest, KvCacheOfANonFloatTypeIsAClearError) {
@@ -374,7 +376,8 @@ TEST(TransformerTest, NonFiniteActivationsNameTheLayer) {
   absl::StatusOr<std::unique_ptr<Transformer>> model = Transformer::Create(std::move(weights), &comm, {});
   ASSERT_TRUE(model.ok()) << model.status();
   const std::vector<int> tokens = {1, 7, 9};
-  absl::StatusOr<absl::Span<const float>> logits = (*model)->Forward({{0, 0, tokens, false}});
+  absl::StatusOr<absl::Span<const float>> logits =
+      (*model)->Forward({{SlotBlockTables(**model, 1)[0], 0, tokens, false}});
   EXPECT_EQ(logits.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(logits.status().message(), HasSubstr("after layer 1 (rank 0)"));
 }
