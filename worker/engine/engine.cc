@@ -1,0 +1,418 @@
+#include "worker/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
+
+namespace llama {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+struct Engine::Sequence {
+  RequestId id = 0;
+  EngineRequest request;
+  std::vector<int> tokens;  // Prompt, then generated tokens.
+  int64_t prompt_len = 0;
+  int64_t limit = 0;  // Positions [0, limit) may be filled.
+  std::vector<int32_t> blocks;
+  std::vector<uint64_t> hashes;  // Chain hashes of its leading full blocks.
+  int64_t computed = 0;          // Positions [0, computed) are in the cache.
+  std::vector<float> prompt_logprobs;
+  bool prompt_scored = false;  // Reported (or not asked for).
+  cpu::Rng rng{0};
+  uint64_t admission = 0;  // Order of its latest admission.
+  bool counted = false;    // Its prompt is in the stats.
+  bool finished = false;
+
+  int64_t length() const { return static_cast<int64_t>(tokens.size()); }
+  bool scoring() const { return !prompt_scored && computed < prompt_len - 1; }
+};
+
+Engine::Engine(LanguageModel* model, const EngineOptions& options)
+    : model_(model), options_(options), pool_(model->kv_blocks(), model->kv_block_size(), options.prefix_caching) {
+  if (options_.max_num_batched_tokens <= 0) options_.max_num_batched_tokens = model->max_step_tokens();
+  if (options_.max_num_seqs <= 0) options_.max_num_seqs = model->max_batch_size();
+  // A step holds every running request: no more than the model's step takes.
+  options_.max_num_batched_tokens = std::min(options_.max_num_batched_tokens, model->max_step_tokens());
+  options_.max_num_seqs = std::min(options_.max_num_seqs, model->max_batch_size());
+  absl::MutexLock lock(&mutex_);
+  stats_.kv_blocks_total = pool_.blocks();
+}
+
+Engine::~Engine() = default;
+
+absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
+  const int64_t vocab = model_->vocab_size(), max_seq_len = model_->max_seq_len();
+  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty: expected at least one token");
+  if (static_cast<int64_t>(request.prompt.size()) > max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrFormat("prompt has %d tokens, more than the context of %d",
+                                                      request.prompt.size(), max_seq_len));
+  }
+  for (int token : request.prompt) {
+    if (token < 0 || token >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("prompt: token id %d outside the vocabulary [0, %d)", token, vocab));
+    }
+  }
+  if (!(request.temperature >= 0) || !std::isfinite(request.temperature)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("temperature %g: expected a finite value >= 0", request.temperature));
+  }
+  if (!(request.top_p > 0 && request.top_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("top_p %g: expected 0 < top_p <= 1", request.top_p));
+  }
+  if (request.max_new_tokens.has_value() && *request.max_new_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_new_tokens %d: expected >= 0", *request.max_new_tokens));
+  }
+  auto s = std::make_unique<Sequence>();
+  s->prompt_len = static_cast<int64_t>(request.prompt.size());
+  s->limit = std::min(max_seq_len, s->prompt_len + request.max_new_tokens.value_or(max_seq_len));
+  s->tokens = request.prompt;
+  s->rng = cpu::Rng(request.seed);
+  s->prompt_scored = !request.prompt_logprobs;
+  if (request.prompt_logprobs) s->prompt_logprobs.assign(s->prompt_len, 0.0f);
+  s->request = std::move(request);
+  absl::MutexLock lock(&mutex_);
+  if (!failed_.ok()) return absl::FailedPreconditionError(absl::StrCat("the engine failed: ", failed_.message()));
+  s->id = next_id_++;
+  const RequestId id = s->id;
+  submitted_.push_back(std::move(s));
+  return id;
+}
+
+void Engine::Cancel(RequestId id) {
+  absl::MutexLock lock(&mutex_);
+  cancelled_.insert(id);
+}
+
+bool Engine::idle() const {
+  absl::MutexLock lock(&mutex_);
+  return submitted_.empty() && cancelled_.empty() && running_.empty() && waiting_.empty();
+}
+
+EngineStats Engine::stats() const {
+  absl::MutexLock lock(&mutex_);
+  return stats_;
+}
+
+std::vector<std::vector<int32_t>> Engine::running_block_tables() const {
+  std::vector<std::vector<int32_t>> tables;
+  for (const auto& s : running_) tables.push_back(s->blocks);
+  return tables;
+}
+
+void Engine::Finish(Sequence& s, FinishReason reason, const absl::Status& status) {
+  for (int32_t b : s.blocks) pool_.Release(b);
+  s.blocks.clear();
+  s.finished = true;
+  RequestEvent event;
+  event.kind = RequestEvent::kFinished;
+  event.finish = reason;
+  event.status = status;
+  if (s.request.sink) s.request.sink(event);
+}
+
+void Engine::Intake() {
+  std::vector<std::unique_ptr<Sequence>> submitted;
+  absl::flat_hash_set<RequestId> cancelled;
+  {
+    absl::MutexLock lock(&mutex_);
+    submitted.swap(submitted_);
+    cancelled.swap(cancelled_);
+  }
+  for (auto& s : submitted) {
+    // Nothing to generate and no prompt to score: done before it starts.
+    if (s->prompt_len >= s->limit && !s->scoring()) {
+      ReportPromptLogprobs(*s);
+      Finish(*s, FinishReason::kLength);
+      continue;
+    }
+    waiting_.push_back(std::move(s));
+  }
+  if (cancelled.empty()) return;
+  for (auto& s : running_) {
+    if (cancelled.contains(s->id)) Finish(*s, FinishReason::kCancelled);
+  }
+  for (auto& s : waiting_) {
+    if (cancelled.contains(s->id)) Finish(*s, FinishReason::kCancelled);
+  }
+  RemoveFinished();
+}
+
+void Engine::RemoveFinished() {
+  const auto finished = [](const std::unique_ptr<Sequence>& s) { return s->finished; };
+  running_.erase(std::remove_if(running_.begin(), running_.end(), finished), running_.end());
+  waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), finished), waiting_.end());
+}
+
+void Engine::ReportPromptLogprobs(Sequence& s) {
+  if (s.prompt_scored || s.scoring()) return;
+  s.prompt_scored = true;
+  RequestEvent event;
+  event.kind = RequestEvent::kPromptLogprobs;
+  event.prompt_logprobs = s.prompt_logprobs;
+  if (s.request.sink) s.request.sink(event);
+}
+
+bool Engine::Grow(Sequence& s, int64_t positions) {
+  const int64_t needed = (positions + pool_.block_size() - 1) / pool_.block_size();
+  while (static_cast<int64_t>(s.blocks.size()) < needed) {
+    std::optional<int32_t> block = pool_.Allocate();
+    if (!block.has_value()) return false;
+    s.blocks.push_back(*block);
+  }
+  return true;
+}
+
+void Engine::Preempt(Sequence& s) {
+  for (int32_t b : s.blocks) pool_.Release(b);
+  s.blocks.clear();
+  s.hashes.clear();
+  s.computed = 0;
+  const auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &s; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+  absl::MutexLock lock(&mutex_);
+  ++stats_.preemptions;
+}
+
+Engine::Sequence* Engine::Newest() {
+  Sequence* newest = nullptr;
+  for (auto& s : running_) {
+    if (newest == nullptr || s->admission > newest->admission) newest = s.get();
+  }
+  return newest;
+}
+
+bool Engine::Admit(Sequence& s) {
+  const int64_t block_size = pool_.block_size();
+  // Cached leading blocks, leaving at least one token to compute (its
+  // logits pick the next token); none when the prompt is to be scored.
+  if (s.scoring() || s.prompt_len <= 1) {
+    s.blocks.clear();
+  } else {
+    s.blocks = pool_.MatchPrefix(s.tokens, (s.length() - 1) / block_size, s.hashes);
+  }
+  s.computed = static_cast<int64_t>(s.blocks.size()) * block_size;
+  // Admitted only if every block of what it has to compute is free, so a
+  // prompt, once started, is never preempted by its own growth.
+  const int64_t needed = (s.length() + block_size - 1) / block_size - static_cast<int64_t>(s.blocks.size());
+  if (pool_.available() < needed) {
+    for (int32_t b : s.blocks) pool_.Release(b);
+    s.blocks.clear();
+    s.hashes.clear();
+    s.computed = 0;
+    return false;
+  }
+  Grow(s, s.length());
+  absl::MutexLock lock(&mutex_);
+  stats_.prefix_hit_tokens += s.computed;
+  if (!s.counted) stats_.prompt_tokens += s.prompt_len;
+  s.counted = true;
+  return true;
+}
+
+int64_t Engine::PieceOf(const Sequence& s, int64_t budget, bool& scoring) const {
+  scoring = s.scoring();
+  const int64_t end = scoring ? s.prompt_len - 1 : s.length();
+  return std::min(end - s.computed, budget);
+}
+
+void Engine::Schedule(std::vector<Scheduled>& plan) {
+  plan.clear();
+  int64_t budget = options_.max_num_batched_tokens;
+  bool preempted = false;
+  const auto planned = [&](const Sequence* s) {
+    return std::any_of(plan.begin(), plan.end(), [&](const Scheduled& p) { return p.sequence == s; });
+  };
+  // Running requests: decodes first (one token each), then pieces of
+  // prompts started in earlier steps (and recomputations), oldest first.
+  for (const bool decodes : {true, false}) {
+    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      Sequence& s = *running_[i];
+      bool scoring = false;
+      const int64_t take = PieceOf(s, budget, scoring);
+      const bool decode = !scoring && s.length() - s.computed == 1;
+      if (decode != decodes || take <= 0 || planned(&s)) continue;
+      bool preempted_self = false;
+      while (!Grow(s, s.computed + take)) {
+        Sequence* victim = Newest();
+        const auto in_plan =
+            std::find_if(plan.begin(), plan.end(), [&](const Scheduled& p) { return p.sequence == victim; });
+        if (in_plan != plan.end()) {
+          budget += in_plan->take;
+          plan.erase(in_plan);
+        }
+        Preempt(*victim);
+        preempted = true;
+        if (victim == &s) {
+          preempted_self = true;
+          break;
+        }
+      }
+      if (preempted_self) break;  // It was the last one running.
+      plan.push_back({&s, take, scoring});
+      budget -= take;
+    }
+  }
+  // Then waiting requests, first come first served, while they fit; none
+  // in a step that had to preempt (it would take back what was just freed).
+  while (!preempted && !waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < options_.max_num_seqs) {
+    Sequence& s = *waiting_.front();
+    if (!Admit(s)) break;
+    s.admission = ++admissions_;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    bool scoring = false;
+    const int64_t take = PieceOf(s, budget, scoring);
+    plan.push_back({&s, take, scoring});
+    budget -= take;
+  }
+}
+
+void Engine::CacheFullBlocks(Sequence& s) {
+  const int64_t block_size = pool_.block_size();
+  const int64_t full = std::min<int64_t>(s.computed / block_size, s.blocks.size());
+  for (int64_t b = static_cast<int64_t>(s.hashes.size()); b < full; ++b) {
+    const absl::Span<const int> tokens = absl::MakeConstSpan(s.tokens).subspan(b * block_size, block_size);
+    const uint64_t hash = KvBlockPool::ChainHash(b == 0 ? 0 : s.hashes[b - 1], tokens);
+    pool_.Cache(s.blocks[b], hash, tokens);
+    s.hashes.push_back(hash);
+  }
+}
+
+absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
+  const int64_t vocab = model_->vocab_size();
+  int64_t computed = 0, generated = 0;
+  // Prompt pieces whose every position's logits are wanted.
+  chunks_.clear();
+  for (const Scheduled& p : plan) {
+    if (!p.scoring) continue;
+    Sequence& s = *p.sequence;
+    chunks_.push_back({s.blocks, s.computed, absl::MakeConstSpan(s.tokens).subspan(s.computed, p.take), true});
+  }
+  if (!chunks_.empty()) {
+    ASSIGN_OR_RETURN(absl::Span<const float> logits, model_->Forward(chunks_));
+    const float* row = logits.data();
+    for (const Scheduled& p : plan) {
+      if (!p.scoring) continue;
+      Sequence& s = *p.sequence;
+      // Logits at position q score the prompt token at q + 1.
+      for (int64_t i = 0; i < p.take; ++i, row += vocab) {
+        const int64_t q = s.computed + i;
+        s.prompt_logprobs[q + 1] = cpu::LogProb(row, vocab, s.tokens[q + 1]);
+      }
+      s.computed += p.take;
+      computed += p.take;
+    }
+  }
+  // Everything else: pieces that end where the sequence ends pick its next token.
+  chunks_.clear();
+  choices_.clear();
+  for (const Scheduled& p : plan) {
+    if (p.scoring) continue;
+    Sequence& s = *p.sequence;
+    chunks_.push_back({s.blocks, s.computed, absl::MakeConstSpan(s.tokens).subspan(s.computed, p.take), false});
+    TokenChoice choice{s.request.temperature, s.request.top_p, 0.0};
+    // One draw per token the request samples, whatever the step's shape.
+    if (s.request.temperature > 0 && s.computed + p.take == s.length()) choice.uniform = s.rng.Uniform();
+    choices_.push_back(choice);
+  }
+  if (!chunks_.empty()) {
+    chosen_.resize(chunks_.size());
+    RETURN_IF_ERROR(model_->ForwardAndChoose(chunks_, choices_, absl::MakeSpan(chosen_)));
+  }
+  size_t c = 0;
+  for (const Scheduled& p : plan) {
+    Sequence& s = *p.sequence;
+    if (p.scoring) {
+      CacheFullBlocks(s);
+      // Scored to its end: reported once, before its first token.
+      ReportPromptLogprobs(s);
+      if (s.prompt_scored && s.prompt_len >= s.limit) Finish(s, FinishReason::kLength);
+      continue;
+    }
+    const ChosenToken chosen = chosen_[c++];
+    s.computed += p.take;
+    computed += p.take;
+    CacheFullBlocks(s);
+    if (s.computed < s.length()) continue;  // More prompt to feed.
+    ReportPromptLogprobs(s);  // A one-token prompt's: nothing was scored.
+    s.tokens.push_back(chosen.token);
+    ++generated;
+    RequestEvent event;
+    event.token = chosen.token;
+    event.logprob = chosen.logprob;
+    if (s.request.sink) s.request.sink(event);
+    const std::vector<int>& stops = s.request.stop_ids;
+    if (std::find(stops.begin(), stops.end(), chosen.token) != stops.end()) {
+      Finish(s, FinishReason::kStop);
+    } else if (s.length() >= s.limit) {
+      Finish(s, FinishReason::kLength);
+    }
+  }
+  absl::MutexLock lock(&mutex_);
+  stats_.computed_tokens += computed;
+  stats_.generated_tokens += generated;
+  return absl::OkStatus();
+}
+
+void Engine::Fail(const absl::Status& status) {
+  {
+    absl::MutexLock lock(&mutex_);
+    failed_ = status;
+    for (auto& s : submitted_) waiting_.push_back(std::move(s));
+    submitted_.clear();
+  }
+  for (auto& s : running_) Finish(*s, FinishReason::kError, status);
+  for (auto& s : waiting_) Finish(*s, FinishReason::kError, status);
+  running_.clear();
+  waiting_.clear();
+}
+
+absl::Status Engine::Step() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!failed_.ok()) return failed_;
+  }
+  Intake();
+  std::vector<Scheduled> plan;
+  Schedule(plan);
+  if (!plan.empty()) {
+    const absl::Status status = Run(plan);
+    if (!status.ok()) {
+      Fail(status);
+      return status;
+    }
+  }
+  RemoveFinished();
+  absl::MutexLock lock(&mutex_);
+  ++stats_.steps;
+  stats_.running = static_cast<int>(running_.size());
+  stats_.waiting = static_cast<int>(waiting_.size() + submitted_.size());
+  stats_.kv_blocks_used = pool_.in_use();
+  return absl::OkStatus();
+}
+
+absl::Status Engine::RunUntilIdle() {
+  while (!idle()) RETURN_IF_ERROR(Step());
+  return absl::OkStatus();
+}
+
+}  // namespace llama

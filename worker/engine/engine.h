@@ -1,0 +1,183 @@
+// The serving engine: continuous batching over the paged KV cache, as
+// vLLM, TGI and TensorRT-LLM run. Requests arrive at any time (Submit, from
+// any thread); each Step runs the running requests' next tokens first, then
+// prefills waiting prompts in pieces up to a token budget, so a long prompt
+// delays the others by at most one budget per step. Keys and values live in
+// blocks taken as sequences grow; when they run out the most recently
+// admitted request is preempted (its blocks freed) and computed again
+// later from its tokens, which leaves its output unchanged. Prompts that
+// start with blocks another request already computed reuse them (prefix
+// caching, kv_block_pool.h).
+//
+// A request's tokens depend only on the request: sampling draws from its
+// own random stream, seeded by the request. On the CPU backend the logits
+// do not depend on the other requests either (see README, batch
+// invariance), except where it says they can differ in the last bits.
+//
+// With tensor parallelism the engine runs on rank 0 over a LeaderModel
+// (lockstep.h), and the other ranks follow its steps.
+
+#ifndef LLAMA_WORKER_ENGINE_ENGINE_H_
+#define LLAMA_WORKER_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "ops/cpu/sampling.h"
+#include "worker/engine/kv_block_pool.h"
+#include "worker/model/language_model.h"
+
+namespace llama {
+
+enum class FinishReason {
+  kStop,       // A stop token was chosen (it is the last token reported).
+  kLength,     // The token limit or the end of the context.
+  kCancelled,  // Cancel was called.
+  kError,      // The engine failed; the event's status says why.
+};
+const char* FinishReasonName(FinishReason reason);
+
+// What a request's sink receives, in order: its prompt's log-probabilities
+// once if asked, each chosen token, then one kFinished.
+struct RequestEvent {
+  enum Kind { kPromptLogprobs, kToken, kFinished } kind = kToken;
+  int token = 0;         // kToken.
+  float logprob = 0.0f;  // kToken: log_softmax(logits)[token] at temperature 1, as the reference reports it.
+  // kPromptLogprobs: [prompt length]; entry p is of prompt token p given
+  // the ones before it, entry 0 is 0 (the reference's convention).
+  absl::Span<const float> prompt_logprobs;
+  FinishReason finish = FinishReason::kLength;  // kFinished.
+  absl::Status status;                          // kFinished with kError.
+};
+
+struct EngineRequest {
+  std::vector<int> prompt;
+  float temperature = 0.0f;  // 0: greedy.
+  float top_p = 1.0f;
+  uint64_t seed = 0;  // Seeds the request's random stream (cpu::Rng).
+  // Most tokens to generate; unset: up to the end of the context.
+  std::optional<int64_t> max_new_tokens;
+  std::vector<int> stop_ids;
+  bool prompt_logprobs = false;
+  // Called on the thread that runs Step, without the engine's lock: it may
+  // Submit or Cancel, and must be quick.
+  std::function<void(const RequestEvent&)> sink;
+};
+
+struct EngineOptions {
+  // Tokens per step over every request (prefill pieces and decodes);
+  // 0: the model's max_step_tokens.
+  int64_t max_num_batched_tokens = 0;
+  // Requests running at once; 0: the model's max_batch_size.
+  int max_num_seqs = 0;
+  bool prefix_caching = true;
+};
+
+// Counters for metrics and tests.
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t prefix_hit_tokens = 0;   // Prompt tokens taken from cached blocks.
+  int64_t prompt_tokens = 0;       // Prompt tokens of admitted requests (each admission once).
+  int64_t computed_tokens = 0;     // Tokens run through the model, recomputation included.
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+};
+
+using RequestId = int64_t;
+
+class Engine {
+ public:
+  // `model` must outlive the engine; Step is its only caller.
+  Engine(LanguageModel* model, const EngineOptions& options);
+  ~Engine();
+
+  // Checks the request (prompt length and ids, sampling values, token
+  // limit) and queues it; thread-safe. Errors name the field.
+  absl::StatusOr<RequestId> Submit(EngineRequest request);
+  // Ends the request at the next step (its sink gets kFinished with
+  // kCancelled), whatever its state; unknown or finished ids are ignored.
+  // Thread-safe.
+  void Cancel(RequestId id);
+
+  // One step: admits, schedules and runs the model once (twice when prompt
+  // log-probabilities are being computed), then reports the chosen tokens.
+  // A model error ends every request with kError and is returned; the
+  // engine refuses work from then on.
+  absl::Status Step();
+  // Steps until no request is left.
+  absl::Status RunUntilIdle();
+  // No request submitted, running or waiting: from the thread that steps.
+  bool idle() const;
+  EngineStats stats() const;
+
+  // The block pool, for tests' consistency checks.
+  const KvBlockPool& block_pool() const { return pool_; }
+  // Each running request's blocks, for tests: no block may be held by two
+  // requests unless it is a cached prefix block.
+  std::vector<std::vector<int32_t>> running_block_tables() const;
+
+ private:
+  struct Sequence;
+  struct Scheduled {
+    Sequence* sequence;
+    int64_t take;
+    bool scoring;  // all_logits piece of a prompt (Forward, not ForwardAndChoose).
+  };
+
+  // Moves newly submitted and cancelled requests in; ends cancelled ones.
+  void Intake();
+  void Finish(Sequence& s, FinishReason reason, const absl::Status& status = absl::OkStatus());
+  // Blocks for positions [0, positions) of s; false when the pool is dry.
+  bool Grow(Sequence& s, int64_t positions);
+  void Preempt(Sequence& s);
+  // The running sequence admitted last (the preemption victim).
+  Sequence* Newest();
+  // Takes s's cached prefix and blocks for all its tokens; false (holding
+  // nothing) when they are not free.
+  bool Admit(Sequence& s);
+  void RemoveFinished();
+  // Sends s's prompt log-probabilities once they are complete, if asked.
+  void ReportPromptLogprobs(Sequence& s);
+  void Schedule(std::vector<Scheduled>& plan);
+  absl::Status Run(const std::vector<Scheduled>& plan);
+  void CacheFullBlocks(Sequence& s);
+  void Fail(const absl::Status& status);
+  int64_t PieceOf(const Sequence& s, int64_t budget, bool& scoring) const;
+
+  LanguageModel* model_;
+  EngineOptions options_;
+  KvBlockPool pool_;
+
+  mutable absl::Mutex mutex_;
+  RequestId next_id_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::vector<std::unique_ptr<Sequence>> submitted_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_set<RequestId> cancelled_ ABSL_GUARDED_BY(mutex_);
+  absl::Status failed_ ABSL_GUARDED_BY(mutex_);
+  EngineStats stats_ ABSL_GUARDED_BY(mutex_);
+
+  // Step thread only.
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // In admission order.
+  uint64_t admissions_ = 0;
+  // Step buffers, reused.
+  std::vector<SequenceChunk> chunks_;
+  std::vector<TokenChoice> choices_;
+  std::vector<ChosenToken> chosen_;
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_ENGINE_ENGINE_H_

@@ -1,0 +1,360 @@
+#include "worker/engine/engine.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "worker/engine/cache_checking_model.h"
+
+namespace llama {
+namespace {
+
+using ::llama::testing::CacheCheckingModel;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// What a request's sink received.
+struct Outcome {
+  std::vector<int> tokens;
+  std::vector<float> logprobs;
+  std::vector<float> prompt_logprobs;
+  bool prompt_logprobs_before_tokens = true;
+  int finishes = 0;
+  FinishReason finish = FinishReason::kLength;
+  absl::Status status;
+};
+
+EngineRequest Request(std::vector<int> prompt, Outcome* out, int64_t max_new_tokens = 8, float temperature = 0.0f,
+                      uint64_t seed = 0) {
+  EngineRequest r;
+  r.prompt = std::move(prompt);
+  r.max_new_tokens = max_new_tokens;
+  r.temperature = temperature;
+  r.top_p = 0.9f;
+  r.seed = seed;
+  r.stop_ids = {0};
+  r.sink = [out](const RequestEvent& e) {
+    switch (e.kind) {
+      case RequestEvent::kPromptLogprobs:
+        out->prompt_logprobs.assign(e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+        out->prompt_logprobs_before_tokens = out->tokens.empty();
+        break;
+      case RequestEvent::kToken:
+        out->tokens.push_back(e.token);
+        out->logprobs.push_back(e.logprob);
+        break;
+      case RequestEvent::kFinished:
+        ++out->finishes;
+        out->finish = e.finish;
+        out->status = e.status;
+        break;
+    }
+  };
+  return r;
+}
+
+std::vector<int> Prompt(int length, int salt) {
+  std::vector<int> p(length);
+  for (int i = 0; i < length; ++i) p[i] = 1 + (i * 7 + salt * 13) % 31;
+  return p;
+}
+
+// The request alone on a fresh engine with room to spare.
+Outcome Solo(const EngineRequest& request, CacheCheckingModel::Shape shape) {
+  shape.blocks = 4 * shape.max_batch_size * shape.max_seq_len / shape.block_size;
+  CacheCheckingModel model(shape);
+  Engine engine(&model, {});
+  Outcome out;
+  EngineRequest copy = request;
+  copy.sink = Request({}, &out).sink;
+  EXPECT_TRUE(engine.Submit(std::move(copy)).ok());
+  EXPECT_TRUE(engine.RunUntilIdle().ok());
+  return out;
+}
+
+// No block held twice except cached prefix blocks, which are held exactly
+// by the requests that name them.
+void ExpectBlocksConsistent(const Engine& engine) {
+  ASSERT_TRUE(engine.block_pool().CheckConsistency().ok()) << engine.block_pool().CheckConsistency();
+  std::map<int32_t, int> holders;
+  for (const auto& table : engine.running_block_tables()) {
+    for (int32_t b : table) ++holders[b];
+  }
+  for (const auto& [block, count] : holders) {
+    ASSERT_EQ(engine.block_pool().references(block), count) << "block " << block;
+  }
+}
+
+TEST(EngineTest, GreedyRequestStopsAtItsLimitOrStopToken) {
+  CacheCheckingModel model({});
+  Engine engine(&model, {});
+  Outcome a, b;
+  ASSERT_TRUE(engine.Submit(Request(Prompt(5, 1), &a, 6)).ok());
+  ASSERT_TRUE(engine.Submit(Request(Prompt(9, 2), &b, 60)).ok());
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  EXPECT_EQ(a.finishes, 1);
+  EXPECT_TRUE((a.finish == FinishReason::kLength && a.tokens.size() == 6u) ||
+              (a.finish == FinishReason::kStop && a.tokens.back() == 0 && a.tokens.size() <= 6u));
+  // b's limit is the context: 64 positions.
+  EXPECT_TRUE((b.finish == FinishReason::kLength && b.tokens.size() == 64u - 9u) ||
+              (b.finish == FinishReason::kStop && b.tokens.back() == 0 && b.tokens.size() <= 64u - 9u));
+  EXPECT_EQ(engine.block_pool().in_use(), 0);
+  EXPECT_EQ(engine.stats().generated_tokens, static_cast<int64_t>(a.tokens.size() + b.tokens.size()));
+}
+
+TEST(EngineTest, DecodesGoFirstAndPromptsFillTheBudgetInPieces) {
+  CacheCheckingModel model({});
+  EngineOptions options;
+  options.max_num_batched_tokens = 8;
+  Engine engine(&model, options);
+  Outcome a, b, c;
+  EngineRequest ra = Request(Prompt(3, 1), &a, 30), rb = Request(Prompt(4, 2), &b, 30);
+  ra.stop_ids.clear();  // Decoding all along.
+  rb.stop_ids.clear();
+  ASSERT_TRUE(engine.Submit(ra).ok());
+  ASSERT_TRUE(engine.Submit(rb).ok());
+  ASSERT_TRUE(engine.Step().ok());  // Both prompts in one step: 3 + 4 tokens.
+  EXPECT_THAT(model.steps.back(), ElementsAre(3, 4));
+  ASSERT_TRUE(engine.Submit(Request(Prompt(20, 3), &c, 4)).ok());
+  ASSERT_TRUE(engine.Step().ok());
+  // Two decodes first, then 6 of the long prompt's 20 tokens; then 6, 6, 2.
+  EXPECT_THAT(model.steps.back(), ElementsAre(1, 1, 6));
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_THAT(model.steps.back(), ElementsAre(1, 1, 6));
+  ASSERT_TRUE(engine.Step().ok());
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_THAT(model.steps.back(), ElementsAre(1, 1, 2));
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  // Pieces change nothing: each request's tokens are its solo run's.
+  EXPECT_EQ(a.tokens, Solo(ra, {}).tokens);
+  EXPECT_EQ(b.tokens, Solo(rb, {}).tokens);
+  EXPECT_EQ(c.tokens, Solo(Request(Prompt(20, 3), nullptr, 4), {}).tokens);
+}
+
+TEST(EngineTest, RequestWaitsUntilItsBlocksAreFree) {
+  CacheCheckingModel::Shape shape;
+  shape.blocks = 16;  // 64 positions: one full-length sequence.
+  CacheCheckingModel model(shape);
+  Engine engine(&model, {});
+  Outcome a, b;
+  ASSERT_TRUE(engine.Submit(Request(Prompt(40, 1), &a, 4)).ok());
+  ASSERT_TRUE(engine.Submit(Request(Prompt(40, 2), &b, 4)).ok());
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(engine.stats().running, 1);
+  EXPECT_EQ(engine.stats().waiting, 1);
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  EXPECT_EQ(a.finishes, 1);
+  EXPECT_EQ(b.finishes, 1);
+  EXPECT_EQ(b.tokens, Solo(Request(Prompt(40, 2), nullptr, 4), shape).tokens);
+}
+
+TEST(EngineTest, PoolRunningDryPreemptsTheNewestAndItsOutputIsUnchanged) {
+  CacheCheckingModel::Shape shape;
+  shape.blocks = 16;
+  CacheCheckingModel model(shape);
+  Engine engine(&model, {});
+  std::vector<Outcome> outs(3);
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 3; ++i) {
+    requests.push_back(Request(Prompt(10, i + 5), &outs[i], 40, 0.8f, 100 + i));
+    requests.back().stop_ids.clear();  // Run to the limit: the pool must run dry.
+    ASSERT_TRUE(engine.Submit(requests.back()).ok());
+  }
+  while (!engine.idle()) {
+    ASSERT_TRUE(engine.Step().ok());
+    ExpectBlocksConsistent(engine);
+  }
+  EXPECT_GT(engine.stats().preemptions, 0);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(outs[i].tokens.size(), 40u);
+    const Outcome solo = Solo(requests[i], shape);
+    EXPECT_EQ(outs[i].tokens, solo.tokens) << i;
+    EXPECT_EQ(outs[i].logprobs, solo.logprobs) << i;
+  }
+}
+
+TEST(EngineTest, SharedPromptPrefixIsComputedOnce) {
+  CacheCheckingModel model({});
+  Engine engine(&model, {});
+  std::vector<int> system = Prompt(21, 4);  // Five full blocks of 4.
+  std::vector<int> first = system, second = system;
+  first.push_back(5);
+  second.push_back(6);
+  Outcome a, b;
+  ASSERT_TRUE(engine.Submit(Request(first, &a, 3)).ok());
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  const int64_t computed = engine.stats().computed_tokens;
+  ASSERT_TRUE(engine.Submit(Request(second, &b, 3)).ok());
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  EXPECT_EQ(engine.stats().prefix_hit_tokens, 20);
+  // The second request computed its last two prompt tokens and its decodes.
+  EXPECT_EQ(engine.stats().computed_tokens - computed, 2 + static_cast<int64_t>(b.tokens.size()) - 1);
+  EXPECT_EQ(b.tokens, Solo(Request(second, nullptr, 3), {}).tokens);
+
+  // Off: nothing is reused.
+  CacheCheckingModel cold_model({});
+  EngineOptions off;
+  off.prefix_caching = false;
+  Engine cold(&cold_model, off);
+  Outcome c, d;
+  ASSERT_TRUE(cold.Submit(Request(first, &c, 3)).ok());
+  ASSERT_TRUE(cold.Submit(Request(second, &d, 3)).ok());
+  ASSERT_TRUE(cold.RunUntilIdle().ok());
+  EXPECT_EQ(cold.stats().prefix_hit_tokens, 0);
+  EXPECT_EQ(d.tokens, b.tokens);
+}
+
+TEST(EngineTest, CancelledRequestStopsAtTheNextStepAndFreesItsBlocks) {
+  CacheCheckingModel model({});
+  Engine engine(&model, {});
+  Outcome a, b;
+  EngineRequest ra = Request(Prompt(6, 1), &a, 50);
+  ra.stop_ids.clear();
+  absl::StatusOr<RequestId> id = engine.Submit(ra);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(engine.Step().ok());
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(a.tokens.size(), 2u);
+  engine.Cancel(*id);
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(a.tokens.size(), 2u);
+  EXPECT_EQ(a.finishes, 1);
+  EXPECT_EQ(a.finish, FinishReason::kCancelled);
+  EXPECT_EQ(engine.block_pool().in_use(), 0);
+  // A waiting request cancelled before it ran costs nothing.
+  absl::StatusOr<RequestId> waiting = engine.Submit(Request(Prompt(6, 2), &b, 5));
+  engine.Cancel(*waiting);
+  engine.Cancel(12345);  // Unknown: ignored.
+  const size_t steps = model.steps.size();
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  EXPECT_EQ(model.steps.size(), steps);
+  EXPECT_TRUE(b.tokens.empty());
+  EXPECT_EQ(b.finish, FinishReason::kCancelled);
+}
+
+TEST(EngineTest, PromptLogprobsComeOnceBeforeTheTokensAndMatchASoloRun) {
+  CacheCheckingModel model({});
+  EngineOptions options;
+  options.max_num_batched_tokens = 8;  // The 20-token prompt is scored in pieces.
+  Engine engine(&model, options);
+  Outcome a, b, c, d;
+  EngineRequest ra = Request(Prompt(20, 1), &a, 4), rb = Request(Prompt(1, 2), &b, 2),
+                rc = Request(Prompt(6, 3), &c, 0), rd = Request(Prompt(5, 4), &d, 3);
+  for (EngineRequest* r : {&ra, &rb, &rc}) r->prompt_logprobs = true;
+  for (EngineRequest* r : {&rd, &ra, &rb, &rc}) ASSERT_TRUE(engine.Submit(*r).ok());
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  ASSERT_EQ(a.prompt_logprobs.size(), 20u);
+  EXPECT_EQ(a.prompt_logprobs[0], 0.0f);
+  EXPECT_TRUE(a.prompt_logprobs_before_tokens);
+  EXPECT_EQ(a.prompt_logprobs, Solo(ra, {}).prompt_logprobs);
+  EXPECT_EQ(a.tokens, Solo(ra, {}).tokens);
+  EXPECT_THAT(b.prompt_logprobs, ElementsAre(0.0f));
+  EXPECT_TRUE(b.prompt_logprobs_before_tokens);
+  EXPECT_EQ(b.tokens, Solo(rb, {}).tokens);
+  // No tokens to generate, the prompt still scored.
+  EXPECT_EQ(c.prompt_logprobs.size(), 6u);
+  EXPECT_TRUE(c.tokens.empty());
+  EXPECT_EQ(c.finish, FinishReason::kLength);
+  EXPECT_TRUE(d.prompt_logprobs.empty());
+}
+
+TEST(EngineTest, BadRequestsNameTheField) {
+  CacheCheckingModel model({});
+  Engine engine(&model, {});
+  Outcome out;
+  EXPECT_EQ(engine.Submit(Request({}, &out)).status().message(), "prompt is empty: expected at least one token");
+  EXPECT_EQ(engine.Submit(Request(Prompt(65, 1), &out)).status().message(),
+            "prompt has 65 tokens, more than the context of 64");
+  EXPECT_EQ(engine.Submit(Request({1, 32}, &out)).status().message(),
+            "prompt: token id 32 outside the vocabulary [0, 32)");
+  EXPECT_EQ(engine.Submit(Request({1}, &out, 8, -1.0f)).status().message(),
+            "temperature -1: expected a finite value >= 0");
+  EngineRequest r = Request({1}, &out);
+  r.top_p = 0;
+  EXPECT_EQ(engine.Submit(r).status().message(), "top_p 0: expected 0 < top_p <= 1");
+  EXPECT_EQ(engine.Submit(Request({1}, &out, -2)).status().message(), "max_new_tokens -2: expected >= 0");
+}
+
+TEST(EngineTest, AModelErrorEndsEveryRequestAndTheEngine) {
+  CacheCheckingModel model({});
+  model.fail_at_step = 2;
+  Engine engine(&model, {});
+  Outcome a, b;
+  ASSERT_TRUE(engine.Submit(Request(Prompt(5, 1), &a, 30)).ok());
+  ASSERT_TRUE(engine.Step().ok());
+  ASSERT_TRUE(engine.Submit(Request(Prompt(5, 2), &b, 30)).ok());
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(engine.Step().message(), "rank 1 is gone");
+  for (const Outcome* o : {&a, &b}) {
+    EXPECT_EQ(o->finishes, 1);
+    EXPECT_EQ(o->finish, FinishReason::kError);
+    EXPECT_EQ(o->status.message(), "rank 1 is gone");
+  }
+  EXPECT_THAT(engine.Submit(Request(Prompt(5, 3), &a)).status().message(), HasSubstr("the engine failed"));
+  EXPECT_EQ(engine.Step().message(), "rank 1 is gone");
+}
+
+// Seeded arrivals, lengths, sampling and cancellations on a pool small
+// enough to force preemption; after every step no block is leaked or
+// double-held, and at the end every request that was not cancelled got
+// exactly its solo run's tokens and log-probabilities.
+TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
+  for (const bool prefix_caching : {true, false}) {
+    std::mt19937 random(prefix_caching ? 7 : 8);
+    CacheCheckingModel::Shape shape;
+    shape.blocks = 24;  // 96 positions for up to 8 requests of up to 64.
+    CacheCheckingModel model(shape);
+    EngineOptions options;
+    options.prefix_caching = prefix_caching;
+    options.max_num_batched_tokens = 12;
+    Engine engine(&model, options);
+    const int n = 40;
+    std::vector<Outcome> outs(n);
+    std::vector<EngineRequest> requests;
+    std::vector<RequestId> ids;
+    const std::vector<int> shared = Prompt(9, 99);
+    int submitted = 0;
+    for (int step = 0; submitted < n || !engine.idle(); ++step) {
+      while (submitted < n && random() % 3 == 0) {
+        std::vector<int> prompt = Prompt(1 + random() % 30, submitted);
+        if (random() % 2 == 0) prompt.insert(prompt.begin(), shared.begin(), shared.end());
+        if (prompt.size() > 60) prompt.resize(60);
+        const float temperature = random() % 2 == 0 ? 0.0f : 0.7f;
+        requests.push_back(Request(prompt, &outs[submitted], 1 + random() % 40, temperature, random()));
+        requests.back().prompt_logprobs = random() % 5 == 0;
+        absl::StatusOr<RequestId> id = engine.Submit(requests.back());
+        ASSERT_TRUE(id.ok()) << id.status();
+        ids.push_back(*id);
+        ++submitted;
+      }
+      if (submitted > 0 && random() % 15 == 0) engine.Cancel(ids[random() % submitted]);
+      ASSERT_TRUE(engine.Step().ok());
+      ExpectBlocksConsistent(engine);
+      ASSERT_LT(step, 10000);
+    }
+    EXPECT_EQ(engine.block_pool().in_use(), 0);
+    const EngineStats stats = engine.stats();
+    EXPECT_GT(stats.preemptions, 0);
+    EXPECT_EQ(stats.prefix_hit_tokens > 0, prefix_caching);
+    int compared = 0;
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(outs[i].finishes, 1) << i;
+      if (outs[i].finish == FinishReason::kCancelled) continue;
+      const Outcome solo = Solo(requests[i], shape);
+      EXPECT_EQ(outs[i].tokens, solo.tokens) << "request " << i;
+      EXPECT_EQ(outs[i].logprobs, solo.logprobs) << "request " << i;
+      EXPECT_EQ(outs[i].prompt_logprobs, solo.prompt_logprobs) << "request " << i;
+      EXPECT_EQ(outs[i].finish, solo.finish) << "request " << i;
+      ++compared;
+    }
+    EXPECT_GT(compared, n / 2);
+    std::printf("prefix caching %s: %d requests compared, %lld preemptions, %lld prefix-hit tokens, %lld steps\n",
+                prefix_caching ? "on" : "off", compared, static_cast<long long>(stats.preemptions),
+                static_cast<long long>(stats.prefix_hit_tokens), static_cast<long long>(stats.steps));
+  }
+}
+
+}  // namespace
+}  // namespace llama
