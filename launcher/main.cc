@@ -446,6 +446,7 @@ int main(int argc, char** argv) {
                                   "output"}},
        {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
                        "echo"}},
+       {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_block_size", "enable_prefix_caching"}},
        {"Each rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},
        {"Ranks and nodes (torchrun's flags)", {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "store_listen_all",
                                                 "token_file", "node_local_shards", "rendezvous_timeout",

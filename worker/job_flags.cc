@@ -21,11 +21,22 @@ DEFINE_string(output, "", "Write one JSON object per prompt or dialog to this fi
 DEFINE_double(temperature, 0.6, "Sampling temperature; 0 is greedy.");
 DEFINE_double(top_p, 0.9, "Top-p (nucleus) sampling threshold, in (0, 1].");
 DEFINE_int32(max_seq_len, 512, "Longest sequence (prompt + generation) the KV cache holds.");
-DEFINE_int32(max_batch_size, 4, "Sequences generated together; larger jobs run in batches of this size.");
+DEFINE_int32(max_batch_size, 4,
+             "Most sequences in flight at once; a finished one's place goes to the next prompt (continuous "
+             "batching).");
 DEFINE_int32(max_gen_len, -1, "Most tokens to generate per prompt; -1: max_seq_len - 1, as the reference.");
 DEFINE_uint64(seed, 1, "Sampling seed (rank 0's is the one that counts).");
 DEFINE_bool(logprobs, false, "Report each generated token's log-probability.");
 DEFINE_bool(echo, false, "Include the prompt tokens in the output.");
+DEFINE_int32(max_num_batched_tokens, 512,
+             "Most tokens per model step: decodes first, then pieces of prompts up to this budget (at least "
+             "--max_batch_size is used).");
+DEFINE_double(kv_cache_gb, 0,
+              "KV cache per rank, in GB (1e9 bytes), as blocks of --kv_block_size positions shared by every "
+              "sequence; 0: --max_batch_size x --max_seq_len positions.");
+DEFINE_int32(kv_block_size, 16, "Positions per KV cache block (paged attention).");
+DEFINE_bool(enable_prefix_caching, true,
+            "Reuse the KV blocks of a prompt prefix already computed (a shared system prompt is prefilled once).");
 DEFINE_string(device, "",
               "Compute backend: cpu or cuda (one GPU per local rank). Default: cuda when the binary has the CUDA "
               "backend and sees a GPU, else cpu.");
@@ -54,6 +65,10 @@ JobFlags JobFlagsFromCommandLine() {
   f.seed = FLAGS_seed;
   f.logprobs = FLAGS_logprobs;
   f.echo = FLAGS_echo;
+  f.max_num_batched_tokens = FLAGS_max_num_batched_tokens;
+  f.kv_cache_gb = FLAGS_kv_cache_gb;
+  f.kv_block_size = FLAGS_kv_block_size;
+  f.enable_prefix_caching = FLAGS_enable_prefix_caching;
   f.device = FLAGS_device;
   f.kv_cache_dtype = FLAGS_kv_cache_dtype;
   f.cuda_graphs = FLAGS_cuda_graphs;
@@ -86,6 +101,18 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--max_gen_len=%d: expected -1 (max_seq_len - 1) or a count >= 0", f.max_gen_len));
   }
+  if (f.max_num_batched_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max_num_batched_tokens=%d: expected at least 1", f.max_num_batched_tokens));
+  }
+  if (!(f.kv_cache_gb >= 0) || f.kv_cache_gb > 1e6) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--kv_cache_gb=%g: expected a size in GB >= 0 (0: the default)", f.kv_cache_gb));
+  }
+  if (f.kv_block_size < 1 || f.kv_block_size > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--kv_block_size=%d: expected 1 to 4096 positions", f.kv_block_size));
+  }
   if (!f.device.empty()) {
     if (absl::StatusOr<Device> device = ParseDevice(f.device); !device.ok()) return device.status();
   }
@@ -114,6 +141,10 @@ std::vector<std::string> WorkerArguments(const JobFlags& f) {
       flag("seed", f.seed),
       boolean("logprobs", f.logprobs),
       boolean("echo", f.echo),
+      flag("max_num_batched_tokens", f.max_num_batched_tokens),
+      flag("kv_cache_gb", absl::StrFormat("%.17g", f.kv_cache_gb)),
+      flag("kv_block_size", f.kv_block_size),
+      boolean("enable_prefix_caching", f.enable_prefix_caching),
       flag("kv_cache_dtype", f.kv_cache_dtype),
       boolean("cuda_graphs", f.cuda_graphs),
       flag("threads", f.threads),

@@ -34,6 +34,11 @@ DECLARE_int32(max_gen_len);
 DECLARE_uint64(seed);
 DECLARE_bool(logprobs);
 DECLARE_bool(echo);
+// The engine.
+DECLARE_int32(max_num_batched_tokens);
+DECLARE_double(kv_cache_gb);
+DECLARE_int32(kv_block_size);
+DECLARE_bool(enable_prefix_caching);
 // The model on each rank.
 DECLARE_string(device);
 DECLARE_string(kv_cache_dtype);
@@ -56,6 +61,10 @@ struct JobFlags {
   uint64_t seed = 1;
   bool logprobs = false;
   bool echo = false;
+  int max_num_batched_tokens = 512;
+  double kv_cache_gb = 0;
+  int kv_block_size = 16;
+  bool enable_prefix_caching = true;
   std::string device, kv_cache_dtype = "f32";
   bool cuda_graphs = true;
   int threads = 0;

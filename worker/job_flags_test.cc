@@ -22,6 +22,10 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   given.seed = 12345678901234ull;
   given.logprobs = true;
   given.echo = true;
+  given.max_num_batched_tokens = 96;
+  given.kv_cache_gb = 0.3;
+  given.kv_block_size = 32;
+  given.enable_prefix_caching = false;
   given.kv_cache_dtype = "bf16";
   given.cuda_graphs = false;
   given.threads = 3;
@@ -47,6 +51,10 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   EXPECT_EQ(got.seed, 12345678901234ull);
   EXPECT_TRUE(got.logprobs);
   EXPECT_TRUE(got.echo);
+  EXPECT_EQ(got.max_num_batched_tokens, 96);
+  EXPECT_EQ(got.kv_cache_gb, 0.3);
+  EXPECT_EQ(got.kv_block_size, 32);
+  EXPECT_FALSE(got.enable_prefix_caching);
   EXPECT_EQ(got.kv_cache_dtype, "bf16");
   EXPECT_FALSE(got.cuda_graphs);
   EXPECT_EQ(got.threads, 3);
@@ -71,6 +79,9 @@ TEST(JobFlagsTest, BadValuesNameTheFlag) {
       {[](JobFlags& j) { j.max_seq_len = 1; }, "--max_seq_len=1: expected at least 2"},
       {[](JobFlags& j) { j.max_batch_size = 0; }, "--max_batch_size=0: expected at least 1"},
       {[](JobFlags& j) { j.load_timeout = 0; }, "--load_timeout=0: expected >= 1 second"},
+      {[](JobFlags& j) { j.max_num_batched_tokens = 0; }, "--max_num_batched_tokens=0: expected at least 1"},
+      {[](JobFlags& j) { j.kv_cache_gb = -1; }, "--kv_cache_gb=-1: expected a size in GB >= 0 (0: the default)"},
+      {[](JobFlags& j) { j.kv_block_size = 0; }, "--kv_block_size=0: expected 1 to 4096 positions"},
       {[](JobFlags& j) { j.prompts_file = "x.json"; },
        "give exactly one of --prompt, --prompts_file, --dialogs_file (2 given)"},
   };

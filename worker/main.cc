@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/rank_geometry.h"
 #include "checkpoint/shard_format.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
@@ -35,7 +36,10 @@
 #include "worker/flag_help.h"
 #include "worker/job.h"
 #include "worker/job_flags.h"
-#include "worker/model/generator.h"
+#include "worker/engine/engine.h"
+#include "worker/engine/generator.h"
+#include "worker/engine/lockstep.h"
+#include "worker/model/model_options.h"
 #include "worker/model/model_weights.h"
 #include "worker/progress_line.h"
 #include "worker/rank_model.h"
@@ -123,18 +127,32 @@ absl::Status Run() {
   options.cuda_graphs = flags.cuda_graphs;
   options.max_batch_size = flags.max_batch_size;
   options.max_seq_len = flags.max_seq_len;
+  // Every running sequence's decode fits in one step.
+  options.max_step_tokens = std::max(flags.max_num_batched_tokens, flags.max_batch_size);
+  options.kv_block_size = flags.kv_block_size;
+  if (flags.kv_cache_gb > 0) {
+    ASSIGN_OR_RETURN(const RankGeometry geometry, ComputeRankGeometry(weights.config, env.rank, env.world_size));
+    options.kv_blocks = std::max<int64_t>(1, KvBlocksInBytes(geometry, options, flags.kv_cache_gb * 1e9));
+  }
   options.threads = flags.threads > 0 ? flags.threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                                         std::max(1, env.local_world_size));
   ASSIGN_OR_RETURN(RankModel model, CreateRankModel(device, peers, std::move(weights), options,
                                                     std::chrono::seconds(flags.collective_timeout)));
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
-  LOG(INFO) << absl::StrFormat("rank %d of %d: loaded %s and %s in %.2f s; %s KV cache for %d x %d positions",
+  LOG(INFO) << absl::StrFormat("rank %d of %d: loaded %s and %s in %.2f s; %s KV cache of %d blocks of %d positions",
                                env.rank, env.world_size, shard->path(), FLAGS_tokenizer_path, load_seconds,
-                               DTypeName(options.kv_cache_dtype), options.max_batch_size, options.max_seq_len);
-
-  Generator generator(model.model.get(), tokenizer.get(), tokenizer->stop_ids(),
-                      env.world_size > 1 ? peers.host.get() : nullptr);
+                               DTypeName(options.kv_cache_dtype), model.model->kv_blocks(),
+                               model.model->kv_block_size());
+  // Rank 0 runs the engine; the others run the steps it sends them.
+  if (!leader) {
+    RETURN_IF_ERROR(FollowLeader(*model.model, *peers.host));
+    return peers.rendezvous->Finish();
+  }
+  LeaderModel leader_model(model.model.get(), peers.host.get());
+  EngineOptions engine_options;
+  engine_options.prefix_caching = flags.enable_prefix_caching;
+  Generator generator(&leader_model, tokenizer.get(), tokenizer->stop_ids(), engine_options);
   SamplingOptions sampling;
   sampling.temperature = static_cast<float>(flags.temperature);
   sampling.top_p = static_cast<float>(flags.top_p);
@@ -147,13 +165,12 @@ absl::Status Run() {
   // Rank 0 prints and writes each batch as it finishes: Ctrl-C or a later
   // failure keeps what is done, and a long job shows its progress.
   std::unique_ptr<ResultsFile> output;
-  if (leader && !flags.output.empty()) {
+  if (!flags.output.empty()) {
     ASSIGN_OR_RETURN(output, ResultsFile::Create(flags.output));
   }
   const auto start = std::chrono::steady_clock::now();
   size_t tokens = 0;
   const auto keep_batch = [&](size_t first, absl::Span<const Completion> batch) -> absl::Status {
-    if (!leader) return absl::OkStatus();
     std::vector<std::string> lines;
     for (size_t i = 0; i < batch.size(); ++i) {
       const Completion& c = batch[i];
@@ -176,17 +193,16 @@ absl::Status Run() {
   RETURN_IF_ERROR((job.chat ? generator.ChatCompletion(job.dialogs, sampling, keep_batch)
                             : generator.TextCompletion(job.prompts, sampling, keep_batch))
                       .status());
+  RETURN_IF_ERROR(leader_model.Stop());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  if (leader) {
-    LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)",
-                                 env.world_size, load_seconds, tokens, seconds, tokens / std::max(seconds, 1e-9));
-    if (!FLAGS_summary_file.empty()) {
-      nlohmann::json summary = {{"ranks", env.world_size},       {"load_seconds", load_seconds},
-                                {"tokens", tokens},               {"generate_seconds", seconds},
-                                {"tokens_per_second", tokens / std::max(seconds, 1e-9)}};
-      RETURN_IF_ERROR(WriteLinesAtomically(FLAGS_summary_file, {summary.dump()}));
-    }
+  LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)",
+                               env.world_size, load_seconds, tokens, seconds, tokens / std::max(seconds, 1e-9));
+  if (!FLAGS_summary_file.empty()) {
+    nlohmann::json summary = {{"ranks", env.world_size},       {"load_seconds", load_seconds},
+                              {"tokens", tokens},               {"generate_seconds", seconds},
+                              {"tokens_per_second", tokens / std::max(seconds, 1e-9)}};
+    RETURN_IF_ERROR(WriteLinesAtomically(FLAGS_summary_file, {summary.dump()}));
   }
   if (peers.rendezvous) return peers.rendezvous->Finish();
   return absl::OkStatus();
@@ -207,6 +223,7 @@ int main(int argc, char** argv) {
                                   "summary_file"}},
        {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
                        "echo"}},
+       {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_block_size", "enable_prefix_caching"}},
        {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},
        {"Deadlines between ranks", {"rendezvous_timeout", "load_timeout", "collective_timeout"}},
        {"Logging", {"log_dir"}}});

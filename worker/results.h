@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tokenizer/chat_format.h"
-#include "worker/model/generator.h"
+#include "worker/engine/generator.h"
 
 namespace llama {
 

@@ -71,6 +71,10 @@ StepLimits StepLimitsOf(const TransformerOptions& options, int64_t vocab_size) {
           KvBlocksOf(options)};
 }
 
+int64_t KvBlocksInBytes(const RankGeometry& geometry, const TransformerOptions& options, double bytes) {
+  return static_cast<int64_t>(bytes / geometry.KvCacheBytes(options.kv_block_size, options.kv_cache_dtype));
+}
+
 int64_t KvBlocksOf(const TransformerOptions& options) {
   if (options.kv_blocks > 0) return options.kv_blocks;
   const int64_t per_sequence = (options.max_seq_len + options.kv_block_size - 1) / options.kv_block_size;

@@ -52,6 +52,10 @@ StepLimits StepLimitsOf(const TransformerOptions& options, int64_t vocab_size);
 // options.kv_blocks, or its default.
 int64_t KvBlocksOf(const TransformerOptions& options);
 
+// The blocks of options.kv_block_size positions that `bytes` of this
+// rank's memory hold (--kv_cache_gb), in options.kv_cache_dtype.
+int64_t KvBlocksInBytes(const RankGeometry& geometry, const TransformerOptions& options, double bytes);
+
 }  // namespace llama
 
 #endif  // LLAMA_WORKER_MODEL_MODEL_OPTIONS_H_

@@ -1,22 +1,23 @@
 // The reference's generation API (Llama.generate, text_completion,
-// chat_completion) over any LanguageModel, with the same tokens and
-// log-probabilities and less work:
+// chat_completion) as a client of the serving engine (engine.h), with the
+// same tokens and log-probabilities and less work:
 //
-// - Each prompt is prefilled in one pass (in pieces of max_step_tokens),
+// - Each prompt is prefilled in one pass (in pieces of the step budget),
 //   instead of starting every row at the shortest prompt and feeding the
 //   rest of longer prompts one token per step.
 // - A row stops costing anything once it has produced EOS or reached its
 //   length limit, min(len(prompt) + max_gen_len, max_seq_len), which is
-//   where the reference's output for that row ends too.
-// - Batches larger than max_batch_size run in chunks of max_batch_size
-//   (the reference refuses them with an assert).
+//   where the reference's output for that row ends too; the next prompt
+//   takes its place at once (continuous batching: max_batch_size is the
+//   most rows in flight, and the reference refuses larger batches with an
+//   assert).
 //
 // Where the reference is wrong, we are right (README lists these): prompt
 // log-probabilities with echo are never shifted by one position, and bad
 // input is an error naming what is wrong, never an assert.
 
-#ifndef LLAMA_WORKER_GENERATOR_H_
-#define LLAMA_WORKER_GENERATOR_H_
+#ifndef LLAMA_WORKER_ENGINE_GENERATOR_H_
+#define LLAMA_WORKER_ENGINE_GENERATOR_H_
 
 #include <cstdint>
 #include <optional>
@@ -27,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
-#include "worker/dist/communicator.h"
+#include "worker/engine/engine.h"
 #include "worker/model/language_model.h"
 
 namespace llama {
@@ -57,21 +58,22 @@ struct Completion {
   std::vector<float> logprobs;        // Empty unless options.logprobs.
 };
 
-// Not thread-safe: one request at a time (the model's KV cache is shared).
+// Not thread-safe: one call at a time (each runs an engine over the model's
+// KV cache).
 class Generator {
  public:
-  // `model` must outlive the generator. `tokenizer` may be null for
-  // Generate alone; `stop_ids` are then the stop tokens (Llama 2: 2); with
-  // a tokenizer its stop tokens are (Llama 3: <|end_of_text|>, <|eot_id|>). With
-  // `communicator` (tensor parallelism), every rank runs the generator and
-  // rank 0's sampled tokens are broadcast each step, so all ranks continue
-  // with the same tokens whatever their own seeds or rounding.
+  // `model` must outlive the generator (with tensor parallelism, rank 0's
+  // LeaderModel: the other ranks follow, lockstep.h). `tokenizer` may be
+  // null for Generate alone; `stop_ids` are then the stop tokens (Llama 2:
+  // 2); with a tokenizer its stop tokens are (Llama 3: <|end_of_text|>,
+  // <|eot_id|>).
   Generator(LanguageModel* model, const Tokenizer* tokenizer, std::vector<int> stop_ids = {2},
-            Communicator* communicator = nullptr);
+            const EngineOptions& engine = {});
 
-  // Called after each batch (max_batch_size prompts) with the index of its
-  // first prompt and its results, before the next batch runs, so the caller
-  // can keep finished work; an error stops the job.
+  // Called for each run of max_batch_size prompts, in order, once all of
+  // them are done (later prompts may still be running), with the index of
+  // its first prompt and its results, so the caller can keep finished
+  // work; an error stops the job.
   using GenerationsDone = std::function<absl::Status(size_t first, absl::Span<const Generation> batch)>;
   using CompletionsDone = std::function<absl::Status(size_t first, absl::Span<const Completion> batch)>;
 
@@ -93,9 +95,6 @@ class Generator {
  private:
   struct Row;
   absl::Status CheckOptions(const SamplingOptions& options) const;
-  absl::Status RunBatch(std::vector<Row>& rows, const SamplingOptions& options);
-  // Prompt log-probabilities (echo with logprobs).
-  absl::Status ScorePrompts(std::vector<Row>& rows);
   absl::StatusOr<std::vector<Completion>> Decode(absl::Span<const Generation> generations,
                                                  const SamplingOptions& options);
   // Generate, decoding each batch as it finishes; `unsafe[i]` replaces
@@ -107,9 +106,9 @@ class Generator {
   LanguageModel* model_;
   const Tokenizer* tokenizer_;
   std::vector<int> stop_ids_;
-  Communicator* communicator_;
+  EngineOptions engine_options_;
 };
 
 }  // namespace llama
 
-#endif  // LLAMA_WORKER_GENERATOR_H_
+#endif  // LLAMA_WORKER_ENGINE_GENERATOR_H_

@@ -3,7 +3,7 @@
 // arrives after a known number of steps for each row, and the model counts
 // the work it is given.
 
-#include "worker/model/generator.h"
+#include "worker/engine/generator.h"
 
 #include <cmath>
 #include <map>

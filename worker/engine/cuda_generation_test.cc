@@ -1,4 +1,5 @@
-// The GPU transformer against the CPU one on the same in-memory weights
+// The GPU transformer against the CPU one on the same in-memory weights,
+// logits and generations through the engine
 // (no files, so the binary runs anywhere the GPU check script takes it).
 // f32 weights: logits within 1e-3 (f32 GEMMs, another summation order) and
 // identical greedy and sampled tokens. bf16 weights: the GPU feeds bf16
@@ -23,7 +24,7 @@
 #include "worker/dist/nccl_communicator.h"
 #include "worker/dist/one_rank_nccl.h"
 #include "worker/dist/rendezvous.h"
-#include "worker/model/generator.h"
+#include "worker/engine/generator.h"
 #include "worker/model/synthetic_weights.h"
 #include "worker/model/transformer.h"
 

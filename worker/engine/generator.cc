@@ -1,4 +1,4 @@
-#include "worker/model/generator.h"
+#include "worker/engine/generator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,17 +11,12 @@
 
 namespace llama {
 
-// One prompt's state while its batch runs.
+// One prompt's state while the engine runs it.
 struct Generator::Row {
-  size_t index;                // In the request.
-  absl::Span<const int32_t> blocks;  // Its KV cache blocks.
-  std::vector<int> tokens;     // Prompt, then generated tokens.
-  size_t prompt_len;
-  size_t limit;                // Positions [0, limit) may be filled.
-  std::vector<float> logprobs; // logprobs[p]: of tokens[p]; [0] is 0, as the reference.
-  size_t cached = 0;           // Positions [0, cached) are in the KV cache.
+  std::vector<int> tokens;      // Prompt, then generated tokens.
+  std::vector<float> logprobs;  // logprobs[p]: of tokens[p]; [0] is 0, as the reference.
   bool done = false;
-  cpu::Rng rng;
+  absl::Status status;
 };
 
 namespace {
@@ -37,11 +32,11 @@ uint64_t RowSeed(uint64_t seed, uint64_t index) {
 }  // namespace
 
 Generator::Generator(LanguageModel* model, const Tokenizer* tokenizer, std::vector<int> stop_ids,
-                     Communicator* communicator)
+                     const EngineOptions& engine)
     : model_(model),
       tokenizer_(tokenizer),
       stop_ids_(tokenizer != nullptr ? tokenizer->stop_ids() : std::move(stop_ids)),
-      communicator_(communicator) {}
+      engine_options_(engine) {}
 
 absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
   if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) {
@@ -56,102 +51,12 @@ absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
   return absl::OkStatus();
 }
 
-absl::Status Generator::ScorePrompts(std::vector<Row>& rows) {
-  // Every prompt position but the last, whose logits pick the first new
-  // token in RunBatch; in steps of at most max_step_tokens tokens.
-  const int64_t vocab = model_->vocab_size();
-  while (true) {
-    std::vector<SequenceChunk> chunks;
-    std::vector<Row*> owners;
-    int64_t budget = model_->max_step_tokens();
-    for (Row& row : rows) {
-      if (budget == 0) break;
-      const size_t remaining = row.prompt_len - 1 - row.cached;
-      if (remaining == 0) continue;
-      const size_t take = std::min<size_t>(remaining, budget);
-      chunks.push_back({row.blocks, static_cast<int64_t>(row.cached),
-                        absl::MakeConstSpan(row.tokens).subspan(row.cached, take), /*all_logits=*/true});
-      owners.push_back(&row);
-      budget -= take;
-    }
-    if (chunks.empty()) return absl::OkStatus();
-    absl::StatusOr<absl::Span<const float>> logits = model_->Forward(chunks);
-    if (!logits.ok()) return logits.status();
-    const float* next = logits->data();
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      Row& row = *owners[c];
-      // Logits at position p score the prompt token at p + 1.
-      for (size_t i = 0; i < chunks[c].tokens.size(); ++i, next += vocab) {
-        const size_t p = row.cached + i;
-        row.logprobs[p + 1] = cpu::LogProb(next, vocab, row.tokens[p + 1]);
-      }
-      row.cached += chunks[c].tokens.size();
-    }
-  }
-}
-
-absl::Status Generator::RunBatch(std::vector<Row>& rows, const SamplingOptions& options) {
-  for (Row& row : rows) row.done = row.tokens.size() >= row.limit;
-  if (options.logprobs && options.echo) {
-    RETURN_IF_ERROR(ScorePrompts(rows));
-  }
-  // Each step feeds every unfinished row what it has not cached yet (a
-  // prompt, in pieces when it exceeds the step's budget, or the last new
-  // token) and gets back the next token of each row fed to its end. So
-  // prompts are prefilled in one pass, and a step may mix one row's
-  // prefill with the others' decoding.
-  std::vector<SequenceChunk> chunks;
-  std::vector<TokenChoice> choices;
-  std::vector<ChosenToken> chosen;
-  std::vector<Row*> owners;
-  std::vector<int32_t> tokens;
-  while (true) {
-    chunks.clear();
-    choices.clear();
-    owners.clear();
-    int64_t budget = model_->max_step_tokens();
-    for (Row& row : rows) {
-      if (budget == 0) break;
-      if (row.done) continue;
-      const size_t take = std::min<size_t>(row.tokens.size() - row.cached, budget);
-      chunks.push_back({row.blocks, static_cast<int64_t>(row.cached),
-                        absl::MakeConstSpan(row.tokens).subspan(row.cached, take), false});
-      TokenChoice choice{options.temperature, options.top_p, 0.0};
-      // A row's stream gives one number per token it samples, whatever the
-      // step size or the other rows.
-      if (options.temperature > 0 && row.cached + take == row.tokens.size()) choice.uniform = row.rng.Uniform();
-      choices.push_back(choice);
-      owners.push_back(&row);
-      budget -= take;
-    }
-    if (chunks.empty()) return absl::OkStatus();
-    chosen.resize(chunks.size());
-    RETURN_IF_ERROR(model_->ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)));
-    if (communicator_ != nullptr) {
-      tokens.resize(chosen.size());
-      for (size_t c = 0; c < chosen.size(); ++c) tokens[c] = chosen[c].token;
-      RETURN_IF_ERROR(communicator_->Broadcast(tokens.data(), tokens.size() * sizeof(int32_t), 0));
-      for (size_t c = 0; c < chosen.size(); ++c) chosen[c].token = tokens[c];
-    }
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      Row& row = *owners[c];
-      row.cached += chunks[c].tokens.size();
-      if (row.cached < row.tokens.size()) continue;  // More prompt to feed.
-      row.tokens.push_back(chosen[c].token);
-      if (options.logprobs) row.logprobs.push_back(chosen[c].logprob);
-      row.done = std::find(stop_ids_.begin(), stop_ids_.end(), chosen[c].token) != stop_ids_.end() ||
-                 row.tokens.size() >= row.limit;
-    }
-  }
-}
-
 absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<std::vector<int>>& prompts,
                                                             const SamplingOptions& options,
                                                             const GenerationsDone& on_batch) {
   RETURN_IF_ERROR(CheckOptions(options));
   if (prompts.empty()) return absl::InvalidArgumentError("no prompts: expected at least one");
   const int64_t max_seq_len = model_->max_seq_len();
-  const int64_t max_gen_len = options.max_gen_len.value_or(max_seq_len - 1);
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) {
       return absl::InvalidArgumentError(absl::StrFormat("prompt %d is empty: expected at least one token (BOS)", i));
@@ -169,35 +74,65 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
     }
   }
 
+  Engine engine(model_, engine_options_);
+  std::vector<Row> rows(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Row& row = rows[i];
+    row.tokens = prompts[i];
+    if (options.logprobs) row.logprobs.assign(prompts[i].size(), 0.0f);
+    EngineRequest request;
+    request.prompt = prompts[i];
+    request.temperature = options.temperature;
+    request.top_p = options.top_p;
+    // A row's stream does not depend on the other rows or the batch size.
+    request.seed = RowSeed(options.seed, i);
+    request.max_new_tokens = options.max_gen_len.value_or(max_seq_len - 1);
+    request.stop_ids = stop_ids_;
+    request.prompt_logprobs = options.logprobs && options.echo;
+    request.sink = [&row, &options](const RequestEvent& event) {
+      switch (event.kind) {
+        case RequestEvent::kPromptLogprobs:
+          row.logprobs.assign(event.prompt_logprobs.begin(), event.prompt_logprobs.end());
+          break;
+        case RequestEvent::kToken:
+          row.tokens.push_back(event.token);
+          if (options.logprobs) row.logprobs.push_back(event.logprob);
+          break;
+        case RequestEvent::kFinished:
+          row.done = true;
+          row.status = event.status;
+          break;
+      }
+    };
+    RETURN_IF_ERROR(engine.Submit(std::move(request)).status());
+  }
+
   std::vector<Generation> results(prompts.size());
   const size_t batch = model_->max_batch_size();
-  const std::vector<std::vector<int32_t>> tables = SlotBlockTables(*model_, static_cast<int>(batch));
-  for (size_t first = 0; first < prompts.size(); first += batch) {
-    std::vector<Row> rows;
-    for (size_t i = first; i < std::min(prompts.size(), first + batch); ++i) {
-      Row row{i, tables[i - first], prompts[i], prompts[i].size(),
-              static_cast<size_t>(std::min<int64_t>(prompts[i].size() + max_gen_len, max_seq_len)),
-              {}, 0, false, cpu::Rng(RowSeed(options.seed, i))};
-      if (options.logprobs) row.logprobs.assign(row.prompt_len, 0.0f);
-      rows.push_back(std::move(row));
-    }
-    RETURN_IF_ERROR(RunBatch(rows, options));
-    for (Row& row : rows) {
-      // The reference's post-processing: drop the prompt unless echo, then
-      // cut at the first stop token.
-      const size_t start = options.echo ? 0 : row.prompt_len;
-      Generation& out = results[row.index];
-      out.tokens.assign(row.tokens.begin() + start, row.tokens.end());
-      if (options.logprobs) out.logprobs.assign(row.logprobs.begin() + start, row.logprobs.end());
-      auto eos = std::find_first_of(out.tokens.begin(), out.tokens.end(), stop_ids_.begin(), stop_ids_.end());
-      if (eos != out.tokens.end()) {
-        const size_t cut = eos - out.tokens.begin();
-        out.tokens.resize(cut);
-        if (options.logprobs) out.logprobs.resize(cut);
+  size_t reported = 0;
+  while (reported < prompts.size()) {
+    RETURN_IF_ERROR(engine.Step());
+    // Runs of `batch` finished prompts go to on_batch in order.
+    while (reported < prompts.size()) {
+      const size_t end = std::min(prompts.size(), reported + batch);
+      if (!std::all_of(rows.begin() + reported, rows.begin() + end, [](const Row& r) { return r.done; })) break;
+      for (size_t i = reported; i < end; ++i) {
+        RETURN_IF_ERROR(rows[i].status);
+        // The reference's post-processing: drop the prompt unless echo,
+        // then cut at the first stop token.
+        const size_t start = options.echo ? 0 : prompts[i].size();
+        Generation& out = results[i];
+        out.tokens.assign(rows[i].tokens.begin() + start, rows[i].tokens.end());
+        if (options.logprobs) out.logprobs.assign(rows[i].logprobs.begin() + start, rows[i].logprobs.end());
+        auto eos = std::find_first_of(out.tokens.begin(), out.tokens.end(), stop_ids_.begin(), stop_ids_.end());
+        if (eos != out.tokens.end()) {
+          const size_t cut = eos - out.tokens.begin();
+          out.tokens.resize(cut);
+          if (options.logprobs) out.logprobs.resize(cut);
+        }
       }
-    }
-    if (on_batch) {
-      RETURN_IF_ERROR(on_batch(first, absl::MakeConstSpan(results).subspan(first, rows.size())));
+      if (on_batch) RETURN_IF_ERROR(on_batch(reported, absl::MakeConstSpan(results).subspan(reported, end - reported)));
+      reported = end;
     }
   }
   return results;

@@ -23,7 +23,7 @@
 #include "checkpoint/converter.h"
 #include "ops/cpu/linear.h"
 #include "worker/dist/communicator.h"
-#include "worker/model/generator.h"
+#include "worker/engine/generator.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/transformer.h"
 
