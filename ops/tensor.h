@@ -4,7 +4,9 @@
 //
 // Layout convention, written once: shapes list the slowest dimension first;
 // a weight of a linear layer is [out_features, in_features] as in PyTorch,
-// and activations are [tokens, features].
+// and activations are [tokens, features]. Storage is row-major, except for
+// a CPU model's linear weights, packed once at load into the panels the
+// CPU kernels read (TensorLayout::kLinearPanels, ops/cpu/linear.h).
 
 #ifndef LLAMA_OPS_TENSOR_H_
 #define LLAMA_OPS_TENSOR_H_
@@ -20,6 +22,13 @@
 
 namespace llama {
 
+enum class TensorLayout {
+  kRowMajor,
+  // [out, in] stored as panels of 32 output rows, each [in][32], the last
+  // one padded with zeros (cpu::PackLinearWeight).
+  kLinearPanels,
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -30,7 +39,18 @@ class Tensor {
   // A read-only view of `data`, which must outlive every use of the tensor.
   static Tensor View(DType dtype, std::vector<int64_t> shape, const void* data);
 
+  // The same storage with another shape and layout, for a packing routine
+  // that allocated it (the storage must hold what `layout` says `shape`
+  // takes).
+  Tensor Relabeled(std::vector<int64_t> shape, TensorLayout layout) const {
+    Tensor t = *this;
+    t.shape_ = std::move(shape);
+    t.layout_ = layout;
+    return t;
+  }
+
   DType dtype() const { return dtype_; }
+  TensorLayout layout() const { return layout_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_[i]; }
   int rank() const { return static_cast<int>(shape_.size()); }
@@ -53,6 +73,7 @@ class Tensor {
   std::shared_ptr<void> storage_;  // Null for views.
   const void* data_ = nullptr;
   bool owned_ = false;
+  TensorLayout layout_ = TensorLayout::kRowMajor;
 };
 
 }  // namespace llama

@@ -155,8 +155,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"split", {"--nproc_per_node=3"}, "tiny_fp32_mp1",
                                 "--nproc_per_node=3 x --nnodes=1: world size 3 does not divide n_heads (4)"},
                       // Found by the worker: the launcher's line ends with its error.
-                      BadLaunch{"worker_error", {"--max_seq_len=1000000", "--max_batch_size=100000"}, "tiny_fp32_mp1",
-                                "rank 0 failed (exit code 1): the KV cache", {}, /*before_any_work=*/false},
+                      BadLaunch{"worker_error", {"--kv_cache_gb=100000"}, "tiny_fp32_mp1",
+                                "rank 0 failed (exit code 1): the weights (0.00 GB), the KV cache (100000.00 GB", {},
+                                /*before_any_work=*/false},
                       BadLaunch{"no_ckpt", {"--ckpt_dir=/nonexistent/llama-2-7b"}, "tiny_fp32_mp1",
                                 "--ckpt_dir \"/nonexistent/llama-2-7b\" does not exist"},
                       BadLaunch{"no_tokenizer", {"--tokenizer_path=/nonexistent/tokenizer.model"}, "tiny_fp32_mp1",

@@ -49,9 +49,8 @@ void ForEveryKernelVersion(const char* what, Check&& check) {
 }
 
 // Linear against a double-precision scalar product for n rows of x, every
-// weight dtype; sizes that are not multiples of any tile, panel or vector
-// (out = 70 and 71 end the 32-row weight blocks on tiles of 2, 3 and 1
-// weight rows).
+// weight dtype (packed); sizes that are not multiples of any tile, panel or
+// vector (out = 70 and 71: a partial last panel, an odd panel count).
 void ExpectLinearMatchesScalar(int64_t n, int64_t out = 70) {
   ThreadPool pool(3);
   const int64_t in = 67;
@@ -72,7 +71,9 @@ void ExpectLinearMatchesScalar(int64_t n, int64_t out = 70) {
                         Case{Tensor::View(DType::kF16, {out, in}, w16.data()), &w16f},
                         Case{Tensor::View(DType::kBF16, {out, in}, wb16.data()), &wb16f}}) {
     std::vector<float> y(n * out), expected(n * out);
-    Linear(x.data(), n, c.weight, y.data(), pool);
+    absl::StatusOr<Tensor> packed = PackLinearWeight(c.weight, pool);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool).ok());
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t o = 0; o < out; ++o) {
         double sum = 0;
@@ -87,10 +88,9 @@ void ExpectLinearMatchesScalar(int64_t n, int64_t out = 70) {
 
 class LinearTest : public ::testing::TestWithParam<int64_t> {};
 
-// n <= 12 takes the decode path (weights streamed, 16-bit widened in
-// registers, x in tiles of up to 4 rows: 2, 6 and 10 leave a 2-row tile,
-// 3, 5, 9 others), more the prefill path (packed panels); each with both
-// kernel versions.
+// n <= 3 takes the decode kernel (panels widened in registers: pairs of
+// panels for one row, one panel for 2 and 3), more the prefill path (f32
+// panels in register tiles of 3 or 8 rows); each with both kernel versions.
 TEST_P(LinearTest, MatchesScalarForEveryDtype) {
   ForEveryKernelVersion("linear", [&] {
     ExpectLinearMatchesScalar(GetParam());
@@ -118,7 +118,61 @@ TEST(LinearKernelsTest, EveryPrefillKernelMatchesScalar) {
   EXPECT_FALSE(ForcePrefillKernelForTesting("sse9"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 2, 3, 5, 6, 9, 10, 12, 13, 17, 33));
+INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 2, 3, 4, 5, 6, 9, 10, 12, 13, 17, 33));
+
+// A row's outputs do not depend on the rows computed with it: every row of
+// a 40-row product, computed alone, in pairs, threes, a 5-row and a 13-row
+// batch (every decode and prefill tile shape), equals the 40-row result bit
+// for bit; for every weight dtype, every prefill kernel this CPU runs (the
+// decode kernel follows it) and both widening versions.
+TEST(LinearKernelsTest, RowsDoNotDependOnTheirBatch) {
+  const std::string chosen(PrefillKernel());
+  ThreadPool pool(3);
+  const int64_t in = 67, out = 71, rows = 40;
+  const std::vector<float> x = Random(rows * in, 5), w = Random(out * in, 6);
+  std::vector<uint16_t> w16(w.size()), wb16(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    w16[i] = F32ToF16(w[i]);
+    wb16[i] = F32ToBf16(w[i]);
+  }
+  std::string ran;
+  for (const char* kernel : {"avx512", "avx2", "baseline"}) {
+    if (!ForcePrefillKernelForTesting(kernel)) continue;
+    absl::StrAppend(&ran, kernel, " ");
+    ForEveryKernelVersion("linear batch invariance", [&] {
+      for (const Tensor& weight : {Tensor::View(DType::kF32, {out, in}, w.data()),
+                                   Tensor::View(DType::kF16, {out, in}, w16.data()),
+                                   Tensor::View(DType::kBF16, {out, in}, wb16.data())}) {
+        SCOPED_TRACE(absl::StrCat(kernel, ", ", DTypeName(weight.dtype())));
+        absl::StatusOr<Tensor> packed = PackLinearWeight(weight, pool);
+        ASSERT_TRUE(packed.ok()) << packed.status();
+        std::vector<float> all(rows * out);
+        ASSERT_TRUE(Linear(x.data(), rows, *packed, all.data(), pool).ok());
+        for (int64_t n : {1, 2, 3, 5, 13}) {
+          for (int64_t first = 0; first + n <= rows; first += n) {
+            std::vector<float> some(n * out);
+            ASSERT_TRUE(Linear(x.data() + first * in, n, *packed, some.data(), pool).ok());
+            for (int64_t i = 0; i < n * out; ++i) {
+              ASSERT_EQ(some[i], all[first * out + i]) << "rows [" << first << ", " << first + n << ") @" << i;
+            }
+          }
+        }
+      }
+    });
+  }
+  ASSERT_TRUE(ForcePrefillKernelForTesting(chosen));
+  std::printf("batch invariance checked with prefill kernels: %s\n", ran.c_str());
+}
+
+TEST(LinearKernelsTest, RowMajorWeightsAreRefused) {
+  ThreadPool pool(1);
+  const std::vector<float> w(4 * 8), x(8);
+  std::vector<float> y(4);
+  EXPECT_EQ(Linear(x.data(), 1, Tensor::View(DType::kF32, {4, 8}, w.data()), y.data(), pool).message(),
+            "Linear: the f32[4, 8] weight is row-major; pack it once with PackLinearWeight");
+  EXPECT_EQ(PackLinearWeight(Tensor::View(DType::kF32, {32}, w.data()), pool).status().message(),
+            "PackLinearWeight: f32[32] is not a linear layer's weight (expected a 2-D f32, bf16, f16 or q8_0 tensor)");
+}
 
 TEST(KernelsTest, RmsNorm) {
   const int64_t n = 3, dim = 33;

@@ -1,14 +1,21 @@
 // y = x W^T for activations x [n, in] (f32) and a weight W [out, in] in
 // f32, f16, bf16 or q8_0, accumulating in f32: every linear layer of the
-// model. q8_0 weights at decode take integer dot products (linear_q8.h);
-// at prefill they are widened into the f32 panels like 16-bit ones.
+// model.
 //
-// Memory-bound at decode (n = batch, up to 12): each weight row is read once
-// per call (bf16 widened in registers) and dotted with every row of x while
-// it sits in cache. Compute-bound at prefill (more rows): weight rows are
-// packed, 32 at a time, into a transposed f32 panel and multiplied into
-// register tiles of y with the widest vectors the CPU has. Threads split the
-// output features.
+// f32, f16 and bf16 weights are packed once (PackLinearWeight) into panels
+// of 32 output rows, each [in][32], kept in their own dtype. Every kernel
+// then sums each output over k from first to last, one product at a time,
+// with the same operations: the decode kernel (up to 3 rows of x) widens
+// panel lines in registers as they stream by; more rows go through the
+// prefill kernel, which widens a panel to f32 once (in L2) and multiplies
+// it into register tiles of y with the widest vectors the CPU has. So a
+// row's outputs do not depend on n or on the other rows, bit for bit:
+// batch-invariant (what lets the engine promise that a request's tokens do
+// not depend on the load). q8_0 weights stay row-major: integer dot
+// products at decode (linear_q8.h), widened into f32 panels at prefill;
+// their outputs can differ in the last bits with the batch size.
+//
+// Threads split the output panels.
 
 #ifndef LLAMA_OPS_CPU_LINEAR_H_
 #define LLAMA_OPS_CPU_LINEAR_H_
@@ -16,16 +23,23 @@
 #include <cstdint>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
 namespace llama::cpu {
 
-// y [n, out] = x [n, in] * w^T; w is [out, in].
-void Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool);
+// w ([out, in], row-major f32, bf16 or f16) packed as Linear reads it
+// (TensorLayout::kLinearPanels, same dtype, owned storage); q8_0 weights
+// and weights already packed are returned as they are.
+absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool);
+
+// y [n, out] = x [n, in] * w^T; w is [out, in], packed (or q8_0).
+absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool);
 
 // The prefill kernel in use: "avx512", "avx2" or "baseline", the widest
-// this CPU runs.
+// this CPU runs; the decode kernel follows it (fused multiply-adds for the
+// first two, as they have).
 std::string_view PrefillKernel();
 
 // Tests: use the named prefill kernel from now on, if this CPU runs it.

@@ -70,7 +70,7 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
     for (int64_t n : {1, 3, 4, 5, 12}) {
       const std::vector<float> x = Random(n * in, 100 + n);
       std::vector<float> y(n * out);
-      Linear(x.data(), n, weight, y.data(), pool);
+      ASSERT_TRUE(Linear(x.data(), n, weight, y.data(), pool).ok());
       const std::vector<float> expected = Reference(x, n, w, out, in);
       for (size_t i = 0; i < y.size(); ++i) {
         // f32 accumulation over 16 block terms in another order.
@@ -95,8 +95,10 @@ TEST(LinearQ8Test, PrefillEqualsF32OnTheDequantizedWeights) {
   const std::vector<float> x = Random(n * in, 3);
   ThreadPool pool(2);
   std::vector<float> y(n * out), expected(n * out);
-  Linear(x.data(), n, Tensor::View(DType::kQ8_0, {out, in}, w.data()), y.data(), pool);
-  Linear(x.data(), n, Tensor::View(DType::kF32, {out, in}, dequantized.data()), expected.data(), pool);
+  ASSERT_TRUE(Linear(x.data(), n, Tensor::View(DType::kQ8_0, {out, in}, w.data()), y.data(), pool).ok());
+  absl::StatusOr<Tensor> f32 = PackLinearWeight(Tensor::View(DType::kF32, {out, in}, dequantized.data()), pool);
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  ASSERT_TRUE(Linear(x.data(), n, *f32, expected.data(), pool).ok());
   EXPECT_EQ(y, expected);
 }
 

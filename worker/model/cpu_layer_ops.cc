@@ -32,8 +32,7 @@ absl::Status CpuLayerOps::RmsNorm(const float* x, const Tensor& weight, int64_t 
 }
 
 absl::Status CpuLayerOps::Linear(const float* x, int64_t n, const Tensor& weight, float* y) {
-  cpu::Linear(x, n, weight, y, pool_);
-  return absl::OkStatus();
+  return cpu::Linear(x, n, weight, y, pool_);
 }
 
 absl::Status CpuLayerOps::Rope(const StepPlan& plan, float* x, int64_t heads) {

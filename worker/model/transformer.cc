@@ -1,11 +1,16 @@
 #include "worker/model/transformer.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "ops/cpu/linear.h"
 #include "ops/status_macros.h"
 #include "worker/model/llama_forward.h"
 
@@ -22,6 +27,46 @@ double AvailableMemoryBytes() {
     if (key == "MemAvailable:") return kb * 1024;
   }
   return 0;
+}
+
+// Drops the pages of a packed weight's source from this process (a view of
+// the mapped shard: the file stays in the page cache, only the copy is
+// counted against us), rounding inward so that neighbours keep theirs.
+void ReleaseMappedPages(const Tensor& source) {
+  if (source.mutable_raw() != nullptr) return;  // Owned: freed with its tensor.
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(source.raw()) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(source.raw()) + source.bytes()) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+// The bytes PackLinearWeights copies: every linear weight but q8_0 ones.
+double PackedWeightBytes(const ModelWeights& w) {
+  double bytes = 0;
+  const auto add = [&](const Tensor& t) {
+    if (t.dtype() != DType::kQ8_0) bytes += static_cast<double>(t.bytes());
+  };
+  for (const LayerWeights& l : w.layers) {
+    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) add(*t);
+  }
+  add(w.output);
+  return bytes;
+}
+
+// Every linear weight packed for cpu::Linear (batch-invariant kernels),
+// each source released as soon as its copy is made, so that peak memory is
+// the weights plus one tensor.
+absl::Status PackLinearWeights(ModelWeights& w, ThreadPool& pool) {
+  const auto pack = [&](Tensor& t) -> absl::Status {
+    ASSIGN_OR_RETURN(Tensor packed, cpu::PackLinearWeight(t, pool));
+    if (packed.raw() != t.raw()) ReleaseMappedPages(t);
+    t = std::move(packed);
+    return absl::OkStatus();
+  };
+  for (LayerWeights& l : w.layers) {
+    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) RETURN_IF_ERROR(pack(*t));
+  }
+  return pack(w.output);
 }
 
 }  // namespace
@@ -73,8 +118,14 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights we
   ASSIGN_OR_RETURN(RankGeometry geometry,
                    CheckModel(weights, communicator->rank(), communicator->world_size(), options));
   // Everything is allocated here, once: say so plainly if it cannot fit
-  // rather than die in the allocator. The weights are mapped, not copied.
-  RETURN_IF_ERROR(CheckMemory(geometry, options, /*weight_bytes=*/0, AvailableMemoryBytes(), "this machine"));
+  // rather than die in the allocator. The linear weights are packed into
+  // memory of their own (q8_0 ones and the rest stay mapped).
+  RETURN_IF_ERROR(
+      CheckMemory(geometry, options, PackedWeightBytes(weights), AvailableMemoryBytes(), "this machine"));
+  {
+    ThreadPool pool(options.threads);
+    RETURN_IF_ERROR(PackLinearWeights(weights, pool));
+  }
   absl::StatusOr<Buffers> buffers = AllocateBuffers(geometry, options);
   if (!buffers.ok()) {
     return absl::ResourceExhaustedError(absl::StrFormat(

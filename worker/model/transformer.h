@@ -1,6 +1,8 @@
 // The Llama 2 transformer of one tensor-parallel rank, on the CPU: the step
 // of llama_forward.h over CpuLayerOps. Activations are f32 whatever the
-// weights' dtype; the weights stay views of the mapped shard. The paged KV
+// weights' dtype; the linear weights are packed once at Create for the
+// batch-invariant kernels (ops/cpu/linear.h), the rest stay views of the
+// mapped shard. The paged KV
 // cache ([kv_blocks, kv_block_size, local KV heads, head_dim] per layer,
 // f32, bf16 or f16) and every work buffer are allocated once, at Create.
 
