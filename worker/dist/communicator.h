@@ -24,6 +24,13 @@ class Communicator {
   virtual int world_size() const = 0;
   // data[i] = sum over ranks of data[i], in place.
   virtual absl::Status AllReduceSum(float* data, size_t count) = 0;
+  // The same over `rows` rows of `width`, where each element's sum may
+  // depend on its column but not on `rows` (the TCP ring's is then the same
+  // bit for bit whatever the batch: batch invariance). This default, for
+  // collectives that cannot promise it, is AllReduceSum.
+  virtual absl::Status AllReduceSumRows(float* data, size_t rows, size_t width) {
+    return AllReduceSum(data, rows * width);
+  }
   // recv = concatenation over ranks (rank order) of each rank's `count`
   // floats of send; recv holds world_size() * count floats.
   virtual absl::Status AllGather(const float* send, size_t count, float* recv) = 0;

@@ -136,6 +136,27 @@ absl::Status TcpCommunicator::AllReduceSum(float* data, size_t count) {
   return absl::OkStatus();
 }
 
+absl::Status TcpCommunicator::AllReduceSumRows(float* data, size_t rows, size_t width) {
+  const size_t n = world_size_;
+  if (n <= 2 || rows <= 1 || width % n != 0) return AllReduceSum(data, rows * width);
+  // [rows][n][block] -> [n][rows][block]: chunk c of the ring is then
+  // column block c of every row.
+  const size_t block = width / n;
+  blocks_.resize(rows * width);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < n; ++c) {
+      std::memcpy(&blocks_[(c * rows + r) * block], data + r * width + c * block, block * sizeof(float));
+    }
+  }
+  RETURN_IF_ERROR(AllReduceSum(blocks_.data(), rows * width));
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < n; ++c) {
+      std::memcpy(data + r * width + c * block, &blocks_[(c * rows + r) * block], block * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TcpCommunicator::AllGather(const float* send, size_t count, float* recv) {
   const int n = world_size_;
   if (recv + rank_ * count != send) std::memmove(recv + rank_ * count, send, count * sizeof(float));

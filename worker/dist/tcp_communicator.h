@@ -37,6 +37,12 @@ class TcpCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   absl::Status AllReduceSum(float* data, size_t count) override;
+  // Column blocks of width / world_size become the ring's chunks (the rows
+  // regrouped by block around the ring, then put back), so each element is
+  // summed in an order fixed by its column. Two ranks add in one order
+  // whatever the chunks (a + b = b + a); a width the world does not divide
+  // falls back to AllReduceSum.
+  absl::Status AllReduceSumRows(float* data, size_t rows, size_t width) override;
   absl::Status AllGather(const float* send, size_t count, float* recv) override;
   absl::Status Broadcast(void* data, size_t bytes, int root) override;
 
@@ -55,6 +61,7 @@ class TcpCommunicator final : public Communicator {
   net::Socket next_, prev_;
   std::string next_name_, prev_name_;
   std::vector<float> scratch_;
+  std::vector<float> blocks_;  // AllReduceSumRows' regrouped rows.
 };
 
 }  // namespace llama

@@ -74,7 +74,9 @@ absl::Status CpuLayerOps::AddInPlace(float* x, const float* y, int64_t count) {
   return absl::OkStatus();
 }
 
-absl::Status CpuLayerOps::AllReduceSum(float* x, int64_t count) { return communicator_->AllReduceSum(x, count); }
+absl::Status CpuLayerOps::AllReduceSum(float* x, int64_t rows, int64_t width) {
+  return communicator_->AllReduceSumRows(x, rows, width);
+}
 
 absl::Status CpuLayerOps::GatherColumns(const float* local, int64_t n, int64_t width, float* full) {
   const int ws = geometry_.world_size;

@@ -30,7 +30,7 @@ class CpuLayerOps final : public LayerOps {
   absl::Status Attention(const StepPlan& plan, const float* q, const KvCacheView& cache, float* out) override;
   absl::Status SwiGlu(float* gate, const float* up, int64_t count) override;
   absl::Status AddInPlace(float* x, const float* y, int64_t count) override;
-  absl::Status AllReduceSum(float* x, int64_t count) override;
+  absl::Status AllReduceSum(float* x, int64_t rows, int64_t width) override;
   absl::Status GatherColumns(const float* local, int64_t n, int64_t width, float* full) override;
   absl::Status GatherLogitRows(const StepPlan& plan, const float* x, int64_t width, float* out) override;
   absl::Status CheckFinite(const float* x, int64_t count, int index) override;

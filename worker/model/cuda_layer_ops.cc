@@ -67,8 +67,9 @@ absl::Status CudaLayerOps::AddInPlace(float* x, const float* y, int64_t count) {
   return cuda::AddInPlace(x, y, count, stream_);
 }
 
-absl::Status CudaLayerOps::AllReduceSum(float* x, int64_t count) {
-  return nccl_ == nullptr ? absl::OkStatus() : nccl_->AllReduceSum(x, count);
+absl::Status CudaLayerOps::AllReduceSum(float* x, int64_t rows, int64_t width) {
+  // NCCL picks its algorithm and chunks by size: not batch-invariant.
+  return nccl_ == nullptr ? absl::OkStatus() : nccl_->AllReduceSum(x, rows * width);
 }
 
 absl::Status CudaLayerOps::GatherColumns(const float* local, int64_t n, int64_t width, float* full) {

@@ -58,8 +58,8 @@ class LayerOps {
   virtual absl::Status SwiGlu(float* gate, const float* up, int64_t count) = 0;
   // x += y.
   virtual absl::Status AddInPlace(float* x, const float* y, int64_t count) = 0;
-  // Sums x over the ranks (row-parallel layers).
-  virtual absl::Status AllReduceSum(float* x, int64_t count) = 0;
+  // Sums x ([rows, width]) over the ranks (row-parallel layers).
+  virtual absl::Status AllReduceSum(float* x, int64_t rows, int64_t width) = 0;
   // Per-rank column slices [n, width] -> full rows [n, world_size * width].
   virtual absl::Status GatherColumns(const float* local, int64_t n, int64_t width, float* full) = 0;
   // out[i] = x[plan.logit_rows[i]], rows of `width`.

@@ -17,7 +17,7 @@ absl::Status TransformerBlock(LayerOps& ops, const RankGeometry& geometry, const
   RETURN_IF_ERROR(ops.StoreKv(plan, a.k, a.v, cache));
   RETURN_IF_ERROR(ops.Attention(plan, a.q, cache, a.attention));
   RETURN_IF_ERROR(ops.Linear(a.attention, n, w.wo, a.projection));
-  RETURN_IF_ERROR(ops.AllReduceSum(a.projection, n * dim));
+  RETURN_IF_ERROR(ops.AllReduceSum(a.projection, n, dim));
   RETURN_IF_ERROR(ops.AddInPlace(a.x, a.projection, n * dim));
   // Feed-forward.
   RETURN_IF_ERROR(ops.RmsNorm(a.x, w.ffn_norm, n, a.xb));
@@ -25,7 +25,7 @@ absl::Status TransformerBlock(LayerOps& ops, const RankGeometry& geometry, const
   RETURN_IF_ERROR(ops.Linear(a.xb, n, w.w3, a.up));
   RETURN_IF_ERROR(ops.SwiGlu(a.gate, a.up, n * geometry.local_hidden));
   RETURN_IF_ERROR(ops.Linear(a.gate, n, w.w2, a.projection));
-  RETURN_IF_ERROR(ops.AllReduceSum(a.projection, n * dim));
+  RETURN_IF_ERROR(ops.AllReduceSum(a.projection, n, dim));
   RETURN_IF_ERROR(ops.AddInPlace(a.x, a.projection, n * dim));
   return ops.CheckFinite(a.x, n * dim, index);
 }
