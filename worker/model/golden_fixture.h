@@ -14,12 +14,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
 #include "worker/dist/communicator.h"
@@ -48,15 +51,28 @@ inline Golden ReadModelGolden(const std::string& model) {
   return g;
 }
 
-// Converts fixture `model` (MP=1) to one shard and builds the CPU model on it.
-inline std::unique_ptr<Transformer> MakeModel(const std::string& model, Communicator* comm, TransformerOptions options) {
-  const std::string out = std::string(getenv("TEST_TMPDIR")) + "/" + model;
+// Converts fixture `model` (MP=1) to shards for `world_size` ranks, once
+// per test process (ranks on threads share them); returns their folder.
+inline std::string ConvertFixture(const std::string& model, int world_size) {
+  static absl::Mutex mutex;
+  static auto* done = new std::set<std::string>;
+  const std::string out = absl::StrCat(getenv("TEST_TMPDIR"), "/", model, "/tp", world_size);
+  absl::MutexLock lock(&mutex);
+  if (!done->insert(out).second) return out;
   ConvertOptions convert;
   convert.ckpt_dir = CheckpointFixturePath(model);
   convert.out_dir = out;
+  convert.world_size = world_size;
   absl::StatusOr<ConvertResult> converted = ConvertCheckpoint(convert);
   EXPECT_TRUE(converted.ok()) << converted.status();
-  absl::StatusOr<std::unique_ptr<ShardReader>> shard = ShardReader::Open(out + "/" + ShardFileName(0, 1));
+  return out;
+}
+
+// The CPU model of `comm`'s rank on fixture `model`'s shards.
+inline std::unique_ptr<Transformer> MakeModel(const std::string& model, Communicator* comm, TransformerOptions options) {
+  const std::string out = ConvertFixture(model, comm->world_size());
+  absl::StatusOr<std::unique_ptr<ShardReader>> shard =
+      ShardReader::Open(out + "/" + ShardFileName(comm->rank(), comm->world_size()));
   EXPECT_TRUE(shard.ok()) << shard.status();
   absl::StatusOr<ModelWeights> weights = LoadModelWeights(std::shared_ptr<const ShardReader>(std::move(*shard)));
   EXPECT_TRUE(weights.ok()) << weights.status();

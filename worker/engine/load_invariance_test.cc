@@ -1,0 +1,198 @@
+// Outputs that do not depend on load, on the real model: 24 requests with
+// random arrival steps, prompt lengths (some sharing a prefix), limits and
+// sampling settings, run together on the CPU backend at 1 and 2 ranks, get
+// request by request the tokens, log-probabilities and prompt
+// log-probabilities of each request run alone, bit for bit: with prefix
+// caching on and off, prompts cut into pieces by a small step budget, and a
+// KV pool small enough that requests are preempted and recomputed. The
+// kernels make this hold (ops/cpu/linear.h, TcpCommunicator's
+// AllReduceSumRows); no tolerance.
+
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "worker/dist/tcp_communicator.h"
+#include "worker/engine/engine.h"
+#include "worker/engine/lockstep.h"
+#include "worker/model/golden_fixture.h"
+#include "worker/model/transformer.h"
+
+namespace llama {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Spec {
+  std::vector<int> prompt;
+  int64_t max_new_tokens = 0;
+  float temperature = 0;
+  uint64_t seed = 0;
+  bool prompt_logprobs = false;
+  int arrival_step = 0;
+};
+
+struct Result {
+  std::vector<int> tokens;
+  std::vector<float> logprobs, prompt_logprobs;
+  FinishReason finish = FinishReason::kError;
+};
+
+std::vector<Spec> RandomSpecs(int64_t vocab, uint32_t seed) {
+  std::mt19937 random(seed);
+  const auto token = [&] { return 3 + static_cast<int>(random() % (vocab - 3)); };
+  std::vector<int> system(20);
+  for (int& t : system) t = token();
+  std::vector<Spec> specs(24);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Spec& s = specs[i];
+    if (i % 2 == 0) s.prompt = system;  // A shared "system prompt".
+    for (int n = 1 + random() % 40; n > 0; --n) s.prompt.push_back(token());
+    s.max_new_tokens = 4 + random() % 40;
+    s.temperature = random() % 2 == 0 ? 0.0f : 0.8f;
+    s.seed = random();
+    s.prompt_logprobs = i % 5 == 0;
+    s.arrival_step = static_cast<int>(random() % 30);
+  }
+  return specs;
+}
+
+EngineRequest RequestOf(const Spec& spec, Result* out) {
+  EngineRequest r;
+  r.prompt = spec.prompt;
+  r.max_new_tokens = spec.max_new_tokens;
+  r.temperature = spec.temperature;
+  r.top_p = 0.9f;
+  r.seed = spec.seed;
+  r.prompt_logprobs = spec.prompt_logprobs;
+  r.sink = [out](const RequestEvent& e) {
+    if (e.kind == RequestEvent::kToken) {
+      out->tokens.push_back(e.token);
+      out->logprobs.push_back(e.logprob);
+    } else if (e.kind == RequestEvent::kPromptLogprobs) {
+      out->prompt_logprobs.assign(e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+    } else {
+      out->finish = e.finish;
+    }
+  };
+  return r;
+}
+
+// Every request alone on a fresh engine.
+std::vector<Result> Alone(LanguageModel& model, const std::vector<Spec>& specs) {
+  std::vector<Result> results(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Engine engine(&model, {});
+    EXPECT_TRUE(engine.Submit(RequestOf(specs[i], &results[i])).ok());
+    EXPECT_TRUE(engine.RunUntilIdle().ok());
+  }
+  return results;
+}
+
+// All of them on one engine, each submitted at its arrival step.
+std::vector<Result> Together(LanguageModel& model, const std::vector<Spec>& specs, bool prefix_caching,
+                             EngineStats* stats) {
+  EngineOptions options;
+  options.prefix_caching = prefix_caching;
+  Engine engine(&model, options);
+  std::vector<Result> results(specs.size());
+  size_t submitted = 0;
+  for (int step = 0; submitted < specs.size() || !engine.idle(); ++step) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].arrival_step == step) {
+        EXPECT_TRUE(engine.Submit(RequestOf(specs[i], &results[i])).ok());
+        ++submitted;
+      }
+    }
+    const absl::Status status = engine.Step();
+    EXPECT_TRUE(status.ok()) << status;
+    if (!status.ok() || step > 100000) break;
+  }
+  *stats = engine.stats();
+  return results;
+}
+
+void ExpectSameAsAlone(const std::vector<Result>& together, const std::vector<Result>& alone, const std::string& what) {
+  for (size_t i = 0; i < alone.size(); ++i) {
+    SCOPED_TRACE(what + ", request " + std::to_string(i));
+    EXPECT_NE(alone[i].finish, FinishReason::kError);
+    EXPECT_EQ(together[i].finish, alone[i].finish);
+    EXPECT_EQ(together[i].tokens, alone[i].tokens);
+    EXPECT_EQ(together[i].logprobs, alone[i].logprobs);  // Bit for bit.
+    EXPECT_EQ(together[i].prompt_logprobs, alone[i].prompt_logprobs);
+  }
+}
+
+TransformerOptions SmallPool() {
+  TransformerOptions options;
+  options.max_batch_size = 8;
+  options.max_seq_len = 128;
+  options.max_step_tokens = 32;  // Prompts of up to 60 tokens go in pieces.
+  options.kv_block_size = 16;
+  options.kv_blocks = 24;  // 384 positions for up to 8 requests of up to 128: preemption.
+  return options;
+}
+
+// The checks, on rank 0's model (with peers: its LeaderModel).
+void CheckLoadInvariance(LanguageModel& model, const std::string& name) {
+  const std::vector<Spec> specs = RandomSpecs(model.vocab_size(), 42);
+  const std::vector<Result> alone = Alone(model, specs);
+  for (const bool prefix_caching : {true, false}) {
+    EngineStats stats;
+    const std::vector<Result> together = Together(model, specs, prefix_caching, &stats);
+    ExpectSameAsAlone(together, alone, name + (prefix_caching ? ", prefix caching" : ", no prefix caching"));
+    EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run dry";
+    EXPECT_EQ(stats.prefix_hit_tokens > 0, prefix_caching);
+    std::printf("%s, prefix caching %s: 24 requests as alone, %lld steps, %lld preemptions, %lld prefix-hit tokens\n",
+                name.c_str(), prefix_caching ? "on" : "off", static_cast<long long>(stats.steps),
+                static_cast<long long>(stats.preemptions), static_cast<long long>(stats.prefix_hit_tokens));
+  }
+}
+
+class LoadInvarianceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoadInvarianceTest, OneRank) {
+  LocalCommunicator comm;
+  std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), &comm, SmallPool());
+  CheckLoadInvariance(*model, GetParam() + ", 1 rank");
+}
+
+TEST_P(LoadInvarianceTest, TwoRanksInLockstep) {
+  testing::ConvertFixture(GetParam(), 2);
+  absl::StatusOr<net::Socket> listener = net::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int port = *net::LocalPort(*listener);
+  absl::Status follower = absl::UnknownError("not run");
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      RendezvousOptions options;
+      options.master_port = port;
+      if (rank == 0) options.listen_fd = listener->fd();
+      options.rank = rank;
+      options.world_size = 2;
+      options.token = "t";
+      options.join_timeout = 20s;
+      absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
+      ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
+      absl::StatusOr<std::unique_ptr<TcpCommunicator>> comm = TcpCommunicator::Create(rendezvous->get(), 60s);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), comm->get(), SmallPool());
+      if (rank == 1) {
+        follower = FollowLeader(*model, **comm);
+        return;
+      }
+      LeaderModel leader(model.get(), comm->get());
+      CheckLoadInvariance(leader, GetParam() + ", 2 ranks");
+      EXPECT_TRUE(leader.Stop().ok());
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  EXPECT_TRUE(follower.ok()) << follower;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, LoadInvarianceTest, ::testing::Values("tiny_fp32_mp1", "gqa_bf16_mp1"));
+
+}  // namespace
+}  // namespace llama
