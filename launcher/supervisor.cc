@@ -106,6 +106,9 @@ absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers
     if (stopping) return;
     stopping = true;
     stop_all(SIGTERM);
+    // A stopped worker (SIGSTOP, a debugger) takes its SIGTERM only once
+    // continued: without this it would sit out the grace period.
+    stop_all(SIGCONT);
     kill_deadline = std::chrono::steady_clock::now() + options.grace;
   };
   const auto emit = [&](Stream& s, absl::string_view line) {

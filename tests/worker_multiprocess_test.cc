@@ -225,6 +225,35 @@ TEST(WorkerFaultTest, KilledRankMakesThePeersExitNamingIt) {
   EXPECT_TRUE(ReadJsonl(job.dir + "/out.jsonl").empty());
 }
 
+// A frozen rank (SIGSTOP: alive, its sockets open, answering nothing) is
+// caught by --collective_timeout, even when it is rank 0, which hosts the
+// store the others ask which rank was lost: the others exit within the
+// deadline plus the 2 s that question may take, not the store client's
+// 30 s (the job took 38 s at --collective_timeout=5 before).
+TEST(WorkerFaultTest, FrozenRankEndsThePeersWithinTheDeadline) {
+  const std::string shards = Shards("tiny_fp32_mp1", 2);
+  for (const int frozen : {0, 1}) {
+    const int peer = 1 - frozen;
+    Job job = Start(absl::StrCat("frozen", frozen), shards, 2,
+                    {"--prompts_file=" + WritePrompts("tiny_fp32_mp1"), "--temperature=0", "--max_seq_len=4096",
+                     "--max_gen_len=4000", "--collective_timeout=2"});
+    for (int i = 0; i < 500 && job.Log(0).find("generating") == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_THAT(job.Log(0), HasSubstr("generating"));
+    job.ranks[frozen]->SignalGroup(SIGSTOP);
+    const auto stopped = std::chrono::steady_clock::now();
+    absl::StatusOr<ExitStatus> exit = job.ranks[peer]->Wait(40s);
+    const auto waited = std::chrono::steady_clock::now() - stopped;
+    job.ranks[frozen]->SignalGroup(SIGKILL);
+    ASSERT_TRUE(exit.ok()) << "rank " << peer << " hangs while rank " << frozen << " is frozen";
+    EXPECT_EQ(exit->code, 1);
+    EXPECT_LT(waited, 6s) << "rank " << frozen << " frozen: rank " << peer << " took "
+                          << std::chrono::duration<double>(waited).count() << " s";
+    EXPECT_THAT(job.Log(peer), HasSubstr(absl::StrCat("rank ", frozen))) << job.Log(peer);
+    std::printf("rank %d frozen at --collective_timeout=2: rank %d exited after %.1f s\n", frozen, peer,
+                std::chrono::duration<double>(waited).count());
+  }
+}
+
 TEST(WorkerFaultTest, RankThatNeverStartsFailsTheOthersAtTheDeadline) {
   Job job = Start("missing", Shards("tiny_fp32_mp1", 4), 4, {"--prompt=hello", "--rendezvous_timeout=2"}, {0, 1, 3});
   for (size_t i = 0; i < job.ranks.size(); ++i) {

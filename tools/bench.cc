@@ -35,6 +35,7 @@
 #include "ops/dtype.h"
 #include "ops/status_macros.h"
 #include "third_party/cuda/cuda_build_info.h"
+#include "tools/bench_model.h"
 #include "tools/local_ranks.h"
 #include "tools/tool_main.h"
 #include "worker/job_flags.h"
@@ -45,15 +46,6 @@
 #include "ops/cuda/bandwidth.h"
 #endif
 
-DEFINE_string(shard, "", "A shard to benchmark (world size 1); default: a synthetic model.");
-DEFINE_int64(dim, 2048, "Synthetic model: embedding dimension.");
-DEFINE_int64(n_layers, 22, "Synthetic model: layers.");
-DEFINE_int64(n_heads, 32, "Synthetic model: query heads.");
-DEFINE_int64(n_kv_heads, 4, "Synthetic model: key/value heads.");
-DEFINE_int64(ffn_hidden, 5632, "Synthetic model: FFN hidden size.");
-DEFINE_int64(vocab_size, 32000, "Synthetic model: vocabulary.");
-DEFINE_string(weights_dtype, "bf16",
-              "Synthetic model: weights' type, bf16, fp16, fp32 or int8 (q8_0 linear layers, bf16 embedding).");
 DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
@@ -101,30 +93,12 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 namespace {
 
-absl::StatusOr<llama::ModelWeights> BenchWeights(int rank) {
-  if (!FLAGS_shard.empty()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<llama::ShardReader> shard, llama::ShardReader::Open(FLAGS_shard));
-    return llama::LoadModelWeights(std::shared_ptr<const llama::ShardReader>(std::move(shard)));
-  }
-  llama::ModelConfig config;
-  config.dim = FLAGS_dim;
-  config.n_layers = FLAGS_n_layers;
-  config.n_heads = FLAGS_n_heads;
-  config.n_kv_heads = FLAGS_n_kv_heads;
-  config.vocab_size = FLAGS_vocab_size;
-  config.hidden_dim = FLAGS_ffn_hidden;
-  RETURN_IF_ERROR(llama::ValidateModelConfig(config, "synthetic model"));
-  RETURN_IF_ERROR(llama::CheckWorldSize(config, FLAGS_world_size));
-  ASSIGN_OR_RETURN(const llama::DType dtype, llama::ParseWeightsDtypeFlag("weights_dtype", FLAGS_weights_dtype));
-  return llama::SyntheticWeights(config, dtype, 1, rank, FLAGS_world_size);
-}
-
 absl::Status RunRank(const llama::RendezvousOptions& join) {
   const int rank = join.rank;
   const bool leader = rank == 0;
   const llama::JobFlags flags = llama::JobFlagsFromCommandLine();
   ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(flags.device));
-  ASSIGN_OR_RETURN(llama::ModelWeights weights, BenchWeights(rank));
+  ASSIGN_OR_RETURN(llama::ModelWeights weights, llama::BenchModelWeights(rank, FLAGS_world_size));
   const llama::ModelConfig config = weights.config;
   ASSIGN_OR_RETURN(const llama::RankGeometry geometry, llama::ComputeRankGeometry(config, rank, FLAGS_world_size));
   const llama::DType weight_dtype = weights.layers[0].wq.dtype();
@@ -244,5 +218,5 @@ int main(int argc, char** argv) {
           return llama::ReportFailure("bench", RunRank(join));
         });
     return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
-  }, {"device", "kv_cache_dtype", "cuda_graphs", "threads"});
+  }, {"device", "kv_cache_dtype", "cuda_graphs", "threads"}, {llama::BenchModelFlags()});
 }

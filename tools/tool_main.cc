@@ -19,7 +19,7 @@ int ReportFailure(const char* name, const absl::Status& status) {
 
 int ToolMain(int argc, char** argv, const char* name, const char* usage,
              const std::function<absl::Status(const std::vector<std::string>& args)>& run,
-             const std::vector<std::string>& shared_flags) {
+             const std::vector<std::string>& shared_flags, const std::vector<FlagGroup>& more_groups) {
   std::vector<gflags::CommandLineFlagInfo> all;
   gflags::GetAllFlags(&all);
   FlagGroup own{absl::StrCat(name, "'s flags"), {}};
@@ -27,6 +27,7 @@ int ToolMain(int argc, char** argv, const char* name, const char* usage,
     if (absl::EndsWith(flag.filename, absl::StrCat("tools/", name, ".cc"))) own.flags.push_back(flag.name);
   }
   std::vector<FlagGroup> groups = {own};
+  groups.insert(groups.end(), more_groups.begin(), more_groups.end());
   if (!shared_flags.empty()) groups.push_back({"The job's flags it takes", shared_flags});
   HandleHelpAndVersion(argc, argv, name, usage, groups);
   gflags::SetUsageMessage(usage);

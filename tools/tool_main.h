@@ -11,15 +11,17 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/flag_help.h"
 
 namespace llama {
 
 // `run` gets the positional arguments left after the flags. --help lists
-// the flags defined in tools/<name>.cc, then `shared_flags` (the job's flags
-// the tool takes, worker/job_flags.h); --version prints the build.
+// the flags defined in tools/<name>.cc, then `more_groups` (flags of a
+// library the tool shares with others), then `shared_flags` (the job's
+// flags the tool takes, worker/job_flags.h); --version prints the build.
 int ToolMain(int argc, char** argv, const char* name, const char* usage,
              const std::function<absl::Status(const std::vector<std::string>& args)>& run,
-             const std::vector<std::string>& shared_flags = {});
+             const std::vector<std::string>& shared_flags = {}, const std::vector<FlagGroup>& more_groups = {});
 
 // The exit code for `status`, after printing it as above when it failed.
 int ReportFailure(const char* name, const absl::Status& status);

@@ -78,19 +78,31 @@ absl::StatusOr<std::unique_ptr<TcpCommunicator>> TcpCommunicator::Create(Rendezv
 }
 
 absl::Status TcpCommunicator::Explain(absl::Status failure, const char* collective) {
-  // Give the store a moment to notice the exit that broke our sockets.
+  // Give the store a moment to notice the exit that broke our sockets, but
+  // no more than a short budget: a frozen rank 0 (SIGSTOP, a hung host)
+  // keeps its store's socket open and answers nothing, and its store client
+  // would otherwise wait 30 s per request on top of the collective's own
+  // deadline (a peer stopped mid-job ended the job after 38 s at
+  // --collective_timeout=5).
+  const auto budget_end = std::chrono::steady_clock::now() +
+                          std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(2));
+  const auto left = [&] {
+    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                      budget_end - std::chrono::steady_clock::now()));
+  };
   std::string lost;
   int first = 1 << 30;
-  for (int attempt = 0; attempt < 10 && lost.empty(); ++attempt) {
+  for (int attempt = 0; attempt < 10 && lost.empty() && std::chrono::steady_clock::now() < budget_end; ++attempt) {
     for (int r = 0; r < world_size_; ++r) {
-      absl::StatusOr<bool> present = rendezvous_->store().Check(absl::StrCat("lost/", r));
+      absl::StatusOr<bool> present = rendezvous_->store().Check(absl::StrCat("lost/", r), left());
       if (!present.ok()) {
         return absl::UnavailableError(absl::StrFormat(
             "%s failed (%s), and the rendezvous store on rank 0 is unreachable too: lost rank 0", collective,
             failure.message()));
       }
       if (!*present) continue;
-      absl::StatusOr<std::string> order = rendezvous_->store().Get(absl::StrCat("lost/", r), std::chrono::seconds(1));
+      absl::StatusOr<std::string> order =
+          rendezvous_->store().Get(absl::StrCat("lost/", r), std::chrono::seconds(1), left());
       int value = 0;
       if (order.ok() && absl::SimpleAtoi(*order, &value) && value < first) {
         first = value;

@@ -16,7 +16,7 @@ constexpr size_t kMaxKey = 4096;
 constexpr size_t kMaxValue = 64 << 20;
 constexpr size_t kMaxToken = 1024;
 // Per-message network deadline, on top of any waiting the request asks for.
-constexpr std::chrono::seconds kIoTimeout(30);
+constexpr std::chrono::seconds kIoTimeout = TcpStoreClient::kIoTimeout;
 // An idle client may stay connected for the whole job.
 constexpr std::chrono::hours kIdle(24 * 365);
 
@@ -252,42 +252,53 @@ absl::Status TcpStoreClient::Set(const std::string& key, const std::string& valu
   const net::Deadline d = net::After(kIoTimeout);
   absl::Status s = SendRequest(kSet, key, d);
   if (s.ok()) s = net::SendString(socket_, value, d, peer_);
-  if (!s.ok()) return s;
-  return RecvByte(socket_, d, peer_).status();
+  if (s.ok()) s = RecvByte(socket_, d, peer_).status();
+  return Dropped(std::move(s));
 }
 
-absl::StatusOr<std::string> TcpStoreClient::Get(const std::string& key, std::chrono::milliseconds timeout) {
-  const net::Deadline d = net::After(timeout + kIoTimeout);
+absl::Status TcpStoreClient::Dropped(absl::Status status) {
+  // A request cut off halfway leaves the stream at an unknown place: the
+  // connection is of no more use, and closing it now spares Close's bye (a
+  // frozen server would not answer it).
+  if (!status.ok()) socket_.Close();
+  return status;
+}
+
+absl::StatusOr<std::string> TcpStoreClient::Get(const std::string& key, std::chrono::milliseconds timeout,
+                                                std::chrono::milliseconds io_timeout) {
+  const net::Deadline d = net::After(timeout + io_timeout);
   absl::Status s = SendRequest(kGet, key, d);
   if (s.ok()) s = net::SendU32(socket_, static_cast<uint32_t>(std::min<int64_t>(timeout.count(), UINT32_MAX)), d, peer_);
-  if (!s.ok()) return s;
+  if (!s.ok()) return Dropped(s);
   absl::StatusOr<uint8_t> status = RecvByte(socket_, d, peer_);
-  if (!status.ok()) return status.status();
+  if (!status.ok()) return Dropped(status.status());
   if (*status == 1) {
     return absl::DeadlineExceededError(
         absl::StrFormat("key \"%s\" not set within %d ms", key, timeout.count()));
   }
-  return net::RecvString(socket_, kMaxValue, d, peer_);
+  absl::StatusOr<std::string> value = net::RecvString(socket_, kMaxValue, d, peer_);
+  if (!value.ok()) return Dropped(value.status());
+  return value;
 }
 
 absl::StatusOr<int64_t> TcpStoreClient::Add(const std::string& key, int64_t delta) {
   const net::Deadline d = net::After(kIoTimeout);
   absl::Status s = SendRequest(kAdd, key, d);
   if (s.ok()) s = SendU64(socket_, static_cast<uint64_t>(delta), d, peer_);
-  if (!s.ok()) return s;
+  if (!s.ok()) return Dropped(s);
   absl::StatusOr<uint8_t> status = RecvByte(socket_, d, peer_);
-  if (!status.ok()) return status.status();
+  if (!status.ok()) return Dropped(status.status());
   if (*status != 0) return absl::InvalidArgumentError(absl::StrFormat("key \"%s\" does not hold an integer", key));
   absl::StatusOr<uint64_t> value = RecvU64(socket_, d, peer_);
-  if (!value.ok()) return value.status();
+  if (!value.ok()) return Dropped(value.status());
   return static_cast<int64_t>(*value);
 }
 
-absl::StatusOr<bool> TcpStoreClient::Check(const std::string& key) {
-  const net::Deadline d = net::After(kIoTimeout);
-  RETURN_IF_ERROR(SendRequest(kCheck, key, d));
+absl::StatusOr<bool> TcpStoreClient::Check(const std::string& key, std::chrono::milliseconds io_timeout) {
+  const net::Deadline d = net::After(io_timeout);
+  if (absl::Status s = SendRequest(kCheck, key, d); !s.ok()) return Dropped(s);
   absl::StatusOr<uint8_t> present = RecvByte(socket_, d, peer_);
-  if (!present.ok()) return present.status();
+  if (!present.ok()) return Dropped(present.status());
   return *present == 1;
 }
 

@@ -78,6 +78,9 @@ class TcpStoreServer {
 // One connection to the store. Use from one thread at a time.
 class TcpStoreClient {
  public:
+  // How long a request may take to send and answer (beyond a Get's wait).
+  static constexpr std::chrono::seconds kIoTimeout{30};
+
   // Connects (retrying until `deadline`) and says hello as `rank`.
   static absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(const std::string& host, int port,
                                                                  const std::string& token, int rank,
@@ -86,10 +89,13 @@ class TcpStoreClient {
 
   absl::Status Set(const std::string& key, const std::string& value);
   // Waits up to `timeout` for `key` to be set; DeadlineExceeded names the
-  // key and leaves the connection usable.
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout);
+  // key and leaves the connection usable. `io_timeout` bounds the exchange
+  // on top of that: a store host that is frozen (not gone) answers nothing,
+  // and a caller reporting another failure must not wait long for it.
+  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout,
+                                  std::chrono::milliseconds io_timeout = kIoTimeout);
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
-  absl::StatusOr<bool> Check(const std::string& key);
+  absl::StatusOr<bool> Check(const std::string& key, std::chrono::milliseconds io_timeout = kIoTimeout);
   // Leaves cleanly (the server will not report this rank lost). Idempotent.
   absl::Status Close();
 
@@ -99,6 +105,8 @@ class TcpStoreClient {
  private:
   TcpStoreClient(net::Socket socket, std::string peer) : socket_(std::move(socket)), peer_(std::move(peer)) {}
   absl::Status SendRequest(uint8_t op, const std::string& key, net::Deadline deadline);
+  // `status`, closing the connection first if it failed.
+  absl::Status Dropped(absl::Status status);
 
   net::Socket socket_;
   std::string peer_;
