@@ -13,36 +13,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "worker/dist/thread_ranks.h"
+
 namespace llama {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Runs body(rank, communicator) on `world` threads.
 void RunRanks(int world, const std::function<void(int, Communicator&)>& body) {
-  // Bound before any rank starts, as the launcher does, and hosted by rank 0.
-  absl::StatusOr<net::Socket> listener = net::Listen("127.0.0.1", 0);
-  ASSERT_TRUE(listener.ok()) << listener.status();
-  const int port = *net::LocalPort(*listener);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      RendezvousOptions options;
-      options.master_port = port;
-      if (rank == 0) options.listen_fd = listener->fd();
-      options.rank = rank;
-      options.world_size = world;
-      options.token = "t";
-      options.join_timeout = 10s;
-      absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
-      ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
-      absl::StatusOr<std::unique_ptr<TcpCommunicator>> comm = TcpCommunicator::Create(rendezvous->get(), 10s);
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      body(rank, **comm);
-      ASSERT_TRUE((*rendezvous)->Finish().ok());
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  testing::RunRanksOnThreads(world, body);
 }
 
 class TcpCommunicatorTest : public ::testing::TestWithParam<int> {};

@@ -9,11 +9,10 @@
 // AllReduceSumRows); no tolerance.
 
 #include <random>
-#include <thread>
 
 #include <gtest/gtest.h>
 
-#include "worker/dist/tcp_communicator.h"
+#include "worker/dist/thread_ranks.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/lockstep.h"
 #include "worker/model/golden_fixture.h"
@@ -21,8 +20,6 @@
 
 namespace llama {
 namespace {
-
-using namespace std::chrono_literals;
 
 struct Spec {
   std::vector<int> prompt;
@@ -160,35 +157,20 @@ TEST_P(LoadInvarianceTest, OneRank) {
 
 TEST_P(LoadInvarianceTest, TwoRanksInLockstep) {
   testing::ConvertFixture(GetParam(), 2);
-  absl::StatusOr<net::Socket> listener = net::Listen("127.0.0.1", 0);
-  ASSERT_TRUE(listener.ok()) << listener.status();
-  const int port = *net::LocalPort(*listener);
   absl::Status follower = absl::UnknownError("not run");
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.emplace_back([&, rank] {
-      RendezvousOptions options;
-      options.master_port = port;
-      if (rank == 0) options.listen_fd = listener->fd();
-      options.rank = rank;
-      options.world_size = 2;
-      options.token = "t";
-      options.join_timeout = 20s;
-      absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
-      ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
-      absl::StatusOr<std::unique_ptr<TcpCommunicator>> comm = TcpCommunicator::Create(rendezvous->get(), 60s);
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), comm->get(), SmallPool());
-      if (rank == 1) {
-        follower = FollowLeader(*model, **comm);
-        return;
-      }
-      LeaderModel leader(model.get(), comm->get());
-      CheckLoadInvariance(leader, GetParam() + ", 2 ranks");
-      EXPECT_TRUE(leader.Stop().ok());
-    });
-  }
-  for (std::thread& t : ranks) t.join();
+  testing::RunRanksOnThreads(
+      2,
+      [&](int rank, Communicator& comm) {
+        std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), &comm, SmallPool());
+        if (rank == 1) {
+          follower = FollowLeader(*model, comm);
+          return;
+        }
+        LeaderModel leader(model.get(), &comm);
+        CheckLoadInvariance(leader, GetParam() + ", 2 ranks");
+        EXPECT_TRUE(leader.Stop().ok());
+      },
+      std::chrono::seconds(60));
   EXPECT_TRUE(follower.ok()) << follower;
 }
 

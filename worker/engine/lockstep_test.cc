@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "worker/dist/tcp_communicator.h"
+#include "worker/dist/thread_ranks.h"
 #include "worker/engine/cache_checking_model.h"
 #include "worker/engine/engine.h"
 
@@ -15,31 +15,6 @@ namespace {
 using namespace std::chrono_literals;
 using ::llama::testing::CacheCheckingModel;
 using ::testing::HasSubstr;
-
-// Runs body(rank, communicator) on two threads joined as ranks 0 and 1.
-void RunTwoRanks(const std::function<void(int, Communicator&)>& body) {
-  absl::StatusOr<net::Socket> listener = net::Listen("127.0.0.1", 0);
-  ASSERT_TRUE(listener.ok()) << listener.status();
-  const int port = *net::LocalPort(*listener);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      RendezvousOptions options;
-      options.master_port = port;
-      if (rank == 0) options.listen_fd = listener->fd();
-      options.rank = rank;
-      options.world_size = 2;
-      options.token = "t";
-      options.join_timeout = 10s;
-      absl::StatusOr<std::unique_ptr<Rendezvous>> rendezvous = Rendezvous::Join(options);
-      ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
-      absl::StatusOr<std::unique_ptr<TcpCommunicator>> comm = TcpCommunicator::Create(rendezvous->get(), 5s);
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      body(rank, **comm);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-}
 
 // Rank 1 runs every call rank 0's engine makes, with the same chunks and
 // block tables (its own cache-checking model would fail a step otherwise),
@@ -51,7 +26,7 @@ TEST(LockstepTest, FollowerRunsTheLeadersSteps) {
   CacheCheckingModel leader_model(shape), follower_model(shape);
   absl::Status follower_status = absl::UnknownError("not run");
   std::vector<std::vector<int>> outputs(6);
-  RunTwoRanks([&](int rank, Communicator& comm) {
+  testing::RunRanksOnThreads(2, [&](int rank, Communicator& comm) {
     if (rank == 1) {
       follower_status = FollowLeader(follower_model, comm);
       return;
@@ -75,7 +50,7 @@ TEST(LockstepTest, FollowerRunsTheLeadersSteps) {
     EXPECT_GT(engine.stats().preemptions, 0);
     EXPECT_GT(engine.stats().prefix_hit_tokens, 0);
     ASSERT_TRUE(leader.Stop().ok());
-  });
+  }, std::chrono::seconds(5));
   EXPECT_TRUE(follower_status.ok()) << follower_status;
   EXPECT_EQ(follower_model.steps, leader_model.steps);
   EXPECT_GT(leader_model.steps.size(), 10u);
@@ -88,10 +63,13 @@ TEST(LockstepTest, FollowerReturnsWhenTheLeaderIsGone) {
   CacheCheckingModel model({});
   absl::Status follower_status;
   const auto start = std::chrono::steady_clock::now();
-  RunTwoRanks([&](int rank, Communicator& comm) {
-    if (rank == 1) follower_status = FollowLeader(model, comm);
-    // Rank 0 returns at once: its sockets close.
-  });
+  testing::RunRanksOnThreads(
+      2,
+      [&](int rank, Communicator& comm) {
+        if (rank == 1) follower_status = FollowLeader(model, comm);
+        // Rank 0 returns at once: its sockets close.
+      },
+      std::chrono::seconds(5), /*finish=*/false);
   EXPECT_FALSE(follower_status.ok());
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
