@@ -27,6 +27,7 @@ _PKG_CONFIG_TARGETS = {
     "openssl": ["libcrypto"],
     "pcre2": ["libpcre2-8"],
     "gtest": ["gtest", "gmock"],
+    "httplib": ["cpp-httplib"],
     "sentencepiece": ["sentencepiece"],
     "xxhash": ["libxxhash"],
     "zlib": ["zlib"],
@@ -36,7 +37,7 @@ _HINT = "Install the build dependencies first: ./bazelw (or third_party/setup.sh
 
 # Libraries Debian ships only as shared objects; with LLAMA_STATIC they stay
 # dynamic (and travel beside the binary).
-_SHARED_ONLY = ["sentencepiece", "curl"]
+_SHARED_ONLY = ["sentencepiece", "curl", "cpp-httplib"]
 
 def _pkg_config_libs(rctx, modules):
     static = rctx.os.environ.get("LLAMA_STATIC", "") == "1" and not [m for m in modules if m in _SHARED_ONLY]
@@ -54,6 +55,14 @@ def _pkg_config_libs(rctx, modules):
         others = [f for f in flags if not (f.startswith("-l") and f not in system)]
         flags = ["-Wl,--push-state,-Bstatic"] + libs + ["-Wl,--pop-state"] + others
     return flags
+
+def _pkg_config_defines(rctx, modules):
+    # Macros the package's headers must be compiled with (cpp-httplib's
+    # class layouts depend on the features its library was built with).
+    result = rctx.execute(["pkg-config", "--cflags-only-other"] + modules)
+    if result.return_code != 0:
+        fail("pkg-config --cflags-only-other %s failed: %s\n%s" % (" ".join(modules), result.stderr.strip(), _HINT))
+    return [flag[2:] for flag in result.stdout.strip().split(" ") if flag.startswith("-D")]
 
 def _system_libs_impl(rctx):
     if rctx.which("pkg-config") == None:
@@ -88,6 +97,9 @@ def _system_libs_impl(rctx):
         build.append("cc_library(")
         build.append('    name = "%s",' % name)
         build.append("    linkopts = %s," % repr(_pkg_config_libs(rctx, modules)))
+        defines = _pkg_config_defines(rctx, modules)
+        if defines:
+            build.append("    defines = %s," % repr(defines))
         build.append(")")
         build.append("")
     rctx.file("BUILD.bazel", "\n".join(build))

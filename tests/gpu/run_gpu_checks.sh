@@ -65,8 +65,14 @@ PY
       cp "bazel-bin/${path/://}" "$BUNDLE/" || exit 1
     done
     strip "$BUNDLE"/*_test "$BUNDLE"/bench "$BUNDLE"/worker
-    # SentencePiece exists only as a shared library; it travels beside the binaries.
-    cp /usr/lib/x86_64-linux-gnu/libsentencepiece.so.0 "$BUNDLE/" || exit 1
+    # Debian ships SentencePiece and cpp-httplib only as shared libraries:
+    # they travel beside the binaries, with what they link beyond glibc and
+    # libstdc++ (OpenSSL, zlib, Brotli); the CUDA libraries are the GPU
+    # machine's own.
+    ldd "$BUNDLE"/worker "$BUNDLE"/bench | awk '$2 == "=>" && $3 ~ /^\/(usr\/)?lib\/x86_64-linux-gnu\// {print $3}' |
+      grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so' | sort -u |
+      xargs -r cp -L -t "$BUNDLE/" || exit 1
+    [[ -f "$BUNDLE/libsentencepiece.so.0" ]] || { echo "libsentencepiece.so.0 did not travel"; exit 1; }
     du -sh "$BUNDLE" && ls -la "$BUNDLE" && find "$BUNDLE/fixtures" -type f
     ;;
   run)

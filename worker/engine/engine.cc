@@ -220,10 +220,18 @@ bool Engine::Admit(Sequence& s) {
     return false;
   }
   Grow(s, s.length());
-  absl::MutexLock lock(&mutex_);
-  stats_.prefix_hit_tokens += s.computed;
-  if (!s.counted) stats_.prompt_tokens += s.prompt_len;
+  const bool first = !s.counted;
+  {
+    absl::MutexLock lock(&mutex_);
+    stats_.prefix_hit_tokens += s.computed;
+    if (first) stats_.prompt_tokens += s.prompt_len;
+  }
   s.counted = true;
+  if (first && s.request.sink) {
+    RequestEvent event;
+    event.kind = RequestEvent::kScheduled;
+    s.request.sink(event);
+  }
   return true;
 }
 

@@ -46,10 +46,12 @@ enum class FinishReason {
 };
 const char* FinishReasonName(FinishReason reason);
 
-// What a request's sink receives, in order: its prompt's log-probabilities
-// once if asked, each chosen token, then one kFinished.
+// What a request's sink receives, in order: kScheduled when it first
+// leaves the queue, its prompt's log-probabilities once if asked, each
+// chosen token, then one kFinished (a request cancelled or failed while
+// waiting gets kFinished alone).
 struct RequestEvent {
-  enum Kind { kPromptLogprobs, kToken, kFinished } kind = kToken;
+  enum Kind { kScheduled, kPromptLogprobs, kToken, kFinished } kind = kToken;
   int token = 0;         // kToken.
   float logprob = 0.0f;  // kToken: log_softmax(logits)[token] at temperature 1, as the reference reports it.
   // kPromptLogprobs: [prompt length]; entry p is of prompt token p given

@@ -22,6 +22,7 @@ struct Outcome {
   std::vector<float> prompt_logprobs;
   bool prompt_logprobs_before_tokens = true;
   int finishes = 0;
+  int scheduled = 0;
   FinishReason finish = FinishReason::kLength;
   absl::Status status;
 };
@@ -49,6 +50,9 @@ EngineRequest Request(std::vector<int> prompt, Outcome* out, int64_t max_new_tok
         ++out->finishes;
         out->finish = e.finish;
         out->status = e.status;
+        break;
+      case RequestEvent::kScheduled:
+        ++out->scheduled;
         break;
     }
   };
@@ -341,7 +345,9 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
     int compared = 0;
     for (int i = 0; i < n; ++i) {
       ASSERT_EQ(outs[i].finishes, 1) << i;
+      EXPECT_LE(outs[i].scheduled, 1) << "scheduled again after a preemption: " << i;
       if (outs[i].finish == FinishReason::kCancelled) continue;
+      EXPECT_EQ(outs[i].scheduled, 1) << i;
       const Outcome solo = Solo(requests[i], shape);
       EXPECT_EQ(outs[i].tokens, solo.tokens) << "request " << i;
       EXPECT_EQ(outs[i].logprobs, solo.logprobs) << "request " << i;

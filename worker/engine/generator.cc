@@ -102,6 +102,8 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
           row.done = true;
           row.status = event.status;
           break;
+        case RequestEvent::kScheduled:
+          break;
       }
     };
     RETURN_IF_ERROR(engine.Submit(std::move(request)).status());

@@ -1,0 +1,316 @@
+#include "worker/serve/openai_api.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace llama {
+namespace {
+
+using nlohmann::json;
+
+// Reads the fields of a request body, stopping at the first bad one.
+class Fields {
+ public:
+  Fields(const json& body, ApiError* error) : body_(body), error_(error) {}
+
+  bool ok() const { return ok_; }
+  bool Has(const char* name) const { return body_.contains(name) && !body_[name].is_null(); }
+  const json& Get(const char* name) const { return body_[name]; }
+
+  bool Fail(const std::string& param, const std::string& message) {
+    if (ok_) *error_ = {400, absl::StrCat(param, ": ", message), "invalid_request_error", param, ""};
+    ok_ = false;
+    return false;
+  }
+
+  void String(const char* name, std::string* out, bool required) {
+    if (!ok_) return;
+    if (!Has(name)) {
+      if (required) Fail(name, "required");
+      return;
+    }
+    if (!Get(name).is_string()) return void(Fail(name, "expected a string"));
+    *out = Get(name).get<std::string>();
+  }
+  void Bool(const char* name, bool* out) {
+    if (!ok_ || !Has(name)) return;
+    if (!Get(name).is_boolean()) return void(Fail(name, "expected true or false"));
+    *out = Get(name).get<bool>();
+  }
+  // An integer in [lo, hi].
+  template <typename T>
+  void Integer(const char* name, T* out, int64_t lo, int64_t hi) {
+    if (!ok_ || !Has(name)) return;
+    const json& v = Get(name);
+    if (!v.is_number_integer()) return void(Fail(name, "expected an integer"));
+    const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX ? INT64_MAX : v.get<int64_t>();
+    if (x < lo || x > hi) return void(Fail(name, absl::StrFormat("%d is out of range [%d, %d]", x, lo, hi)));
+    *out = static_cast<T>(x);
+  }
+  void Number(const char* name, float* out, double lo, double hi, bool open_low) {
+    if (!ok_ || !Has(name)) return;
+    const json& v = Get(name);
+    if (!v.is_number()) return void(Fail(name, "expected a number"));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x > hi || (open_low ? x <= lo : x < lo)) {
+      return void(Fail(name, absl::StrFormat("%g is out of range %s%g, %g]", x, open_low ? "(" : "[", lo, hi)));
+    }
+    *out = static_cast<float>(x);
+  }
+
+ private:
+  const json& body_;
+  ApiError* error_;
+  bool ok_ = true;
+};
+
+bool ParseBody(const std::string& text, json* body, ApiError* error) {
+  *body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body->is_discarded()) {
+    *error = {400, "the body is not valid JSON", "invalid_request_error", "", ""};
+    return false;
+  }
+  if (!body->is_object()) {
+    *error = {400, "the body must be a JSON object", "invalid_request_error", "", ""};
+    return false;
+  }
+  return true;
+}
+
+// The fields both endpoints share.
+void ParseGeneration(Fields& f, GenerationParams* p) {
+  if (f.Has("max_tokens")) {
+    int64_t max_tokens = 0;
+    f.Integer("max_tokens", &max_tokens, 0, INT32_MAX);
+    p->max_tokens = max_tokens;
+  }
+  f.Number("temperature", &p->temperature, 0, 2, /*open_low=*/false);
+  f.Number("top_p", &p->top_p, 0, 1, /*open_low=*/true);
+  f.Integer("n", &p->n, 1, 16);
+  if (f.ok() && f.Has("stop")) {
+    const json& stop = f.Get("stop");
+    if (stop.is_string()) {
+      p->stop = {stop.get<std::string>()};
+    } else if (stop.is_array() && stop.size() <= 4) {
+      for (const json& s : stop) {
+        if (!s.is_string()) return void(f.Fail("stop", "expected a string or an array of up to 4 strings"));
+        p->stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return void(f.Fail("stop", "expected a string or an array of up to 4 strings"));
+    }
+    for (const std::string& s : p->stop) {
+      if (s.empty()) return void(f.Fail("stop", "an empty stop string"));
+    }
+  }
+  if (f.Has("seed")) {
+    int64_t seed = 0;
+    f.Integer("seed", &seed, INT64_MIN, INT64_MAX);
+    p->seed = static_cast<uint64_t>(seed);
+  }
+  f.Bool("stream", &p->stream);
+  if (f.ok() && f.Has("stream_options")) {
+    const json& options = f.Get("stream_options");
+    if (!options.is_object()) return void(f.Fail("stream_options", "expected an object"));
+    if (!p->stream) return void(f.Fail("stream_options", "only allowed with \"stream\": true"));
+    if (options.contains("include_usage")) {
+      if (!options["include_usage"].is_boolean()) {
+        return void(f.Fail("stream_options.include_usage", "expected true or false"));
+      }
+      p->include_usage = options["include_usage"].get<bool>();
+    }
+  }
+  std::string user;
+  f.String("user", &user, /*required=*/false);  // Accepted, unused.
+}
+
+json CompletionLogprobs(const ChoiceResult& c) {
+  json token_logprobs = json::array();
+  for (float lp : c.token_logprobs) token_logprobs.push_back(std::isnan(lp) ? json(nullptr) : json(lp));
+  return {{"tokens", c.tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", nullptr},
+          {"text_offset", c.text_offsets}};
+}
+
+json ChatLogprobs(const ChoiceResult& c) {
+  json content = json::array();
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    std::vector<int> bytes(c.tokens[i].begin(), c.tokens[i].end());
+    for (int& b : bytes) b &= 0xff;
+    content.push_back(
+        {{"token", c.tokens[i]}, {"logprob", c.token_logprobs[i]}, {"bytes", bytes}, {"top_logprobs", json::array()}});
+  }
+  return {{"content", content}};
+}
+
+json UsageJson(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json FinishReason(const ChoiceResult& c) { return c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason); }
+
+}  // namespace
+
+std::string ApiError::Json() const {
+  return json{{"error",
+               {{"message", message},
+                {"type", type},
+                {"param", param.empty() ? json(nullptr) : json(param)},
+                {"code", code.empty() ? json(nullptr) : json(code)}}}}
+      .dump();
+}
+
+bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, ApiError* error) {
+  json body;
+  if (!ParseBody(text, &body, error)) return false;
+  Fields f(body, error);
+  f.String("model", &out->model, /*required=*/true);
+  if (f.ok()) {
+    const json prompt = body.value("prompt", json());
+    if (prompt.is_string()) {
+      out->prompts = {prompt.get<std::string>()};
+    } else if (prompt.is_array() && !prompt.empty() &&
+               std::all_of(prompt.begin(), prompt.end(), [](const json& p) { return p.is_string(); })) {
+      for (const json& p : prompt) out->prompts.push_back(p.get<std::string>());
+    } else {
+      f.Fail("prompt", prompt.is_null() ? "required" : "expected a string or a non-empty array of strings");
+    }
+  }
+  ParseGeneration(f, &out->params);
+  if (f.ok() && f.Has("logprobs")) {
+    int logprobs = 0;
+    f.Integer("logprobs", &logprobs, 0, 5);
+    if (logprobs > 1) {
+      f.Fail("logprobs", "alternatives to the chosen token are not reported yet: use 0 or 1 (the chosen token's "
+                         "log-probability)");
+    }
+    out->params.logprobs = true;
+  }
+  f.Bool("echo", &out->params.echo);
+  return f.ok();
+}
+
+bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error) {
+  json body;
+  if (!ParseBody(text, &body, error)) return false;
+  Fields f(body, error);
+  f.String("model", &out->model, /*required=*/true);
+  if (f.ok()) {
+    const json messages = body.value("messages", json());
+    if (!messages.is_array() || messages.empty()) {
+      f.Fail("messages", messages.is_null() ? "required" : "expected a non-empty array of messages");
+    }
+    for (size_t i = 0; f.ok() && i < messages.size(); ++i) {
+      const std::string at = absl::StrCat("messages[", i, "]");
+      const json& m = messages[i];
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        f.Fail(at + ".role", "expected \"system\", \"user\" or \"assistant\"");
+        break;
+      }
+      const std::string role = m["role"].get<std::string>();
+      Message message;
+      if (role == "system") {
+        message.role = Role::kSystem;
+      } else if (role == "user") {
+        message.role = Role::kUser;
+      } else if (role == "assistant") {
+        message.role = Role::kAssistant;
+      } else {
+        f.Fail(at + ".role", absl::StrCat("\"", role, "\": expected \"system\", \"user\" or \"assistant\""));
+        break;
+      }
+      const json content = m.value("content", json());
+      if (content.is_string()) {
+        message.content = content.get<std::string>();
+      } else if (content.is_array()) {
+        // Content parts: text only.
+        for (const json& part : content) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part["text"].is_string()) {
+            f.Fail(at + ".content", "expected a string or an array of {\"type\": \"text\", \"text\": ...} parts");
+            break;
+          }
+          message.content += part["text"].get<std::string>();
+        }
+      } else {
+        f.Fail(at + ".content", "expected a string");
+      }
+      out->messages.push_back(std::move(message));
+    }
+  }
+  ParseGeneration(f, &out->params);
+  f.Bool("logprobs", &out->params.logprobs);
+  if (f.ok() && f.Has("top_logprobs")) {
+    int top = 0;
+    f.Integer("top_logprobs", &top, 0, 20);
+    if (top > 0) f.Fail("top_logprobs", "alternatives to the chosen token are not reported yet: use 0");
+  }
+  return f.ok();
+}
+
+json CompletionResponse(const std::string& id, int64_t created, const std::string& model,
+                        const std::vector<ChoiceResult>& choices, bool logprobs, const Usage& usage) {
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list.push_back({{"index", i},
+                    {"text", choices[i].text},
+                    {"logprobs", logprobs ? CompletionLogprobs(choices[i]) : json(nullptr)},
+                    {"finish_reason", FinishReason(choices[i])}});
+  }
+  return {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+          {"choices", list}, {"usage", UsageJson(usage)}};
+}
+
+json ChatResponse(const std::string& id, int64_t created, const std::string& model,
+                  const std::vector<ChoiceResult>& choices, bool logprobs, const Usage& usage) {
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list.push_back({{"index", i},
+                    {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
+                    {"logprobs", logprobs ? ChatLogprobs(choices[i]) : json(nullptr)},
+                    {"finish_reason", FinishReason(choices[i])}});
+  }
+  return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+          {"choices", list}, {"usage", UsageJson(usage)}};
+}
+
+json CompletionChunk(const std::string& id, int64_t created, const std::string& model, int index,
+                     const ChoiceResult& delta, bool logprobs) {
+  json choice = {{"index", index},
+                 {"text", delta.text},
+                 {"logprobs", logprobs ? CompletionLogprobs(delta) : json(nullptr)},
+                 {"finish_reason", FinishReason(delta)}};
+  return {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+          {"choices", json::array({choice})}};
+}
+
+json ChatChunk(const std::string& id, int64_t created, const std::string& model, int index, const ChoiceResult& delta,
+               bool logprobs, bool first) {
+  json d = json::object();
+  if (first) d["role"] = "assistant";
+  d["content"] = delta.text;
+  json choice = {{"index", index},
+                 {"delta", d},
+                 {"logprobs", logprobs ? ChatLogprobs(delta) : json(nullptr)},
+                 {"finish_reason", FinishReason(delta)}};
+  return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+          {"choices", json::array({choice})}};
+}
+
+json UsageChunk(const std::string& id, int64_t created, const std::string& model, const char* object,
+                const Usage& usage) {
+  return {{"id", id}, {"object", object}, {"created", created}, {"model", model}, {"choices", json::array()},
+          {"usage", UsageJson(usage)}};
+}
+
+json ModelList(const std::string& model, int64_t created) {
+  return {{"object", "list"},
+          {"data", json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "llama2-cpp"}}})}};
+}
+
+}  // namespace llama

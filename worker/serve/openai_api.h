@@ -1,0 +1,100 @@
+// The OpenAI API's request and response shapes, as vLLM serves them:
+// /v1/completions and /v1/chat/completions bodies parsed and checked
+// (every error names the field, in OpenAI's error object), and the JSON of
+// responses and streamed chunks. No HTTP and no engine here.
+
+#ifndef LLAMA_WORKER_SERVE_OPENAI_API_H_
+#define LLAMA_WORKER_SERVE_OPENAI_API_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/chat_format.h"
+
+namespace llama {
+
+// An error as the API reports it: {"error": {"message", "type", "param",
+// "code"}} with an HTTP status.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // Empty: null.
+  std::string code;   // Empty: null.
+
+  std::string Json() const;
+};
+
+// The sampling fields both endpoints take.
+struct GenerationParams {
+  std::optional<int64_t> max_tokens;  // Completions default 16; chat: to the end of the context.
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int n = 1;
+  std::vector<std::string> stop;  // At most 4.
+  std::optional<uint64_t> seed;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // The chosen tokens' log-probabilities.
+  bool echo = false;           // Completions: the prompt leads the text (and its log-probabilities).
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::vector<std::string> prompts;
+  GenerationParams params;
+};
+
+struct ChatRequest {
+  std::string model;
+  Dialog messages;
+  GenerationParams params;
+};
+
+// Each returns false with `error` filled (400, naming the field) when the
+// body is not valid JSON, a field has the wrong type or is out of range.
+bool ParseCompletionRequest(const std::string& body, CompletionRequest* out, ApiError* error);
+bool ParseChatRequest(const std::string& body, ChatRequest* out, ApiError* error);
+
+// One choice's result.
+struct ChoiceResult {
+  std::string text;
+  std::string finish_reason;  // "stop" or "length"; empty while streaming.
+  // With logprobs: each token's text (decoded alone), log-probability and
+  // offset in `text` (completions' text_offset).
+  std::vector<std::string> tokens;
+  std::vector<float> token_logprobs;  // NaN: none (the first prompt token).
+  std::vector<int64_t> text_offsets;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// Whole responses.
+nlohmann::json CompletionResponse(const std::string& id, int64_t created, const std::string& model,
+                                  const std::vector<ChoiceResult>& choices, bool logprobs, const Usage& usage);
+nlohmann::json ChatResponse(const std::string& id, int64_t created, const std::string& model,
+                            const std::vector<ChoiceResult>& choices, bool logprobs, const Usage& usage);
+
+// Streamed chunks: one choice's delta (text and its tokens' logprobs; a
+// finish reason on the last), the chat's first chunk of a choice (role),
+// and the usage chunk (no choices).
+nlohmann::json CompletionChunk(const std::string& id, int64_t created, const std::string& model, int index,
+                               const ChoiceResult& delta, bool logprobs);
+nlohmann::json ChatChunk(const std::string& id, int64_t created, const std::string& model, int index,
+                         const ChoiceResult& delta, bool logprobs, bool first);
+nlohmann::json UsageChunk(const std::string& id, int64_t created, const std::string& model, const char* object,
+                          const Usage& usage);
+
+// GET /v1/models.
+nlohmann::json ModelList(const std::string& model, int64_t created);
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_SERVE_OPENAI_API_H_
