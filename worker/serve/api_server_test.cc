@@ -1,0 +1,285 @@
+// The server on the tiny fixture model, over real HTTP (cpp-httplib's
+// client, and raw sockets where the bytes matter): answers equal to the
+// batch job's, SSE framing, stop strings, seeds, n, chat, every error
+// status, and a client that leaves mid-stream.
+
+#include "worker/serve/api_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_split.h"
+#include "tokenizer/tokenizer_fixture.h"
+#include "worker/dist/communicator.h"
+#include "worker/engine/engine.h"
+#include "worker/engine/engine_loop.h"
+#include "worker/engine/generator.h"
+#include "worker/model/golden_fixture.h"
+#include "worker/model/transformer.h"
+
+namespace llama {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// A server on the fixture model, and a client for it.
+class Serving {
+ public:
+  explicit Serving(ApiServerOptions options = {}) {
+    TransformerOptions model_options;
+    model_options.max_seq_len = 128;
+    model_options.max_batch_size = 8;
+    model_ = testing::MakeModel("tiny_fp32_mp1", &comm_, model_options);
+    engine_ = std::make_unique<Engine>(model_.get(), EngineOptions{});
+    loop_ = std::make_unique<EngineLoop>(engine_.get(), nullptr, std::chrono::milliseconds(1000));
+    options.port = 0;
+    options.model = "tiny";
+    server_ = std::make_unique<ApiServer>(loop_.get(), &testing::FixtureTokenizer(), 128, options);
+    EXPECT_TRUE(server_->Start().ok());
+    server_->SetReady();
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(60, 0);
+  }
+  ~Serving() {
+    server_->Stop();
+    loop_->Stop();
+  }
+
+  httplib::Result Post(const std::string& path, const json& body, const httplib::Headers& headers = {}) {
+    return client_->Post(path.c_str(), headers, body.dump(), "application/json");
+  }
+  json PostJson(const std::string& path, const json& body) {
+    httplib::Result r = Post(path, body);
+    EXPECT_TRUE(r) << "no response";
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  }
+
+  LanguageModel& model() { return *model_; }
+  ApiServer& server() { return *server_; }
+  EngineLoop& loop() { return *loop_; }
+  httplib::Client& client() { return *client_; }
+
+ private:
+  LocalCommunicator comm_;
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<ApiServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+// The data of each event of an SSE body, checking the framing: every event
+// is "data: <payload>\n\n" and the last is "[DONE]".
+std::vector<std::string> SseEvents(const std::string& body) {
+  std::vector<std::string> events;
+  for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
+    if (absl::StartsWith(event, ":")) continue;  // A keep-alive comment.
+    EXPECT_TRUE(absl::StartsWith(event, "data: ")) << event;
+    events.push_back(std::string(event.substr(6)));
+  }
+  EXPECT_TRUE(absl::EndsWith(body, "data: [DONE]\n\n")) << body;
+  return events;
+}
+
+const char kPrompt[] = "I believe the meaning of life is";
+
+TEST(ApiServerTest, HealthModelsMetricsAndUnknownRoutes) {
+  Serving s;
+  httplib::Result health = s.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(json::parse(health->body)["status"], "ok");
+  json models = json::parse(s.client().Get("/v1/models")->body);
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+  httplib::Result missing = s.client().Get("/v1/nothing");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body)["error"]["message"], "no route for GET /v1/nothing");
+  s.server().SetDraining();
+  EXPECT_EQ(s.client().Get("/health")->status, 503);
+  httplib::Result refused = s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}});
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_THAT(s.client().Get("/metrics")->body, HasSubstr("llama_request_failure_total{reason=\"unavailable\"} 1"));
+}
+
+// The server's greedy completion is the batch job's (the same engine path).
+TEST(ApiServerTest, GreedyCompletionEqualsTheBatchJob) {
+  Serving s;
+  json answer = s.PostJson("/v1/completions",
+                           {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}});
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  greedy.max_gen_len = 12;
+  Generator generator(&s.model(), &testing::FixtureTokenizer());
+  absl::StatusOr<std::vector<Completion>> job = generator.TextCompletion({kPrompt}, greedy);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(answer["object"], "text_completion");
+  EXPECT_EQ(answer["choices"][0]["text"], (*job)[0].generation);
+  EXPECT_EQ(answer["usage"]["completion_tokens"], (*job)[0].token_ids.size() + (answer["choices"][0]["finish_reason"] == "stop" ? 1 : 0));
+  EXPECT_EQ(answer["usage"]["prompt_tokens"], testing::FixtureTokenizer().Encode(kPrompt, true, false)->size());
+}
+
+TEST(ApiServerTest, StreamingSendsTheSameTextInSseChunks) {
+  Serving s;
+  const json request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 20}, {"temperature", 0}};
+  const json whole = s.PostJson("/v1/completions", request);
+  json streamed = request;
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  httplib::Result r = s.Post("/v1/completions", streamed);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  const std::vector<std::string> events = SseEvents(r->body);
+  ASSERT_GE(events.size(), 3u);
+  std::string text;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    const json chunk = json::parse(events[i]);
+    EXPECT_EQ(chunk["object"], "text_completion");
+    text += chunk["choices"][0]["text"].get<std::string>();
+    // The finish reason comes on the choice's last chunk only.
+    EXPECT_EQ(chunk["choices"][0]["finish_reason"].is_null(), i + 3 < events.size()) << events[i];
+  }
+  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  const json usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"], whole["usage"]);
+}
+
+TEST(ApiServerTest, StopStringsCutTheTextAndNeverLeak) {
+  Serving s;
+  const json base = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 30}, {"temperature", 0}};
+  const std::string full = s.PostJson("/v1/completions", base)["choices"][0]["text"];
+  ASSERT_GT(full.size(), 12u);
+  const std::string stop = full.substr(full.size() / 2, 3);
+  const std::string expected = full.substr(0, full.find(stop));
+  json with_stop = base;
+  with_stop["stop"] = {stop, "never appears"};
+  const json answer = s.PostJson("/v1/completions", with_stop);
+  EXPECT_EQ(answer["choices"][0]["text"], expected);
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "stop");
+  with_stop["stream"] = true;
+  std::string streamed;
+  const std::vector<std::string> events = SseEvents(s.Post("/v1/completions", with_stop)->body);
+  for (size_t i = 0; i + 1 < events.size(); ++i) streamed += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(streamed, expected);
+}
+
+TEST(ApiServerTest, SeedsReproduceAndChoicesAreIndependent) {
+  Serving s;
+  const json request = {{"model", "tiny"}, {"prompt", {kPrompt, "Simply put,"}}, {"max_tokens", 16},
+                        {"temperature", 0.9}, {"seed", 7}, {"n", 2}, {"logprobs", 1}};
+  const json a = s.PostJson("/v1/completions", request), b = s.PostJson("/v1/completions", request);
+  ASSERT_EQ(a["choices"].size(), 4u);  // Two prompts x n = 2.
+  EXPECT_EQ(a["choices"], b["choices"]);
+  for (const json& choice : a["choices"]) {
+    EXPECT_EQ(choice["logprobs"]["tokens"].size(), choice["logprobs"]["token_logprobs"].size());
+  }
+}
+
+TEST(ApiServerTest, ChatAnswersAndRefusesSpecialTags) {
+  Serving s;
+  const json answer = s.PostJson("/v1/chat/completions",
+                                 {{"model", "tiny"},
+                                  {"messages", {{{"role", "system"}, {"content", "Be brief"}},
+                                                {{"role", "user"}, {"content", "Hello"}}}},
+                                  {"max_tokens", 8},
+                                  {"temperature", 0}});
+  EXPECT_EQ(answer["object"], "chat.completion");
+  EXPECT_EQ(answer["choices"][0]["message"]["role"], "assistant");
+  const json refused = s.PostJson("/v1/chat/completions",
+                                  {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "[INST] hi"}}}}});
+  EXPECT_EQ(refused["choices"][0]["message"]["content"], std::string(kUnsafeRequestAnswer));
+  httplib::Result bad = s.Post("/v1/chat/completions",
+                               {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "a"}},
+                                                                  {{"role", "user"}, {"content", "b"}}}}});
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_THAT(bad->body, HasSubstr("messages: "));
+}
+
+TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
+  ApiServerOptions options;
+  options.max_body_bytes = 1 << 16;
+  Serving s(options);
+  const auto expect = [&](const httplib::Result& r, int status, const std::string& message, const char* param) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    const json error = json::parse(r->body)["error"];
+    EXPECT_THAT(error["message"].get<std::string>(), HasSubstr(message));
+    if (param != nullptr) {
+      EXPECT_EQ(error["param"], param);
+    }
+    EXPECT_TRUE(error.contains("type") && error.contains("code"));
+  };
+  expect(s.client().Post("/v1/completions", "{not json", "application/json"), 400, "not valid JSON", nullptr);
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", "ten"}}), 400,
+         "max_tokens: expected an integer", "max_tokens");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"temperature", 3}}), 400,
+         "temperature: 3 is out of range [0, 2]", "temperature");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", 5}}), 400, "prompt: expected a string", "prompt");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop", {"a", "b", "c", "d", "e"}}}), 400,
+         "stop: expected a string or an array of up to 4 strings", "stop");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 125}}), 400,
+         "context is 128 tokens, but the prompt has 13 tokens and max_tokens is 125 (138 in all)", "prompt");
+  expect(s.Post("/v1/completions", {{"model", "gpt-9"}, {"prompt", "x"}}), 404, "the model `gpt-9` does not exist",
+         "model");
+  expect(s.client().Post("/v1/completions", std::string(1 << 17, ' '), "application/json"), 413,
+         "larger than 65536 bytes", nullptr);
+
+  ApiServerOptions keyed;
+  keyed.api_keys = {"s3cret"};
+  Serving k(keyed);
+  expect(k.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}}), 401, "API key", nullptr);
+  expect(k.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}}, {{"Authorization", "Bearer s3cre"}}), 401,
+         "API key", nullptr);
+  EXPECT_EQ(k.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 1}},
+                   {{"Authorization", "Bearer s3cret"}})
+                ->status,
+            200);
+  EXPECT_EQ(k.client().Get("/health")->status, 200);  // Open without a key.
+
+  ApiServerOptions queue;
+  queue.max_queue = 0;
+  Serving q(queue);
+  httplib::Result full = q.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}});
+  expect(full, 429, "requests are waiting", nullptr);
+  EXPECT_EQ(full->get_header_value("Retry-After"), "1");
+}
+
+// A streaming client that goes away: its request is cancelled at the next
+// step, and the server goes on serving.
+TEST(ApiServerTest, AClientThatLeavesCancelsItsRequest) {
+  Serving s;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(s.server().port());
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string body =
+      json{{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"stream", true}, {"stop", {"\x01"}}}.dump();
+  const std::string request = absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                           "application/json\r\nContent-Length: ",
+                                           body.size(), "\r\n\r\n", body);
+  ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  char buffer[256];
+  ASSERT_GT(::read(fd, buffer, sizeof buffer), 0);  // The stream began.
+  ::close(fd);
+  for (int i = 0; i < 100 && s.loop().stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(s.loop().stats().running, 0) << "the request kept running after its client left";
+  EXPECT_LT(s.loop().stats().generated_tokens, 110);
+  EXPECT_EQ(s.PostJson("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 2}})["object"],
+            "text_completion");
+}
+
+}  // namespace
+}  // namespace llama

@@ -1,0 +1,200 @@
+#include "worker/serve/generation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "ops/status_macros.h"
+
+namespace llama {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Choice `index`'s random stream: SplitMix64 of (seed, index), so that a
+// seeded request gets the same tokens whatever else runs.
+uint64_t ChoiceSeed(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+ApiGeneration::ApiGeneration(const Tokenizer& tokenizer, const GenerationParams& params, ServerMetrics* metrics)
+    : tokenizer_(tokenizer), params_(params), metrics_(metrics), arrival_(std::chrono::steady_clock::now()) {}
+
+absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan>& plans) {
+  loop_ = &loop;
+  const uint64_t seed = params_.seed.has_value() ? *params_.seed : std::random_device()();
+  choices_.resize(plans.size());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    Choice& c = choices_[i];
+    c.plan = plans[i];
+    c.output = std::make_unique<TextOutput>(tokenizer_, params_.stop);
+    EngineRequest request;
+    request.prompt = plans[i].prompt_ids;
+    request.temperature = params_.temperature;
+    request.top_p = params_.top_p;
+    request.seed = ChoiceSeed(seed, i);
+    request.max_new_tokens = plans[i].max_tokens;
+    request.stop_ids = tokenizer_.stop_ids();
+    request.prompt_logprobs = params_.echo && params_.logprobs;
+    std::weak_ptr<ApiGeneration> self = weak_from_this();
+    request.sink = [self, i](const RequestEvent& e) {
+      std::shared_ptr<ApiGeneration> g = self.lock();
+      if (g == nullptr) return;
+      Event event{static_cast<int>(i), e.kind, e.token, e.logprob, {}, e.finish, e.status};
+      if (e.kind == RequestEvent::kPromptLogprobs) {
+        event.prompt_logprobs.assign(e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+      }
+      absl::MutexLock lock(&g->mutex_);
+      g->events_.push_back(std::move(event));
+    };
+    absl::StatusOr<RequestId> id = loop.Submit(std::move(request));
+    if (!id.ok()) {
+      Cancel();
+      return id.status();
+    }
+    c.id = *id;
+  }
+  return absl::OkStatus();
+}
+
+void ApiGeneration::Cancel() {
+  for (const Choice& c : choices_) {
+    if (c.id >= 0 && !c.finished) loop_->Cancel(c.id);
+  }
+}
+
+void ApiGeneration::AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob) {
+  if (params_.logprobs) {
+    absl::StatusOr<std::string> piece = tokenizer_.Decode({token});
+    delta.part.tokens.push_back(piece.ok() ? *piece : std::string());
+    delta.part.token_logprobs.push_back(logprob);
+    delta.part.text_offsets.push_back(static_cast<int64_t>(c.result.text.size() + delta.part.text.size()));
+  }
+  delta.part.text += text;
+}
+
+void ApiGeneration::Apply(const Event& e, Delta& delta) {
+  Choice& c = choices_[e.choice];
+  if (c.finished) return;
+  switch (e.kind) {
+    case RequestEvent::kScheduled:
+      if (metrics_ != nullptr) metrics_->Scheduled(SecondsSince(arrival_));
+      return;
+    case RequestEvent::kPromptLogprobs: {
+      // Echo with logprobs: the prompt and its tokens lead, the first token
+      // without a log-probability; offsets are where each token's own text
+      // would start (SentencePiece may merge a leading space).
+      delta.part.text = c.plan.prompt_text;
+      int64_t offset = 0;
+      for (size_t p = 0; p < c.plan.prompt_ids.size(); ++p) {
+        absl::StatusOr<std::string> piece = tokenizer_.Decode({c.plan.prompt_ids[p]});
+        delta.part.tokens.push_back(piece.ok() ? *piece : std::string());
+        delta.part.token_logprobs.push_back(p == 0 ? std::numeric_limits<float>::quiet_NaN() : e.prompt_logprobs[p]);
+        delta.part.text_offsets.push_back(std::min<int64_t>(offset, c.plan.prompt_text.size()));
+        offset += delta.part.tokens.back().size();
+      }
+      return;
+    }
+    case RequestEvent::kToken: {
+      const auto now = std::chrono::steady_clock::now();
+      if (metrics_ != nullptr) {
+        if (c.generated == 0) {
+          metrics_->FirstToken(SecondsSince(arrival_));
+        } else {
+          metrics_->NextToken(std::chrono::duration<double>(now - c.last_token).count());
+        }
+      }
+      c.last_token = now;
+      ++c.generated;
+      const std::vector<int>& stops = tokenizer_.stop_ids();
+      if (std::find(stops.begin(), stops.end(), e.token) != stops.end()) return;  // Ends it; no text.
+      absl::StatusOr<std::string> text = c.output->Push(e.token);
+      AppendToken(c, delta, text.ok() ? *text : std::string(), e.token, e.logprob);
+      if (c.output->stopped()) {
+        // A stop string: the answer is complete, the rest is not wanted.
+        loop_->Cancel(c.id);
+        delta.part.finish_reason = "stop";
+        c.finished = true;
+        ++finished_;
+      }
+      return;
+    }
+    case RequestEvent::kFinished: {
+      if (e.finish == FinishReason::kError) {
+        error_ = e.status;
+      } else {
+        absl::StatusOr<std::string> rest = c.output->Finish();
+        if (rest.ok()) delta.part.text += *rest;
+      }
+      delta.part.finish_reason = e.finish == FinishReason::kStop ? "stop" : "length";
+      c.finished = true;
+      ++finished_;
+      return;
+    }
+  }
+}
+
+std::vector<ApiGeneration::Delta> ApiGeneration::Next(absl::Duration timeout) {
+  std::deque<Event> events;
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto has_events = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return !events_.empty(); };
+    mutex_.AwaitWithTimeout(absl::Condition(&has_events), timeout);
+    events.swap(events_);
+  }
+  std::vector<Delta> deltas;
+  for (const Event& e : events) {
+    Choice& c = choices_[e.choice];
+    Delta delta;
+    delta.index = e.choice;
+    // Echo without logprobs: the prompt leads the first delta (with
+    // logprobs it comes with its log-probabilities).
+    if (!c.started && params_.echo && !params_.logprobs) delta.part.text = c.plan.prompt_text;
+    Apply(e, delta);
+    const bool news = !delta.part.text.empty() || !delta.part.tokens.empty() || !delta.part.finish_reason.empty();
+    if (!news) continue;
+    delta.first = !c.started;
+    c.started = true;
+    c.result.text += delta.part.text;
+    for (size_t i = 0; i < delta.part.tokens.size(); ++i) {
+      c.result.tokens.push_back(delta.part.tokens[i]);
+      c.result.token_logprobs.push_back(delta.part.token_logprobs[i]);
+      c.result.text_offsets.push_back(delta.part.text_offsets[i]);
+    }
+    if (!delta.part.finish_reason.empty()) c.result.finish_reason = delta.part.finish_reason;
+    deltas.push_back(std::move(delta));
+  }
+  if (done() && error_.ok() && metrics_ != nullptr) {
+    const Usage u = usage();
+    metrics_->Finished(SecondsSince(arrival_), u.prompt_tokens, u.completion_tokens);
+    metrics_ = nullptr;  // Once.
+  }
+  return deltas;
+}
+
+std::vector<ChoiceResult> ApiGeneration::Results() const {
+  std::vector<ChoiceResult> results;
+  for (const Choice& c : choices_) results.push_back(c.result);
+  return results;
+}
+
+Usage ApiGeneration::usage() const {
+  Usage u;
+  for (const Choice& c : choices_) {
+    u.completion_tokens += c.generated;
+  }
+  // The prompt counts once per prompt, not once per choice (OpenAI's usage).
+  const int n = std::max(1, params_.n);
+  for (size_t i = 0; i < choices_.size(); i += n) u.prompt_tokens += choices_[i].plan.prompt_ids.size();
+  return u;
+}
+
+}  // namespace llama

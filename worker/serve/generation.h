@@ -1,0 +1,99 @@
+// One API request's generation: an engine request per choice (prompts x
+// n), and the events they send back turned into what the API returns:
+// text (UTF-8 whole, cut at stop strings: text_output.h), log-probabilities
+// and finish reasons, as deltas for a stream or accumulated for one answer.
+// Shared between the HTTP handler and the engine's sinks (shared_ptr): a
+// client that goes away leaves it alive until the engine is done with it.
+
+#ifndef LLAMA_WORKER_SERVE_GENERATION_H_
+#define LLAMA_WORKER_SERVE_GENERATION_H_
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "tokenizer/tokenizer.h"
+#include "worker/engine/engine_loop.h"
+#include "worker/serve/metrics.h"
+#include "worker/serve/openai_api.h"
+#include "worker/serve/text_output.h"
+
+namespace llama {
+
+struct ChoicePlan {
+  std::vector<int> prompt_ids;
+  std::string prompt_text;  // Led the text with echo.
+  int64_t max_tokens = 0;
+};
+
+class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
+ public:
+  struct Delta {
+    int index = 0;
+    ChoiceResult part;  // Text and tokens since the last delta; finish_reason on the last.
+    bool first = false;  // The choice's first delta.
+  };
+
+  ApiGeneration(const Tokenizer& tokenizer, const GenerationParams& params, ServerMetrics* metrics);
+
+  // One engine request per plan; a failed submit cancels those already in.
+  absl::Status Start(EngineLoop& loop, const std::vector<ChoicePlan>& plans);
+  // Waits up to `timeout` for news, then turns every event that came into
+  // deltas (empty: nothing yet).
+  std::vector<Delta> Next(absl::Duration timeout);
+  bool done() const { return finished_ == static_cast<int>(choices_.size()); }
+  // An engine failure (a rank lost) that ended a choice: the request failed.
+  const absl::Status& error() const { return error_; }
+  // Ends every choice (the client went away).
+  void Cancel();
+
+  // Everything so far, per choice, and the token counts.
+  std::vector<ChoiceResult> Results() const;
+  Usage usage() const;
+
+ private:
+  struct Event {
+    int choice;
+    RequestEvent::Kind kind;
+    int token;
+    float logprob;
+    std::vector<float> prompt_logprobs;
+    FinishReason finish;
+    absl::Status status;
+  };
+  struct Choice {
+    RequestId id = -1;
+    ChoicePlan plan;
+    std::unique_ptr<TextOutput> output;
+    ChoiceResult result;
+    bool started = false;  // Its first delta went out.
+    bool finished = false;
+    int64_t generated = 0;
+    std::chrono::steady_clock::time_point last_token;
+  };
+
+  void Apply(const Event& event, Delta& delta);
+  void AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob);
+
+  const Tokenizer& tokenizer_;
+  GenerationParams params_;
+  ServerMetrics* metrics_;
+  EngineLoop* loop_ = nullptr;
+  std::chrono::steady_clock::time_point arrival_;
+  std::vector<Choice> choices_;
+  int finished_ = 0;
+  absl::Status error_;
+
+  absl::Mutex mutex_;
+  std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_SERVE_GENERATION_H_
