@@ -83,6 +83,11 @@ namespace fs = std::filesystem;
 constexpr char kUsage[] = R"(Runs Llama 2 inference: converts the checkpoint to shards for the world size,
 starts one worker per rank, supervises them, and prints rank 0's results.
 
+Serving the OpenAI API (rank 0 listens; the same flags choose the model and
+the ranks; Ctrl-C or SIGTERM drains the requests in flight, then exits 0):
+  launcher serve --ckpt_dir=llama-2-7b-chat --nproc_per_node=2 --port=8000 [--api_key=...]
+  curl localhost:8000/v1/chat/completions -d '{"model": "llama-2-7b-chat", "messages": [...]}'
+
 Single node (here: 2 workers, tensor parallel over TCP):
   launcher --ckpt_dir=llama-2-7b --nproc_per_node=2 --prompt="I believe the meaning of life is"
   launcher --ckpt_dir=llama-2-7b-chat --dialogs_file=dialogs.json --max_seq_len=512
@@ -231,11 +236,25 @@ int Run(std::vector<std::string> extra_args) {
     extra_args.erase(it);
     return ReportStatus(RunSbatchCommand(SelfPath(), extra_args));
   }
+  const bool serving = std::find(extra_args.begin(), extra_args.end(), "serve") != extra_args.end();
+  if (serving) {
+    extra_args.erase(std::find(extra_args.begin(), extra_args.end(), "serve"));
+    FLAGS_serve = true;
+    if (FLAGS_served_model_name.empty()) {
+      FLAGS_served_model_name =
+          FLAGS_ckpt_dir.empty() ? "demo" : fs::path(FLAGS_ckpt_dir).lexically_normal().filename().string();
+      if (FLAGS_served_model_name.empty()) FLAGS_served_model_name = fs::path(FLAGS_ckpt_dir).parent_path().filename();
+    }
+  }
   if (!extra_args.empty()) return Fail(absl::StrCat("unexpected argument \"", extra_args[0], "\" (see --help)"));
 
   // Everything checkable is checked before any work.
-  if (absl::Status s = CheckJobFlags(JobFlagsFromCommandLine(), /*need_input=*/!FLAGS_ckpt_dir.empty()); !s.ok()) {
+  if (absl::Status s = CheckJobFlags(JobFlagsFromCommandLine(), /*need_input=*/!serving && !FLAGS_ckpt_dir.empty());
+      !s.ok()) {
     return Fail(s.message());
+  }
+  if (serving && (!FLAGS_prompt.empty() || !FLAGS_prompts_file.empty() || !FLAGS_dialogs_file.empty())) {
+    return Fail("serve takes its prompts over HTTP: drop --prompt, --prompts_file and --dialogs_file");
   }
   WorldOptions world;
   world.nnodes = FLAGS_nnodes;
@@ -395,6 +414,10 @@ int Run(std::vector<std::string> extra_args) {
     launch.process.env.push_back("RENDEZVOUS_TOKEN=" + *token);
     launch.process.argv.push_back("--device=" + device);
     if (!gpus.empty()) launch.process.env.push_back("CUDA_VISIBLE_DEVICES=" + gpus[rank.local_rank]);
+    // The API key reaches rank 0 in its environment, never on a command line.
+    if (rank.rank == 0 && !FLAGS_api_key.empty()) {
+      launch.process.env.push_back(absl::StrCat(kApiKeyVariable, "=", FLAGS_api_key));
+    }
     if (rank.rank == 0 && store_listener.valid()) {
       launch.process.inherit_fd = store_listener.fd();
       launch.process.env.push_back(absl::StrCat("RENDEZVOUS_LISTEN_FD=", store_listener.fd()));
@@ -408,10 +431,19 @@ int Run(std::vector<std::string> extra_args) {
   fs::remove(summary_path, ignored);
   for (WorkerLaunch& launch : launches) launch.process.argv.push_back("--summary_file=" + summary_path);
   supervise.grace = std::chrono::seconds(FLAGS_grace_period);
+  // A server drains before it exits: its grace covers the drain.
+  if (serving) {
+    supervise.grace = std::max<std::chrono::milliseconds>(supervise.grace, std::chrono::seconds(FLAGS_drain_timeout + 10));
+  }
   const auto job_start = std::chrono::steady_clock::now();
   absl::StatusOr<JobOutcome> outcome = SuperviseJob(launches, supervise);
   if (!outcome.ok()) return Fail(outcome.status().message());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count();
+  if (outcome->interrupted && serving && outcome->failed_rank < 0 && outcome->all_exited_cleanly) {
+    std::fprintf(stderr, "launcher: the server drained and stopped after %.1f s; logs in %s\n", seconds,
+                 supervise.log_dir.c_str());
+    return 0;
+  }
   if (outcome->interrupted) {
     std::fprintf(stderr, "launcher: interrupted; stopped all %zu workers\n", launches.size());
     return 130;
@@ -447,6 +479,8 @@ int main(int argc, char** argv) {
        {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
                        "echo"}},
        {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_block_size", "enable_prefix_caching"}},
+       {"launcher serve", {"host", "port", "served_model_name", "api_key", "api_key_file", "max_queue",
+                           "drain_timeout"}},
        {"Each rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},
        {"Ranks and nodes (torchrun's flags)", {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "store_listen_all",
                                                 "token_file", "node_local_shards", "rendezvous_timeout",

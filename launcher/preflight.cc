@@ -28,9 +28,9 @@ absl::Status CheckCheckpointFolder(const std::string& ckpt_dir) {
 
 absl::Status CheckJobInputs(const std::string& tokenizer_path, const JobFlags& flags, std::string* warning) {
   RETURN_IF_ERROR(Tokenizer::Load(tokenizer_path).status());
-  // The worker's own reading, so the messages (file, line, element) are its.
-  ASSIGN_OR_RETURN(const Job job, ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file));
-  (void)job;
+  // The worker's own reading, so the messages (file, line, element) are its;
+  // a server has no job (its prompts come over HTTP).
+  if (!flags.serve) RETURN_IF_ERROR(ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file).status());
   if (!flags.output.empty()) {
     const fs::path folder = fs::absolute(flags.output).parent_path();
     std::error_code error;

@@ -163,12 +163,14 @@ absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers
       }
     }
     bool all_done = true;
+    bool all_clean = true;
     for (size_t i = 0; i < processes.size(); ++i) {
       std::optional<ExitStatus> exit = processes[i]->Poll();
       if (!exit.has_value()) {
         all_done = false;
         continue;
       }
+      all_clean &= exit->success();
       if (!exit->success() && outcome.failed_rank < 0 && !outcome.interrupted) {
         outcome.failed_rank = workers[i].rank;
         outcome.failed_exit = *exit;
@@ -182,7 +184,10 @@ absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers
     }
     // Pipes may stay open after exit if a worker's child holds them: do not
     // wait for them then.
-    if (all_done && (open_streams == 0 || stopping)) break;
+    if (all_done && (open_streams == 0 || stopping)) {
+      outcome.all_exited_cleanly = all_clean;
+      break;
+    }
   }
   outcome.success = outcome.failed_rank < 0 && !outcome.interrupted;
   return outcome;

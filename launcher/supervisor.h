@@ -42,6 +42,7 @@ struct JobOutcome {
   int failed_rank = -1;      // The first rank that failed, if any.
   ExitStatus failed_exit;
   std::string failed_log;
+  bool all_exited_cleanly = false;  // Every worker exited with status 0 (a drained server, stopped by a signal).
 };
 
 absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers, const SupervisorOptions& options);

@@ -37,6 +37,22 @@ DEFINE_double(kv_cache_gb, 0,
 DEFINE_int32(kv_block_size, 16, "Positions per KV cache block (paged attention).");
 DEFINE_bool(enable_prefix_caching, true,
             "Reuse the KV blocks of a prompt prefix already computed (a shared system prompt is prefilled once).");
+DEFINE_bool(serve, false,
+            "Worker: serve the OpenAI API (rank 0 on --host:--port) instead of running a job; the launcher's "
+            "`serve` command sets it.");
+DEFINE_string(host, "127.0.0.1", "Serving: the address to listen on (0.0.0.0: every interface).");
+DEFINE_int32(port, 8000, "Serving: the port to listen on (0: any free one).");
+DEFINE_string(served_model_name, "",
+              "Serving: the model's name in the API (requests must name it). Default: the checkpoint folder's "
+              "name.");
+DEFINE_string(api_key, "",
+              "Serving: requests must carry `Authorization: Bearer <key>` (also read from $LLAMA_API_KEY); "
+              "/health and /metrics stay open.");
+DEFINE_string(api_key_file, "", "Serving: a file of accepted API keys, one per line.");
+DEFINE_int32(max_queue, 256, "Serving: requests that may wait for the engine; more get 429 with Retry-After.");
+DEFINE_int32(drain_timeout, 30,
+             "Serving: seconds the requests in flight may take to finish after SIGTERM or Ctrl-C; the rest are "
+             "cancelled.");
 DEFINE_string(device, "",
               "Compute backend: cpu or cuda (one GPU per local rank). Default: cuda when the binary has the CUDA "
               "backend and sees a GPU, else cpu.");
@@ -69,6 +85,14 @@ JobFlags JobFlagsFromCommandLine() {
   f.kv_cache_gb = FLAGS_kv_cache_gb;
   f.kv_block_size = FLAGS_kv_block_size;
   f.enable_prefix_caching = FLAGS_enable_prefix_caching;
+  f.serve = FLAGS_serve;
+  f.host = FLAGS_host;
+  f.port = FLAGS_port;
+  f.served_model_name = FLAGS_served_model_name;
+  f.api_key = FLAGS_api_key;
+  f.api_key_file = FLAGS_api_key_file;
+  f.max_queue = FLAGS_max_queue;
+  f.drain_timeout = FLAGS_drain_timeout;
   f.device = FLAGS_device;
   f.kv_cache_dtype = FLAGS_kv_cache_dtype;
   f.cuda_graphs = FLAGS_cuda_graphs;
@@ -113,6 +137,13 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--kv_block_size=%d: expected 1 to 4096 positions", f.kv_block_size));
   }
+  if (f.port < 0 || f.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat("--port=%d: expected 0 to 65535", f.port));
+  }
+  if (f.max_queue < 0) return absl::InvalidArgumentError(absl::StrFormat("--max_queue=%d: expected >= 0", f.max_queue));
+  if (f.drain_timeout < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("--drain_timeout=%d: expected >= 0 seconds", f.drain_timeout));
+  }
   if (!f.device.empty()) {
     if (absl::StatusOr<Device> device = ParseDevice(f.device); !device.ok()) return device.status();
   }
@@ -145,6 +176,11 @@ std::vector<std::string> WorkerArguments(const JobFlags& f) {
       flag("kv_cache_gb", absl::StrFormat("%.17g", f.kv_cache_gb)),
       flag("kv_block_size", f.kv_block_size),
       boolean("enable_prefix_caching", f.enable_prefix_caching),
+      boolean("serve", f.serve),
+      flag("host", f.host),
+      flag("port", f.port),
+      flag("max_queue", f.max_queue),
+      flag("drain_timeout", f.drain_timeout),
       flag("kv_cache_dtype", f.kv_cache_dtype),
       boolean("cuda_graphs", f.cuda_graphs),
       flag("threads", f.threads),
@@ -156,6 +192,8 @@ std::vector<std::string> WorkerArguments(const JobFlags& f) {
   if (!f.prompts_file.empty()) args.push_back(flag("prompts_file", absolute(f.prompts_file)));
   if (!f.dialogs_file.empty()) args.push_back(flag("dialogs_file", absolute(f.dialogs_file)));
   if (!f.output.empty()) args.push_back(flag("output", absolute(f.output)));
+  if (!f.served_model_name.empty()) args.push_back(flag("served_model_name", f.served_model_name));
+  if (!f.api_key_file.empty()) args.push_back(flag("api_key_file", absolute(f.api_key_file)));
   return args;
 }
 

@@ -39,6 +39,15 @@ DECLARE_int32(max_num_batched_tokens);
 DECLARE_double(kv_cache_gb);
 DECLARE_int32(kv_block_size);
 DECLARE_bool(enable_prefix_caching);
+// Serving (launcher serve; the worker's --serve).
+DECLARE_bool(serve);
+DECLARE_string(host);
+DECLARE_int32(port);
+DECLARE_string(served_model_name);
+DECLARE_string(api_key);
+DECLARE_string(api_key_file);
+DECLARE_int32(max_queue);
+DECLARE_int32(drain_timeout);
 // The model on each rank.
 DECLARE_string(device);
 DECLARE_string(kv_cache_dtype);
@@ -65,6 +74,13 @@ struct JobFlags {
   double kv_cache_gb = 0;
   int kv_block_size = 16;
   bool enable_prefix_caching = true;
+  bool serve = false;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string served_model_name;
+  std::string api_key, api_key_file;
+  int max_queue = 256;
+  int drain_timeout = 30;
   std::string device, kv_cache_dtype = "f32";
   bool cuda_graphs = true;
   int threads = 0;
@@ -82,9 +98,14 @@ absl::Status CheckJobFlags(const JobFlags& flags, bool need_input);
 
 // The worker arguments that carry `flags` ("--name=value"): every flag of
 // this set but --device, --tokenizer_path and --shard_dir, which the
-// launcher resolves per node; paths made
-// absolute (a worker does not share the launcher's working directory).
+// launcher resolves per node, and --api_key, a secret that goes to rank 0
+// in its environment (kApiKeyVariable), not on a command line others can
+// read; paths made absolute (a worker does not share the launcher's
+// working directory).
 std::vector<std::string> WorkerArguments(const JobFlags& flags);
+
+// Where a worker finds the API key when --api_key is not given.
+inline constexpr char kApiKeyVariable[] = "LLAMA_API_KEY";
 
 }  // namespace llama
 

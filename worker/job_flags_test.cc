@@ -26,6 +26,13 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   given.kv_cache_gb = 0.3;
   given.kv_block_size = 32;
   given.enable_prefix_caching = false;
+  given.serve = true;
+  given.host = "0.0.0.0";
+  given.port = 8123;
+  given.served_model_name = "llama-2-7b";
+  given.api_key = "s3cret";
+  given.max_queue = 7;
+  given.drain_timeout = 9;
   given.kv_cache_dtype = "bf16";
   given.cuda_graphs = false;
   given.threads = 3;
@@ -55,6 +62,13 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   EXPECT_EQ(got.kv_cache_gb, 0.3);
   EXPECT_EQ(got.kv_block_size, 32);
   EXPECT_FALSE(got.enable_prefix_caching);
+  EXPECT_TRUE(got.serve);
+  EXPECT_EQ(got.host, "0.0.0.0");
+  EXPECT_EQ(got.port, 8123);
+  EXPECT_EQ(got.served_model_name, "llama-2-7b");
+  EXPECT_EQ(got.max_queue, 7);
+  EXPECT_EQ(got.drain_timeout, 9);
+  for (const std::string& arg : args) EXPECT_EQ(arg.find("s3cret"), std::string::npos) << "the key is on argv";
   EXPECT_EQ(got.kv_cache_dtype, "bf16");
   EXPECT_FALSE(got.cuda_graphs);
   EXPECT_EQ(got.threads, 3);
@@ -82,6 +96,8 @@ TEST(JobFlagsTest, BadValuesNameTheFlag) {
       {[](JobFlags& j) { j.max_num_batched_tokens = 0; }, "--max_num_batched_tokens=0: expected at least 1"},
       {[](JobFlags& j) { j.kv_cache_gb = -1; }, "--kv_cache_gb=-1: expected a size in GB >= 0 (0: the default)"},
       {[](JobFlags& j) { j.kv_block_size = 0; }, "--kv_block_size=0: expected 1 to 4096 positions"},
+      {[](JobFlags& j) { j.port = 70000; }, "--port=70000: expected 0 to 65535"},
+      {[](JobFlags& j) { j.max_queue = -1; }, "--max_queue=-1: expected >= 0"},
       {[](JobFlags& j) { j.prompts_file = "x.json"; },
        "give exactly one of --prompt, --prompts_file, --dialogs_file (2 given)"},
   };

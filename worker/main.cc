@@ -7,6 +7,8 @@
 //
 //   worker --shard_dir=DIR --tokenizer_path=tokenizer.model --prompt="I believe the meaning of life is"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +26,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "checkpoint/io/durable_file.h"
 #include "checkpoint/rank_geometry.h"
 #include "checkpoint/shard_format.h"
 #include "ops/device.h"
@@ -40,6 +45,7 @@
 #include "worker/engine/generator.h"
 #include "worker/engine/lockstep.h"
 #include "worker/model/model_options.h"
+#include "worker/serve/run_server.h"
 #include "worker/model/model_weights.h"
 #include "worker/progress_line.h"
 #include "worker/rank_model.h"
@@ -73,6 +79,34 @@ absl::StatusOr<std::shared_ptr<const ShardReader>> OpenShard(const WorkerEnviron
   return std::shared_ptr<const ShardReader>(*std::move(shard));
 }
 
+// The server's settings from the flags: keys from --api_key, $LLAMA_API_KEY
+// and --api_key_file (one per line).
+absl::StatusOr<RunServerOptions> ServingOptions(const JobFlags& flags) {
+  RunServerOptions o;
+  o.api.host = flags.host;
+  o.api.port = flags.port;
+  o.api.model = flags.served_model_name.empty() ? "llama" : flags.served_model_name;
+  o.api.max_queue = flags.max_queue;
+  const char* variable = std::getenv(kApiKeyVariable);
+  for (const std::string& key : {flags.api_key, std::string(variable != nullptr ? variable : "")}) {
+    if (!key.empty()) o.api.api_keys.push_back(key);
+  }
+  if (!flags.api_key_file.empty()) {
+    ASSIGN_OR_RETURN(const std::string text, ReadFileToString(flags.api_key_file));
+    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+      o.api.api_keys.push_back(std::string(absl::StripAsciiWhitespace(line)));
+    }
+    if (o.api.api_keys.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("--api_key_file=%s holds no key", flags.api_key_file));
+    }
+  }
+  o.engine.prefix_caching = flags.enable_prefix_caching;
+  o.heartbeat = std::max<std::chrono::milliseconds>(std::chrono::seconds(1),
+                                                    std::chrono::seconds(flags.collective_timeout) / 4);
+  o.drain_timeout = std::chrono::seconds(flags.drain_timeout);
+  return o;
+}
+
 absl::Status Run() {
   if (FLAGS_shard_dir.empty() || FLAGS_tokenizer_path.empty()) {
     return absl::InvalidArgumentError("--shard_dir and --tokenizer_path are required (see --help)");
@@ -102,7 +136,9 @@ absl::Status Run() {
   if (env.listen_fd >= 0) close(env.listen_fd);  // The store has its own copy, if it needed one.
 
   Job job;
-  if (leader) {
+  if (flags.serve) {
+    // No job: requests come over HTTP.
+  } else if (leader) {
     ASSIGN_OR_RETURN(job, ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file));
     if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->store().Set("job", SerializeJob(job)));
   } else {
@@ -148,6 +184,18 @@ absl::Status Run() {
   if (!leader) {
     RETURN_IF_ERROR(FollowLeader(*model.model, *peers.host));
     return peers.rendezvous->Finish();
+  }
+  if (flags.serve) {
+    ASSIGN_OR_RETURN(RunServerOptions serving, ServingOptions(flags));
+    serving.on_ready = [&](int port) {
+      std::fprintf(stderr, "%sserving %s on http://%s:%d/v1 (%d rank(s), KV cache of %lld positions)\n",
+                   kProgressPrefix, serving.api.model.c_str(), flags.host.c_str(), port, env.world_size,
+                   static_cast<long long>(model.model->kv_blocks() * model.model->kv_block_size()));
+      std::fflush(stderr);
+    };
+    RETURN_IF_ERROR(RunServer(*model.model, *peers.host, *tokenizer, serving));
+    if (peers.rendezvous) return peers.rendezvous->Finish();
+    return absl::OkStatus();
   }
   LeaderModel leader_model(model.model.get(), peers.host.get());
   EngineOptions engine_options;
@@ -224,11 +272,23 @@ int main(int argc, char** argv) {
        {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
                        "echo"}},
        {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_block_size", "enable_prefix_caching"}},
+       {"Serving", {"serve", "host", "port", "served_model_name", "api_key", "api_key_file", "max_queue",
+                    "drain_timeout"}},
        {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},
        {"Deadlines between ranks", {"rendezvous_timeout", "load_timeout", "collective_timeout"}},
        {"Logging", {"log_dir"}}});
   gflags::SetUsageMessage(usage);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  if (FLAGS_serve) {
+    // Every thread inherits the mask: rank 0 takes SIGTERM and SIGINT as a
+    // drain (sigtimedwait), the other ranks as nothing (they end when rank 0
+    // tells them, or dies).
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  }
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   absl::Status status = llama::Run();

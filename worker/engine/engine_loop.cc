@@ -8,7 +8,10 @@ namespace llama {
 EngineLoop::EngineLoop(Engine* engine, std::function<absl::Status()> heartbeat,
                        std::chrono::milliseconds heartbeat_interval)
     : engine_(engine), heartbeat_(std::move(heartbeat)), heartbeat_interval_(heartbeat_interval) {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    Run();
+    finished_ = true;
+  });
 }
 
 EngineLoop::~EngineLoop() {

@@ -7,6 +7,7 @@
 #ifndef LLAMA_WORKER_ENGINE_ENGINE_LOOP_H_
 #define LLAMA_WORKER_ENGINE_ENGINE_LOOP_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -34,6 +35,8 @@ class EngineLoop {
   void Stop();
   // Waits until the thread has ended (after Stop, or a failure).
   void Join();
+  // The thread has ended.
+  bool finished() const { return finished_; }
 
   // OK while the engine works; its error (a rank lost, a model error, a
   // failed heartbeat) once it failed: every open request got it too.
@@ -50,6 +53,7 @@ class EngineLoop {
   bool woken_ ABSL_GUARDED_BY(mutex_) = false;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mutex_);
+  std::atomic<bool> finished_{false};
   std::thread thread_;
 };
 

@@ -1,0 +1,126 @@
+// `launcher serve` end to end on the fixture checkpoint: the server's greedy
+// completions of the PyTorch golden prompts at world sizes 1 and 2, a
+// drain on SIGTERM that exits 0, and a worker killed while a request
+// streams: the client gets an error, the launcher exits non-zero naming the
+// rank within 10 s, and no process is left.
+
+#include <signal.h>
+
+#include <chrono>
+#include <regex>
+#include <thread>
+
+#include <httplib.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_fixture.h"
+#include "tests/launcher_run.h"
+#include "tokenizer/tokenizer_fixture.h"
+
+namespace llama::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// Starts `launcher serve` on `nproc` ranks (any free port) and waits for its
+// URL; returns the port (0 if it never came).
+int StartServer(LauncherRun& run, const std::string& name, int nproc) {
+  run = Launch(name, {"serve", "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"),
+                      "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
+                      absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_", nproc),
+                      absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
+                      absl::StrCat("--nproc_per_node=", nproc), "--max_seq_len=128", "--port=0",
+                      "--collective_timeout=5", "--grace_period=2"});
+  const std::regex url("serving tiny_fp32_mp1 on http://127.0.0.1:([0-9]+)/v1");
+  for (int i = 0; i < 600; ++i) {
+    std::smatch match;
+    const std::string err = run.err();
+    if (std::regex_search(err, match, url)) return std::stoi(match[1]);
+    if (run.process->Poll().has_value()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ADD_FAILURE() << "no URL from the launcher:\n" << run.err();
+  return 0;
+}
+
+TEST(LauncherServeTest, GreedyCompletionsEqualPyTorchAtOneAndTwoRanksAndSigtermDrains) {
+  for (int nproc : {1, 2}) {
+    LauncherRun run;
+    const int port = StartServer(run, absl::StrCat("serve_golden_", nproc), nproc);
+    ASSERT_GT(port, 0);
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(60, 0);
+    for (const json& golden : Golden()["text_completions"]) {
+      httplib::Result r = client.Post("/v1/completions",
+                                      json{{"model", "tiny_fp32_mp1"},
+                                           {"prompt", golden["prompt"]},
+                                           {"max_tokens", 32},
+                                           {"temperature", 0}}
+                                          .dump(),
+                                      "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      const std::vector<int> ids = golden["token_ids"].get<std::vector<int>>();
+      EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], *FixtureTokenizer().Decode(ids))
+          << nproc << " rank(s), prompt " << golden["prompt"];
+    }
+    run.process->SignalGroup(SIGTERM);
+    EXPECT_EQ(ExitCodeOf(run, 60s), 0) << run.err();
+    EXPECT_THAT(run.err(), HasSubstr("the server drained and stopped"));
+  }
+}
+
+TEST(LauncherServeTest, AKilledWorkerFailsTheStreamsAndTheLauncher) {
+  LauncherRun run;
+  const int port = StartServer(run, "serve_kill", 2);
+  ASSERT_GT(port, 0);
+  const std::vector<pid_t> workers = ChildrenOf(run.process->pid());
+  ASSERT_EQ(workers.size(), 2u);
+  // Streams one request after another until one fails: the kill lands in
+  // the middle of one of them (the fixture model is fast).
+  std::string failure;
+  int answered = 0;
+  std::thread client([&] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30, 0);
+    while (true) {
+      httplib::Result r = c.Post("/v1/completions",
+                                 json{{"model", "tiny_fp32_mp1"}, {"prompt", "Hello"}, {"max_tokens", 100},
+                                      {"stream", true}, {"stop", {"\x01"}}}
+                                     .dump(),
+                                 "application/json");
+      if (!r) {
+        failure = absl::StrCat("connection: ", httplib::to_string(r.error()));
+        return;
+      }
+      if (r->status != 200 || r->body.find("\"error\"") != std::string::npos ||
+          r->body.find("[DONE]") == std::string::npos) {
+        failure = absl::StrCat("HTTP ", r->status, ": ", r->body.substr(r->body.size() > 300 ? r->body.size() - 300 : 0));
+        return;
+      }
+      ++answered;
+    }
+  });
+  std::this_thread::sleep_for(500ms);
+  // The worker that is not rank 0 (rank 0 was started first).
+  ::kill(workers[1], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const int code = ExitCodeOf(run, 30s);
+  client.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 10s);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(run.err(), HasSubstr("rank"));
+  EXPECT_GT(answered, 0);
+  EXPECT_FALSE(failure.empty());
+  std::printf("after the kill the client saw: %s\n", failure.c_str());
+  EXPECT_TRUE(AllGone(workers));
+}
+
+}  // namespace
+}  // namespace llama::testing
