@@ -1,0 +1,97 @@
+// The official OpenAI client (npm `openai`) against our server: every call
+// below must behave as it does against OpenAI's API. Any mismatch throws
+// (exit code 1, the reason on stderr); success prints the checks run.
+//
+//   node openai_client_check.mjs <node-tools dir> <base URL> <api key> <model>
+import {createRequire} from "node:module";
+import {join} from "node:path";
+import assert from "node:assert/strict";
+
+const [tools, baseURL, apiKey, model] = process.argv.slice(2);
+const {default: OpenAI} = await import(createRequire(join(tools, "package.json")).resolve("openai"));
+const client = new OpenAI({baseURL, apiKey, maxRetries: 0});
+const checks = [];
+const check = (name) => checks.push(name);
+const prompt = "I believe the meaning of life is";
+
+// Completions, whole and streamed, with usage.
+const whole = await client.completions.create({model, prompt, max_tokens: 16, temperature: 0});
+assert.equal(whole.object, "text_completion");
+assert.equal(typeof whole.choices[0].text, "string");
+assert.ok(["stop", "length"].includes(whole.choices[0].finish_reason));
+assert.equal(whole.usage.total_tokens, whole.usage.prompt_tokens + whole.usage.completion_tokens);
+check("completion");
+let streamed = "", usage = null, finish = null;
+const stream = await client.completions.create(
+    {model, prompt, max_tokens: 16, temperature: 0, stream: true, stream_options: {include_usage: true}});
+for await (const chunk of stream) {
+  if (chunk.usage) usage = chunk.usage;
+  for (const c of chunk.choices) {
+    streamed += c.text;
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+}
+assert.equal(streamed, whole.choices[0].text);
+assert.equal(finish, whole.choices[0].finish_reason);
+assert.deepEqual(usage, whole.usage);
+check("completion stream + usage");
+
+// n, seed, logprobs, echo.
+const seeded = {model, prompt, max_tokens: 12, temperature: 0.9, seed: 42, n: 3, logprobs: 1};
+const a = await client.completions.create(seeded), b = await client.completions.create(seeded);
+assert.equal(a.choices.length, 3);
+assert.deepEqual(a.choices.map((c) => c.text), b.choices.map((c) => c.text));
+assert.equal(a.choices[0].logprobs.tokens.length, a.choices[0].logprobs.token_logprobs.length);
+assert.ok(a.choices[0].logprobs.token_logprobs.every((x) => x <= 0));
+check("n + seed + logprobs");
+const echoed = await client.completions.create({model, prompt, max_tokens: 4, temperature: 0, echo: true});
+assert.ok(echoed.choices[0].text.startsWith(prompt));
+check("echo");
+
+// A stop string from the greedy text: cut there, never sent.
+const full = (await client.completions.create({model, prompt, max_tokens: 30, temperature: 0})).choices[0].text;
+const stop = full.slice(Math.floor(full.length / 2), Math.floor(full.length / 2) + 3);
+const cut = await client.completions.create({model, prompt, max_tokens: 30, temperature: 0, stop: [stop]});
+assert.equal(cut.choices[0].text, full.slice(0, full.indexOf(stop)));
+assert.equal(cut.choices[0].finish_reason, "stop");
+let cutStreamed = "";
+for await (const chunk of await client.completions.create(
+    {model, prompt, max_tokens: 30, temperature: 0, stop: [stop], stream: true})) {
+  for (const c of chunk.choices) cutStreamed += c.text;
+}
+assert.equal(cutStreamed, cut.choices[0].text);
+check("stop strings");
+
+// Chat, whole and streamed.
+const messages = [{role: "system", content: "Be brief."}, {role: "user", content: "Hello!"}];
+const chat = await client.chat.completions.create({model, messages, max_tokens: 10, temperature: 0, logprobs: true});
+assert.equal(chat.object, "chat.completion");
+assert.equal(chat.choices[0].message.role, "assistant");
+assert.ok(Array.isArray(chat.choices[0].logprobs.content));
+let chatStreamed = "", role = null;
+for await (const chunk of await client.chat.completions.create(
+    {model, messages, max_tokens: 10, temperature: 0, stream: true})) {
+  const delta = chunk.choices[0]?.delta ?? {};
+  if (delta.role) role = delta.role;
+  chatStreamed += delta.content ?? "";
+}
+assert.equal(role, "assistant");
+assert.equal(chatStreamed, chat.choices[0].message.content);
+check("chat + stream");
+
+const models = await client.models.list();
+assert.equal(models.data[0].id, model);
+check("models");
+
+// Errors, as the client's typed exceptions.
+const fails = async (call, type, status) => {
+  await assert.rejects(call, (e) => e instanceof type && e.status === status);
+};
+await fails(new OpenAI({baseURL, apiKey: "wrong", maxRetries: 0}).completions.create({model, prompt}),
+            OpenAI.AuthenticationError, 401);
+await fails(client.completions.create({model: "no-such-model", prompt}), OpenAI.NotFoundError, 404);
+await fails(client.completions.create({model, prompt, temperature: 5}), OpenAI.BadRequestError, 400);
+await fails(client.completions.create({model, prompt, max_tokens: 100000}), OpenAI.BadRequestError, 400);
+check("errors 401 404 400");
+
+console.log(`${checks.length} checks passed: ${checks.join(", ")}`);
