@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -231,6 +232,47 @@ TEST(ApiServerTest, AClientThatLeavesCancelsItsRequest) {
   EXPECT_LT(s.loop().stats().generated_tokens, 110);
   EXPECT_EQ(s.PostJson("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 2}})["object"],
             "text_completion");
+}
+
+// Bytes that are not HTTP, and headers that never finish, cost their own
+// connection only: the server cuts them off and goes on serving.
+TEST(ApiServerTest, GarbageAndSlowHeadersDoNotDisturbOthers) {
+  ApiServerOptions options;
+  options.read_timeout_seconds = 1;
+  Serving s(options);
+  const auto connect = [&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(s.server().port());
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    return fd;
+  };
+  const int garbage = connect();
+  const std::string noise = "\x16\x03\x01\x02\x00 \xff\xfe not http at all\r\n\r\n";
+  ASSERT_EQ(::write(garbage, noise.data(), noise.size()), static_cast<ssize_t>(noise.size()));
+  // Answered with a 400 or closed: either way it is over for that connection.
+  char reply[512] = {};
+  if (::read(garbage, reply, sizeof reply - 1) > 0) {
+    EXPECT_THAT(std::string(reply), HasSubstr("HTTP/1.1 400"));
+  }
+  ::close(garbage);
+  const int slow = connect();
+  const std::string half = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le";
+  ASSERT_EQ(::write(slow, half.data(), half.size()), static_cast<ssize_t>(half.size()));
+  // Served meanwhile.
+  EXPECT_EQ(s.PostJson("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 2}})["object"],
+            "text_completion");
+  // Cut off after the read timeout (1 s): answered with an error, or closed.
+  const auto start = std::chrono::steady_clock::now();
+  std::memset(reply, 0, sizeof reply);
+  if (::read(slow, reply, sizeof reply - 1) > 0) {
+    EXPECT_THAT(std::string(reply), ::testing::StartsWith("HTTP/1.1 4"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ::close(slow);
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
 }
 
 }  // namespace
