@@ -22,10 +22,19 @@
 #include <thread>
 #include <vector>
 
+#include <httplib.h>
+
+#include <atomic>
+
 #include <gflags/gflags.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "ops/status_macros.h"
 #include "tools/bench_model.h"
 #include "tools/tool_main.h"
@@ -41,6 +50,10 @@ DEFINE_int32(prompt_tokens, 128, "Prompt length: uniform in [prompt_tokens / 2, 
 DEFINE_int32(shared_prefix_tokens, 0, "Leading prompt tokens that every request shares.");
 DEFINE_int32(output_tokens, 64, "Tokens each request generates.");
 DEFINE_uint64(bench_seed, 1, "Seeds the prompts and arrival times.");
+DEFINE_string(url, "",
+              "Load a running server (launcher serve) at this address, e.g. http://127.0.0.1:8000, through its "
+              "streamed completions, instead of an engine in this process.");
+DEFINE_string(model, "", "With --url: the model's name; default: the server's (GET /v1/models).");
 
 namespace llama {
 namespace {
@@ -60,7 +73,64 @@ struct Timing {
   Clock::time_point arrival, first_token, last_token;
   int64_t tokens = 0;
   bool done = false;
+  // HTTP: gaps between chunks that carried text, and how it ended.
+  std::vector<double> gaps;
+  int status = 200;  // An HTTP status, or 0: no answer.
 };
+
+// When each request arrives (seconds from the start): all at once, or
+// Poisson at --request_rate.
+std::vector<double> Arrivals(std::mt19937_64& random) {
+  std::vector<double> arrival(FLAGS_requests, 0.0);
+  std::exponential_distribution<double> gap(FLAGS_request_rate > 0 ? FLAGS_request_rate : 1.0);
+  double at = 0;
+  for (double& a : arrival) {
+    if (FLAGS_request_rate > 0) at += gap(random);
+    a = at;
+  }
+  return arrival;
+}
+
+// A prompt's length: uniform in [prompt_tokens / 2, 3 * prompt_tokens / 2].
+int PromptLength(std::mt19937_64& random) {
+  return std::max(1, FLAGS_prompt_tokens / 2 + static_cast<int>(random() % (FLAGS_prompt_tokens + 1)));
+}
+
+// The load line, throughput and latencies of finished requests.
+void ReportLatencies(const std::vector<Timing>& timing, double wall) {
+  std::vector<double> ttft, tpot, latency, itl;
+  int64_t tokens = 0;
+  int ok = 0, rejected = 0, failed = 0;
+  for (const Timing& t : timing) {
+    if (t.status == 429) ++rejected;
+    if (t.status != 200 || t.tokens == 0) {
+      failed += t.status != 429;
+      continue;
+    }
+    ++ok;
+    tokens += t.tokens;
+    ttft.push_back(1e3 * Seconds(t.first_token - t.arrival));
+    latency.push_back(Seconds(t.last_token - t.arrival));
+    if (t.tokens > 1) tpot.push_back(1e3 * Seconds(t.last_token - t.first_token) / (t.tokens - 1));
+    for (double g : t.gaps) itl.push_back(1e3 * g);
+  }
+  std::printf("load:         %d requests, ~%d prompt + %d output tokens each, rate %s, concurrency %s\n",
+              FLAGS_requests, FLAGS_shared_prefix_tokens + FLAGS_prompt_tokens, FLAGS_output_tokens,
+              FLAGS_request_rate > 0 ? absl::StrFormat("%.2f/s", FLAGS_request_rate).c_str() : "all at once",
+              FLAGS_max_concurrency > 0 ? absl::StrCat(FLAGS_max_concurrency).c_str() : "unlimited");
+  std::printf("throughput:   %.2f output tokens/s, %.3f requests/s, %.1f s in all\n", tokens / wall, ok / wall, wall);
+  std::printf("answered:     %d; %d rejected with 429; %d failed\n", ok, rejected, failed);
+  const double ttft50 = Quantile(ttft, 0.5), ttft99 = Quantile(ttft, 0.99);
+  const double tpot50 = Quantile(tpot, 0.5), tpot99 = Quantile(tpot, 0.99);
+  const double e2e50 = Quantile(latency, 0.5), e2e99 = Quantile(latency, 0.99);
+  std::printf("TTFT:         p50 %.0f ms, p99 %.0f ms\n", ttft50, ttft99);
+  std::printf("TPOT:         p50 %.1f ms, p99 %.1f ms\n", tpot50, tpot99);
+  if (!itl.empty()) {
+    const double itl50 = Quantile(itl, 0.5), itl99 = Quantile(itl, 0.99);
+    std::printf("ITL:          p50 %.1f ms, p99 %.1f ms (between streamed chunks)\n", itl50, itl99);
+  }
+  std::printf("latency:      p50 %.2f s, p99 %.2f s\n", e2e50, e2e99);
+}
 
 absl::Status Run() {
   const JobFlags flags = JobFlagsFromCommandLine();
@@ -112,16 +182,11 @@ absl::Status Run() {
   std::vector<int> shared(FLAGS_shared_prefix_tokens);
   for (int& t : shared) t = token();
   std::vector<std::vector<int>> prompts(FLAGS_requests);
-  std::vector<double> arrival(FLAGS_requests, 0.0);
-  std::exponential_distribution<double> gap(FLAGS_request_rate > 0 ? FLAGS_request_rate : 1.0);
-  double at = 0;
   for (int i = 0; i < FLAGS_requests; ++i) {
     prompts[i] = shared;
-    const int length = FLAGS_prompt_tokens / 2 + static_cast<int>(random() % (FLAGS_prompt_tokens + 1));
-    for (int k = 0; k < std::max(1, length); ++k) prompts[i].push_back(token());
-    if (FLAGS_request_rate > 0) at += gap(random);
-    arrival[i] = at;
+    for (int k = PromptLength(random); k > 0; --k) prompts[i].push_back(token());
   }
+  const std::vector<double> arrival = Arrivals(random);
 
   std::vector<Timing> timing(FLAGS_requests);
   int submitted = 0, finished = 0, most_running = 0;
@@ -160,14 +225,6 @@ absl::Status Run() {
   }
   const double wall = Seconds(Clock::now() - start);
 
-  std::vector<double> ttft, tpot, latency;
-  int64_t tokens = 0;
-  for (const Timing& t : timing) {
-    tokens += t.tokens;
-    ttft.push_back(1e3 * Seconds(t.first_token - t.arrival));
-    latency.push_back(Seconds(t.last_token - t.arrival));
-    if (t.tokens > 1) tpot.push_back(1e3 * Seconds(t.last_token - t.first_token) / (t.tokens - 1));
-  }
   const EngineStats s = engine.stats();
   std::printf("model:        dim %lld, %lld layers, vocab %lld, %s; %s\n", static_cast<long long>(config.dim),
               static_cast<long long>(config.n_layers), static_cast<long long>(config.vocab_size),
@@ -183,18 +240,7 @@ absl::Status Run() {
               static_cast<long long>(s.kv_blocks_total), static_cast<long long>(made.model->kv_block_size()),
               static_cast<long long>(s.kv_blocks_total * made.model->kv_block_size()), flags.max_batch_size,
               static_cast<long long>(options.max_step_tokens), flags.enable_prefix_caching ? "on" : "off");
-  std::printf("load:         %d requests, ~%d prompt + %d output tokens each, rate %s, concurrency %s\n",
-              FLAGS_requests, FLAGS_shared_prefix_tokens + FLAGS_prompt_tokens, FLAGS_output_tokens,
-              FLAGS_request_rate > 0 ? absl::StrFormat("%.2f/s", FLAGS_request_rate).c_str() : "all at once",
-              FLAGS_max_concurrency > 0 ? absl::StrCat(FLAGS_max_concurrency).c_str() : "unlimited");
-  std::printf("throughput:   %.2f output tokens/s, %.3f requests/s, %.1f s in all\n", tokens / wall,
-              FLAGS_requests / wall, wall);
-  const double ttft50 = Quantile(ttft, 0.5), ttft99 = Quantile(ttft, 0.99);
-  const double tpot50 = Quantile(tpot, 0.5), tpot99 = Quantile(tpot, 0.99);
-  const double e2e50 = Quantile(latency, 0.5), e2e99 = Quantile(latency, 0.99);
-  std::printf("TTFT:         p50 %.0f ms, p99 %.0f ms\n", ttft50, ttft99);
-  std::printf("TPOT:         p50 %.1f ms, p99 %.1f ms\n", tpot50, tpot99);
-  std::printf("latency:      p50 %.2f s, p99 %.2f s\n", e2e50, e2e99);
+  ReportLatencies(timing, wall);
   std::printf("at once:      %d requests running, %lld of %lld KV blocks in use; %lld preemptions\n", most_running,
               static_cast<long long>(most_blocks), static_cast<long long>(s.kv_blocks_total),
               static_cast<long long>(s.preemptions));
@@ -204,13 +250,116 @@ absl::Status Run() {
   return absl::OkStatus();
 }
 
+// Streams one completion from the server, timing its chunks.
+void SendRequest(const std::string& host, int port, const std::string& body, Timing& t) {
+  httplib::Client client(host, port);
+  client.set_read_timeout(600, 0);
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.set_header("Content-Type", "application/json");
+  request.body = body;
+  std::string pending;
+  request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
+    pending.append(data, length);
+    for (size_t end; (end = pending.find("\n\n")) != std::string::npos; pending.erase(0, end + 2)) {
+      const std::string event = pending.substr(0, end);
+      if (!absl::StartsWith(event, "data: {")) continue;
+      const nlohmann::json chunk = nlohmann::json::parse(event.substr(6), nullptr, false);
+      if (chunk.is_discarded()) continue;
+      if (chunk.contains("usage") && chunk["usage"].is_object()) t.tokens = chunk["usage"]["completion_tokens"];
+      if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
+      if (chunk["choices"][0].value("text", "").empty()) continue;
+      const Clock::time_point now = Clock::now();
+      if (t.first_token == Clock::time_point()) {
+        t.first_token = now;
+      } else {
+        t.gaps.push_back(Seconds(now - t.last_token));
+      }
+      t.last_token = now;
+    }
+    return true;
+  };
+  httplib::Response response;
+  httplib::Error error;
+  t.status = client.send(request, response, error) ? response.status : 0;
+}
+
+absl::Status RunHttp() {
+  absl::string_view address = FLAGS_url;
+  if (!absl::ConsumePrefix(&address, "http://")) {
+    return absl::InvalidArgumentError(absl::StrFormat("--url=%s: expected http://host:port", FLAGS_url));
+  }
+  address = address.substr(0, address.find('/'));
+  const std::vector<std::string> parts = absl::StrSplit(address, ':');
+  int port = 80;
+  if (parts.size() > 2 || (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &port))) {
+    return absl::InvalidArgumentError(absl::StrFormat("--url=%s: expected http://host:port", FLAGS_url));
+  }
+  const std::string host = parts[0];
+  std::string model = FLAGS_model;
+  if (model.empty()) {
+    httplib::Client probe(host, port);
+    httplib::Result models = probe.Get("/v1/models");
+    if (!models || models->status != 200) {
+      return absl::UnavailableError(absl::StrFormat("%s/v1/models did not answer: is the server up?", FLAGS_url));
+    }
+    model = nlohmann::json::parse(models->body)["data"][0]["id"];
+  }
+  // Prompts of words (a few tokens each, so about as many tokens as words).
+  static constexpr const char* kWords[] = {"the", "river", "quiet", "light", "stone", "morning", "city", "green",
+                                           "window", "paper", "under", "bright", "music", "table", "winter", "road"};
+  std::mt19937_64 random(FLAGS_bench_seed);
+  const auto words = [&](int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i) absl::StrAppend(&text, i == 0 ? "" : " ", kWords[random() % 16]);
+    return text;
+  };
+  const std::string shared = words(FLAGS_shared_prefix_tokens);
+  std::vector<std::string> bodies;
+  for (int i = 0; i < FLAGS_requests; ++i) {
+    const std::string prompt = absl::StrCat(shared, shared.empty() ? "" : " ", words(PromptLength(random)));
+    bodies.push_back(nlohmann::json{{"model", model},
+                                    {"prompt", prompt},
+                                    {"max_tokens", FLAGS_output_tokens},
+                                    {"temperature", 0},
+                                    {"ignore_eos", true},
+                                    {"stream", true},
+                                    {"stream_options", {{"include_usage", true}}}}
+                         .dump());
+  }
+  const std::vector<double> arrival = Arrivals(random);
+  std::vector<Timing> timing(FLAGS_requests);
+  std::atomic<int> in_flight{0};
+  std::vector<std::thread> clients;
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < FLAGS_requests; ++i) {
+    while (Seconds(Clock::now() - start) < arrival[i] ||
+           (FLAGS_max_concurrency > 0 && in_flight >= FLAGS_max_concurrency)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    ++in_flight;
+    timing[i].arrival = Clock::now();
+    clients.emplace_back([&, i] {
+      SendRequest(host, port, bodies[i], timing[i]);
+      --in_flight;
+    });
+  }
+  for (std::thread& c : clients) c.join();
+  const double wall = Seconds(Clock::now() - start);
+  std::printf("server:       %s, model %s (streamed completions)\n", FLAGS_url.c_str(), model.c_str());
+  ReportLatencies(timing, wall);
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace llama
 
 int main(int argc, char** argv) {
   return llama::ToolMain(
-      argc, argv, "serve_bench", "Measures the serving engine under a stream of requests (no HTTP).",
-      [](const std::vector<std::string>&) { return llama::Run(); },
+      argc, argv, "serve_bench",
+      "Measures the serving engine under a stream of requests: in this process, or a server over HTTP (--url).",
+      [](const std::vector<std::string>&) { return FLAGS_url.empty() ? llama::Run() : llama::RunHttp(); },
       {"max_seq_len", "max_batch_size", "max_num_batched_tokens", "kv_cache_gb", "kv_block_size",
        "enable_prefix_caching", "device", "kv_cache_dtype", "cuda_graphs", "threads"},
       {llama::BenchModelFlags()});

@@ -42,7 +42,7 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     request.top_p = params_.top_p;
     request.seed = ChoiceSeed(seed, i);
     request.max_new_tokens = plans[i].max_tokens;
-    request.stop_ids = tokenizer_.stop_ids();
+    if (!params_.ignore_eos) request.stop_ids = tokenizer_.stop_ids();
     request.prompt_logprobs = params_.echo && params_.logprobs;
     std::weak_ptr<ApiGeneration> self = weak_from_this();
     request.sink = [self, i](const RequestEvent& e) {

@@ -124,6 +124,7 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   }
   std::string user;
   f.String("user", &user, /*required=*/false);  // Accepted, unused.
+  f.Bool("ignore_eos", &p->ignore_eos);
 }
 
 json CompletionLogprobs(const ChoiceResult& c) {

@@ -41,6 +41,7 @@ struct GenerationParams {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // The chosen tokens' log-probabilities.
   bool echo = false;           // Completions: the prompt leads the text (and its log-probabilities).
+  bool ignore_eos = false;     // vLLM's extension, for benchmarks: generate max_tokens whatever comes.
 };
 
 struct CompletionRequest {
