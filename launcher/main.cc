@@ -29,6 +29,7 @@
 #include "checkpoint/converter.h"
 #include "checkpoint/io/progress.h"
 #include "launcher/demo.h"
+#include "launcher/chat.h"
 #include "launcher/download.h"
 #include "launcher/download_command.h"
 #include "launcher/preflight.h"
@@ -53,6 +54,7 @@ DEFINE_bool(store_listen_all, false,
             "--master_addr (for nodes that reach node 0 through another address, e.g. across NAT).");
 DEFINE_int32(master_port, 0, "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.");
 // Model.
+DEFINE_string(system_prompt, "", "launcher chat: the system message that opens the dialog.");
 DEFINE_string(ckpt_dir, "",
               "Meta's checkpoint folder (consolidated.NN.pth, params.json) or a Hugging Face one (config.json, "
               "safetensors). Empty: the demo job.");
@@ -82,6 +84,10 @@ namespace fs = std::filesystem;
 
 constexpr char kUsage[] = R"(Runs Llama 2 inference: converts the checkpoint to shards for the world size,
 starts one worker per rank, supervises them, and prints rank 0's results.
+
+Chatting in the terminal (the answer streams; /reset, /exit; Ctrl-C stops
+an answer; with stdin not a terminal, one user turn per line):
+  launcher chat --ckpt_dir=llama-2-7b-chat [--system_prompt="Answer briefly."]
 
 Serving the OpenAI API (rank 0 listens; the same flags choose the model and
 the ranks; Ctrl-C or SIGTERM drains the requests in flight, then exits 0):
@@ -235,6 +241,15 @@ int Run(std::vector<std::string> extra_args) {
   if (auto it = std::find(extra_args.begin(), extra_args.end(), "sbatch"); it != extra_args.end()) {
     extra_args.erase(it);
     return ReportStatus(RunSbatchCommand(SelfPath(), extra_args));
+  }
+  const bool chatting = std::find(extra_args.begin(), extra_args.end(), "chat") != extra_args.end();
+  if (chatting) {
+    // A chat is a server on a private port, and its client.
+    extra_args.erase(std::find(extra_args.begin(), extra_args.end(), "chat"));
+    extra_args.push_back("serve");
+    FLAGS_host = "127.0.0.1";
+    FLAGS_port = 0;
+    FLAGS_api_key = RandomToken();
   }
   const bool serving = std::find(extra_args.begin(), extra_args.end(), "serve") != extra_args.end();
   if (serving) {
@@ -435,6 +450,16 @@ int Run(std::vector<std::string> extra_args) {
   if (serving) {
     supervise.grace = std::max<std::chrono::milliseconds>(supervise.grace, std::chrono::seconds(FLAGS_drain_timeout + 10));
   }
+  if (chatting) {
+    ChatSessionOptions chat;
+    chat.model = FLAGS_served_model_name;
+    chat.api_key = FLAGS_api_key;
+    chat.system_prompt = FLAGS_system_prompt;
+    chat.temperature = FLAGS_temperature;
+    chat.top_p = FLAGS_top_p;
+    chat.max_tokens = FLAGS_max_gen_len;
+    return RunChatSession(launches, supervise, chat);
+  }
   const auto job_start = std::chrono::steady_clock::now();
   absl::StatusOr<JobOutcome> outcome = SuperviseJob(launches, supervise);
   if (!outcome.ok()) return Fail(outcome.status().message());
@@ -479,6 +504,7 @@ int main(int argc, char** argv) {
        {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
                        "echo"}},
        {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_block_size", "enable_prefix_caching"}},
+       {"launcher chat", {"system_prompt"}},
        {"launcher serve", {"host", "port", "served_model_name", "api_key", "api_key_file", "max_queue",
                            "drain_timeout"}},
        {"Each rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},

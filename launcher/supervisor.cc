@@ -31,16 +31,16 @@ void OnSignal(int) {
 // Installs the handlers for the loop's lifetime, restoring the old ones.
 class SignalCatcher {
  public:
-  SignalCatcher() {
+  explicit SignalCatcher(bool catch_sigint) : catch_sigint_(catch_sigint) {
     if (g_signal_pipe[0] < 0 && pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
     struct sigaction action = {};
     action.sa_handler = OnSignal;
     sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
+    if (catch_sigint_) sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
   }
   ~SignalCatcher() {
-    sigaction(SIGINT, &old_int_, nullptr);
+    if (catch_sigint_) sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
   }
   int fd() const { return g_signal_pipe[0]; }
@@ -54,6 +54,7 @@ class SignalCatcher {
   }
 
  private:
+  bool catch_sigint_;
   struct sigaction old_int_ = {}, old_term_ = {};
 };
 
@@ -77,7 +78,7 @@ absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers
     return absl::PermissionDeniedError(
         absl::StrFormat("--log_dir \"%s\": cannot create: %s", options.log_dir, error.message()));
   }
-  SignalCatcher signals;
+  SignalCatcher signals(options.catch_sigint);
   std::vector<std::unique_ptr<Process>> processes;
   std::vector<std::unique_ptr<FILE, int (*)(FILE*)>> logs;
   std::vector<Stream> streams;
@@ -125,6 +126,9 @@ absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers
       std::fprintf(options.progress, "launcher: %.*s\n", static_cast<int>(progress.size()), progress.data());
       std::fflush(options.progress);
     }
+    if (s.rank == 0 && !s.is_stdout && options.on_progress && absl::StartsWith(line, kProgressPrefix)) {
+      options.on_progress(line.substr(std::strlen(kProgressPrefix)));
+    }
   };
 
   size_t open_streams = streams.size();
@@ -153,6 +157,10 @@ absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers
         start = newline + 1;
       }
       s.partial.erase(0, start);
+    }
+    if (options.stop != nullptr && *options.stop && !stopping) {
+      outcome.interrupted = true;
+      begin_stop();
     }
     if (const int received = signals.Drain(); received > 0) {
       outcome.interrupted = true;

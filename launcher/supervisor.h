@@ -14,12 +14,15 @@
 #ifndef LLAMA_LAUNCHER_SUPERVISOR_H_
 #define LLAMA_LAUNCHER_SUPERVISOR_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "launcher/process.h"
 
 namespace llama {
@@ -34,6 +37,13 @@ struct SupervisorOptions {
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
   FILE* results = stdout;  // Where rank 0's stdout goes.
   FILE* progress = stderr;  // Where rank 0's progress lines go ("launcher: 8/100 prompts done, ...").
+  // Also called, from the supervision loop, with each rank-0 progress line.
+  std::function<void(absl::string_view line)> on_progress;
+  // Interactive use (launcher chat): SIGINT belongs to the caller (it stops
+  // an answer, not the job), and the caller ends the job by setting *stop
+  // (seen within 100 ms; the outcome then counts as interrupted).
+  bool catch_sigint = true;
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct JobOutcome {

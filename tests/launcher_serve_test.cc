@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <regex>
 #include <thread>
 
@@ -120,6 +121,46 @@ TEST(LauncherServeTest, AKilledWorkerFailsTheStreamsAndTheLauncher) {
   EXPECT_FALSE(failure.empty());
   std::printf("after the kill the client saw: %s\n", failure.c_str());
   EXPECT_TRUE(AllGone(workers));
+}
+
+// The batch job's answer to `dialog` (greedy, 12 tokens, 2 ranks).
+std::string JobAnswer(const std::string& name, const json& dialog) {
+  const std::string dialogs = absl::StrCat(TempDir(), "/", name, ".json");
+  std::ofstream(dialogs) << json::array({dialog}).dump();
+  LauncherRun job = Launch(name, {"--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"),
+                                  "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
+                                  absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_2"),
+                                  absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"), "--nproc_per_node=2",
+                                  "--max_seq_len=128", "--temperature=0", "--max_gen_len=12",
+                                  "--dialogs_file=" + dialogs,
+                                  absl::StrCat("--output=", TempDir(), "/", name, ".jsonl")});
+  EXPECT_EQ(ExitCodeOf(job, 60s), 0) << job.err();
+  std::ifstream out(absl::StrCat(TempDir(), "/", name, ".jsonl"));
+  std::string line;
+  std::getline(out, line);
+  return json::parse(line)["generation"]["content"];
+}
+
+// launcher chat with its turns on stdin (not a terminal: no prompt, a turn
+// per line): each answer streams out and is the batch job's answer to the
+// dialog so far, history included; end of input stops the workers, exit 0.
+TEST(LauncherChatTest, ScriptedTurnsKeepTheHistoryAndMatchTheBatchJob) {
+  const std::string input = absl::StrCat(TempDir(), "/chat_input.txt");
+  std::ofstream(input) << "Hello\nHow are you?\n";
+  LauncherRun chat = RunProgram(
+      "chat", {"/bin/sh", "-c",
+               absl::StrCat("exec launcher/launcher chat --ckpt_dir=", CheckpointFixturePath("tiny_fp32_mp1"),
+                            " --tokenizer_path=", TokenizerFixturePath("tokenizer.model"), " --shard_dir=", TempDir(),
+                            "/serve_shards_2 --log_dir=", TempDir(), "/chat/logs --nproc_per_node=2 "
+                            "--max_seq_len=128 --temperature=0 --max_gen_len=12 < ", input)},
+      {"HOME=" + TempDir(), "PATH=/usr/bin:/bin"});
+  ASSERT_EQ(ExitCodeOf(chat, 60s), 0) << chat.err();
+  const std::string first = JobAnswer("chat_turn1", {{{"role", "user"}, {"content", "Hello"}}});
+  const std::string second = JobAnswer("chat_turn2", {{{"role", "user"}, {"content", "Hello"}},
+                                                      {{"role", "assistant"}, {"content", first}},
+                                                      {{"role", "user"}, {"content", "How are you?"}}});
+  EXPECT_EQ(chat.out(), absl::StrCat(first, "\n", second, "\n"));
+  EXPECT_THAT(chat.err(), HasSubstr("chatting with tiny_fp32_mp1"));
 }
 
 }  // namespace

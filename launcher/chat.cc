@@ -1,0 +1,187 @@
+#include "launcher/chat.h"
+
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <regex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+
+namespace llama {
+namespace {
+
+using nlohmann::json;
+
+// Set by Ctrl-C while an answer streams: the answer stops there.
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted = true; }
+
+// One line of `in` without its newline; false at end of input. A Ctrl-C at
+// the prompt gives an empty line.
+bool ReadLine(FILE* in, std::string& line) {
+  line.clear();
+  for (int c; (c = std::fgetc(in)) != '\n';) {
+    if (c == EOF) {
+      if (ferror(in) && errno == EINTR) {
+        clearerr(in);
+        line.clear();
+        return true;
+      }
+      return !line.empty();
+    }
+    line.push_back(static_cast<char>(c));
+  }
+  return true;
+}
+
+// Streams the assistant's answer to `messages` onto `out`; returns its text,
+// or an error message (prefixed "error: ").
+std::string Answer(httplib::Client& client, const ChatSessionOptions& options, const json& messages) {
+  json body = {{"model", options.model},   {"messages", messages},    {"stream", true},
+               {"temperature", options.temperature}, {"top_p", options.top_p}};
+  if (options.max_tokens >= 0) body["max_tokens"] = options.max_tokens;
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/chat/completions";
+  request.set_header("Content-Type", "application/json");
+  request.set_header("Authorization", "Bearer " + options.api_key);
+  request.body = body.dump();
+  std::string text, pending, error;
+  request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
+    pending.append(data, length);
+    for (size_t end; (end = pending.find("\n\n")) != std::string::npos; pending.erase(0, end + 2)) {
+      const std::string event = pending.substr(0, end);
+      if (!absl::StartsWith(event, "data: {")) continue;
+      const json chunk = json::parse(event.substr(6), nullptr, false);
+      if (chunk.is_discarded()) continue;
+      if (chunk.contains("error")) error = chunk["error"].value("message", "the server failed");
+      if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
+      const std::string delta = chunk["choices"][0]["delta"].value("content", "");
+      text += delta;
+      std::fputs(delta.c_str(), options.out);
+      std::fflush(options.out);
+    }
+    return !g_interrupted;
+  };
+  httplib::Response response;
+  httplib::Error failure;
+  const bool sent = client.send(request, response, failure);
+  if (g_interrupted) return text;
+  if (!sent) return absl::StrCat("error: ", httplib::to_string(failure));
+  if (response.status != 200) {
+    const json reply = json::parse(response.body, nullptr, false);
+    return absl::StrCat("error: ", reply.is_discarded() ? response.body : reply["error"].value("message", ""));
+  }
+  if (!error.empty()) return absl::StrCat("error: ", error);
+  return text;
+}
+
+}  // namespace
+
+int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions supervise,
+                   const ChatSessionOptions& options) {
+  std::atomic<bool> stop{false};
+  absl::Mutex mutex;
+  int port = 0;
+  bool ended = false;
+  const std::regex url("on http://[^:]+:([0-9]+)/v1");
+  supervise.catch_sigint = false;
+  supervise.stop = &stop;
+  supervise.progress = nullptr;
+  supervise.on_progress = [&](absl::string_view line) {
+    std::smatch match;
+    const std::string text(line);
+    if (std::regex_search(text, match, url)) {
+      absl::MutexLock lock(&mutex);
+      port = std::stoi(match[1]);
+    }
+  };
+  absl::StatusOr<JobOutcome> outcome = absl::UnknownError("not run");
+  std::thread supervisor([&] {
+    outcome = SuperviseJob(workers, supervise);
+    absl::MutexLock lock(&mutex);
+    ended = true;
+  });
+  // Until the server is up, or the job ended without it.
+  struct Ready {
+    const int* port;
+    const bool* ended;
+    bool Check() const { return *port > 0 || *ended; }
+  } ready{&port, &ended};
+  {
+    absl::MutexLock lock(&mutex);
+    mutex.Await(absl::Condition(&ready, &Ready::Check));
+  }
+  const bool tty = isatty(fileno(options.in));
+  if (port > 0) {
+    struct sigaction action = {}, old = {};
+    action.sa_handler = OnInterrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old);  // No SA_RESTART: a read at the prompt returns.
+    std::fprintf(stderr, "launcher: chatting with %s; /reset clears the history, /exit leaves, Ctrl-C stops an "
+                 "answer\n", options.model.c_str());
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(3600, 0);
+    const json system = options.system_prompt.empty()
+                            ? json::array()
+                            : json::array({{{"role", "system"}, {"content", options.system_prompt}}});
+    json messages = system;
+    std::string line;
+    while (true) {
+      {
+        absl::MutexLock lock(&mutex);
+        if (ended) break;
+      }
+      if (tty) {
+        std::fputs("> ", options.out);
+        std::fflush(options.out);
+      }
+      g_interrupted = false;
+      if (!ReadLine(options.in, line)) break;
+      const std::string turn(absl::StripAsciiWhitespace(line));
+      if (turn.empty()) {
+        if (tty) std::fputc('\n', options.out);
+        continue;
+      }
+      if (turn == "/exit") break;
+      if (turn == "/reset") {
+        messages = system;
+        std::fputs("(history cleared)\n", options.out);
+        continue;
+      }
+      messages.push_back({{"role", "user"}, {"content", turn}});
+      const std::string answer = Answer(client, options, messages);
+      if (absl::StartsWith(answer, "error: ")) {
+        std::fprintf(options.out, "%s\n", answer.c_str());
+        messages.erase(messages.size() - 1);  // The turn did not happen.
+        continue;
+      }
+      std::fputs(g_interrupted ? " [stopped]\n" : "\n", options.out);
+      std::fflush(options.out);
+      messages.push_back({{"role", "assistant"}, {"content", answer}});
+    }
+    sigaction(SIGINT, &old, nullptr);
+  }
+  stop = true;
+  supervisor.join();
+  if (!outcome.ok()) {
+    std::fprintf(stderr, "launcher: %s\n", std::string(outcome.status().message()).c_str());
+    return 1;
+  }
+  if (outcome->failed_rank >= 0) {
+    std::fprintf(stderr, "launcher: rank %d failed (%s); its log: %s\n", outcome->failed_rank,
+                 outcome->failed_exit.Describe().c_str(), outcome->failed_log.c_str());
+    return 1;
+  }
+  return port > 0 ? 0 : 1;
+}
+
+}  // namespace llama
