@@ -306,7 +306,8 @@ absl::Status RunHttp() {
     }
     model = nlohmann::json::parse(models->body)["data"][0]["id"];
   }
-  // Prompts of words (a few tokens each, so about as many tokens as words).
+  // Prompts of words, as many as make the asked token counts with the
+  // server's tokenizer (measured once: a probe's usage.prompt_tokens).
   static constexpr const char* kWords[] = {"the", "river", "quiet", "light", "stone", "morning", "city", "green",
                                            "window", "paper", "under", "bright", "music", "table", "winter", "road"};
   std::mt19937_64 random(FLAGS_bench_seed);
@@ -315,10 +316,23 @@ absl::Status RunHttp() {
     for (int i = 0; i < n; ++i) absl::StrAppend(&text, i == 0 ? "" : " ", kWords[random() % 16]);
     return text;
   };
-  const std::string shared = words(FLAGS_shared_prefix_tokens);
+  double tokens_per_word = 1;
+  {
+    httplib::Client probe(host, port);
+    httplib::Result r = probe.Post(
+        "/v1/completions",
+        nlohmann::json{{"model", model}, {"prompt", words(64)}, {"max_tokens", 0}}.dump(), "application/json");
+    if (!r || r->status != 200) {
+      return absl::UnavailableError(absl::StrFormat("%s/v1/completions did not answer a probe: %s", FLAGS_url,
+                                                    r ? r->body : httplib::to_string(r.error())));
+    }
+    tokens_per_word = nlohmann::json::parse(r->body)["usage"]["prompt_tokens"].get<double>() / 64;
+  }
+  const auto words_for = [&](int tokens) { return std::max(1, static_cast<int>(tokens / tokens_per_word + 0.5)); };
+  const std::string shared = FLAGS_shared_prefix_tokens > 0 ? words(words_for(FLAGS_shared_prefix_tokens)) : "";
   std::vector<std::string> bodies;
   for (int i = 0; i < FLAGS_requests; ++i) {
-    const std::string prompt = absl::StrCat(shared, shared.empty() ? "" : " ", words(PromptLength(random)));
+    const std::string prompt = absl::StrCat(shared, shared.empty() ? "" : " ", words(words_for(PromptLength(random))));
     bodies.push_back(nlohmann::json{{"model", model},
                                     {"prompt", prompt},
                                     {"max_tokens", FLAGS_output_tokens},
