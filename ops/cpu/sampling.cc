@@ -21,6 +21,24 @@ float LogProb(const float* logits, int64_t n, int token) {
   return static_cast<float>(static_cast<double>(logits[token] - max_logit) - std::log(sum));
 }
 
+void TopLogProbs(const float* logits, int64_t n, int k, int* ids, float* logprobs) {
+  const float max_logit = logits[Argmax(logits, n)];
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  const double log_sum = std::log(sum);
+  // One pass keeping the k best, in order (k is small: at most 5 here).
+  int count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int at = count;
+    while (at > 0 && logits[ids[at - 1]] < logits[i]) --at;
+    if (at >= k) continue;
+    for (int j = std::min(count, k - 1); j > at; --j) ids[j] = ids[j - 1];
+    ids[at] = static_cast<int>(i);
+    count = std::min(count + 1, k);
+  }
+  for (int j = 0; j < k; ++j) logprobs[j] = static_cast<float>(static_cast<double>(logits[ids[j]] - max_logit) - log_sum);
+}
+
 int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, float top_p) {
   probs_.resize(n);
   order_.resize(n);

@@ -26,6 +26,11 @@ int Argmax(const float* logits, int64_t n);
 // -cross_entropy(logits, token).
 float LogProb(const float* logits, int64_t n, int token);
 
+// The k (<= n) largest of log_softmax(logits), largest first (lower id
+// first on ties): their ids into ids[0, k) and log-probabilities into
+// logprobs[0, k).
+void TopLogProbs(const float* logits, int64_t n, int k, int* ids, float* logprobs);
+
 // A reproducible random stream: the same seed gives the same draws on
 // every platform (std distributions are implementation-defined).
 class Rng {

@@ -25,6 +25,24 @@ TEST(SamplingTest, LogProbIsLogSoftmax) {
 // The reference's rule on a hand-made distribution: probabilities 0.5, 0.3,
 // 0.15, 0.05 with top_p 0.7 keep the first two (0.5 <= 0.7 before the
 // second; 0.8 > 0.7 before the third), renormalised to 0.625 / 0.375.
+// The k most likely tokens, most likely first, ties by lower id, with their
+// log-softmax values, against a full sort.
+TEST(SamplingTest, TopLogProbsAreTheLargestInOrder) {
+  const std::vector<float> logits = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f, 0.0f, 2.5f};
+  for (int k = 1; k <= 5; ++k) {
+    int ids[5];
+    float logprobs[5];
+    TopLogProbs(logits.data(), logits.size(), k, ids, logprobs);
+    std::vector<int> order(logits.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(ids[j], order[j]) << "k " << k << " rank " << j;
+      EXPECT_NEAR(logprobs[j], LogProb(logits.data(), logits.size(), order[j]), 1e-6);
+    }
+  }
+}
+
 TEST(SamplingTest, TopPKeepsTheReferencesNucleus) {
   const std::vector<double> p = {0.05, 0.5, 0.15, 0.3};
   std::vector<float> logits;

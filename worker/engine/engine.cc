@@ -75,6 +75,10 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
   if (!(request.top_p > 0 && request.top_p <= 1)) {
     return absl::InvalidArgumentError(absl::StrFormat("top_p %g: expected 0 < top_p <= 1", request.top_p));
   }
+  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("top_logprobs %d: expected 0 to %d", request.top_logprobs, kMaxTopLogprobs));
+  }
   if (request.max_new_tokens.has_value() && *request.max_new_tokens < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("max_new_tokens %d: expected >= 0", *request.max_new_tokens));
@@ -337,7 +341,7 @@ absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
     if (p.scoring) continue;
     Sequence& s = *p.sequence;
     chunks_.push_back({s.blocks, s.computed, absl::MakeConstSpan(s.tokens).subspan(s.computed, p.take), false});
-    TokenChoice choice{s.request.temperature, s.request.top_p, 0.0};
+    TokenChoice choice{s.request.temperature, s.request.top_p, 0.0, s.request.top_logprobs};
     // One draw per token the request samples, whatever the step's shape.
     if (s.request.temperature > 0 && s.computed + p.take == s.length()) choice.uniform = s.rng.Uniform();
     choices_.push_back(choice);
@@ -367,6 +371,7 @@ absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
     RequestEvent event;
     event.token = chosen.token;
     event.logprob = chosen.logprob;
+    event.top = absl::MakeConstSpan(chosen.top.data(), chosen.top_count);
     if (s.request.sink) s.request.sink(event);
     const std::vector<int>& stops = s.request.stop_ids;
     if (std::find(stops.begin(), stops.end(), chosen.token) != stops.end()) {

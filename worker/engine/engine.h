@@ -54,6 +54,7 @@ struct RequestEvent {
   enum Kind { kScheduled, kPromptLogprobs, kToken, kFinished } kind = kToken;
   int token = 0;         // kToken.
   float logprob = 0.0f;  // kToken: log_softmax(logits)[token] at temperature 1, as the reference reports it.
+  absl::Span<const TopToken> top;  // kToken: the request's top_logprobs most likely tokens.
   // kPromptLogprobs: [prompt length]; entry p is of prompt token p given
   // the ones before it, entry 0 is 0 (the reference's convention).
   absl::Span<const float> prompt_logprobs;
@@ -70,6 +71,8 @@ struct EngineRequest {
   std::optional<int64_t> max_new_tokens;
   std::vector<int> stop_ids;
   bool prompt_logprobs = false;
+  // Each token event also carries this many most likely tokens (0 to 5).
+  int top_logprobs = 0;
   // Called on the thread that runs Step, without the engine's lock: it may
   // Submit or Cancel, and must be quick.
   std::function<void(const RequestEvent&)> sink;

@@ -70,6 +70,7 @@ std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const 
     Put<float>(out, choice.temperature);
     Put<float>(out, choice.top_p);
     Put<double>(out, choice.uniform);
+    Put<int32_t>(out, choice.top_logprobs);
   }
   return out;
 }
@@ -109,6 +110,9 @@ absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedSt
     RETURN_IF_ERROR(in.Get(choice.temperature, "a token choice's temperature"));
     RETURN_IF_ERROR(in.Get(choice.top_p, "a token choice's top_p"));
     RETURN_IF_ERROR(in.Get(choice.uniform, "a token choice's random number"));
+    int32_t top = 0;
+    RETURN_IF_ERROR(in.Get(top, "a token choice's top_logprobs"));
+    choice.top_logprobs = top;
   }
   if (!in.done()) return absl::DataLossError("step message from rank 0: bytes left over after the last field");
   return absl::OkStatus();

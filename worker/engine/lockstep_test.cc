@@ -78,7 +78,7 @@ TEST(LockstepTest, StepMessagesRoundTrip) {
   const std::vector<int> a = {1, 2, 3}, b = {9};
   const std::vector<int32_t> ta = {4, 5}, tb = {7, 0, 3};
   const std::vector<SequenceChunk> chunks = {{ta, 0, a, true}, {tb, 40, b, false}};
-  const std::vector<TokenChoice> choices = {{0.0f, 1.0f, 0.0}, {0.7f, 0.9f, 0.25}};
+  const std::vector<TokenChoice> choices = {{0.0f, 1.0f, 0.0, 0}, {0.7f, 0.9f, 0.25, 3}};
   DecodedStep step;
   ASSERT_TRUE(DecodeStep(EncodeStep(chunks, choices), true, step).ok());
   ASSERT_EQ(step.chunks.size(), 2u);
@@ -90,6 +90,7 @@ TEST(LockstepTest, StepMessagesRoundTrip) {
   EXPECT_EQ(std::vector<int>(step.chunks[0].tokens.begin(), step.chunks[0].tokens.end()), a);
   EXPECT_EQ(step.choices[1].temperature, 0.7f);
   EXPECT_EQ(step.choices[1].uniform, 0.25);
+  EXPECT_EQ(step.choices[1].top_logprobs, 3);
 }
 
 TEST(LockstepTest, MalformedMessagesNameWhatDoesNotFit) {
@@ -98,7 +99,7 @@ TEST(LockstepTest, MalformedMessagesNameWhatDoesNotFit) {
   const std::string good = EncodeStep({{t, 0, a, false}}, {{0.5f, 1.0f, 0.5}});
   DecodedStep step;
   EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 3), true, step).message(),
-              HasSubstr("a token choice's random number (8 bytes at byte"));
+              HasSubstr("a token choice's top_logprobs (4 bytes at byte"));
   EXPECT_THAT(DecodeStep(good, false, step).message(), HasSubstr("bytes left over"));
   EXPECT_THAT(DecodeStep(good.substr(0, 4), true, step).message(), HasSubstr("the chunk count"));
   std::string huge = good;

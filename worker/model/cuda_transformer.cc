@@ -388,6 +388,11 @@ absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> c
                                                absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
   RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen));
   if (chunks.empty()) return absl::OkStatus();
+  // Alternatives' log-probabilities come from the host's copy of the logits
+  // (the device sampler keeps only the chosen token).
+  if (std::any_of(choices.begin(), choices.end(), [](const TokenChoice& c) { return c.top_logprobs > 0; })) {
+    return LanguageModel::ForwardAndChoose(chunks, choices, chosen);
+  }
   State& st = *state_;
   RETURN_IF_ERROR(st.Stage(chunks));
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -414,7 +419,9 @@ absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> c
   RETURN_IF_ERROR(s);
   RETURN_IF_ERROR(st.Finish());
   for (int64_t i = 0; i < st.plan.rows(); ++i) {
-    chosen[i] = {st.chosen_tokens.staged()[i], st.chosen_logprobs.staged()[i]};
+    chosen[i].token = st.chosen_tokens.staged()[i];
+    chosen[i].logprob = st.chosen_logprobs.staged()[i];
+    chosen[i].top_count = 0;
   }
   return absl::OkStatus();
 }

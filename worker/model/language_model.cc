@@ -13,6 +13,10 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
                                                       chunks.size(), choices.size(), chosen.size()));
   }
   for (size_t c = 0; c < chunks.size(); ++c) {
+    if (choices[c].top_logprobs < 0 || choices[c].top_logprobs > kMaxTopLogprobs) {
+      return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %d top log-probabilities asked; at most %d", c,
+                                                        choices[c].top_logprobs, kMaxTopLogprobs));
+    }
     if (chunks[c].all_logits) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "chunk %d asks for all logits; ForwardAndChoose picks from the last row only (use Forward)", c));
@@ -42,6 +46,13 @@ absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chu
     chosen[i].token = c.temperature > 0 ? sampler_.Sample(row, vocab, c.temperature, c.top_p, c.uniform)
                                         : cpu::Argmax(row, vocab);
     chosen[i].logprob = cpu::LogProb(row, vocab, chosen[i].token);
+    chosen[i].top_count = static_cast<int>(std::min<int64_t>(c.top_logprobs, vocab));
+    if (chosen[i].top_count > 0) {
+      int ids[kMaxTopLogprobs];
+      float logprobs[kMaxTopLogprobs];
+      cpu::TopLogProbs(row, vocab, chosen[i].top_count, ids, logprobs);
+      for (int j = 0; j < chosen[i].top_count; ++j) chosen[i].top[j] = {ids[j], logprobs[j]};
+    }
   }
   return absl::OkStatus();
 }

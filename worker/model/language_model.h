@@ -4,6 +4,7 @@
 #ifndef LLAMA_WORKER_LANGUAGE_MODEL_H_
 #define LLAMA_WORKER_LANGUAGE_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -35,11 +36,22 @@ struct TokenChoice {
   float temperature = 0.0f;
   float top_p = 1.0f;
   double uniform = 0.0;  // In [0, 1).
+  int top_logprobs = 0;  // Also report this many most likely tokens (0 to kMaxTopLogprobs).
+};
+
+inline constexpr int kMaxTopLogprobs = 5;
+
+struct TopToken {
+  int token = 0;
+  float logprob = 0.0f;
 };
 
 struct ChosenToken {
   int token = 0;
   float logprob = 0.0f;  // log_softmax(logits)[token], at temperature 1 as the reference reports it.
+  // The choice's top_logprobs most likely tokens, most likely first.
+  int top_count = 0;
+  std::array<TopToken, kMaxTopLogprobs> top;
 };
 
 // ForwardAndChoose's argument checks, shared by its implementations: one

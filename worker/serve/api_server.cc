@@ -157,7 +157,9 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
   const int64_t created = UnixSeconds();
   if (unsafe) {
     // The reference answers a dialog with special tags with this text.
-    ChoiceResult answer{std::string(kUnsafeRequestAnswer), "stop", {}, {}, {}};
+    ChoiceResult answer;
+    answer.text = std::string(kUnsafeRequestAnswer);
+    answer.finish_reason = "stop";
     std::vector<ChoiceResult> answers(params.n, answer);
     const Usage usage{static_cast<int64_t>(prompts[0].prompt_ids.size()), 0};
     if (!params.stream) {

@@ -139,6 +139,38 @@ TEST(ApiServerTest, SeedsReproduceAndChoicesAreIndependent) {
   }
 }
 
+// logprobs k: the k most likely tokens at each position, most likely first,
+// the chosen one among them (k + 1 entries at most); chat likewise.
+TEST(ApiServerTest, TopLogprobsListTheMostLikelyTokens) {
+  Serving s;
+  const json answer = s.PostJson("/v1/completions",
+                                 {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 6}, {"temperature", 0},
+                                  {"logprobs", 3}});
+  const json& logprobs = answer["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["top_logprobs"].size(), logprobs["tokens"].size());
+  for (size_t i = 0; i < logprobs["tokens"].size(); ++i) {
+    const json& top = logprobs["top_logprobs"][i];
+    EXPECT_GE(top.size(), 2u);  // Pieces that decode alike share an entry.
+    EXPECT_LE(top.size(), 4u);
+    // Greedy: the chosen token is the most likely.
+    float best = -1e30f;
+    for (const auto& [text, lp] : top.items()) best = std::max(best, lp.get<float>());
+    EXPECT_EQ(top[logprobs["tokens"][i].get<std::string>()], best) << i;
+  }
+  const json chat = s.PostJson("/v1/chat/completions",
+                               {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                {"max_tokens", 4}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}});
+  for (const json& token : chat["choices"][0]["logprobs"]["content"]) {
+    ASSERT_EQ(token["top_logprobs"].size(), 2u);
+    EXPECT_GE(token["top_logprobs"][0]["logprob"], token["top_logprobs"][1]["logprob"]);
+    EXPECT_EQ(token["top_logprobs"][0]["logprob"], token["logprob"]);
+  }
+  httplib::Result bad = s.Post("/v1/chat/completions", {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                                        {"top_logprobs", 2}});
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_THAT(bad->body, HasSubstr("top_logprobs: needs"));
+}
+
 TEST(ApiServerTest, ChatAnswersAndRefusesSpecialTags) {
   Serving s;
   const json answer = s.PostJson("/v1/chat/completions",

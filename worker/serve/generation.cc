@@ -44,11 +44,13 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     request.max_new_tokens = plans[i].max_tokens;
     if (!params_.ignore_eos) request.stop_ids = tokenizer_.stop_ids();
     request.prompt_logprobs = params_.echo && params_.logprobs;
+    request.top_logprobs = params_.logprobs ? params_.top_logprobs : 0;
     std::weak_ptr<ApiGeneration> self = weak_from_this();
     request.sink = [self, i](const RequestEvent& e) {
       std::shared_ptr<ApiGeneration> g = self.lock();
       if (g == nullptr) return;
-      Event event{static_cast<int>(i), e.kind, e.token, e.logprob, {}, e.finish, e.status};
+      Event event{static_cast<int>(i), e.kind, e.token, e.logprob, {e.top.begin(), e.top.end()}, {}, e.finish,
+                  e.status};
       if (e.kind == RequestEvent::kPromptLogprobs) {
         event.prompt_logprobs.assign(e.prompt_logprobs.begin(), e.prompt_logprobs.end());
       }
@@ -71,12 +73,19 @@ void ApiGeneration::Cancel() {
   }
 }
 
-void ApiGeneration::AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob) {
+void ApiGeneration::AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob,
+                                absl::Span<const TopToken> top) {
   if (params_.logprobs) {
-    absl::StatusOr<std::string> piece = tokenizer_.Decode({token});
-    delta.part.tokens.push_back(piece.ok() ? *piece : std::string());
+    const auto piece = [&](int id) {
+      absl::StatusOr<std::string> decoded = tokenizer_.Decode({id});
+      return decoded.ok() ? *decoded : std::string();
+    };
+    delta.part.tokens.push_back(piece(token));
     delta.part.token_logprobs.push_back(logprob);
     delta.part.text_offsets.push_back(static_cast<int64_t>(c.result.text.size() + delta.part.text.size()));
+    std::vector<std::pair<std::string, float>> alternatives;
+    for (const TopToken& t : top) alternatives.emplace_back(piece(t.token), t.logprob);
+    delta.part.top_logprobs.push_back(std::move(alternatives));
   }
   delta.part.text += text;
 }
@@ -99,6 +108,7 @@ void ApiGeneration::Apply(const Event& e, Delta& delta) {
         delta.part.tokens.push_back(piece.ok() ? *piece : std::string());
         delta.part.token_logprobs.push_back(p == 0 ? std::numeric_limits<float>::quiet_NaN() : e.prompt_logprobs[p]);
         delta.part.text_offsets.push_back(std::min<int64_t>(offset, c.plan.prompt_text.size()));
+        delta.part.top_logprobs.emplace_back();
         offset += delta.part.tokens.back().size();
       }
       return;
@@ -117,7 +127,7 @@ void ApiGeneration::Apply(const Event& e, Delta& delta) {
       const std::vector<int>& stops = tokenizer_.stop_ids();
       if (std::find(stops.begin(), stops.end(), e.token) != stops.end()) return;  // Ends it; no text.
       absl::StatusOr<std::string> text = c.output->Push(e.token);
-      AppendToken(c, delta, text.ok() ? *text : std::string(), e.token, e.logprob);
+      AppendToken(c, delta, text.ok() ? *text : std::string(), e.token, e.logprob, e.top);
       if (c.output->stopped()) {
         // A stop string: the answer is complete, the rest is not wanted.
         loop_->Cancel(c.id);
@@ -168,6 +178,7 @@ std::vector<ApiGeneration::Delta> ApiGeneration::Next(absl::Duration timeout) {
       c.result.tokens.push_back(delta.part.tokens[i]);
       c.result.token_logprobs.push_back(delta.part.token_logprobs[i]);
       c.result.text_offsets.push_back(delta.part.text_offsets[i]);
+      c.result.top_logprobs.push_back(delta.part.top_logprobs[i]);
     }
     if (!delta.part.finish_reason.empty()) c.result.finish_reason = delta.part.finish_reason;
     deltas.push_back(std::move(delta));

@@ -63,6 +63,7 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
     RequestEvent::Kind kind;
     int token;
     float logprob;
+    std::vector<TopToken> top;
     std::vector<float> prompt_logprobs;
     FinishReason finish;
     absl::Status status;
@@ -79,7 +80,8 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
   };
 
   void Apply(const Event& event, Delta& delta);
-  void AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob);
+  void AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob,
+                   absl::Span<const TopToken> top);
 
   const Tokenizer& tokenizer_;
   GenerationParams params_;

@@ -127,22 +127,45 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   f.Bool("ignore_eos", &p->ignore_eos);
 }
 
+// The alternatives at token i, with the chosen token among them (OpenAI's
+// "up to logprobs + 1" entries); null where there are none.
+json CompletionTop(const ChoiceResult& c, size_t i) {
+  if (i >= c.top_logprobs.size() || c.top_logprobs[i].empty()) return nullptr;
+  json top = json::object();
+  for (const auto& [text, lp] : c.top_logprobs[i]) top[text] = lp;
+  if (!std::isnan(c.token_logprobs[i])) top[c.tokens[i]] = c.token_logprobs[i];
+  return top;
+}
+
 json CompletionLogprobs(const ChoiceResult& c) {
-  json token_logprobs = json::array();
-  for (float lp : c.token_logprobs) token_logprobs.push_back(std::isnan(lp) ? json(nullptr) : json(lp));
+  json token_logprobs = json::array(), top = json::array();
+  bool any_top = false;
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    token_logprobs.push_back(std::isnan(c.token_logprobs[i]) ? json(nullptr) : json(c.token_logprobs[i]));
+    top.push_back(CompletionTop(c, i));
+    any_top |= !top.back().is_null();
+  }
   return {{"tokens", c.tokens},
           {"token_logprobs", token_logprobs},
-          {"top_logprobs", nullptr},
+          {"top_logprobs", any_top ? top : json(nullptr)},
           {"text_offset", c.text_offsets}};
+}
+
+std::vector<int> Bytes(const std::string& text) {
+  std::vector<int> bytes;
+  for (char ch : text) bytes.push_back(static_cast<unsigned char>(ch));
+  return bytes;
 }
 
 json ChatLogprobs(const ChoiceResult& c) {
   json content = json::array();
   for (size_t i = 0; i < c.tokens.size(); ++i) {
-    std::vector<int> bytes(c.tokens[i].begin(), c.tokens[i].end());
-    for (int& b : bytes) b &= 0xff;
-    content.push_back(
-        {{"token", c.tokens[i]}, {"logprob", c.token_logprobs[i]}, {"bytes", bytes}, {"top_logprobs", json::array()}});
+    json top = json::array();
+    if (i < c.top_logprobs.size()) {
+      for (const auto& [text, lp] : c.top_logprobs[i]) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", Bytes(text)}});
+    }
+    content.push_back({{"token", c.tokens[i]}, {"logprob", c.token_logprobs[i]}, {"bytes", Bytes(c.tokens[i])},
+                       {"top_logprobs", top}});
   }
   return {{"content", content}};
 }
@@ -184,12 +207,7 @@ bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, Api
   }
   ParseGeneration(f, &out->params);
   if (f.ok() && f.Has("logprobs")) {
-    int logprobs = 0;
-    f.Integer("logprobs", &logprobs, 0, 5);
-    if (logprobs > 1) {
-      f.Fail("logprobs", "alternatives to the chosen token are not reported yet: use 0 or 1 (the chosen token's "
-                         "log-probability)");
-    }
+    f.Integer("logprobs", &out->params.top_logprobs, 0, 5);
     out->params.logprobs = true;
   }
   f.Bool("echo", &out->params.echo);
@@ -246,10 +264,9 @@ bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error
   }
   ParseGeneration(f, &out->params);
   f.Bool("logprobs", &out->params.logprobs);
-  if (f.ok() && f.Has("top_logprobs")) {
-    int top = 0;
-    f.Integer("top_logprobs", &top, 0, 20);
-    if (top > 0) f.Fail("top_logprobs", "alternatives to the chosen token are not reported yet: use 0");
+  f.Integer("top_logprobs", &out->params.top_logprobs, 0, 5);
+  if (f.ok() && out->params.top_logprobs > 0 && !out->params.logprobs) {
+    f.Fail("top_logprobs", "needs \"logprobs\": true");
   }
   return f.ok();
 }

@@ -40,6 +40,7 @@ struct GenerationParams {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // The chosen tokens' log-probabilities.
+  int top_logprobs = 0;        // And this many most likely tokens at each position (0 to 5).
   bool echo = false;           // Completions: the prompt leads the text (and its log-probabilities).
   bool ignore_eos = false;     // vLLM's extension, for benchmarks: generate max_tokens whatever comes.
 };
@@ -70,6 +71,9 @@ struct ChoiceResult {
   std::vector<std::string> tokens;
   std::vector<float> token_logprobs;  // NaN: none (the first prompt token).
   std::vector<int64_t> text_offsets;
+  // With top_logprobs: each token's most likely alternatives (text,
+  // log-probability), most likely first; empty for prompt tokens.
+  std::vector<std::vector<std::pair<std::string, float>>> top_logprobs;
 };
 
 struct Usage {

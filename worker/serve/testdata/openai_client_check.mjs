@@ -37,12 +37,13 @@ assert.deepEqual(usage, whole.usage);
 check("completion stream + usage");
 
 // n, seed, logprobs, echo.
-const seeded = {model, prompt, max_tokens: 12, temperature: 0.9, seed: 42, n: 3, logprobs: 1};
+const seeded = {model, prompt, max_tokens: 12, temperature: 0.9, seed: 42, n: 3, logprobs: 2};
 const a = await client.completions.create(seeded), b = await client.completions.create(seeded);
 assert.equal(a.choices.length, 3);
 assert.deepEqual(a.choices.map((c) => c.text), b.choices.map((c) => c.text));
 assert.equal(a.choices[0].logprobs.tokens.length, a.choices[0].logprobs.token_logprobs.length);
 assert.ok(a.choices[0].logprobs.token_logprobs.every((x) => x <= 0));
+assert.equal(a.choices[0].logprobs.top_logprobs.length, a.choices[0].logprobs.tokens.length);
 check("n + seed + logprobs");
 const echoed = await client.completions.create({model, prompt, max_tokens: 4, temperature: 0, echo: true});
 assert.ok(echoed.choices[0].text.startsWith(prompt));
@@ -64,10 +65,12 @@ check("stop strings");
 
 // Chat, whole and streamed.
 const messages = [{role: "system", content: "Be brief."}, {role: "user", content: "Hello!"}];
-const chat = await client.chat.completions.create({model, messages, max_tokens: 10, temperature: 0, logprobs: true});
+const chat = await client.chat.completions.create(
+    {model, messages, max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 3});
 assert.equal(chat.object, "chat.completion");
 assert.equal(chat.choices[0].message.role, "assistant");
 assert.ok(Array.isArray(chat.choices[0].logprobs.content));
+assert.ok(chat.choices[0].logprobs.content.every((t) => t.top_logprobs.length === 3));
 let chatStreamed = "", role = null;
 for await (const chunk of await client.chat.completions.create(
     {model, messages, max_tokens: 10, temperature: 0, stream: true})) {
