@@ -21,6 +21,13 @@ float LogProb(const float* logits, int64_t n, int token) {
   return static_cast<float>(static_cast<double>(logits[token] - max_logit) - std::log(sum));
 }
 
+uint64_t StreamSeed(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 void TopLogProbs(const float* logits, int64_t n, int k, int* ids, float* logprobs) {
   const float max_logit = logits[Argmax(logits, n)];
   double sum = 0.0;

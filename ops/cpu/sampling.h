@@ -31,6 +31,11 @@ float LogProb(const float* logits, int64_t n, int token);
 // logprobs[0, k).
 void TopLogProbs(const float* logits, int64_t n, int k, int* ids, float* logprobs);
 
+// The seed of stream `index` of a request seeded `seed` (SplitMix64 of the
+// two): each row or choice draws from its own stream, so its tokens do not
+// depend on the others or on the batch.
+uint64_t StreamSeed(uint64_t seed, uint64_t index);
+
 // A reproducible random stream: the same seed gives the same draws on
 // every platform (std distributions are implementation-defined).
 class Rng {

@@ -19,18 +19,6 @@ struct Generator::Row {
   absl::Status status;
 };
 
-namespace {
-
-// Seeds row `index`'s stream: SplitMix64 of (seed, index).
-uint64_t RowSeed(uint64_t seed, uint64_t index) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 Generator::Generator(LanguageModel* model, const Tokenizer* tokenizer, std::vector<int> stop_ids,
                      const EngineOptions& engine)
     : model_(model),
@@ -85,7 +73,7 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
     request.temperature = options.temperature;
     request.top_p = options.top_p;
     // A row's stream does not depend on the other rows or the batch size.
-    request.seed = RowSeed(options.seed, i);
+    request.seed = cpu::StreamSeed(options.seed, i);
     request.max_new_tokens = options.max_gen_len.value_or(max_seq_len - 1);
     request.stop_ids = stop_ids_;
     request.prompt_logprobs = options.logprobs && options.echo;

@@ -46,6 +46,20 @@ std::vector<std::string> SseEvents(const std::string& body) {
 
 const char kPrompt[] = "I believe the meaning of life is";
 
+// A raw TCP connection to the server on 127.0.0.1 (-1 if refused).
+int ConnectTo(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 TEST(ApiServerTest, HealthModelsMetricsAndUnknownRoutes) {
   Serving s;
   httplib::Result health = s.client().Get("/health");
@@ -244,12 +258,8 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
 // step, and the server goes on serving.
 TEST(ApiServerTest, AClientThatLeavesCancelsItsRequest) {
   Serving s;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(s.server().port());
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const int fd = ConnectTo(s.server().port());
+  ASSERT_GE(fd, 0);
   const std::string body =
       json{{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"stream", true}, {"stop", {"\x01"}}}.dump();
   const std::string request = absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -272,15 +282,7 @@ TEST(ApiServerTest, GarbageAndSlowHeadersDoNotDisturbOthers) {
   ApiServerOptions options;
   options.read_timeout_seconds = 1;
   Serving s(options);
-  const auto connect = [&] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(s.server().port());
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    return fd;
-  };
+  const auto connect = [&] { return ConnectTo(s.server().port()); };
   const int garbage = connect();
   const std::string noise = "\x16\x03\x01\x02\x00 \xff\xfe not http at all\r\n\r\n";
   ASSERT_EQ(::write(garbage, noise.data(), noise.size()), static_cast<ssize_t>(noise.size()));

@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "ops/cpu/sampling.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -12,15 +13,6 @@ namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-// Choice `index`'s random stream: SplitMix64 of (seed, index), so that a
-// seeded request gets the same tokens whatever else runs.
-uint64_t ChoiceSeed(uint64_t seed, uint64_t index) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -40,7 +32,7 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     request.prompt = plans[i].prompt_ids;
     request.temperature = params_.temperature;
     request.top_p = params_.top_p;
-    request.seed = ChoiceSeed(seed, i);
+    request.seed = cpu::StreamSeed(seed, i);  // A seeded request's tokens do not depend on what else runs.
     request.max_new_tokens = plans[i].max_tokens;
     if (!params_.ignore_eos) request.stop_ids = tokenizer_.stop_ids();
     request.prompt_logprobs = params_.echo && params_.logprobs;
