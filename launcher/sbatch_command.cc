@@ -48,7 +48,12 @@ const std::set<std::string>& PlacementFlags() {
 // are checked as the job's, then every job flag that differs from its
 // default, as the script's arguments.
 absl::StatusOr<std::vector<std::string>> JobArguments(const std::vector<std::string>& args) {
+  bool serve = false;
   for (const std::string& arg : args) {
+    if (arg == "serve") {  // A server job: `launcher serve ...` on every node.
+      serve = true;
+      continue;
+    }
     if (!absl::StartsWith(arg, "--")) {
       return absl::InvalidArgumentError(absl::StrFormat("sbatch: unexpected argument \"%s\"", arg));
     }
@@ -66,8 +71,14 @@ absl::StatusOr<std::vector<std::string>> JobArguments(const std::vector<std::str
   std::vector<gflags::CommandLineFlagInfo> all;
   gflags::GetAllFlags(&all);
   std::vector<std::string> job;
+  if (serve) job.push_back("serve");
   for (const gflags::CommandLineFlagInfo& flag : all) {
     if (flag.is_default || !IsJobFlagFile(flag.filename)) continue;
+    if (flag.name == "api_key") {
+      return absl::InvalidArgumentError(
+          "sbatch: --api_key would be written into the batch script: put the key in a file on shared storage and "
+          "pass --api_key_file");
+    }
     if (PlacementFlags().count(flag.name) > 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "sbatch: --%s is decided by SLURM: use --nodes and --gpus_per_node (one worker per GPU)", flag.name));

@@ -356,6 +356,18 @@ TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
 }
 
 // Each refusal is one line, and no script is printed or submitted.
+// A server under SLURM: `launcher sbatch ... -- serve ...` runs `launcher
+// serve` on every node with the serving flags.
+TEST(LauncherSlurmTest, SbatchServesToo) {
+  LauncherRun run = Launch("sbatch_serve", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--nodes=2", "--",
+                                            "serve", "--host=0.0.0.0", "--port=9000", "--ckpt_dir=/data/llama-2-70b"},
+                           {"PATH=/nonexistent"});
+  ASSERT_EQ(ExitCodeOf(run), 0) << run.err();
+  EXPECT_THAT(run.out(), HasSubstr(" 'serve' "));
+  EXPECT_THAT(run.out(), HasSubstr("--port=9000"));
+  EXPECT_THAT(run.out(), HasSubstr("--host=0.0.0.0"));
+}
+
 TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
   const struct {
     const char* name;
@@ -370,6 +382,8 @@ TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
        "unknown job flag --tempreature"},
       {"bad_value", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--max_gen_len=-5"},
        "--max_gen_len=-5: expected -1"},
+      {"api_key", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "serve", "--api_key=s3cret"},
+       "--api_key would be written into the batch script"},
   };
   for (const auto& c : cases) {
     LauncherRun run = Launch(absl::StrCat("sbatch_", c.name), c.args, {"PATH=/nonexistent"});
