@@ -1,6 +1,9 @@
 #include "launcher/chat.h"
 
+#include <fcntl.h>
 #include <httplib.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,27 +23,59 @@ namespace {
 
 using nlohmann::json;
 
-// Set by Ctrl-C while an answer streams: the answer stops there.
+// Set by Ctrl-C: an answer that streams stops there. The handler also
+// writes to a pipe that the prompt's read watches, so a Ctrl-C that comes
+// just before the read starts is not lost.
 std::atomic<bool> g_interrupted{false};
-void OnInterrupt(int) { g_interrupted = true; }
+int g_interrupt_pipe[2] = {-1, -1};
+void OnInterrupt(int) {
+  g_interrupted = true;
+  const char byte = 1;
+  const ssize_t ignored = write(g_interrupt_pipe[1], &byte, 1);
+  (void)ignored;
+}
 
-// One line of `in` without its newline; false at end of input. A Ctrl-C at
-// the prompt gives an empty line.
-bool ReadLine(FILE* in, std::string& line) {
-  line.clear();
-  for (int c; (c = std::fgetc(in)) != '\n';) {
-    if (c == EOF) {
-      if (ferror(in) && errno == EINTR) {
-        clearerr(in);
+// Lines of the user's input, read from the descriptor directly (no stdio
+// buffer hides data from poll).
+class LineReader {
+ public:
+  explicit LineReader(int fd) : fd_(fd) {}
+  // The next line without its newline; false at end of input. A Ctrl-C at
+  // the prompt gives an empty line.
+  bool Next(std::string& line) {
+    while (true) {
+      if (const size_t end = pending_.find('\n'); end != std::string::npos) {
+        line = pending_.substr(0, end);
+        pending_.erase(0, end + 1);
+        return true;
+      }
+      if (eof_) {
+        line = pending_;
+        pending_.clear();
+        return !line.empty();
+      }
+      pollfd fds[2] = {{fd_, POLLIN, 0}, {g_interrupt_pipe[0], POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) continue;  // EINTR: look again.
+      if (fds[1].revents & POLLIN) {
+        char drain[64];
+        while (read(g_interrupt_pipe[0], drain, sizeof drain) > 0) {
+        }
         line.clear();
         return true;
       }
-      return !line.empty();
+      char buffer[4096];
+      const ssize_t n = read(fd_, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) eof_ = true;
+      if (n > 0) pending_.append(buffer, n);
     }
-    line.push_back(static_cast<char>(c));
   }
-  return true;
-}
+
+ private:
+  int fd_;
+  std::string pending_;
+  bool eof_ = false;
+};
 
 // Streams the assistant's answer to `messages` onto `out`; returns its text,
 // or an error message (prefixed "error: ").
@@ -105,11 +140,19 @@ int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions s
     }
   };
   absl::StatusOr<JobOutcome> outcome = absl::UnknownError("not run");
+  // SIGINT must reach this thread (it interrupts the read at the prompt or
+  // the answer's stream), never the supervisor's: that thread starts with
+  // it blocked.
+  sigset_t interrupt, previous;
+  sigemptyset(&interrupt);
+  sigaddset(&interrupt, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &interrupt, &previous);
   std::thread supervisor([&] {
     outcome = SuperviseJob(workers, supervise);
     absl::MutexLock lock(&mutex);
     ended = true;
   });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   // Until the server is up, or the job ended without it.
   struct Ready {
     const int* port;
@@ -121,6 +164,7 @@ int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions s
     mutex.Await(absl::Condition(&ready, &Ready::Check));
   }
   const bool tty = isatty(fileno(options.in));
+  if (port > 0 && g_interrupt_pipe[0] < 0 && pipe2(g_interrupt_pipe, O_CLOEXEC | O_NONBLOCK) != 0) port = 0;
   if (port > 0) {
     struct sigaction action = {}, old = {};
     action.sa_handler = OnInterrupt;
@@ -134,6 +178,7 @@ int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions s
                             ? json::array()
                             : json::array({{{"role", "system"}, {"content", options.system_prompt}}});
     json messages = system;
+    LineReader input(fileno(options.in));
     std::string line;
     while (true) {
       {
@@ -145,7 +190,7 @@ int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions s
         std::fflush(options.out);
       }
       g_interrupted = false;
-      if (!ReadLine(options.in, line)) break;
+      if (!input.Next(line)) break;
       const std::string turn(absl::StripAsciiWhitespace(line));
       if (turn.empty()) {
         if (tty) std::fputc('\n', options.out);
@@ -159,6 +204,9 @@ int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions s
       }
       messages.push_back({{"role", "user"}, {"content", turn}});
       const std::string answer = Answer(client, options, messages);
+      // A Ctrl-C that stopped the answer is spent: the prompt must not see it.
+      for (char drain[64]; read(g_interrupt_pipe[0], drain, sizeof drain) > 0;) {
+      }
       if (absl::StartsWith(answer, "error: ")) {
         std::fprintf(options.out, "%s\n", answer.c_str());
         messages.erase(messages.size() - 1);  // The turn did not happen.

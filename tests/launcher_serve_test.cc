@@ -4,9 +4,14 @@
 // streams: the client gets an error, the launcher exits non-zero naming the
 // rank within 10 s, and no process is left.
 
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -161,6 +166,71 @@ TEST(LauncherChatTest, ScriptedTurnsKeepTheHistoryAndMatchTheBatchJob) {
                                                       {{"role", "user"}, {"content", "How are you?"}}});
   EXPECT_EQ(chat.out(), absl::StrCat(first, "\n", second, "\n"));
   EXPECT_THAT(chat.err(), HasSubstr("chatting with tiny_fp32_mp1"));
+}
+
+// launcher chat on a pseudo-terminal, as a person uses it: a prompt, an
+// answer, Ctrl-C (the terminal's interrupt character) at the prompt does
+// not end the chat, /exit leaves with exit code 0. (Ctrl-C during an answer
+// stops the answer; the fixture model answers too fast to catch one.)
+TEST(LauncherChatTest, OnATerminalCtrlCDoesNotEndTheChat) {
+  int master = -1;
+  const std::string cwd = std::filesystem::current_path().string();
+  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child: the pty is its controlling terminal (forkpty made it so).
+    const std::string home = "HOME=" + TempDir();
+    const std::string ckpt = "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1");
+    const std::string tokenizer = "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model");
+    const std::string shards = absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_2");
+    const std::string logs = absl::StrCat("--log_dir=", TempDir(), "/chat_pty/logs");
+    const std::string launcher = cwd + "/launcher/launcher";
+    char* const argv[] = {const_cast<char*>(launcher.c_str()), const_cast<char*>("chat"),
+                          const_cast<char*>(ckpt.c_str()), const_cast<char*>(tokenizer.c_str()),
+                          const_cast<char*>(shards.c_str()), const_cast<char*>(logs.c_str()),
+                          const_cast<char*>("--nproc_per_node=2"), const_cast<char*>("--max_seq_len=128"),
+                          const_cast<char*>("--temperature=0"), nullptr};
+    char* const env[] = {const_cast<char*>(home.c_str()), const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
+    execve(argv[0], argv, env);
+    _exit(127);
+  }
+  std::string seen;
+  size_t cursor = 0;  // Where the last awaited text ended.
+  // Reads until `text` appears after the cursor (or 20 s), then moves the
+  // cursor past it.
+  const auto await = [&](const std::string& text) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (seen.find(text, cursor) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{master, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::read(master, buffer, sizeof buffer);
+      if (n <= 0) break;
+      seen.append(buffer, n);
+    }
+    const size_t at = seen.find(text, cursor);
+    if (at == std::string::npos) return false;
+    cursor = at + text.size();
+    return true;
+  };
+  ASSERT_TRUE(await("chatting with tiny_fp32_mp1")) << seen;
+  ASSERT_TRUE(await("> ")) << seen;
+  const std::string hello = "Hello\n";
+  ASSERT_EQ(::write(master, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  ASSERT_TRUE(await("Hello\r\n")) << seen;  // The terminal's echo.
+  ASSERT_TRUE(await("\n> ")) << "no answer, then no prompt:\n" << seen;
+  // Ctrl-C at the prompt: the chat goes on.
+  const std::string interrupt = "\x03";
+  ASSERT_EQ(::write(master, interrupt.data(), 1), 1);
+  ASSERT_TRUE(await("> ")) << "Ctrl-C ended the chat:\n" << seen;
+  EXPECT_EQ(seen.find("error"), std::string::npos) << seen;
+  const std::string bye = "/exit\n";
+  ASSERT_EQ(::write(master, bye.data(), bye.size()), static_cast<ssize_t>(bye.size()));
+  await("\x04");  // Drains the output until the pty closes.
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << seen;
+  ::close(master);
 }
 
 }  // namespace
