@@ -11,6 +11,8 @@
 //   serve_bench --requests=16 --max_concurrency=1     one request at a time
 //   serve_bench --requests=16 --max_concurrency=16    sixteen together
 //   serve_bench --kv_cache_gb=... --requests=64        how many fit
+//   serve_bench --url=http://127.0.0.1:8000 [--prompts_file=prompts.json]
+//                                                      a running server
 //
 // One rank, on the model of //tools:bench (synthetic TinyLlama-shaped by
 // default, or --shard), built as the worker builds it.
@@ -36,6 +38,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "ops/status_macros.h"
+#include "tokenizer/prompt_files.h"
 #include "tools/bench_model.h"
 #include "tools/tool_main.h"
 #include "worker/engine/engine.h"
@@ -67,6 +70,14 @@ double Quantile(std::vector<double>& values, double q) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
   return values[std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5))];
+}
+
+// "mean M, p50 A, p99 B <unit>" of `values`, with `digits` decimals.
+std::string Summary(std::vector<double>& values, int digits, const char* unit) {
+  double mean = 0;
+  for (double v : values) mean += v / std::max<size_t>(1, values.size());
+  return absl::StrFormat("mean %.*f, p50 %.*f, p99 %.*f %s", digits, mean, digits, Quantile(values, 0.5), digits,
+                         Quantile(values, 0.99), unit);
 }
 
 struct Timing {
@@ -114,27 +125,27 @@ void ReportLatencies(const std::vector<Timing>& timing, double wall) {
     if (t.tokens > 1) tpot.push_back(1e3 * Seconds(t.last_token - t.first_token) / (t.tokens - 1));
     for (double g : t.gaps) itl.push_back(1e3 * g);
   }
-  std::printf("load:         %d requests, ~%d prompt + %d output tokens each, rate %s, concurrency %s\n",
-              FLAGS_requests, FLAGS_shared_prefix_tokens + FLAGS_prompt_tokens, FLAGS_output_tokens,
+  const std::string prompts = FLAGS_prompts_file.empty()
+                                  ? absl::StrFormat("~%d prompt", FLAGS_shared_prefix_tokens + FLAGS_prompt_tokens)
+                                  : absl::StrCat("prompts of ", FLAGS_prompts_file, ",");
+  std::printf("load:         %d requests, %s + %d output tokens each, rate %s, concurrency %s\n", FLAGS_requests,
+              prompts.c_str(), FLAGS_output_tokens,
               FLAGS_request_rate > 0 ? absl::StrFormat("%.2f/s", FLAGS_request_rate).c_str() : "all at once",
               FLAGS_max_concurrency > 0 ? absl::StrCat(FLAGS_max_concurrency).c_str() : "unlimited");
   std::printf("throughput:   %.2f output tokens/s, %.3f requests/s, %.1f s in all\n", tokens / wall, ok / wall, wall);
   std::printf("answered:     %d; %d rejected with 429; %d failed\n", ok, rejected, failed);
-  const double ttft50 = Quantile(ttft, 0.5), ttft99 = Quantile(ttft, 0.99);
-  const double tpot50 = Quantile(tpot, 0.5), tpot99 = Quantile(tpot, 0.99);
-  const double e2e50 = Quantile(latency, 0.5), e2e99 = Quantile(latency, 0.99);
-  std::printf("TTFT:         p50 %.0f ms, p99 %.0f ms\n", ttft50, ttft99);
-  std::printf("TPOT:         p50 %.1f ms, p99 %.1f ms\n", tpot50, tpot99);
-  if (!itl.empty()) {
-    const double itl50 = Quantile(itl, 0.5), itl99 = Quantile(itl, 0.99);
-    std::printf("ITL:          p50 %.1f ms, p99 %.1f ms (between streamed chunks)\n", itl50, itl99);
-  }
-  std::printf("latency:      p50 %.2f s, p99 %.2f s\n", e2e50, e2e99);
+  std::printf("TTFT:         %s\n", Summary(ttft, 0, "ms").c_str());
+  std::printf("TPOT:         %s\n", Summary(tpot, 1, "ms").c_str());
+  if (!itl.empty()) std::printf("ITL:          %s (between streamed chunks)\n", Summary(itl, 1, "ms").c_str());
+  std::printf("latency:      %s\n", Summary(latency, 2, "s").c_str());
 }
 
 absl::Status Run() {
   const JobFlags flags = JobFlagsFromCommandLine();
   RETURN_IF_ERROR(CheckJobFlags(flags, /*need_input=*/false));
+  if (!flags.prompts_file.empty()) {
+    return absl::InvalidArgumentError("--prompts_file goes with --url (this process's engine takes token ids)");
+  }
   for (const auto& [name, value] : {std::pair<const char*, int>{"requests", FLAGS_requests},
                                     {"prompt_tokens", FLAGS_prompt_tokens},
                                     {"output_tokens", FLAGS_output_tokens}}) {
@@ -330,9 +341,16 @@ absl::Status RunHttp() {
   }
   const auto words_for = [&](int tokens) { return std::max(1, static_cast<int>(tokens / tokens_per_word + 0.5)); };
   const std::string shared = FLAGS_shared_prefix_tokens > 0 ? words(words_for(FLAGS_shared_prefix_tokens)) : "";
+  std::vector<std::string> given;
+  if (!FLAGS_prompts_file.empty()) {
+    ASSIGN_OR_RETURN(given, ReadPromptsFile(FLAGS_prompts_file));
+    if (given.empty()) return absl::InvalidArgumentError(absl::StrFormat("%s holds no prompt", FLAGS_prompts_file));
+  }
   std::vector<std::string> bodies;
   for (int i = 0; i < FLAGS_requests; ++i) {
-    const std::string prompt = absl::StrCat(shared, shared.empty() ? "" : " ", words(words_for(PromptLength(random))));
+    const std::string prompt = !given.empty() ? given[i % given.size()]
+                                              : absl::StrCat(shared, shared.empty() ? "" : " ",
+                                                             words(words_for(PromptLength(random))));
     bodies.push_back(nlohmann::json{{"model", model},
                                     {"prompt", prompt},
                                     {"max_tokens", FLAGS_output_tokens},
@@ -374,7 +392,7 @@ int main(int argc, char** argv) {
       argc, argv, "serve_bench",
       "Measures the serving engine under a stream of requests: in this process, or a server over HTTP (--url).",
       [](const std::vector<std::string>&) { return FLAGS_url.empty() ? llama::Run() : llama::RunHttp(); },
-      {"max_seq_len", "max_batch_size", "max_num_batched_tokens", "kv_cache_gb", "kv_block_size",
+      {"prompts_file", "max_seq_len", "max_batch_size", "max_num_batched_tokens", "kv_cache_gb", "kv_block_size",
        "enable_prefix_caching", "device", "kv_cache_dtype", "cuda_graphs", "threads"},
       {llama::BenchModelFlags()});
 }
