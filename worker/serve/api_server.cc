@@ -177,6 +177,15 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
     return Reply(res, {429, absl::StrFormat("%d requests are waiting already; retry later", options_.max_queue),
                        "rate_limit_error", "", "queue_full"});
   }
+  // One request may not fill the queue by itself.
+  constexpr size_t kMaxChoices = 256;
+  if (prompts.size() * params.n > kMaxChoices) {
+    metrics_.Failed("invalid");
+    return Reply(res, {400,
+                       absl::StrFormat("%d prompts x n = %d asks for %d completions; at most %d per request",
+                                       prompts.size(), params.n, prompts.size() * params.n, kMaxChoices),
+                       "invalid_request_error", "n", ""});
+  }
   std::vector<ChoicePlan> plans;
   for (const ChoicePlan& p : prompts) plans.insert(plans.end(), params.n, p);
   auto generation = std::make_shared<ApiGeneration>(*tokenizer_, params, &metrics_);

@@ -231,6 +231,8 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
          "context is 128 tokens, but the prompt has 13 tokens and max_tokens is 125 (138 in all)", "prompt");
   expect(s.Post("/v1/completions", {{"model", "gpt-9"}, {"prompt", "x"}}), 404, "the model `gpt-9` does not exist",
          "model");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", std::vector<std::string>(20, "x")}, {"n", 16}}),
+         400, "20 prompts x n = 16 asks for 320 completions; at most 256 per request", "n");
   expect(s.client().Post("/v1/completions", std::string(1 << 17, ' '), "application/json"), 413,
          "larger than 65536 bytes", nullptr);
 
