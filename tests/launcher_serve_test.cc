@@ -34,16 +34,16 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-// Starts `launcher serve` on `nproc` ranks (any free port) and waits for its
-// URL; returns the port (0 if it never came).
-int StartServer(LauncherRun& run, const std::string& name, int nproc) {
-  run = Launch(name, {"serve", "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"),
-                      "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
-                      absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_", nproc),
+// Starts `launcher serve` on `nproc` ranks (any free port) for fixture
+// `model` and waits for its URL; returns the port (0 if it never came).
+int StartServer(LauncherRun& run, const std::string& name, int nproc, const std::string& model = "tiny_fp32_mp1",
+                const std::string& tokenizer = TokenizerFixturePath("tokenizer.model")) {
+  run = Launch(name, {"serve", "--ckpt_dir=" + CheckpointFixturePath(model), "--tokenizer_path=" + tokenizer,
+                      absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_", model, "_", nproc),
                       absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
                       absl::StrCat("--nproc_per_node=", nproc), "--max_seq_len=128", "--port=0",
                       "--collective_timeout=5", "--grace_period=2"});
-  const std::regex url("serving tiny_fp32_mp1 on http://127.0.0.1:([0-9]+)/v1");
+  const std::regex url("serving " + model + " on http://127.0.0.1:([0-9]+)/v1");
   for (int i = 0; i < 600; ++i) {
     std::smatch match;
     const std::string err = run.err();
@@ -80,6 +80,33 @@ TEST(LauncherServeTest, GreedyCompletionsEqualPyTorchAtOneAndTwoRanksAndSigtermD
     EXPECT_EQ(ExitCodeOf(run, 60s), 0) << run.err();
     EXPECT_THAT(run.err(), HasSubstr("the server drained and stopped"));
   }
+}
+
+// Llama 3 through the chat endpoint (its header format, <|eot_id|> ending
+// the answer) at 2 ranks: PyTorch's greedy answers to the golden dialogs.
+TEST(LauncherServeTest, Llama3ChatEqualsPyTorch) {
+  // The MP=2 checkpoint holds the weights whose goldens the MP=1 one has.
+  std::ifstream file("tests/fixtures/engine_golden/llama3_bf16_mp1/golden.json");
+  ASSERT_TRUE(file);
+  const json golden = json::parse(file);
+  LauncherRun run;
+  const int port = StartServer(run, "serve_llama3", 2, "llama3_bf16_mp2", "tests/fixtures/tiktoken_fixture/tokenizer.model");
+  ASSERT_GT(port, 0);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(60, 0);
+  ASSERT_FALSE(golden["chat_completions"].empty());
+  for (const json& want : golden["chat_completions"]) {
+    httplib::Result r = client.Post("/v1/chat/completions",
+                                    json{{"model", "llama3_bf16_mp2"}, {"messages", want["dialog"]},
+                                         {"max_tokens", 32}, {"temperature", 0}}
+                                        .dump(),
+                                    "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], want["content"]) << want["dialog"];
+  }
+  run.process->SignalGroup(SIGTERM);
+  EXPECT_EQ(ExitCodeOf(run, 60s), 0) << run.err();
 }
 
 TEST(LauncherServeTest, AKilledWorkerFailsTheStreamsAndTheLauncher) {
@@ -134,7 +161,7 @@ std::string JobAnswer(const std::string& name, const json& dialog) {
   std::ofstream(dialogs) << json::array({dialog}).dump();
   LauncherRun job = Launch(name, {"--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"),
                                   "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
-                                  absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_2"),
+                                  absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_tiny_fp32_mp1_2"),
                                   absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"), "--nproc_per_node=2",
                                   "--max_seq_len=128", "--temperature=0", "--max_gen_len=12",
                                   "--dialogs_file=" + dialogs,
@@ -156,7 +183,7 @@ TEST(LauncherChatTest, ScriptedTurnsKeepTheHistoryAndMatchTheBatchJob) {
       "chat", {"/bin/sh", "-c",
                absl::StrCat("exec launcher/launcher chat --ckpt_dir=", CheckpointFixturePath("tiny_fp32_mp1"),
                             " --tokenizer_path=", TokenizerFixturePath("tokenizer.model"), " --shard_dir=", TempDir(),
-                            "/serve_shards_2 --log_dir=", TempDir(), "/chat/logs --nproc_per_node=2 "
+                            "/serve_shards_tiny_fp32_mp1_2 --log_dir=", TempDir(), "/chat/logs --nproc_per_node=2 "
                             "--max_seq_len=128 --temperature=0 --max_gen_len=12 < ", input)},
       {"HOME=" + TempDir(), "PATH=/usr/bin:/bin"});
   ASSERT_EQ(ExitCodeOf(chat, 60s), 0) << chat.err();
@@ -182,7 +209,7 @@ TEST(LauncherChatTest, OnATerminalCtrlCDoesNotEndTheChat) {
     const std::string home = "HOME=" + TempDir();
     const std::string ckpt = "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1");
     const std::string tokenizer = "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model");
-    const std::string shards = absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_2");
+    const std::string shards = absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_tiny_fp32_mp1_2");
     const std::string logs = absl::StrCat("--log_dir=", TempDir(), "/chat_pty/logs");
     const std::string launcher = cwd + "/launcher/launcher";
     char* const argv[] = {const_cast<char*>(launcher.c_str()), const_cast<char*>("chat"),
