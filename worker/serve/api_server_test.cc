@@ -78,6 +78,25 @@ TEST(ApiServerTest, HealthModelsMetricsAndUnknownRoutes) {
   EXPECT_THAT(s.client().Get("/metrics")->body, HasSubstr("llama_request_failure_total{reason=\"unavailable\"} 1"));
 }
 
+// Each histogram counts the requests it describes once: after 5 answered
+// requests (one streamed, one with n = 2), time to first token and
+// end-to-end latency count 5 each (a request with n = 2 is one request;
+// its first token counts once per choice, as vLLM counts sequences).
+TEST(ApiServerTest, MetricsCountEachRequestOnce) {
+  Serving s;
+  for (int i = 0; i < 3; ++i) s.PostJson("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 3}});
+  s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 3}, {"stream", true}});
+  s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 3}, {"n", 2}});
+  s.Post("/v1/completions", {{"model", "nope"}, {"prompt", "x"}});
+  const std::string metrics = s.client().Get("/metrics")->body;
+  EXPECT_THAT(metrics, HasSubstr("\nllama_requests_total 6\n"));
+  EXPECT_THAT(metrics, HasSubstr("\nllama_request_success_total 5\n"));
+  EXPECT_THAT(metrics, HasSubstr("\nllama_e2e_request_latency_seconds_count 5\n"));
+  EXPECT_THAT(metrics, HasSubstr("\nllama_time_to_first_token_seconds_count 6\n"));  // 4 + 2 choices.
+  EXPECT_THAT(metrics, HasSubstr("\nllama_request_queue_time_seconds_count 6\n"));
+  EXPECT_THAT(metrics, HasSubstr("llama_request_failure_total{reason=\"invalid\"} 1\n"));
+}
+
 // The server's greedy completion is the batch job's (the same engine path).
 TEST(ApiServerTest, GreedyCompletionEqualsTheBatchJob) {
   Serving s;

@@ -1,9 +1,10 @@
 // The server's Prometheus metrics (GET /metrics), named after vLLM's:
 // requests running and waiting, KV blocks, prefix-cache hits, token
 // totals, failures by reason, and latency histograms. Each histogram
-// counts exactly the requests it describes: time to first token and queue
-// time once per request that got that far, end-to-end latency once per
-// finished request, inter-token latency once per token after the first.
+// counts exactly what it describes: time to first token and queue time
+// once per sequence (a request's choice, as vLLM counts them) that got that
+// far, end-to-end latency once per answered request, inter-token latency
+// once per token after a sequence's first.
 
 #ifndef LLAMA_WORKER_SERVE_METRICS_H_
 #define LLAMA_WORKER_SERVE_METRICS_H_
