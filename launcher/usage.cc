@@ -48,7 +48,7 @@ std::vector<FlagGroup> LauncherFlagGroups() {
       {"The model and the job",
        {"ckpt_dir", "tokenizer_path", "shard_dir", "weights_dtype", "prompt", "prompts_file", "dialogs_file", "output"}},
       {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs", "echo"}},
-      {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_block_size", "enable_prefix_caching"}},
+      {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_cache_free_share", "kv_block_size", "enable_prefix_caching"}},
       {"launcher chat", {"system_prompt"}},
       {"launcher serve",
        {"host", "port", "served_model_name", "api_key", "api_key_file", "max_queue", "drain_timeout"}},

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <regex>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -203,6 +204,21 @@ TEST(WorkerFaultTest, SampledTokensAgreeAcrossRanksAndWorldSizes) {
   ASSERT_EQ(a.size(), 4u);
   ASSERT_EQ(b.size(), 4u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["token_ids"], b[i]["token_ids"]) << i;
+}
+
+// --kv_cache_free_share sizes the pool from free memory, and the ranks agree
+// on the smallest (rank 0 hands out block ids every rank's pool must have):
+// the job runs at 2 ranks with a larger pool than the default.
+TEST(WorkerKvCacheTest, FreeMemoryShareSizesThePoolAndRanksAgree) {
+  Job job = Start("free_share", Shards("tiny_fp32_mp1", 2), 2,
+                  {"--prompts_file=" + WritePrompts("tiny_fp32_mp1"), "--temperature=0", "--max_gen_len=32",
+                   "--max_seq_len=128", "--kv_cache_free_share=0.001"});
+  ExpectSuccess(job);
+  const std::regex blocks("KV cache of ([0-9]+) blocks of 16 positions");
+  std::smatch match;
+  const std::string log = job.Log(0);
+  ASSERT_TRUE(std::regex_search(log, match, blocks)) << log;
+  EXPECT_GT(std::stoll(match[1]), 32) << "no more than the default pool (4 x 128 positions)";
 }
 
 TEST(WorkerFaultTest, KilledRankMakesThePeersExitNamingIt) {

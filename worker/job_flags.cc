@@ -34,6 +34,10 @@ DEFINE_int32(max_num_batched_tokens, 512,
 DEFINE_double(kv_cache_gb, 0,
               "KV cache per rank, in GB (1e9 bytes), as blocks of --kv_block_size positions shared by every "
               "sequence; 0: --max_batch_size x --max_seq_len positions.");
+DEFINE_double(kv_cache_free_share, 0,
+              "KV cache per rank as this share (0 to 0.95) of the memory free once the weights and work buffers "
+              "are counted (RAM on the CPU, the GPU's memory on CUDA); every rank takes the smallest such cache "
+              "of all. 0: --kv_cache_gb decides.");
 DEFINE_int32(kv_block_size, 16, "Positions per KV cache block (paged attention).");
 DEFINE_bool(enable_prefix_caching, true,
             "Reuse the KV blocks of a prompt prefix already computed (a shared system prompt is prefilled once).");
@@ -83,6 +87,7 @@ JobFlags JobFlagsFromCommandLine() {
   f.echo = FLAGS_echo;
   f.max_num_batched_tokens = FLAGS_max_num_batched_tokens;
   f.kv_cache_gb = FLAGS_kv_cache_gb;
+  f.kv_cache_free_share = FLAGS_kv_cache_free_share;
   f.kv_block_size = FLAGS_kv_block_size;
   f.enable_prefix_caching = FLAGS_enable_prefix_caching;
   f.serve = FLAGS_serve;
@@ -133,6 +138,13 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--kv_cache_gb=%g: expected a size in GB >= 0 (0: the default)", f.kv_cache_gb));
   }
+  if (!(f.kv_cache_free_share >= 0 && f.kv_cache_free_share <= 0.95)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--kv_cache_free_share=%g: expected a share from 0 to 0.95", f.kv_cache_free_share));
+  }
+  if (f.kv_cache_free_share > 0 && f.kv_cache_gb > 0) {
+    return absl::InvalidArgumentError("give --kv_cache_gb or --kv_cache_free_share, not both");
+  }
   if (f.kv_block_size < 1 || f.kv_block_size > 4096) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--kv_block_size=%d: expected 1 to 4096 positions", f.kv_block_size));
@@ -174,6 +186,7 @@ std::vector<std::string> WorkerArguments(const JobFlags& f) {
       boolean("echo", f.echo),
       flag("max_num_batched_tokens", f.max_num_batched_tokens),
       flag("kv_cache_gb", absl::StrFormat("%.17g", f.kv_cache_gb)),
+      flag("kv_cache_free_share", absl::StrFormat("%.17g", f.kv_cache_free_share)),
       flag("kv_block_size", f.kv_block_size),
       boolean("enable_prefix_caching", f.enable_prefix_caching),
       boolean("serve", f.serve),

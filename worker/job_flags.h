@@ -37,6 +37,7 @@ DECLARE_bool(echo);
 // The engine.
 DECLARE_int32(max_num_batched_tokens);
 DECLARE_double(kv_cache_gb);
+DECLARE_double(kv_cache_free_share);
 DECLARE_int32(kv_block_size);
 DECLARE_bool(enable_prefix_caching);
 // Serving (launcher serve; the worker's --serve).
@@ -72,6 +73,7 @@ struct JobFlags {
   bool echo = false;
   int max_num_batched_tokens = 512;
   double kv_cache_gb = 0;
+  double kv_cache_free_share = 0;
   int kv_block_size = 16;
   bool enable_prefix_caching = true;
   bool serve = false;

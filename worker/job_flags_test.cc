@@ -25,6 +25,7 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   given.max_num_batched_tokens = 96;
   given.kv_cache_gb = 0.3;
   given.kv_block_size = 32;
+  given.kv_cache_free_share = 0.25;
   given.enable_prefix_caching = false;
   given.serve = true;
   given.host = "0.0.0.0";
@@ -61,6 +62,7 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   EXPECT_EQ(got.max_num_batched_tokens, 96);
   EXPECT_EQ(got.kv_cache_gb, 0.3);
   EXPECT_EQ(got.kv_block_size, 32);
+  EXPECT_EQ(got.kv_cache_free_share, 0.25);
   EXPECT_FALSE(got.enable_prefix_caching);
   EXPECT_TRUE(got.serve);
   EXPECT_EQ(got.host, "0.0.0.0");
@@ -96,6 +98,12 @@ TEST(JobFlagsTest, BadValuesNameTheFlag) {
       {[](JobFlags& j) { j.max_num_batched_tokens = 0; }, "--max_num_batched_tokens=0: expected at least 1"},
       {[](JobFlags& j) { j.kv_cache_gb = -1; }, "--kv_cache_gb=-1: expected a size in GB >= 0 (0: the default)"},
       {[](JobFlags& j) { j.kv_block_size = 0; }, "--kv_block_size=0: expected 1 to 4096 positions"},
+      {[](JobFlags& j) { j.kv_cache_free_share = 1.5; }, "--kv_cache_free_share=1.5: expected a share from 0 to 0.95"},
+      {[](JobFlags& j) {
+         j.kv_cache_free_share = 0.5;
+         j.kv_cache_gb = 2;
+       },
+       "give --kv_cache_gb or --kv_cache_free_share, not both"},
       {[](JobFlags& j) { j.port = 70000; }, "--port=70000: expected 0 to 65535"},
       {[](JobFlags& j) { j.max_queue = -1; }, "--max_queue=-1: expected >= 0"},
       {[](JobFlags& j) { j.prompts_file = "x.json"; },

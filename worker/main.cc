@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -77,6 +78,32 @@ absl::StatusOr<std::shared_ptr<const ShardReader>> OpenShard(const WorkerEnviron
   absl::StatusOr<std::unique_ptr<ShardReader>> shard = ShardReader::Open(path);
   if (!shard.ok()) return shard.status();
   return std::shared_ptr<const ShardReader>(*std::move(shard));
+}
+
+// --kv_cache_free_share: the blocks that share of this rank's free memory
+// holds once its weights (a copy: the CPU packs them, a GPU uploads them)
+// and work buffers are counted; the smallest over the ranks, since rank 0
+// hands out block ids that every rank's pool must have.
+absl::StatusOr<int64_t> KvBlocksFromFreeMemory(const JobFlags& flags, Device device, const WorkerEnvironment& env,
+                                               const ModelWeights& weights, const TransformerOptions& options,
+                                               RankPeers& peers) {
+  ASSIGN_OR_RETURN(const RankGeometry geometry, ComputeRankGeometry(weights.config, env.rank, env.world_size));
+  ASSIGN_OR_RETURN(const double free, FreeMemoryBytes(device, env.local_rank));
+  const double taken = geometry.WeightBytes(weights.layers[0].wq.dtype()) + geometry.WorkBytes(options.max_step_tokens);
+  int64_t blocks = KvBlocksInBytes(geometry, options, flags.kv_cache_free_share * std::max(0.0, free - taken));
+  if (peers.rendezvous == nullptr) return blocks;
+  auto& store = peers.rendezvous->store();
+  RETURN_IF_ERROR(store.Set(absl::StrCat("kv_blocks/", env.rank), absl::StrCat(blocks)));
+  for (int r = 0; r < env.world_size; ++r) {
+    ASSIGN_OR_RETURN(const std::string theirs,
+                     store.Get(absl::StrCat("kv_blocks/", r), std::chrono::seconds(flags.load_timeout)));
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(theirs, &n)) {
+      return absl::DataLossError(absl::StrFormat("rank %d's KV block count \"%s\" is not a number", r, theirs));
+    }
+    blocks = std::min(blocks, n);
+  }
+  return blocks;
 }
 
 // The server's settings from the flags: keys from --api_key, $LLAMA_API_KEY
@@ -169,6 +196,9 @@ absl::Status Run() {
   if (flags.kv_cache_gb > 0) {
     ASSIGN_OR_RETURN(const RankGeometry geometry, ComputeRankGeometry(weights.config, env.rank, env.world_size));
     options.kv_blocks = std::max<int64_t>(1, KvBlocksInBytes(geometry, options, flags.kv_cache_gb * 1e9));
+  }
+  if (flags.kv_cache_free_share > 0) {
+    ASSIGN_OR_RETURN(options.kv_blocks, KvBlocksFromFreeMemory(flags, device, env, weights, options, peers));
   }
   options.threads = flags.threads > 0 ? flags.threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
@@ -271,7 +301,7 @@ int main(int argc, char** argv) {
                                   "summary_file"}},
        {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
                        "echo"}},
-       {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_block_size", "enable_prefix_caching"}},
+       {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_cache_free_share", "kv_block_size", "enable_prefix_caching"}},
        {"Serving", {"serve", "host", "port", "served_model_name", "api_key", "api_key_file", "max_queue",
                     "drain_timeout"}},
        {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},

@@ -49,6 +49,20 @@ absl::StatusOr<Device> ChooseDevice(const std::string& flag) {
   return Device::kCpu;
 }
 
+absl::StatusOr<double> FreeMemoryBytes(Device device, int local_rank) {
+  if (device == Device::kCpu) return AvailableHostMemoryBytes();
+#if LLAMA_WITH_CUDA
+  ASSIGN_OR_RETURN(const int gpus, cuda::VisibleDeviceCount());
+  if (gpus == 0) return absl::FailedPreconditionError("--device=cuda: no GPU visible to this process");
+  RETURN_IF_ERROR(cuda::CudaCall(cudaSetDevice(gpus == 1 ? 0 : local_rank), "cudaSetDevice"));
+  size_t free = 0, total = 0;
+  RETURN_IF_ERROR(cuda::CudaCall(cudaMemGetInfo(&free, &total), "cudaMemGetInfo"));
+  return static_cast<double>(free);
+#else
+  return absl::FailedPreconditionError("--device=cuda: this binary was built without CUDA");
+#endif
+}
+
 absl::StatusOr<RankModel> CreateRankModel(Device device, RankPeers& peers, ModelWeights weights,
                                           const TransformerOptions& options, std::chrono::seconds collective_timeout) {
   RETURN_IF_ERROR(OpenHostCollective(peers, collective_timeout));

@@ -38,6 +38,11 @@ absl::StatusOr<RankPeers> JoinPeers(const RendezvousOptions& options, int local_
 // `flag` ("cpu", "cuda"), or the best this binary and machine offer ("").
 absl::StatusOr<Device> ChooseDevice(const std::string& flag);
 
+// Memory free for this rank's model on `device`, in bytes (0 if unknown):
+// MemAvailable on the CPU, the GPU's free memory (LOCAL_RANK's GPU, or the
+// only one visible) on CUDA.
+absl::StatusOr<double> FreeMemoryBytes(Device device, int local_rank);
+
 struct RankModel {
   // Declared first, destroyed last: the model uses it.
   std::unique_ptr<Communicator> device_collective;

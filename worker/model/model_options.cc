@@ -1,5 +1,8 @@
 #include "worker/model/model_options.h"
 
+#include <fstream>
+#include <string>
+
 #include "absl/strings/str_format.h"
 #include "ops/status_macros.h"
 
@@ -73,6 +76,16 @@ StepLimits StepLimitsOf(const TransformerOptions& options, int64_t vocab_size) {
 
 int64_t KvBlocksInBytes(const RankGeometry& geometry, const TransformerOptions& options, double bytes) {
   return static_cast<int64_t>(bytes / geometry.KvCacheBytes(options.kv_block_size, options.kv_cache_dtype));
+}
+
+double AvailableHostMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  double kb = 0;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
 }
 
 int64_t KvBlocksOf(const TransformerOptions& options) {

@@ -56,6 +56,9 @@ int64_t KvBlocksOf(const TransformerOptions& options);
 // rank's memory hold (--kv_cache_gb), in options.kv_cache_dtype.
 int64_t KvBlocksInBytes(const RankGeometry& geometry, const TransformerOptions& options, double bytes);
 
+// MemAvailable from /proc/meminfo, in bytes; 0 if unknown.
+double AvailableHostMemoryBytes();
+
 }  // namespace llama
 
 #endif  // LLAMA_WORKER_MODEL_MODEL_OPTIONS_H_

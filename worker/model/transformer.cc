@@ -17,18 +17,6 @@
 namespace llama {
 namespace {
 
-// MemAvailable from /proc/meminfo, in bytes; 0 if unknown.
-double AvailableMemoryBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  std::string unit;
-  while (meminfo >> key >> kb >> unit) {
-    if (key == "MemAvailable:") return kb * 1024;
-  }
-  return 0;
-}
-
 // Drops the pages of a packed weight's source from this process (a view of
 // the mapped shard: the file stays in the page cache, only the copy is
 // counted against us), rounding inward so that neighbours keep theirs.
@@ -121,7 +109,7 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights we
   // rather than die in the allocator. The linear weights are packed into
   // memory of their own (q8_0 ones and the rest stay mapped).
   RETURN_IF_ERROR(
-      CheckMemory(geometry, options, PackedWeightBytes(weights), AvailableMemoryBytes(), "this machine"));
+      CheckMemory(geometry, options, PackedWeightBytes(weights), AvailableHostMemoryBytes(), "this machine"));
   {
     ThreadPool pool(options.threads);
     RETURN_IF_ERROR(PackLinearWeights(weights, pool));
