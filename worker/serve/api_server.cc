@@ -140,6 +140,19 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
       }
       prompts.push_back({*std::move(ids), text, 0});
     }
+    // Token ids as given (no BOS added: the caller chose them).
+    for (const std::vector<int>& ids : completion.prompt_ids) {
+      for (int id : ids) {
+        if (id < 0 || id >= tokenizer_->vocab_size()) {
+          metrics_.Failed("invalid");
+          return Reply(res, {400, absl::StrFormat("prompt: token id %d outside the vocabulary [0, %d)", id,
+                                                  tokenizer_->vocab_size()),
+                             "invalid_request_error", "prompt", ""});
+        }
+      }
+      absl::StatusOr<std::string> text = tokenizer_->Decode(ids);
+      prompts.push_back({ids, text.ok() ? *text : std::string(), 0});
+    }
   }
   for (ChoicePlan& p : prompts) {
     const int64_t length = static_cast<int64_t>(p.prompt_ids.size());

@@ -114,6 +114,21 @@ TEST(ApiServerTest, GreedyCompletionEqualsTheBatchJob) {
   EXPECT_EQ(answer["usage"]["prompt_tokens"], testing::FixtureTokenizer().Encode(kPrompt, true, false)->size());
 }
 
+// A prompt as token ids (OpenAI's other form) is the same prompt as its text.
+TEST(ApiServerTest, PromptsAsTokenIds) {
+  Serving s;
+  const std::vector<int> ids = *testing::FixtureTokenizer().Encode(kPrompt, /*bos=*/true, /*eos=*/false);
+  const json request = {{"model", "tiny"}, {"max_tokens", 8}, {"temperature", 0}};
+  json as_text = request, as_ids = request, as_batch = request;
+  as_text["prompt"] = kPrompt;
+  as_ids["prompt"] = ids;
+  as_batch["prompt"] = {ids, ids};
+  const json a = s.PostJson("/v1/completions", as_text), b = s.PostJson("/v1/completions", as_ids);
+  EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
+  EXPECT_EQ(a["usage"], b["usage"]);
+  EXPECT_EQ(s.PostJson("/v1/completions", as_batch)["choices"].size(), 2u);
+}
+
 TEST(ApiServerTest, StreamingSendsTheSameTextInSseChunks) {
   Serving s;
   const json request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 20}, {"temperature", 0}};
@@ -244,6 +259,8 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"temperature", 3}}), 400,
          "temperature: 3 is out of range [0, 2]", "temperature");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", 5}}), 400, "prompt: expected a string", "prompt");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", {1, 100000}}}), 400,
+         "prompt: token id 100000 outside the vocabulary", "prompt");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop", {"a", "b", "c", "d", "e"}}}), 400,
          "stop: expected a string or an array of up to 4 strings", "stop");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 125}}), 400,

@@ -196,13 +196,23 @@ bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, Api
   f.String("model", &out->model, /*required=*/true);
   if (f.ok()) {
     const json prompt = body.value("prompt", json());
+    const auto ids = [](const json& p) {
+      return p.is_array() && !p.empty() &&
+             std::all_of(p.begin(), p.end(), [](const json& t) { return t.is_number_integer(); });
+    };
     if (prompt.is_string()) {
       out->prompts = {prompt.get<std::string>()};
     } else if (prompt.is_array() && !prompt.empty() &&
                std::all_of(prompt.begin(), prompt.end(), [](const json& p) { return p.is_string(); })) {
       for (const json& p : prompt) out->prompts.push_back(p.get<std::string>());
+    } else if (ids(prompt)) {
+      out->prompt_ids = {prompt.get<std::vector<int>>()};
+    } else if (prompt.is_array() && !prompt.empty() && std::all_of(prompt.begin(), prompt.end(), ids)) {
+      for (const json& p : prompt) out->prompt_ids.push_back(p.get<std::vector<int>>());
     } else {
-      f.Fail("prompt", prompt.is_null() ? "required" : "expected a string or a non-empty array of strings");
+      f.Fail("prompt", prompt.is_null() ? "required"
+                                        : "expected a string, an array of strings, an array of token ids, or an "
+                                          "array of those");
     }
   }
   ParseGeneration(f, &out->params);

@@ -47,7 +47,10 @@ struct GenerationParams {
 
 struct CompletionRequest {
   std::string model;
+  // The prompts as text, or (OpenAI's other form) as token ids: one of the
+  // two is filled.
   std::vector<std::string> prompts;
+  std::vector<std::vector<int>> prompt_ids;
   GenerationParams params;
 };
 
