@@ -163,6 +163,54 @@ TEST_P(GenerationGoldenTest, RowsAreIndependentOfTheirBatch) {
   }
 }
 
+// Sampled tokens against PyTorch's logits with the sampler we document
+// (reference_model.py's sample_top_p: the same nucleus, the same draws from
+// the same per-row streams). Logits that differ by at most d move every
+// probability, and so every boundary of a draw, by about 2d / T; a row may
+// part from PyTorch's only at a draw closer than twice that to a boundary
+// (it may then go either way, and the rest of the row with it). Every other
+// draw must agree.
+TEST_P(GenerationGoldenTest, SampledTokensMatchPyTorch) {
+  const Golden golden = ReadModelGolden(GetParam());
+  const auto& sampled = golden.json["sampled"];
+  ASSERT_FALSE(sampled.is_null()) << "golden.json predates sampled goldens";
+  LocalCommunicator comm;
+  TransformerOptions options;
+  options.max_batch_size = 4;
+  options.max_seq_len = 256;
+  std::unique_ptr<Transformer> model = MakeModel(GetParam(), &comm, options);
+  Generator generator(model.get(), nullptr, golden.json["stop_ids"].get<std::vector<int>>());
+  std::vector<std::vector<int>> prompts;
+  for (const auto& p : golden.json["prompts"]) prompts.push_back(p.get<std::vector<int>>());
+  SamplingOptions o;
+  o.temperature = sampled["temperature"].get<float>();
+  o.top_p = sampled["top_p"].get<float>();
+  o.seed = sampled["seed"].get<uint64_t>();
+  o.max_gen_len = sampled["max_gen_len"].get<int64_t>();
+  absl::StatusOr<std::vector<Generation>> result = generator.Generate(prompts, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const double close = 4 * WorstLogitDifference(GetParam(), golden) / o.temperature;
+  size_t agreed = 0, parted = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int> want = sampled["rows"][i]["tokens"].get<std::vector<int>>();
+    const std::vector<double> margins = sampled["rows"][i]["margins"].get<std::vector<double>>();
+    const std::vector<int>& got = (*result)[i].tokens;
+    // The first draw that differs (a stop token drawn by one run only is
+    // the draw after the shorter row).
+    size_t first = 0;
+    while (first < got.size() && first < want.size() && got[first] == want[first]) ++first;
+    agreed += first;
+    if (first == got.size() && first == want.size()) continue;
+    ++parted;
+    ASSERT_LT(first, margins.size()) << "row " << i;
+    EXPECT_LT(margins[first], close) << "row " << i << " parts from PyTorch's at token " << first
+                                     << ", a draw " << margins[first] << " from any boundary";
+  }
+  std::cout << GetParam() << ": " << agreed << " sampled tokens equal PyTorch's; " << parted
+            << " rows part at a draw within " << close << " of a boundary\n";
+  EXPECT_GE(agreed, 64u) << "too few agreeing draws to prove anything";
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, GenerationGoldenTest,
                          ::testing::Values("tiny_fp32_mp1", "tiny_fp16_mp1", "gqa_bf16_mp1", "llama3_bf16_mp1"));
 
