@@ -337,11 +337,12 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
     models.push_back(*model);
   }
   if (models.empty()) return absl::InvalidArgumentError("--models: expected at least one, e.g. 7B,13B-chat");
-  const int llama_version = models[0].llama_version;
+  const MetaChannel channel = models[0].channel;
   for (const MetaModel& model : models) {
-    if (model.llama_version != llama_version) {
+    if (model.channel != channel) {
       return absl::InvalidArgumentError(
-          "--models: Llama 2 and Llama 3 models come with different URLs (one e-mail each); download them separately");
+          "--models: Llama 2, Llama 3 and Llama 3.1+ (llama-stack) models come with different URLs (one e-mail "
+          "each); download them separately");
     }
   }
   std::error_code error;
@@ -355,11 +356,14 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
   DownloadReport report;
 
   // Small files first, as download.sh: license, policy, checklists.
-  for (const std::string name : {"LICENSE", llama_version == 2 ? "USE_POLICY.md" : "USE_POLICY"}) {
-    if (absl::StatusOr<std::string> text = d.FetchText(name); !text.ok()) return text.status();
+  // (llama-stack fetches only the model's folder.)
+  if (channel != MetaChannel::kLlamaStack) {
+    for (const std::string name : {"LICENSE", channel == MetaChannel::kLlama2Script ? "USE_POLICY.md" : "USE_POLICY"}) {
+      if (absl::StatusOr<std::string> text = d.FetchText(name); !text.ok()) return text.status();
+    }
   }
   std::vector<Job> jobs;
-  if (llama_version == 2) {  // One tokenizer for every model; Llama 3 has one per model folder.
+  if (channel == MetaChannel::kLlama2Script) {  // One tokenizer for every model; Llama 3 has one per model folder.
     absl::StatusOr<std::vector<ChecklistEntry>> tokenizer_checklist = Checklist(d, "tokenizer_checklist.chk");
     if (!tokenizer_checklist.ok()) return tokenizer_checklist.status();
     for (const ChecklistEntry& e : *tokenizer_checklist) jobs.push_back({e.file, e.md5, 0, ""});
@@ -374,7 +378,7 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
     std::map<std::string, std::string> md5;
     for (const ChecklistEntry& e : *checklist) md5[e.file] = e.md5;
     std::vector<std::string> files = {"params.json"};
-    if (llama_version == 3) files.push_back("tokenizer.model");
+    if (model.llama_version == 3) files.push_back("tokenizer.model");
     for (int s = 0; s < model.shards; ++s) files.push_back(absl::StrFormat("consolidated.%02d.pth", s));
     for (const std::string& file : files) {
       if (md5.count(file) == 0) {

@@ -4,10 +4,13 @@
 //
 // - the URL's "*" is replaced by each file's path ("llama-2-7b/params.json";
 //   for Llama 3, download.sh of meta-llama/llama3: "8b_pre_trained/params.json"
-//   saved as Meta-Llama-3-8B/params.json);
-// - LICENSE and USE_POLICY.md (Llama 3: USE_POLICY) first, then the
-//   checklists (a malformed one is an error), then tokenizer.model (Llama 3:
-//   one per model folder) and every model's files;
+//   saved as Meta-Llama-3-8B/params.json; for Llama 3.1 and later, as
+//   llama-stack's `llama model download --source meta` does:
+//   "Llama-3.1-8B-Instruct/params.json");
+// - LICENSE and USE_POLICY.md (Llama 3: USE_POLICY; llama-stack: neither)
+//   first, then the checklists (a malformed one is an error), then
+//   tokenizer.model (Llama 3.x: one per model folder) and every model's
+//   files;
 // - each file downloads to "<file>.partial", resumes from the bytes on disk
 //   (Range), retries with backoff on connection loss, stalls and 5xx, and
 //   is renamed into place only once its MD5 (computed while downloading)

@@ -18,7 +18,9 @@
 
 DEFINE_string(models, "",
               "download: models to fetch, comma-separated: 7B,13B,70B,7B-chat,13B-chat,70B-chat (Llama 2) or "
-              "Llama-3-8B,Llama-3-8B-Instruct,Llama-3-70B,Llama-3-70B-Instruct (Llama 3; one family per URL).");
+              "Llama-3-8B,Llama-3-8B-Instruct,Llama-3-70B,Llama-3-70B-Instruct (Llama 3) or llama-stack's ids for "
+              "Llama 3.1+ (Llama3.1-8B-Instruct, Llama3.2-1B, Llama3.3-70B-Instruct, Llama3.1-405B:bf16-mp8, ...); "
+              "one family per URL.");
 DEFINE_string(target_dir, "", "download: folder to download into (download.sh's TARGET_FOLDER).");
 DEFINE_string(url, "", "download: the presigned URL from Meta's e-mail. Safer: $PRESIGNED_URL, --url_file, or the prompt.");
 DEFINE_string(url_file, "", "download: file holding the presigned URL.");

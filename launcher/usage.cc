@@ -36,6 +36,7 @@ Download (download.sh's job: same files and layout, resumable, parallel,
 MD5-checked while downloading; the URL is read from --url, --url_file,
 $PRESIGNED_URL or typed at the terminal, and never printed):
   launcher download --models=7B,13B-chat --target_dir=$HOME/llama
+  launcher download --models=Llama3.1-8B-Instruct --target_dir=$HOME/llama   (llama-stack's ids)
 
 Exit status: 0 on success (and after a server's drain); 1 with one line
 naming the rank that failed, how, its last error and its log; 130 when a

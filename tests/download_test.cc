@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checklist.h"
 #include "checkpoint/checkpoint_fixture.h"
@@ -64,6 +65,19 @@ std::string ServedFolder() {
   }
   for (const std::string f : {"consolidated.00.pth", "params.json", "tokenizer.model"}) {
     checklist << *Md5File(root + "/8b_instruction_tuned/" + f) << "  " << f << "\n";
+  }
+  // Llama 3.1 and later (llama-stack's `llama model download`): only the
+  // model's folder, named as on Hugging Face; the scaled-RoPE fixture stands
+  // in for Llama-3.2-1B-Instruct.
+  const std::string stack = root + "/Llama-3.2-1B-Instruct";
+  fs::create_directories(stack);
+  fs::copy_file("tests/fixtures/tiktoken_fixture/tokenizer.model", stack + "/tokenizer.model");
+  for (const std::string f : {"consolidated.00.pth", "params.json"}) {
+    fs::copy_file(testing::CheckpointFixturePath("llama3_bf16_mp1/" + f), stack + "/" + f);
+  }
+  std::ofstream stack_checklist(stack + "/checklist.chk");
+  for (const std::string f : {"consolidated.00.pth", "params.json", "tokenizer.model"}) {
+    stack_checklist << *Md5File(stack + "/" + f) << "  " << f << "\n";
   }
   return root;
 }
@@ -138,9 +152,82 @@ TEST_F(DownloadTest, Llama3LayoutResumesAndChecksLikeLlama2) {
   EXPECT_EQ(report->skipped.size(), 3u);
 }
 
+// Llama 3.1 and later, as llama-stack fetches them: the model's folder only
+// (no LICENSE or USE_POLICY), by model id or Hugging Face name, resumed and
+// checked like the others; the folder then runs as a checkpoint.
+TEST_F(DownloadTest, LlamaStackLayoutForLlama31AndLater) {
+  const std::string remote = "Llama-3.2-1B-Instruct/consolidated.00.pth";
+  const int64_t size = fs::file_size(ServedFolder() + "/" + remote);
+  Fault drop;
+  drop.drop_after_bytes_once = static_cast<int>(size / 2);
+  server_->SetFault(remote, drop);
+  Fault corrupt;
+  corrupt.corrupt_offset_once = 10;
+  server_->SetFault("Llama-3.2-1B-Instruct/params.json", corrupt);
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(Options({"Llama3.2-1B-Instruct"}));
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const char* f : {"consolidated.00.pth", "params.json", "tokenizer.model", "checklist.chk"}) {
+    ExpectComplete(absl::StrCat("Llama-3.2-1B-Instruct/", f));
+  }
+  EXPECT_EQ(report->fetched.size(), 3u);
+  EXPECT_FALSE(fs::exists(target_ + "/LICENSE")) << "llama-stack fetches the model's folder only";
+  EXPECT_EQ(server_->Requests("LICENSE"), 0);
+  EXPECT_LE(server_->BytesServed(remote), size + 1);  // Resumed, not refetched.
+  EXPECT_GE(server_->Requests("Llama-3.2-1B-Instruct/params.json"), 3);  // Probe, corrupt, again.
+  report = DownloadMetaCheckpoints(Options({"meta-llama/Llama-3.2-1B-Instruct"}));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->skipped.size(), 3u);
+}
+
+// A job given --models and the URL but no --ckpt_dir downloads first and runs
+// on the downloaded folder (its tokenizer found inside it), here at 2 ranks:
+// the same completion as the job on the served checkpoint.
+TEST_F(DownloadTest, JobDownloadsLlama32ThenRunsIt) {
+  const auto run = [&](const std::string& name, std::vector<std::string> args) {
+    const std::string dir = target_ + "/" + name;
+    fs::create_directories(dir);
+    ProcessOptions p;
+    p.argv = {"launcher/launcher", "--nproc_per_node=2", "--prompt=I believe the meaning of life is",
+              "--max_gen_len=8", "--temperature=0"};
+    p.argv.insert(p.argv.end(), args.begin(), args.end());
+    p.env = {"PRESIGNED_URL=" + server_->UrlTemplate(), "HOME=" + dir};
+    p.stdout_path = dir + "/stdout";
+    p.stderr_path = dir + "/stderr";
+    absl::StatusOr<std::unique_ptr<Process>> process = Process::Spawn(p);
+    EXPECT_TRUE(process.ok());
+    absl::StatusOr<ExitStatus> exit = (*process)->Wait(120s);
+    EXPECT_TRUE(exit.ok() && exit->success()) << ReadFileOrEmpty(dir + "/stderr");
+    return ReadFileOrEmpty(dir + "/stdout");
+  };
+  const std::string downloaded =
+      run("downloaded", {"--models=Llama3.2-1B-Instruct", "--target_dir=" + target_ + "/weights"});
+  const std::string served = run("served", {"--ckpt_dir=" + ServedFolder() + "/Llama-3.2-1B-Instruct"});
+  EXPECT_THAT(served, HasSubstr("I believe the meaning of life is\n> "));
+  EXPECT_THAT(downloaded, HasSubstr("downloaded 3 file(s)"));
+  EXPECT_TRUE(absl::EndsWith(downloaded, served)) << downloaded << "\nvs\n" << served;
+  EXPECT_TRUE(fs::exists(target_ + "/weights/Llama-3.2-1B-Instruct/consolidated.00.pth"));
+}
+
+TEST(MetaModelsTest, LlamaStackIdsAndWhatIsRefused) {
+  absl::StatusOr<MetaModel> model = LookUpMetaModel("Llama3.1-405B-Instruct:bf16-mp16");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->folder, "Llama-3.1-405B-Instruct-MP16");
+  EXPECT_EQ(model->shards, 16);
+  EXPECT_EQ(LookUpMetaModel("Llama-3.2-1B")->folder, "Llama-3.2-1B");
+  EXPECT_EQ(LookUpMetaModel("llama3.3-70b-instruct")->shards, 8);
+  EXPECT_EQ(LookUpMetaModel("Llama3.2-3B-Instruct")->channel, MetaChannel::kLlamaStack);
+  EXPECT_THAT(LookUpMetaModel("Llama3.1-405B").status().message(), HasSubstr("FP8"));
+  EXPECT_THAT(LookUpMetaModel("Llama3.2-11B-Vision-Instruct").status().message(), HasSubstr("vision model"));
+  EXPECT_THAT(LookUpMetaModel("Llama3.2-1B-Instruct:int4-qlora-eo8").status().message(), HasSubstr("INT4"));
+  EXPECT_THAT(LookUpMetaModel("Llama-4-Scout-17B-16E").status().message(), HasSubstr("Llama 4"));
+  EXPECT_THAT(LookUpMetaModel("Llama3.1-9B").status().message(), HasSubstr("Llama3.1-8B-Instruct"));
+}
+
 TEST_F(DownloadTest, OneFamilyPerUrl) {
   absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(Options({"7B", "Llama-3-8B"}));
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(report.status().message(), HasSubstr("download them separately"));
+  report = DownloadMetaCheckpoints(Options({"Llama-3-8B", "Llama3.1-8B"}));
   EXPECT_THAT(report.status().message(), HasSubstr("download them separately"));
   report = DownloadMetaCheckpoints(Options({"Llama-3-13B"}));
   EXPECT_THAT(report.status().message(), HasSubstr("unknown model \"Llama-3-13B\""));
