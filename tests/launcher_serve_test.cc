@@ -22,8 +22,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_fixture.h"
+#include "tests/fixtures/sampled_golden.h"
 #include "tests/launcher_run.h"
 #include "tokenizer/tokenizer_fixture.h"
 
@@ -104,6 +106,46 @@ TEST(LauncherServeTest, Llama3ChatEqualsPyTorch) {
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], want["content"]) << want["dialog"];
+  }
+  // Sampled: the first dialog, and every text prompt in one request (choice
+  // i draws from stream i, as golden row i did), token ids named by vLLM's
+  // return_tokens_as_token_ids: PyTorch's tokens up to a close draw.
+  for (const bool chat : {true, false}) {
+    const json& sampled = golden[chat ? "sampled_chat_completions" : "sampled_text_completions"];
+    json body = {{"model", "llama3_bf16_mp2"}, {"max_tokens", sampled["max_gen_len"]},
+                 {"temperature", sampled["temperature"]}, {"top_p", sampled["top_p"]}, {"seed", sampled["seed"]},
+                 {"logprobs", chat ? json(true) : json(0)}, {"return_tokens_as_token_ids", true}};
+    if (chat) {
+      body["messages"] = golden["chat_completions"][0]["dialog"];
+    } else {
+      body["prompt"] = json::array();
+      for (const json& c : golden["text_completions"]) body["prompt"].push_back(c["prompt"]);
+    }
+    httplib::Result r = client.Post(chat ? "/v1/chat/completions" : "/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json answer = json::parse(r->body);
+    std::vector<std::vector<int>> ids(answer["choices"].size());
+    double d = 0;
+    for (const json& choice : answer["choices"]) {
+      const int index = choice["index"];
+      std::vector<double> logprobs;
+      const json& tokens = chat ? choice["logprobs"]["content"] : choice["logprobs"]["tokens"];
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        const std::string name = chat ? tokens[t]["token"] : tokens[t];
+        ASSERT_TRUE(absl::StartsWith(name, "token_id:")) << name;
+        ids[index].push_back(std::stoi(name.substr(9)));
+        logprobs.push_back(chat ? tokens[t]["logprob"].get<double>() : choice["logprobs"]["token_logprobs"][t].get<double>());
+      }
+      d = std::max(d, testing::LogprobDifference(ids[index], logprobs, sampled["rows"][index]));
+    }
+    size_t agreed = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_TRUE(testing::SampledRowAgrees(ids[i], sampled["rows"][i],
+                                            testing::CloseDraw(d, sampled["temperature"]), &agreed))
+          << (chat ? "chat" : "text") << " choice " << i << " (log-prob difference " << d << ")";
+    }
+    EXPECT_GE(agreed, chat ? 16u : 40u) << (chat ? "chat" : "text");
   }
   run.process->SignalGroup(SIGTERM);
   EXPECT_EQ(ExitCodeOf(run, 60s), 0) << run.err();

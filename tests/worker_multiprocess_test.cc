@@ -21,6 +21,7 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
 #include "launcher/process.h"
+#include "tests/fixtures/sampled_golden.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/net/net.h"
@@ -136,19 +137,42 @@ std::string WritePrompts(const std::string& model) {
   return path;
 }
 
+// Llama 3's fixture speaks the test tiktoken vocabulary (a later flag wins).
+std::string TokenizerOf(const std::string& model) {
+  return absl::StartsWith(model, "llama3") ? "tests/fixtures/tiktoken_fixture/tokenizer.model"
+                                           : testing::TokenizerFixturePath("tokenizer.model");
+}
+
+// A job's sampled rows against the golden's (tests/fixtures/sampled_golden.h),
+// d measured on the log-probs of the tokens they share; returns how many
+// tokens agree.
+size_t ExpectSampledRows(const std::vector<nlohmann::json>& rows, const nlohmann::json& sampled) {
+  EXPECT_EQ(rows.size(), sampled["rows"].size());
+  if (rows.size() != sampled["rows"].size()) return 0;
+  double d = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    d = std::max(d, testing::LogprobDifference(rows[i]["token_ids"].get<std::vector<int>>(),
+                                               rows[i]["logprobs"].get<std::vector<double>>(), sampled["rows"][i]));
+  }
+  const double close = testing::CloseDraw(d, sampled["temperature"].get<double>());
+  size_t agreed = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_TRUE(testing::SampledRowAgrees(rows[i]["token_ids"].get<std::vector<int>>(), sampled["rows"][i], close,
+                                          &agreed))
+        << "row " << i << " (log-prob difference " << d << ")";
+  }
+  return agreed;
+}
+
 class WorkerMultiProcessTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 // Greedy text completion on 1, 2 and 4 ranks equals the PyTorch reference:
 // same tokens; log-probabilities within the engine's 1e-4.
 TEST_P(WorkerMultiProcessTest, GreedyMatchesPyTorchOnEveryWorldSize) {
   const auto& [model, world_size] = GetParam();
-  // Llama 3's fixture speaks the test tiktoken vocabulary (a later flag wins).
-  const std::string tokenizer = absl::StartsWith(model, "llama3")
-                                    ? "tests/fixtures/tiktoken_fixture/tokenizer.model"
-                                    : testing::TokenizerFixturePath("tokenizer.model");
   Job job = Start(absl::StrCat(model, "_greedy_", world_size), Shards(model, world_size), world_size,
                   {"--prompts_file=" + WritePrompts(model), "--temperature=0", "--max_gen_len=32", "--logprobs",
-                   "--max_seq_len=128", "--tokenizer_path=" + tokenizer});
+                   "--max_seq_len=128", "--tokenizer_path=" + TokenizerOf(model)});
   ExpectSuccess(job);
   const std::vector<nlohmann::json> rows = ReadJsonl(job.dir + "/out.jsonl");
   const auto& expected = Golden(model)["text_completions"];
@@ -165,6 +189,22 @@ TEST_P(WorkerMultiProcessTest, GreedyMatchesPyTorchOnEveryWorldSize) {
   for (int r = 1; r < world_size; ++r) EXPECT_EQ(job.Stdout(r), "") << r;
 }
 
+// Sampled text completion on 1, 2 and 4 ranks against PyTorch's logits with
+// our documented sampler (tests/fixtures/sampled_golden.h; d is the 1e-4
+// the greedy test holds the log-probabilities to).
+TEST_P(WorkerMultiProcessTest, SampledMatchesPyTorchOnEveryWorldSize) {
+  const auto& [model, world_size] = GetParam();
+  const nlohmann::json& sampled = Golden(model)["sampled_text_completions"];
+  Job job = Start(absl::StrCat(model, "_sampled_", world_size), Shards(model, world_size), world_size,
+                  {"--prompts_file=" + WritePrompts(model), absl::StrCat("--temperature=", sampled["temperature"].get<double>()),
+                   absl::StrCat("--top_p=", sampled["top_p"].get<double>()), absl::StrCat("--seed=", sampled["seed"].get<uint64_t>()),
+                   absl::StrCat("--max_gen_len=", sampled["max_gen_len"].get<int>()), "--max_seq_len=128",
+                   "--logprobs", "--tokenizer_path=" + TokenizerOf(model)});
+  ExpectSuccess(job);
+  EXPECT_GE(ExpectSampledRows(ReadJsonl(job.dir + "/out.jsonl"), sampled), 40u)
+      << "too few agreeing draws to prove anything";
+}
+
 // Llama 3's chat format and stop tokens on two ranks: the llama3
 // reference's ChatFormat and greedy chat_completion, in PyTorch.
 TEST(WorkerChatTest, Llama3ChatMatchesPyTorch) {
@@ -175,7 +215,7 @@ TEST(WorkerChatTest, Llama3ChatMatchesPyTorch) {
   std::ofstream(dialogs) << list.dump();
   Job job = Start("llama3_chat", Shards("llama3_bf16_mp2", 2), 2,
                   {"--dialogs_file=" + dialogs, "--temperature=0", "--max_gen_len=32", "--logprobs",
-                   "--max_seq_len=128", "--tokenizer_path=tests/fixtures/tiktoken_fixture/tokenizer.model"});
+                   "--max_seq_len=128", "--tokenizer_path=" + TokenizerOf("llama3")});
   ExpectSuccess(job);
   const std::vector<nlohmann::json> rows = ReadJsonl(job.dir + "/out.jsonl");
   ASSERT_EQ(rows.size(), golden["chat_completions"].size()) << job.Log(0);
@@ -185,6 +225,25 @@ TEST(WorkerChatTest, Llama3ChatMatchesPyTorch) {
     EXPECT_EQ(rows[i]["generation"]["role"], "assistant");
     EXPECT_EQ(rows[i]["generation"]["content"], want["content"]) << "dialog " << i;
   }
+}
+
+// The same dialogs sampled (Llama 3's chat format, 2 ranks).
+TEST(WorkerChatTest, Llama3SampledChatMatchesPyTorch) {
+  const nlohmann::json& golden = Golden("llama3_bf16_mp1");
+  const nlohmann::json& sampled = golden["sampled_chat_completions"];
+  const std::string dialogs = TempDir() + "/llama3_sampled_dialogs.json";
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& c : golden["chat_completions"]) list.push_back(c["dialog"]);
+  std::ofstream(dialogs) << list.dump();
+  Job job = Start("llama3_sampled_chat", Shards("llama3_bf16_mp2", 2), 2,
+                  {"--dialogs_file=" + dialogs, absl::StrCat("--temperature=", sampled["temperature"].get<double>()),
+                   absl::StrCat("--top_p=", sampled["top_p"].get<double>()),
+                   absl::StrCat("--seed=", sampled["seed"].get<uint64_t>()),
+                   absl::StrCat("--max_gen_len=", sampled["max_gen_len"].get<int>()), "--max_seq_len=128",
+                   "--logprobs", "--tokenizer_path=" + TokenizerOf("llama3")});
+  ExpectSuccess(job);
+  EXPECT_GE(ExpectSampledRows(ReadJsonl(job.dir + "/out.jsonl"), sampled), 16u)
+      << "too few agreeing draws to prove anything";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WorkerMultiProcessTest,

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/fixtures/sampled_golden.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/dist/communicator.h"
 #include "worker/engine/generator.h"
@@ -24,6 +25,8 @@ using ::llama::testing::Golden;
 using ::llama::testing::kTolerance;
 using ::llama::testing::MakeModel;
 using ::llama::testing::ReadModelGolden;
+using ::llama::testing::CloseDraw;
+using ::llama::testing::SampledRowAgrees;
 using ::llama::testing::WorstLogitDifference;
 using ::testing::HasSubstr;
 
@@ -164,12 +167,7 @@ TEST_P(GenerationGoldenTest, RowsAreIndependentOfTheirBatch) {
 }
 
 // Sampled tokens against PyTorch's logits with the sampler we document
-// (reference_model.py's sample_top_p: the same nucleus, the same draws from
-// the same per-row streams). Logits that differ by at most d move every
-// probability, and so every boundary of a draw, by about 2d / T; a row may
-// part from PyTorch's only at a draw closer than twice that to a boundary
-// (it may then go either way, and the rest of the row with it). Every other
-// draw must agree.
+// (tests/fixtures/sampled_golden.h), d measured on this fixture.
 TEST_P(GenerationGoldenTest, SampledTokensMatchPyTorch) {
   const Golden golden = ReadModelGolden(GetParam());
   const auto& sampled = golden.json["sampled"];
@@ -189,25 +187,12 @@ TEST_P(GenerationGoldenTest, SampledTokensMatchPyTorch) {
   o.max_gen_len = sampled["max_gen_len"].get<int64_t>();
   absl::StatusOr<std::vector<Generation>> result = generator.Generate(prompts, o);
   ASSERT_TRUE(result.ok()) << result.status();
-  const double close = 4 * WorstLogitDifference(GetParam(), golden) / o.temperature;
-  size_t agreed = 0, parted = 0;
+  const double close = CloseDraw(WorstLogitDifference(GetParam(), golden), o.temperature);
+  size_t agreed = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::vector<int> want = sampled["rows"][i]["tokens"].get<std::vector<int>>();
-    const std::vector<double> margins = sampled["rows"][i]["margins"].get<std::vector<double>>();
-    const std::vector<int>& got = (*result)[i].tokens;
-    // The first draw that differs (a stop token drawn by one run only is
-    // the draw after the shorter row).
-    size_t first = 0;
-    while (first < got.size() && first < want.size() && got[first] == want[first]) ++first;
-    agreed += first;
-    if (first == got.size() && first == want.size()) continue;
-    ++parted;
-    ASSERT_LT(first, margins.size()) << "row " << i;
-    EXPECT_LT(margins[first], close) << "row " << i << " parts from PyTorch's at token " << first
-                                     << ", a draw " << margins[first] << " from any boundary";
+    EXPECT_TRUE(SampledRowAgrees((*result)[i].tokens, sampled["rows"][i], close, &agreed)) << "row " << i;
   }
-  std::cout << GetParam() << ": " << agreed << " sampled tokens equal PyTorch's; " << parted
-            << " rows part at a draw within " << close << " of a boundary\n";
+  std::cout << GetParam() << ": " << agreed << " sampled tokens equal PyTorch's\n";
   EXPECT_GE(agreed, 64u) << "too few agreeing draws to prove anything";
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "ops/cpu/sampling.h"
 #include "ops/status_macros.h"
 
@@ -65,18 +66,20 @@ void ApiGeneration::Cancel() {
   }
 }
 
+std::string ApiGeneration::TokenName(int token) const {
+  if (params_.return_tokens_as_token_ids) return absl::StrCat("token_id:", token);
+  absl::StatusOr<std::string> decoded = tokenizer_.Decode({token});
+  return decoded.ok() ? *decoded : std::string();
+}
+
 void ApiGeneration::AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob,
                                 absl::Span<const TopToken> top) {
   if (params_.logprobs) {
-    const auto piece = [&](int id) {
-      absl::StatusOr<std::string> decoded = tokenizer_.Decode({id});
-      return decoded.ok() ? *decoded : std::string();
-    };
-    delta.part.tokens.push_back(piece(token));
+    delta.part.tokens.push_back(TokenName(token));
     delta.part.token_logprobs.push_back(logprob);
     delta.part.text_offsets.push_back(static_cast<int64_t>(c.result.text.size() + delta.part.text.size()));
     std::vector<std::pair<std::string, float>> alternatives;
-    for (const TopToken& t : top) alternatives.emplace_back(piece(t.token), t.logprob);
+    for (const TopToken& t : top) alternatives.emplace_back(TokenName(t.token), t.logprob);
     delta.part.top_logprobs.push_back(std::move(alternatives));
   }
   delta.part.text += text;
@@ -97,11 +100,11 @@ void ApiGeneration::Apply(const Event& e, Delta& delta) {
       int64_t offset = 0;
       for (size_t p = 0; p < c.plan.prompt_ids.size(); ++p) {
         absl::StatusOr<std::string> piece = tokenizer_.Decode({c.plan.prompt_ids[p]});
-        delta.part.tokens.push_back(piece.ok() ? *piece : std::string());
+        delta.part.tokens.push_back(TokenName(c.plan.prompt_ids[p]));
         delta.part.token_logprobs.push_back(p == 0 ? std::numeric_limits<float>::quiet_NaN() : e.prompt_logprobs[p]);
         delta.part.text_offsets.push_back(std::min<int64_t>(offset, c.plan.prompt_text.size()));
         delta.part.top_logprobs.emplace_back();
-        offset += delta.part.tokens.back().size();
+        offset += piece.ok() ? piece->size() : 0;
       }
       return;
     }

@@ -80,6 +80,8 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
   };
 
   void Apply(const Event& event, Delta& delta);
+  // A token as logprobs name it: its text, or "token_id:N".
+  std::string TokenName(int token) const;
   void AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob,
                    absl::Span<const TopToken> top);
 

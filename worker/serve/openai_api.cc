@@ -125,6 +125,7 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   std::string user;
   f.String("user", &user, /*required=*/false);  // Accepted, unused.
   f.Bool("ignore_eos", &p->ignore_eos);
+  f.Bool("return_tokens_as_token_ids", &p->return_tokens_as_token_ids);
 }
 
 // The alternatives at token i, with the chosen token among them (OpenAI's

@@ -43,6 +43,9 @@ struct GenerationParams {
   int top_logprobs = 0;        // And this many most likely tokens at each position (0 to 5).
   bool echo = false;           // Completions: the prompt leads the text (and its log-probabilities).
   bool ignore_eos = false;     // vLLM's extension, for benchmarks: generate max_tokens whatever comes.
+  // vLLM's extension: logprobs name tokens "token_id:N" instead of their
+  // text (exact where pieces of a UTF-8 character or equal texts are not).
+  bool return_tokens_as_token_ids = false;
 };
 
 struct CompletionRequest {
