@@ -54,50 +54,69 @@ void DotScalar(const QuantizedRow* x, int rows, const uint8_t* w, int64_t blocks
 
 // One body, compiled for each instruction set by a macro (a template would
 // need the target attributes of its callers to inline the intrinsics, and a
-// shared target would let the AVX2 copy pick up AVX-512 encodings).
+// shared target would let the AVX2 copy pick up AVX-512 encodings); within
+// it a template on the row count, so that the accumulators' indices are
+// constants and the accumulators stay in registers (indexed by a variable,
+// they lived on the stack: a store-to-load chain per block, 42 -> ~35 ms a
+// decode step of the bench model).
 // PRODUCTS(aw, sx) turns a block into 8 int32 partial sums of its 32
 // products. vpmaddubsw and vpdpbusd take unsigned times signed, so w's sign
 // moves onto x (|w| * sign(w) x); |w| is at most 127 (the quantizer never
 // writes -128), so vpmaddubsw's pairs fit in int16.
-#define LLAMA_Q8_DOT_BODY(PRODUCTS)                                                                    \
-  /* Four accumulators per row (blocks mod 4): the FMA's latency, not its */                          \
-  /* throughput, would otherwise bound a row (batch 1: one -> two 82 -> 50 ms/step, */               \
-  /* two -> four 48-49 -> 44-46; batch 8 two -> four 187 -> 192). */                                  \
-  __m256 acc[4][4];                                                                                    \
-  for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();    \
-  for (int64_t b = 0; b < blocks; ++b) {                                                               \
-    const uint8_t* block = w + b * kQ8BlockBytes;                                                      \
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));                \
-    const __m256i aw = _mm256_sign_epi8(wq, wq);                                                       \
-    const float wd = _cvtsh_ss(static_cast<uint16_t>(block[0] | block[1] << 8));                       \
-    for (int r = 0; r < rows; ++r) {                                                                   \
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].q + b * kQ8BlockElements)); \
-      const __m256i sx = _mm256_sign_epi8(xq, wq);                                                     \
-      const __m256 products = _mm256_cvtepi32_ps(PRODUCTS(aw, sx));                                    \
-      acc[r][b & 3] = _mm256_fmadd_ps(products, _mm256_set1_ps(wd * x[r].d[b]), acc[r][b & 3]);        \
-    }                                                                                                  \
-  }                                                                                                    \
-  for (int r = 0; r < rows; ++r) {                                                                     \
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3])); \
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));                 \
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                            \
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));                                                             \
-    dots[r] = _mm_cvtss_f32(s);                                                                        \
+// Block `B` of w into chain `C` of every row's accumulators.
+#define LLAMA_Q8_BLOCK(PRODUCTS, B, C)                                                                    \
+  {                                                                                                       \
+    const uint8_t* block = w + (B) * kQ8BlockBytes;                                                       \
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));                   \
+    const __m256i aw = _mm256_sign_epi8(wq, wq);                                                          \
+    const float wd = _cvtsh_ss(static_cast<uint16_t>(block[0] | block[1] << 8));                          \
+    _Pragma("GCC unroll 4") for (int r = 0; r < kRows; ++r) {                                             \
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].q + (B) * kQ8BlockElements)); \
+      const __m256 products = _mm256_cvtepi32_ps(PRODUCTS(aw, _mm256_sign_epi8(xq, wq)));                 \
+      acc[r][C] = _mm256_fmadd_ps(products, _mm256_set1_ps(wd * x[r].d[(B)]), acc[r][C]);                 \
+    }                                                                                                     \
+  }
+
+#define LLAMA_Q8_DOT(NAME, TARGET, PRODUCTS)                                                              \
+  template <int kRows>                                                                                    \
+  __attribute__((target(TARGET))) inline void NAME##Rows(const QuantizedRow* x, const uint8_t* w,         \
+                                                         int64_t blocks, float* dots) {                   \
+    /* Independent chains per row, so that the FMA's latency, not its throughput, */                      \
+    /* does not bound a row: four for one row, two each for more. */                                      \
+    constexpr int kChains = kRows == 1 ? 4 : 2;                                                           \
+    __m256 acc[kRows][kChains];                                                                           \
+    for (int r = 0; r < kRows; ++r) {                                                                     \
+      for (int c = 0; c < kChains; ++c) acc[r][c] = _mm256_setzero_ps();                                  \
+    }                                                                                                     \
+    int64_t b = 0;                                                                                        \
+    for (; b + kChains <= blocks; b += kChains) {                                                         \
+      _Pragma("GCC unroll 4") for (int c = 0; c < kChains; ++c) LLAMA_Q8_BLOCK(PRODUCTS, b + c, c)                                \
+    }                                                                                                     \
+    for (; b < blocks; ++b) LLAMA_Q8_BLOCK(PRODUCTS, b, 0)                                                \
+    for (int r = 0; r < kRows; ++r) {                                                                     \
+      __m256 sum = acc[r][0];                                                                             \
+      for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[r][c]);                              \
+      __m128 s = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));                  \
+      s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                             \
+      s = _mm_add_ss(s, _mm_movehdup_ps(s));                                                              \
+      dots[r] = _mm_cvtss_f32(s);                                                                         \
+    }                                                                                                     \
+  }                                                                                                       \
+  __attribute__((target(TARGET))) void NAME(const QuantizedRow* x, int rows, const uint8_t* w, int64_t blocks, \
+                                            float* dots) {                                                \
+    switch (rows) {                                                                                       \
+      case 1: return NAME##Rows<1>(x, w, blocks, dots);                                                   \
+      case 2: return NAME##Rows<2>(x, w, blocks, dots);                                                   \
+      case 3: return NAME##Rows<3>(x, w, blocks, dots);                                                   \
+      default: return NAME##Rows<4>(x, w, blocks, dots);                                                  \
+    }                                                                                                     \
   }
 
 #define LLAMA_Q8_MADDUBS(aw, sx) _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1))
 #define LLAMA_Q8_DPBUSD(aw, sx) _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx)
 
-__attribute__((target("avx2,fma,f16c"))) void DotAvx2(const QuantizedRow* x, int rows, const uint8_t* w,
-                                                      int64_t blocks, float* dots) {
-  LLAMA_Q8_DOT_BODY(LLAMA_Q8_MADDUBS)
-}
-
-__attribute__((target("avx2,fma,f16c,avx512vnni,avx512vl"))) void DotVnni(const QuantizedRow* x, int rows,
-                                                                           const uint8_t* w, int64_t blocks,
-                                                                           float* dots) {
-  LLAMA_Q8_DOT_BODY(LLAMA_Q8_DPBUSD)
-}
+LLAMA_Q8_DOT(DotAvx2, "avx2,fma,f16c", LLAMA_Q8_MADDUBS)
+LLAMA_Q8_DOT(DotVnni, "avx2,fma,f16c,avx512vnni,avx512vl", LLAMA_Q8_DPBUSD)
 
 struct Q8KernelChoice {
   std::string_view name;
