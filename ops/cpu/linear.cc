@@ -1,5 +1,7 @@
 #include "ops/cpu/linear.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -200,14 +202,49 @@ constexpr int64_t kQ8DecodeRows = 12;
 // takes two panels at once (eight independent sums hide the FMA latency);
 // more rows go in tiles of up to three (ymm) or eight (zmm, AVX-512) rows
 // of one panel, each tile reading the panel once.
+// Sixteen weights widened into a zmm for the AVX-512 tiles: one vpmovzxwd
+// and one shift (bf16) or one vcvtph2ps (f16), where pairs of eight took
+// twice the shuffle-port work plus a lane insert (batch-8 decode of the
+// bench model, bf16: 149-162 -> see PERFORMANCE.md).
+// (GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized on these two
+// conversions' unused pass-through operand.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) inline Float16 Load16(const simd::Bf16Hw* p) {
+  const __m512i wide =
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
+  Float16 v;
+  std::memcpy(&v, &wide, sizeof v);
+  return v;
+}
+__attribute__((target("avx512f"))) inline Float16 Load16(const simd::F16Hw* p) {
+  const __m512 wide = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  Float16 v;
+  std::memcpy(&v, &wide, sizeof v);
+  return v;
+}
+#pragma GCC diagnostic pop
+__attribute__((always_inline)) inline Float16 Load16(const float* p) {
+  Float16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 template <typename Vec, typename Weight>
 __attribute__((always_inline)) inline Vec LoadWidened(const Weight* p) {
   if constexpr (sizeof(Vec) == sizeof(Float8)) {
     return Load8(p);
   } else {
-    return __builtin_shufflevector(Load8(p), Load8(p + 8), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return Load16(p);
   }
 }
+
+// How far ahead (in panel lines, one cache line of bf16 or f16 weights
+// each) the decode tiles ask for their panels: the hardware prefetcher
+// alone left the tiles waiting on memory (bench model, bf16, old/new
+// alternating: batch 8 133-136 -> 102-108 ms/step; 24 lines ahead gave
+// 105-111, 96 102-107).
+constexpr int64_t kPrefetchDepth = 48;
 
 template <typename Vec, int kRows, int kPanels, typename Weight>
 __attribute__((always_inline)) inline void PackedTile(const float* const* x, const Weight* const* panels,
@@ -216,6 +253,8 @@ __attribute__((always_inline)) inline void PackedTile(const float* const* x, con
   Vec acc[kRows][kPanels][kVecs] = {};
   for (int64_t k = 0; k < depth; ++k) {
     Vec line[kPanels][kVecs];
+#pragma GCC unroll 8
+    for (int p = 0; p < kPanels; ++p) __builtin_prefetch(panels[p] + (k + kPrefetchDepth) * kPanelWidth);
 #pragma GCC unroll 8
     for (int p = 0; p < kPanels; ++p) {
 #pragma GCC unroll 4

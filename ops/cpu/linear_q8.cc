@@ -63,10 +63,16 @@ void DotScalar(const QuantizedRow* x, int rows, const uint8_t* w, int64_t blocks
 // products. vpmaddubsw and vpdpbusd take unsigned times signed, so w's sign
 // moves onto x (|w| * sign(w) x); |w| is at most 127 (the quantizer never
 // writes -128), so vpmaddubsw's pairs fit in int16.
+// How far ahead of its block the kernel asks for weights (the rows a task
+// takes are contiguous): the hardware prefetcher alone left it waiting on
+// memory (bench model, batch 1, old/new alternating: see PERFORMANCE.md).
+constexpr int64_t kQ8PrefetchBytes = 2048;
+
 // Block `B` of w into chain `C` of every row's accumulators.
 #define LLAMA_Q8_BLOCK(PRODUCTS, B, C)                                                                    \
   {                                                                                                       \
     const uint8_t* block = w + (B) * kQ8BlockBytes;                                                       \
+    __builtin_prefetch(block + kQ8PrefetchBytes);                                                         \
     const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));                   \
     const __m256i aw = _mm256_sign_epi8(wq, wq);                                                          \
     const float wd = _cvtsh_ss(static_cast<uint16_t>(block[0] | block[1] << 8));                          \
