@@ -395,16 +395,20 @@ void WidenBaseline(const Tensor& w, int64_t offset, int64_t count, float* dst) {
 }
 
 // Rows of x per call that the decode kernels take; more go through f32
-// panels. Measured on the bench model (AVX-512, bf16): at batch 8 the
-// zmm tiles took 166-186 ms/step where widening into f32 panels took
-// 201-218.
+// panels. Measured on the bench model (bf16): with AVX2-shaped tiles at
+// batch 8 the zmm tiles took 166-186 ms/step where widening into f32
+// panels took 201-218; with AVX-512 tiles of eight rows and prefetch,
+// batch 16 205-219 vs 271-278, batch 24 292-311 vs 352-379, batch 32
+// 384-392 vs 436-469, and prefill of 48 or 64 tokens alike (80-93 vs
+// 54-88 tokens/s). (AVX2's three-row tiles were not measured past 12.)
+constexpr int64_t kPackedDecodeRowsAvx512 = 32;
 constexpr int64_t kPackedDecodeRows = 12;
 
 void LinearPacked(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
   const int64_t out = w.dim(0), in = w.dim(1);
   const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
   const PrefillKernelChoice* kernel = ChosenPrefillKernel().load();
-  if (n <= kPackedDecodeRows) {
+  if (n <= (kernel->name == "avx512" ? kPackedDecodeRowsAvx512 : kPackedDecodeRows)) {
     const auto decode = kernel->name == "avx512" ? PackedTimesXAvx512
                         : kernel->name == "avx2" ? PackedTimesXAvx2
                                                  : PackedTimesXBaseline;
