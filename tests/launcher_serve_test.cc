@@ -257,7 +257,7 @@ TEST(LauncherChatTest, OnATerminalCtrlCDoesNotEndTheChat) {
     char* const argv[] = {const_cast<char*>(launcher.c_str()), const_cast<char*>("chat"),
                           const_cast<char*>(ckpt.c_str()), const_cast<char*>(tokenizer.c_str()),
                           const_cast<char*>(shards.c_str()), const_cast<char*>(logs.c_str()),
-                          const_cast<char*>("--nproc_per_node=2"), const_cast<char*>("--max_seq_len=128"),
+                          const_cast<char*>("--nproc_per_node=2"), const_cast<char*>("--max_seq_len=2048"),
                           const_cast<char*>("--temperature=0"), nullptr};
     char* const env[] = {const_cast<char*>(home.c_str()), const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
     execve(argv[0], argv, env);
@@ -287,9 +287,22 @@ TEST(LauncherChatTest, OnATerminalCtrlCDoesNotEndTheChat) {
   const std::string hello = "Hello\n";
   ASSERT_EQ(::write(master, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
   ASSERT_TRUE(await("Hello\r\n")) << seen;  // The terminal's echo.
-  ASSERT_TRUE(await("\n> ")) << "no answer, then no prompt:\n" << seen;
-  // Ctrl-C at the prompt: the chat goes on.
+  // Ctrl-C while the answer streams (the fixture's greedy answer runs to the
+  // 2048-position context: seconds): the answer stops, the chat goes on.
+  const auto answer_deadline = std::chrono::steady_clock::now() + 20s;
+  while (seen.size() < cursor + 16 && std::chrono::steady_clock::now() < answer_deadline) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::read(master, buffer, sizeof buffer);
+    if (n <= 0) break;
+    seen.append(buffer, n);
+  }
   const std::string interrupt = "\x03";
+  ASSERT_EQ(::write(master, interrupt.data(), 1), 1);
+  ASSERT_TRUE(await(" [stopped]")) << "Ctrl-C did not stop the answer:\n" << seen;
+  ASSERT_TRUE(await("\n> ")) << "no prompt after the stopped answer:\n" << seen;
+  // Ctrl-C at the prompt: the chat goes on.
   ASSERT_EQ(::write(master, interrupt.data(), 1), 1);
   ASSERT_TRUE(await("> ")) << "Ctrl-C ended the chat:\n" << seen;
   EXPECT_EQ(seen.find("error"), std::string::npos) << seen;

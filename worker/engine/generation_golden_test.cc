@@ -21,11 +21,11 @@
 namespace llama {
 namespace {
 
+using ::llama::testing::CloseDraw;
 using ::llama::testing::Golden;
 using ::llama::testing::kTolerance;
 using ::llama::testing::MakeModel;
 using ::llama::testing::ReadModelGolden;
-using ::llama::testing::CloseDraw;
 using ::llama::testing::SampledRowAgrees;
 using ::llama::testing::WorstLogitDifference;
 using ::testing::HasSubstr;
