@@ -265,11 +265,10 @@ TEST(LauncherChatTest, OnATerminalCtrlCDoesNotEndTheChat) {
   }
   std::string seen;
   size_t cursor = 0;  // Where the last awaited text ended.
-  // Reads until `text` appears after the cursor (or 20 s), then moves the
-  // cursor past it.
-  const auto await = [&](const std::string& text) {
+  // Reads from the pty until `done()` (or 20 s, or the pty closes).
+  const auto read_until = [&](const auto& done) {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (seen.find(text, cursor) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
       pollfd p{master, POLLIN, 0};
       if (::poll(&p, 1, 100) <= 0) continue;
       char buffer[4096];
@@ -277,6 +276,10 @@ TEST(LauncherChatTest, OnATerminalCtrlCDoesNotEndTheChat) {
       if (n <= 0) break;
       seen.append(buffer, n);
     }
+  };
+  // Reads until `text` appears after the cursor, then moves the cursor past it.
+  const auto await = [&](const std::string& text) {
+    read_until([&] { return seen.find(text, cursor) != std::string::npos; });
     const size_t at = seen.find(text, cursor);
     if (at == std::string::npos) return false;
     cursor = at + text.size();
@@ -289,15 +292,7 @@ TEST(LauncherChatTest, OnATerminalCtrlCDoesNotEndTheChat) {
   ASSERT_TRUE(await("Hello\r\n")) << seen;  // The terminal's echo.
   // Ctrl-C while the answer streams (the fixture's greedy answer runs to the
   // 2048-position context: seconds): the answer stops, the chat goes on.
-  const auto answer_deadline = std::chrono::steady_clock::now() + 20s;
-  while (seen.size() < cursor + 16 && std::chrono::steady_clock::now() < answer_deadline) {
-    pollfd p{master, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buffer[4096];
-    const ssize_t n = ::read(master, buffer, sizeof buffer);
-    if (n <= 0) break;
-    seen.append(buffer, n);
-  }
+  read_until([&] { return seen.size() >= cursor + 16; });
   const std::string interrupt = "\x03";
   ASSERT_EQ(::write(master, interrupt.data(), 1), 1);
   ASSERT_TRUE(await(" [stopped]")) << "Ctrl-C did not stop the answer:\n" << seen;
