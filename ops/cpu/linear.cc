@@ -18,7 +18,9 @@
 namespace llama::cpu {
 namespace {
 
+using simd::Float16;
 using simd::Float8;
+using simd::Load16;
 using simd::Load8;
 using simd::Scalar;
 
@@ -76,8 +78,6 @@ __attribute__((always_inline)) inline void PanelTimesXImpl(const float* x, int64
     PanelTile<Vec, kRows>(xs, panel, in, ys, columns);
   }
 }
-
-typedef float Float16 __attribute__((vector_size(64)));
 
 // One instance per instruction set, picked once (PrefillKernel): 16 zmm
 // sums on AVX-512, 12 ymm sums on AVX2, and the AVX2 shape (as xmm pairs)
@@ -178,31 +178,13 @@ LLAMA_DISPATCH_V3(void, PackRows, (const float* rows, int64_t in, int64_t count,
 
 // q8_0 weights at prefill: widened to f32 rows, then packed like f32 rows
 // (prefill keeps f32 activations).
-// DequantizeQ8_0 eight weights an instruction, bit-identical (the same
-// product of the f16 scale and the exact int8): the generic loop was 17%
-// of an int8 prefill's time on the bench model.
-__attribute__((target("avx2,f16c"))) void DequantizeQ8_0V3(const uint8_t* blocks, int64_t n, float* out) {
-  for (int64_t b = 0; b < n / kQ8BlockElements; ++b) {
-    const uint8_t* block = blocks + b * kQ8BlockBytes;
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(static_cast<uint16_t>(block[0] | block[1] << 8)));
-    for (int i = 0; i < kQ8BlockElements; i += 8) {
-      const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + i)));
-      _mm256_storeu_ps(out + b * kQ8BlockElements + i, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
-    }
-  }
-}
-
 void PackQ8Panel(const Tensor& w, int64_t first, int64_t count, float* panel) {
   const int64_t in = w.dim(1);
   if (count < kPanelWidth) std::fill(panel, panel + in * kPanelWidth, 0.0f);
   thread_local std::vector<float> rows;
   rows.resize(count * in);
   const uint8_t* blocks = static_cast<const uint8_t*>(w.raw()) + first * (in / kQ8BlockElements) * kQ8BlockBytes;
-  if (simd::UseV3()) {
-    DequantizeQ8_0V3(blocks, count * in, rows.data());
-  } else {
-    DequantizeQ8_0(blocks, count * in, rows.data());
-  }
+  DequantizeQ8Rows(blocks, count * in, rows.data());
   PackRows(rows.data(), in, count, panel);
 }
 
@@ -211,34 +193,6 @@ void PackQ8Panel(const Tensor& w, int64_t first, int64_t count, float* panel) {
 // (for the 16-bit kernels these replaced): streaming won at batch 12,
 // panels at 16.
 constexpr int64_t kQ8DecodeRows = 12;
-
-// Sixteen weights widened into a zmm for the AVX-512 tiles: one vpmovzxwd
-// and one shift (bf16) or one vcvtph2ps (f16), where pairs of eight took
-// twice the shuffle-port work plus a lane insert (batch-8 decode of the
-// bench model, bf16: 149-162 -> see PERFORMANCE.md).
-// (GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized on these two
-// conversions' unused pass-through operand.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) inline Float16 Load16(const simd::Bf16Hw* p) {
-  const __m512i wide =
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
-  Float16 v;
-  std::memcpy(&v, &wide, sizeof v);
-  return v;
-}
-__attribute__((target("avx512f"))) inline Float16 Load16(const simd::F16Hw* p) {
-  const __m512 wide = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  Float16 v;
-  std::memcpy(&v, &wide, sizeof v);
-  return v;
-}
-#pragma GCC diagnostic pop
-__attribute__((always_inline)) inline Float16 Load16(const float* p) {
-  Float16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // Decode over packed weights (up to kPackedDecodeRows rows of x): each
 // panel line of 32 weights is widened in registers as it streams by and

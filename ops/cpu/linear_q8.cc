@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/cast.h"
+#include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 #include "ops/quantize.h"
 
@@ -154,9 +155,28 @@ std::atomic<const Q8KernelChoice*>& ChosenKernel() {
 // Weight rows per task.
 constexpr int64_t kRowBlock = 32;
 
+// DequantizeQ8_0 eight weights an instruction, bit-identical (the same
+// product of the f16 scale and the exact int8): the generic loop was 17%
+// of an int8 prefill's time on the bench model.
+__attribute__((target("avx2,f16c"))) void DequantizeQ8_0V3(const uint8_t* blocks, int64_t n, float* out) {
+  for (int64_t b = 0; b < n / kQ8BlockElements; ++b) {
+    const uint8_t* block = blocks + b * kQ8BlockBytes;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(static_cast<uint16_t>(block[0] | block[1] << 8)));
+    for (int i = 0; i < kQ8BlockElements; i += 8) {
+      const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + i)));
+      _mm256_storeu_ps(out + b * kQ8BlockElements + i, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+    }
+  }
+}
+
 }  // namespace
 
 std::string_view Q8Kernel() { return ChosenKernel().load()->name; }
+
+void DequantizeQ8Rows(const uint8_t* blocks, int64_t n, float* out) {
+  if (simd::UseV3()) return DequantizeQ8_0V3(blocks, n, out);
+  DequantizeQ8_0(blocks, n, out);
+}
 
 bool ForceQ8KernelForTesting(std::string_view name) {
   for (const Q8KernelChoice& k : kQ8Kernels) {

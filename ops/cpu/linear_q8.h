@@ -22,6 +22,10 @@ void LinearQ8(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& 
 
 // "avx512vnni", "avx2" or "scalar": the kernel in use.
 std::string_view Q8Kernel();
+
+// DequantizeQ8_0 (ops/quantize.h), vectorized where the CPU has AVX2 and
+// bit-identical: for the f32 panels that prefill widens q8_0 weights into.
+void DequantizeQ8Rows(const uint8_t* blocks, int64_t n, float* out);
 // Tests: use the named kernel from now on, if this CPU runs it.
 bool ForceQ8KernelForTesting(std::string_view name);
 

@@ -143,6 +143,37 @@ __attribute__((always_inline)) inline float Scalar(F16 v) { return F16ToF32(v.bi
 __attribute__((always_inline)) inline float Scalar(F16Hw v) { return F16ToF32(v.bits); }
 __attribute__((always_inline)) inline float Scalar(Bf16Hw v) { return Bf16ToF32(v.bits); }
 
+// Sixteen floats in one vector: a zmm register, for AVX-512 code only.
+typedef float Float16 __attribute__((vector_size(64)));
+
+// Sixteen weights widened into a zmm for the AVX-512 tiles: one vpmovzxwd
+// and one shift (bf16) or one vcvtph2ps (f16), where pairs of eight took
+// twice the shuffle-port work plus a lane insert (batch-8 decode of the
+// bench model, bf16: 149-162 -> see PERFORMANCE.md).
+// (GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized on these two
+// conversions' unused pass-through operand.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) inline Float16 Load16(const Bf16Hw* p) {
+  const __m512i wide =
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
+  Float16 v;
+  std::memcpy(&v, &wide, sizeof v);
+  return v;
+}
+__attribute__((target("avx512f"))) inline Float16 Load16(const F16Hw* p) {
+  const __m512 wide = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  Float16 v;
+  std::memcpy(&v, &wide, sizeof v);
+  return v;
+}
+#pragma GCC diagnostic pop
+__attribute__((always_inline)) inline Float16 Load16(const float* p) {
+  Float16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 }  // namespace llama::cpu::simd
 
 #endif  // LLAMA_OPS_CPU_SIMD_H_
