@@ -25,7 +25,8 @@ namespace llama {
 enum class TensorLayout {
   kRowMajor,
   // [out, in] stored as panels of 32 output rows, each [in][32], the last
-  // one padded with zeros (cpu::PackLinearWeight).
+  // one padded with zeros; for q8_0, groups of eight rows interleaved four
+  // bytes at a time (cpu::PackLinearWeight, ops/cpu/linear_q8.h).
   kLinearPanels,
 };
 

@@ -129,65 +129,6 @@ std::atomic<const PrefillKernelChoice*>& ChosenPrefillKernel() {
   return chosen;
 }
 
-// Widens and transposes weight rows [first, first + count) of w into
-// panel[k][kPanelWidth], zero beyond count: 8 x 8 blocks transposed in
-// registers (three rounds of two-vector shuffles), the rest one by one.
-template <typename Weight>
-__attribute__((always_inline)) inline void PackRowsImpl(const Weight* rows, int64_t in, int64_t count, float* panel) {
-  int64_t c = 0;
-  for (; c + 8 <= count; c += 8) {
-    const Weight* src = rows + c * in;
-    int64_t k = 0;
-    for (; k + 8 <= in; k += 8) {
-      Float8 r[8], t[8];
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) r[i] = Load8(src + i * in + k);
-      // Swap the off-diagonal 4 x 4 blocks, then 2 x 2 blocks within them,
-      // then single elements: row j ends up holding column j.
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        t[i] = __builtin_shufflevector(r[i], r[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        t[i + 4] = __builtin_shufflevector(r[i], r[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-      }
-#pragma GCC unroll 2
-      for (int g = 0; g < 8; g += 4) {
-#pragma GCC unroll 2
-        for (int i = 0; i < 2; ++i) {
-          r[g + i] = __builtin_shufflevector(t[g + i], t[g + i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-          r[g + i + 2] = __builtin_shufflevector(t[g + i], t[g + i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        }
-      }
-#pragma GCC unroll 4
-      for (int m = 0; m < 8; m += 2) {
-        t[m] = __builtin_shufflevector(r[m], r[m + 1], 0, 8, 2, 10, 4, 12, 6, 14);
-        t[m + 1] = __builtin_shufflevector(r[m], r[m + 1], 1, 9, 3, 11, 5, 13, 7, 15);
-      }
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) std::memcpy(panel + (k + j) * kPanelWidth + c, &t[j], sizeof(Float8));
-    }
-    for (; k < in; ++k) {
-      for (int i = 0; i < 8; ++i) panel[k * kPanelWidth + c + i] = Scalar(src[i * in + k]);
-    }
-  }
-  for (; c < count; ++c) {
-    for (int64_t k = 0; k < in; ++k) panel[k * kPanelWidth + c] = Scalar(rows[c * in + k]);
-  }
-}
-
-LLAMA_DISPATCH_V3(void, PackRows, (const float* rows, int64_t in, int64_t count, float* panel), (rows, in, count, panel))
-
-// q8_0 weights at prefill: widened to f32 rows, then packed like f32 rows
-// (prefill keeps f32 activations).
-void PackQ8Panel(const Tensor& w, int64_t first, int64_t count, float* panel) {
-  const int64_t in = w.dim(1);
-  if (count < kPanelWidth) std::fill(panel, panel + in * kPanelWidth, 0.0f);
-  thread_local std::vector<float> rows;
-  rows.resize(count * in);
-  const uint8_t* blocks = static_cast<const uint8_t*>(w.raw()) + first * (in / kQ8BlockElements) * kQ8BlockBytes;
-  DequantizeQ8Rows(blocks, count * in, rows.data());
-  PackRows(rows.data(), in, count, panel);
-}
-
 // Up to this many rows of x, q8_0 weights take the integer decode kernels
 // (linear_q8.h); above, f32 panels. Measured crossover on the bench model
 // (for the 16-bit kernels these replaced): streaming won at batch 12,
@@ -444,7 +385,8 @@ bool ForcePrefillKernelForTesting(std::string_view name) {
 }
 
 absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool) {
-  if (w.dtype() == DType::kQ8_0 || w.layout() == TensorLayout::kLinearPanels) return w;
+  if (w.layout() == TensorLayout::kLinearPanels) return w;
+  if (w.dtype() == DType::kQ8_0 && w.rank() == 2) return PackQ8Weight(w, pool);
   if (w.rank() != 2 || !IsFloat16Or32(w.dtype())) {
     return absl::InvalidArgumentError(
         absl::StrCat("PackLinearWeight: ", w.DebugString(), " is not a linear layer's weight (expected a 2-D f32, "
@@ -466,6 +408,10 @@ absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool) {
 
 absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
   const int64_t out = w.dim(0), in = w.dim(1);
+  if (w.layout() != TensorLayout::kLinearPanels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Linear: the ", w.DebugString(), " weight is row-major; pack it once with PackLinearWeight"));
+  }
   if (w.dtype() == DType::kQ8_0) {
     if (n <= kQ8DecodeRows) {
       LinearQ8(x, n, w, y, pool);
@@ -478,15 +424,11 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
       if (static_cast<int64_t>(panel.size()) < in * kPanelWidth) panel.resize(in * kPanelWidth);
       for (int64_t p = begin; p < end; ++p) {
         const int64_t first = p * kPanelWidth, count = std::min<int64_t>(kPanelWidth, out - first);
-        PackQ8Panel(w, first, count, panel.data());
+        WidenQ8Panel(w, p, panel.data());
         run(x, n, in, panel.data(), static_cast<int>(count), y, out, first);
       }
     });
     return absl::OkStatus();
-  }
-  if (w.layout() != TensorLayout::kLinearPanels) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Linear: the ", w.DebugString(), " weight is row-major; pack it once with PackLinearWeight"));
   }
   LinearPacked(x, n, w, y, pool);
   return absl::OkStatus();

@@ -11,9 +11,10 @@
 // it into register tiles of y with the widest vectors the CPU has. So a
 // row's outputs do not depend on n or on the other rows, bit for bit:
 // batch-invariant (what lets the engine promise that a request's tokens do
-// not depend on the load). q8_0 weights stay row-major: integer dot
-// products at decode (linear_q8.h), widened into f32 panels at prefill;
-// their outputs can differ in the last bits with the batch size.
+// not depend on the load). q8_0 weights are packed in groups of eight
+// rows (linear_q8.h): integer dot products at decode, widened into f32
+// panels at prefill; their outputs can differ in the last bits with the
+// batch size.
 //
 // Threads split the output panels.
 
@@ -29,12 +30,12 @@
 
 namespace llama::cpu {
 
-// w ([out, in], row-major f32, bf16 or f16) packed as Linear reads it
-// (TensorLayout::kLinearPanels, same dtype, owned storage); q8_0 weights
-// and weights already packed are returned as they are.
+// w ([out, in], row-major f32, bf16, f16 or q8_0) packed as Linear reads
+// it (TensorLayout::kLinearPanels, same dtype, owned storage); weights
+// already packed are returned as they are.
 absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool);
 
-// y [n, out] = x [n, in] * w^T; w is [out, in], packed (or q8_0).
+// y [n, out] = x [n, in] * w^T; w is [out, in], packed.
 absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool);
 
 // The prefill kernel in use: "avx512", "avx2" or "baseline", the widest

@@ -8,129 +8,170 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "ops/cast.h"
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 #include "ops/quantize.h"
+#include "ops/status_macros.h"
 
 namespace llama::cpu {
 namespace {
 
-// A row of x quantized for the integer kernels: int8 values, one f32 scale
-// per block of 32.
-struct QuantizedRow {
-  const int8_t* q;
-  const float* d;
+// The packed layout (PackQ8Weight): rows in groups of eight; per group and
+// block of 32 columns, 256 bytes of int8 weights as eight chunks of four
+// columns, each chunk the eight rows' four bytes side by side (so one
+// 32-byte load gives eight rows' next four weights, the lanes of vpdpbusd);
+// after all quants, per group and block, the eight rows' f16 scales. A
+// group-block is 256 + 16 bytes: the 8 x 34 of eight Q8_0 rows.
+constexpr int64_t kGroupRows = 8;
+constexpr int64_t kGroupBlockQuants = kGroupRows * kQ8BlockElements;  // 256
+
+struct PackedQ8 {
+  const int8_t* quants;    // [groups][blocks][8 chunks][8 rows][4]
+  const uint16_t* scales;  // [groups][blocks][8 rows]
+  int64_t groups, blocks;
+
+  explicit PackedQ8(const Tensor& w)
+      : groups((w.dim(0) + kGroupRows - 1) / kGroupRows), blocks(w.dim(1) / kQ8BlockElements) {
+    quants = static_cast<const int8_t*>(w.raw());
+    scales = reinterpret_cast<const uint16_t*>(quants + groups * blocks * kGroupBlockQuants);
+  }
+  const int8_t* Quants(int64_t g, int64_t b) const { return quants + (g * blocks + b) * kGroupBlockQuants; }
+  const uint16_t* Scales(int64_t g, int64_t b) const { return scales + (g * blocks + b) * kGroupRows; }
 };
 
-void QuantizeRow(const float* x, int64_t in, int8_t* q, float* d) {
-  for (int64_t b = 0; b < in / kQ8BlockElements; ++b) {
-    d[b] = QuantizeBlock(x + b * kQ8BlockElements, q + b * kQ8BlockElements);
-  }
-}
+// The rows of x the kernels take at once, each quantized to int8 per block
+// of 32 with an f32 scale (llama.cpp's rule for activations).
+constexpr int kMaxRows = 4;
+struct QuantizedRows {
+  const int8_t* q[kMaxRows];
+  const float* d[kMaxRows];
+};
 
-float BlockScale(const uint8_t* block) {
-  uint16_t bits;
-  std::memcpy(&bits, block, 2);
-  return F16ToF32(bits);
-}
-
-// dots[r] = x[r] . w for `rows` rows of x and one q8_0 weight row.
-using DotFn = void (*)(const QuantizedRow* x, int rows, const uint8_t* w, int64_t blocks, float* dots);
-
-void DotScalar(const QuantizedRow* x, int rows, const uint8_t* w, int64_t blocks, float* dots) {
+// y[r][0 .. 8) = x row r times group g (rows 8g .. 8g + 8), for `rows`
+// rows of x: the portable version and the tests' reference shape.
+void GroupScalar(const QuantizedRows& x, int rows, const PackedQ8& w, int64_t g, float (*y)[kGroupRows]) {
   for (int r = 0; r < rows; ++r) {
-    float sum = 0;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = w + b * kQ8BlockBytes;
-      int32_t isum = 0;
-      for (int i = 0; i < kQ8BlockElements; ++i) {
-        isum += static_cast<int8_t>(block[2 + i]) * x[r].q[b * kQ8BlockElements + i];
+    for (int lane = 0; lane < kGroupRows; ++lane) {
+      float sum = 0;
+      for (int64_t b = 0; b < w.blocks; ++b) {
+        const int8_t* quants = w.Quants(g, b);
+        int32_t isum = 0;
+        for (int c = 0; c < 8; ++c) {
+          for (int j = 0; j < 4; ++j) isum += quants[c * 32 + lane * 4 + j] * x.q[r][b * 32 + c * 4 + j];
+        }
+        sum += F16ToF32(w.Scales(g, b)[lane]) * x.d[r][b] * static_cast<float>(isum);
       }
-      sum += BlockScale(block) * x[r].d[b] * static_cast<float>(isum);
+      y[r][lane] = sum;
     }
-    dots[r] = sum;
   }
 }
 
-// One body, compiled for each instruction set by a macro (a template would
-// need the target attributes of its callers to inline the intrinsics, and a
-// shared target would let the AVX2 copy pick up AVX-512 encodings); within
-// it a template on the row count, so that the accumulators' indices are
-// constants and the accumulators stay in registers (indexed by a variable,
-// they lived on the stack: a store-to-load chain per block, 42 -> ~35 ms a
-// decode step of the bench model).
-// PRODUCTS(aw, sx) turns a block into 8 int32 partial sums of its 32
-// products. vpmaddubsw and vpdpbusd take unsigned times signed, so w's sign
-// moves onto x (|w| * sign(w) x); |w| is at most 127 (the quantizer never
-// writes -128), so vpmaddubsw's pairs fit in int16.
-// How far ahead of its block the kernel asks for weights (the rows a task
-// takes are contiguous): the hardware prefetcher alone left it waiting on
-// memory (bench model, batch 1, old/new alternating: see PERFORMANCE.md).
+// How far ahead of its group-block a kernel asks for weights.
 constexpr int64_t kQ8PrefetchBytes = 2048;
 
-// Block `B` of w into chain `C` of every row's accumulators.
-#define LLAMA_Q8_BLOCK(PRODUCTS, B, C)                                                                    \
-  {                                                                                                       \
-    const uint8_t* block = w + (B) * kQ8BlockBytes;                                                       \
-    __builtin_prefetch(block + kQ8PrefetchBytes);                                                         \
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));                   \
-    const __m256i aw = _mm256_sign_epi8(wq, wq);                                                          \
-    const float wd = _cvtsh_ss(static_cast<uint16_t>(block[0] | block[1] << 8));                          \
-    _Pragma("GCC unroll 4") for (int r = 0; r < kRows; ++r) {                                             \
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r].q + (B) * kQ8BlockElements)); \
-      const __m256 products = _mm256_cvtepi32_ps(PRODUCTS(aw, _mm256_sign_epi8(xq, wq)));                 \
-      acc[r][C] = _mm256_fmadd_ps(products, _mm256_set1_ps(wd * x[r].d[(B)]), acc[r][C]);                 \
-    }                                                                                                     \
+// y[r][0 .. 8) = x row r times group g, for kRows rows of x: each
+// kernel is a template on the row count, so that every accumulator stays
+// in a register (indexed by a variable, they lived on the stack).
+using GroupRowsFn = void (*)(const QuantizedRows& x, const PackedQ8& w, int64_t g, float (*y)[kGroupRows]);
+
+// AVX2: x stays signed; |w| (unsigned) times sign(w) x (signed) by
+// vpmaddubsw, whose pairs fit in int16 as |w| <= 127, then vpmaddwd.
+template <int kRows>
+__attribute__((target("avx2,fma,f16c"))) void GroupAvx2Rows(const QuantizedRows& x, const PackedQ8& w, int64_t g,
+                                                             float (*y)[kGroupRows]) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < w.blocks; ++b) {
+    const int8_t* quants = w.Quants(g, b);
+    __builtin_prefetch(quants + kQ8PrefetchBytes);
+    __m256i isum[kRows];
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 32));
+      const __m256i aw = _mm256_sign_epi8(wv, wv);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        int32_t four;
+        std::memcpy(&four, x.q[r] + b * kQ8BlockElements + c * 4, 4);
+        const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(four), wv);
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones16));
+      }
+    }
+    const __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.Scales(g, b))));
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(ws, _mm256_set1_ps(x.d[r][b])), acc[r]);
+    }
   }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(y[r], acc[r]);
+}
 
-#define LLAMA_Q8_DOT(NAME, TARGET, PRODUCTS)                                                              \
-  template <int kRows>                                                                                    \
-  __attribute__((target(TARGET))) inline void NAME##Rows(const QuantizedRow* x, const uint8_t* w,         \
-                                                         int64_t blocks, float* dots) {                   \
-    /* Independent chains per row, so that the FMA's latency, not its throughput, */                      \
-    /* does not bound a row: four for one row, two each for more. */                                      \
-    constexpr int kChains = kRows == 1 ? 4 : 2;                                                           \
-    __m256 acc[kRows][kChains];                                                                           \
-    for (int r = 0; r < kRows; ++r) {                                                                     \
-      for (int c = 0; c < kChains; ++c) acc[r][c] = _mm256_setzero_ps();                                  \
-    }                                                                                                     \
-    int64_t b = 0;                                                                                        \
-    for (; b + kChains <= blocks; b += kChains) {                                                         \
-      _Pragma("GCC unroll 4") for (int c = 0; c < kChains; ++c) LLAMA_Q8_BLOCK(PRODUCTS, b + c, c)                                \
-    }                                                                                                     \
-    for (; b < blocks; ++b) LLAMA_Q8_BLOCK(PRODUCTS, b, 0)                                                \
-    for (int r = 0; r < kRows; ++r) {                                                                     \
-      __m256 sum = acc[r][0];                                                                             \
-      for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[r][c]);                              \
-      __m128 s = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));                  \
-      s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                             \
-      s = _mm_add_ss(s, _mm_movehdup_ps(s));                                                              \
-      dots[r] = _mm_cvtss_f32(s);                                                                         \
-    }                                                                                                     \
-  }                                                                                                       \
-  __attribute__((target(TARGET))) void NAME(const QuantizedRow* x, int rows, const uint8_t* w, int64_t blocks, \
-                                            float* dots) {                                                \
-    switch (rows) {                                                                                       \
-      case 1: return NAME##Rows<1>(x, w, blocks, dots);                                                   \
-      case 2: return NAME##Rows<2>(x, w, blocks, dots);                                                   \
-      case 3: return NAME##Rows<3>(x, w, blocks, dots);                                                   \
-      default: return NAME##Rows<4>(x, w, blocks, dots);                                                  \
-    }                                                                                                     \
+// AVX-512 VNNI: x comes offset to unsigned (x + 128: its sign bit flipped,
+// once per call), so vpdpbusd multiplies it by w as it is, one instruction
+// a row and chunk; 128 times each row's weight sum (one more vpdpbusd, by
+// ones, shared by every row of x) comes off each block's exact int32 sums.
+template <int kRows>
+__attribute__((target("avx2,fma,f16c,avx512vnni,avx512vl"))) void GroupVnniRows(const QuantizedRows& x,
+                                                                                 const PackedQ8& w, int64_t g,
+                                                                                 float (*y)[kGroupRows]) {
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  __m256 acc[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < w.blocks; ++b) {
+    const int8_t* quants = w.Quants(g, b);
+    __builtin_prefetch(quants + kQ8PrefetchBytes);
+    __m256i wsum = _mm256_setzero_si256(), isum[kRows];
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 32));
+      wsum = _mm256_dpbusd_epi32(wsum, ones8, wv);
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        int32_t four;
+        std::memcpy(&four, x.q[r] + b * kQ8BlockElements + c * 4, 4);
+        isum[r] = _mm256_dpbusd_epi32(isum[r], _mm256_set1_epi32(four), wv);
+      }
+    }
+    const __m256i offset = _mm256_slli_epi32(wsum, 7);
+    const __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.Scales(g, b))));
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 dot = _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[r], offset));
+      acc[r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(ws, _mm256_set1_ps(x.d[r][b])), acc[r]);
+    }
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(y[r], acc[r]);
+}
 
-#define LLAMA_Q8_MADDUBS(aw, sx) _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1))
-#define LLAMA_Q8_DPBUSD(aw, sx) _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx)
-
-LLAMA_Q8_DOT(DotAvx2, "avx2,fma,f16c", LLAMA_Q8_MADDUBS)
-LLAMA_Q8_DOT(DotVnni, "avx2,fma,f16c,avx512vnni,avx512vl", LLAMA_Q8_DPBUSD)
+template <int kRows>
+void GroupScalarRows(const QuantizedRows& x, const PackedQ8& w, int64_t g, float (*y)[kGroupRows]) {
+  GroupScalar(x, kRows, w, g, y);
+}
 
 struct Q8KernelChoice {
   std::string_view name;
-  DotFn dot;
+  GroupRowsFn rows[kMaxRows];  // [kRows - 1]
+  bool unsigned_x;             // x's int8 offset by 128 (sign bit flipped).
 };
 
-const Q8KernelChoice kQ8Kernels[] = {{"avx512vnni", DotVnni}, {"avx2", DotAvx2}, {"scalar", DotScalar}};
+// Four rows of x a call: eight (VNNI has 32 ymm registers) was no faster at
+// batch 8 (103-118 vs 98-106 ms/step on the bench model).
+const Q8KernelChoice kQ8Kernels[] = {
+    {"avx512vnni", {GroupVnniRows<1>, GroupVnniRows<2>, GroupVnniRows<3>, GroupVnniRows<4>}, true},
+    {"avx2", {GroupAvx2Rows<1>, GroupAvx2Rows<2>, GroupAvx2Rows<3>, GroupAvx2Rows<4>}, false},
+    {"scalar", {GroupScalarRows<1>, GroupScalarRows<2>, GroupScalarRows<3>, GroupScalarRows<4>}, false},
+};
 
 bool CpuRuns(std::string_view name) {
   __builtin_cpu_init();
@@ -152,19 +193,45 @@ std::atomic<const Q8KernelChoice*>& ChosenKernel() {
   return chosen;
 }
 
-// Weight rows per task.
-constexpr int64_t kRowBlock = 32;
+// Groups of eight rows per task.
+constexpr int64_t kGroupsPerTask = 4;
 
-// DequantizeQ8_0 eight weights an instruction, bit-identical (the same
-// product of the f16 scale and the exact int8): the generic loop was 17%
-// of an int8 prefill's time on the bench model.
-__attribute__((target("avx2,f16c"))) void DequantizeQ8_0V3(const uint8_t* blocks, int64_t n, float* out) {
-  for (int64_t b = 0; b < n / kQ8BlockElements; ++b) {
-    const uint8_t* block = blocks + b * kQ8BlockBytes;
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(static_cast<uint16_t>(block[0] | block[1] << 8)));
-    for (int i = 0; i < kQ8BlockElements; i += 8) {
-      const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + i)));
-      _mm256_storeu_ps(out + b * kQ8BlockElements + i, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+// Group g's dequantized weights into columns [8 * slot, 8 * slot + 8) of an
+// f32 panel [in][32]: the same product of the f16 scale and the exact int8
+// as DequantizeQ8_0, so bit-identical to it.
+void WidenGroupScalar(const PackedQ8& w, int64_t g, int slot, float* panel) {
+  for (int64_t b = 0; b < w.blocks; ++b) {
+    const int8_t* quants = w.Quants(g, b);
+    for (int lane = 0; lane < kGroupRows; ++lane) {
+      const float d = F16ToF32(w.Scales(g, b)[lane]);
+      for (int c = 0; c < 8; ++c) {
+        for (int j = 0; j < 4; ++j) {
+          panel[(b * 32 + c * 4 + j) * 32 + slot * kGroupRows + lane] = d * quants[c * 32 + lane * 4 + j];
+        }
+      }
+    }
+  }
+}
+
+// The same, eight weights an instruction: a chunk's bytes regrouped by
+// column (vpshufb within each 128-bit half, then vpermd across them), so
+// that each 8 bytes are one column's eight rows.
+__attribute__((target("avx2,f16c"))) void WidenGroupAvx2(const PackedQ8& w, int64_t g, int slot, float* panel) {
+  const __m256i by_column = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,  //
+                                             0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m256i halves = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < w.blocks; ++b) {
+    const int8_t* quants = w.Quants(g, b);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.Scales(g, b))));
+    for (int c = 0; c < 8; ++c) {
+      const __m256i chunk = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 32));
+      const __m256i columns = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(chunk, by_column), halves);
+      alignas(32) int8_t bytes[32];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bytes), columns);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + j * 8)));
+        _mm256_storeu_ps(panel + (b * 32 + c * 4 + j) * 32 + slot * kGroupRows, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+      }
     }
   }
 }
@@ -172,11 +239,6 @@ __attribute__((target("avx2,f16c"))) void DequantizeQ8_0V3(const uint8_t* blocks
 }  // namespace
 
 std::string_view Q8Kernel() { return ChosenKernel().load()->name; }
-
-void DequantizeQ8Rows(const uint8_t* blocks, int64_t n, float* out) {
-  if (simd::UseV3()) return DequantizeQ8_0V3(blocks, n, out);
-  DequantizeQ8_0(blocks, n, out);
-}
 
 bool ForceQ8KernelForTesting(std::string_view name) {
   for (const Q8KernelChoice& k : kQ8Kernels) {
@@ -188,31 +250,83 @@ bool ForceQ8KernelForTesting(std::string_view name) {
   return false;
 }
 
+absl::StatusOr<Tensor> PackQ8Weight(const Tensor& w, ThreadPool& pool) {
+  const int64_t out = w.dim(0), in = w.dim(1);
+  if (in % kQ8BlockElements != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PackQ8Weight: ", w.DebugString(), ": rows must be whole blocks of ", kQ8BlockElements));
+  }
+  const int64_t groups = (out + kGroupRows - 1) / kGroupRows, blocks = in / kQ8BlockElements;
+  // Eight Q8_0 rows take exactly a group-block's bytes: allocated as q8_0
+  // rows, padded to whole groups, zero-filled (zero scales past `out`).
+  ASSIGN_OR_RETURN(Tensor packed, Tensor::Zeros(DType::kQ8_0, {groups * kGroupRows, in}));
+  int8_t* quants = static_cast<int8_t*>(packed.mutable_raw());
+  uint16_t* scales = reinterpret_cast<uint16_t*>(quants + groups * blocks * kGroupBlockQuants);
+  const uint8_t* rows = static_cast<const uint8_t*>(w.raw());
+  pool.ParallelFor(groups, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      for (int lane = 0; lane < kGroupRows && g * kGroupRows + lane < out; ++lane) {
+        const uint8_t* row = rows + (g * kGroupRows + lane) * blocks * kQ8BlockBytes;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const uint8_t* block = row + b * kQ8BlockBytes;
+          std::memcpy(&scales[(g * blocks + b) * kGroupRows + lane], block, 2);
+          int8_t* dst = quants + (g * blocks + b) * kGroupBlockQuants;
+          for (int c = 0; c < 8; ++c) std::memcpy(dst + c * 32 + lane * 4, block + 2 + c * 4, 4);
+        }
+      }
+    }
+  });
+  return packed.Relabeled({out, in}, TensorLayout::kLinearPanels);
+}
+
+void WidenQ8Panel(const Tensor& w, int64_t panel, float* out) {
+  const PackedQ8 packed(w);
+  const int64_t in = w.dim(1);
+  for (int slot = 0; slot < 4; ++slot) {
+    const int64_t g = panel * 4 + slot;
+    if (g >= packed.groups) {
+      for (int64_t k = 0; k < in; ++k) std::fill_n(out + k * 32 + slot * kGroupRows, kGroupRows, 0.0f);
+    } else if (simd::UseV3()) {
+      WidenGroupAvx2(packed, g, slot, out);
+    } else {
+      WidenGroupScalar(packed, g, slot, out);
+    }
+  }
+}
+
 void LinearQ8(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
-  const int64_t out = w.dim(0), in = w.dim(1), blocks = in / kQ8BlockElements;
-  const int64_t row_bytes = blocks * kQ8BlockBytes;
+  const PackedQ8 packed(w);
+  const int64_t out = w.dim(0), in = w.dim(1), blocks = packed.blocks;
   // x quantized once per call, shared by every thread.
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> xd;
   xq.resize(n * in);
   xd.resize(n * blocks);
-  thread_local std::vector<QuantizedRow> quantized;
-  quantized.resize(n);
   for (int64_t r = 0; r < n; ++r) {
-    QuantizeRow(x + r * in, in, xq.data() + r * in, xd.data() + r * blocks);
-    quantized[r] = {xq.data() + r * in, xd.data() + r * blocks};
+    for (int64_t b = 0; b < blocks; ++b) {
+      xd[r * blocks + b] = QuantizeBlock(x + r * in + b * kQ8BlockElements, xq.data() + r * in + b * kQ8BlockElements);
+    }
   }
-  const DotFn dot = ChosenKernel().load()->dot;
-  const uint8_t* weights = static_cast<const uint8_t*>(w.raw());
+  const Q8KernelChoice& kernel = *ChosenKernel().load();
+  if (kernel.unsigned_x) {
+    for (int8_t& v : xq) v = static_cast<int8_t>(static_cast<uint8_t>(v) ^ 0x80);
+  }
   // The workers see their own thread_locals: hand them the caller's rows.
-  const QuantizedRow* rows = quantized.data();
-  pool.ParallelFor((out + kRowBlock - 1) / kRowBlock, 1, [&](int64_t begin, int64_t end) {
-    float dots[4];
-    for (int64_t o = begin * kRowBlock; o < std::min(out, end * kRowBlock); ++o) {
-      for (int64_t r = 0; r < n; r += 4) {
-        const int count = static_cast<int>(std::min<int64_t>(4, n - r));
-        dot(rows + r, count, weights + o * row_bytes, blocks, dots);
-        for (int k = 0; k < count; ++k) y[(r + k) * out + o] = dots[k];
+  const int8_t* q = xq.data();
+  const float* d = xd.data();
+  pool.ParallelFor((packed.groups + kGroupsPerTask - 1) / kGroupsPerTask, 1, [&](int64_t begin, int64_t end) {
+    float sums[kMaxRows][kGroupRows];
+    for (int64_t g = begin * kGroupsPerTask; g < std::min(packed.groups, end * kGroupsPerTask); ++g) {
+      const int64_t first = g * kGroupRows, count = std::min(kGroupRows, out - first);
+      for (int64_t r = 0; r < n; r += kMaxRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, n - r));
+        QuantizedRows x;
+        for (int i = 0; i < rows; ++i) {
+          x.q[i] = q + (r + i) * in;
+          x.d[i] = d + (r + i) * blocks;
+        }
+        kernel.rows[rows - 1](x, packed, g, sums);
+        for (int i = 0; i < rows; ++i) std::memcpy(y + (r + i) * out + first, sums[i], count * sizeof(float));
       }
     }
   });

@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "ops/cast.h"
+#include "absl/strings/str_cat.h"
 #include "ops/cpu/linear.h"
+#include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/quantize.h"
 #include "ops/random_values.h"
@@ -68,11 +70,12 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
     for (const int64_t in : {512, 480}) {
       std::vector<uint8_t> w(out * in / 32 * 34);
       ASSERT_TRUE(QuantizeQ8_0(Random(out * in, 1).data(), out * in, w.data()).ok());
-      const Tensor weight = Tensor::View(DType::kQ8_0, {out, in}, w.data());
+      absl::StatusOr<Tensor> weight = PackLinearWeight(Tensor::View(DType::kQ8_0, {out, in}, w.data()), pool);
+      ASSERT_TRUE(weight.ok()) << weight.status();
       for (int64_t n : {1, 2, 3, 4, 5, 12}) {
         const std::vector<float> x = Random(n * in, 100 + n);
         std::vector<float> y(n * out);
-        ASSERT_TRUE(Linear(x.data(), n, weight, y.data(), pool).ok());
+        ASSERT_TRUE(Linear(x.data(), n, *weight, y.data(), pool).ok());
         const std::vector<float> expected = Reference(x, n, w, out, in);
         for (size_t i = 0; i < y.size(); ++i) {
           // f32 accumulation over 16 block terms in another order.
@@ -90,6 +93,10 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
 
 // Prefill (more rows than decode handles): f32 activations times the
 // dequantized weights, the same as an f32 weight holding those values.
+// It widens the packed weights into f32 panels: the same products as
+// DequantizeQ8_0 (bit-identical results to f32 weights dequantized by it),
+// with the AVX2 widening and the portable one; 40 rows leave the second
+// panel's last three groups empty.
 TEST(LinearQ8Test, PrefillEqualsF32OnTheDequantizedWeights) {
   const int64_t out = 40, in = 256, n = 33;
   std::vector<uint8_t> w(out * in / 32 * 34);
@@ -98,12 +105,23 @@ TEST(LinearQ8Test, PrefillEqualsF32OnTheDequantizedWeights) {
   DequantizeQ8_0(w.data(), out * in, dequantized.data());
   const std::vector<float> x = Random(n * in, 3);
   ThreadPool pool(2);
-  std::vector<float> y(n * out), expected(n * out);
-  ASSERT_TRUE(Linear(x.data(), n, Tensor::View(DType::kQ8_0, {out, in}, w.data()), y.data(), pool).ok());
+  absl::StatusOr<Tensor> packed = PackLinearWeight(Tensor::View(DType::kQ8_0, {out, in}, w.data()), pool);
+  ASSERT_TRUE(packed.ok()) << packed.status();
   absl::StatusOr<Tensor> f32 = PackLinearWeight(Tensor::View(DType::kF32, {out, in}, dequantized.data()), pool);
   ASSERT_TRUE(f32.ok()) << f32.status();
+  std::vector<float> expected(n * out);
   ASSERT_TRUE(Linear(x.data(), n, *f32, expected.data(), pool).ok());
-  EXPECT_EQ(y, expected);
+  const bool v3_by_default = simd::UseV3();
+  std::string ran;
+  for (const bool v3 : {false, true}) {
+    if (!simd::ForceV3ForTesting(v3)) continue;
+    absl::StrAppend(&ran, ran.empty() ? "" : ", ", simd::KernelVersion());
+    std::vector<float> y(n * out);
+    ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool).ok());
+    EXPECT_EQ(y, expected) << simd::KernelVersion();
+  }
+  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  std::printf("q8_0 panel widening versions run: %s\n", ran.c_str());
 }
 
 TEST(QuantizeTest, Q8_0IsLlamaCppsRule) {

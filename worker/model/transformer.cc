@@ -28,11 +28,13 @@ void ReleaseMappedPages(const Tensor& source) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-// The bytes PackLinearWeights copies: every linear weight but q8_0 ones.
+// The bytes PackLinearWeights copies: every linear weight (q8_0 ones with
+// their rows padded to a multiple of eight).
 double PackedWeightBytes(const ModelWeights& w) {
   double bytes = 0;
   const auto add = [&](const Tensor& t) {
-    if (t.dtype() != DType::kQ8_0) bytes += static_cast<double>(t.bytes());
+    const int64_t rows = t.dtype() == DType::kQ8_0 ? (t.dim(0) + 7) / 8 * 8 : t.dim(0);
+    bytes += static_cast<double>(t.bytes()) / t.dim(0) * rows;
   };
   for (const LayerWeights& l : w.layers) {
     for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) add(*t);
@@ -107,7 +109,7 @@ absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights we
                    CheckModel(weights, communicator->rank(), communicator->world_size(), options));
   // Everything is allocated here, once: say so plainly if it cannot fit
   // rather than die in the allocator. The linear weights are packed into
-  // memory of their own (q8_0 ones and the rest stay mapped).
+  // memory of their own (the rest stay mapped).
   RETURN_IF_ERROR(
       CheckMemory(geometry, options, PackedWeightBytes(weights), AvailableHostMemoryBytes(), "this machine"));
   {
