@@ -110,6 +110,7 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
   llama::TransformerOptions options;
   options.kv_cache_dtype = *llama::ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype);  // Checked above.
   options.cuda_graphs = flags.cuda_graphs;
+  options.int8_prefill = flags.int8_prefill;
   options.max_batch_size = FLAGS_batch;
   options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
@@ -218,5 +219,5 @@ int main(int argc, char** argv) {
           return llama::ReportFailure("bench", RunRank(join));
         });
     return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
-  }, {"device", "kv_cache_dtype", "cuda_graphs", "threads"}, {llama::BenchModelFlags()});
+  }, {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "threads"}, {llama::BenchModelFlags()});
 }

@@ -169,6 +169,7 @@ absl::Status Run() {
   TransformerOptions options;
   ASSIGN_OR_RETURN(options.kv_cache_dtype, ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype));
   options.cuda_graphs = flags.cuda_graphs;
+  options.int8_prefill = flags.int8_prefill;
   options.max_batch_size = flags.max_batch_size;
   options.max_seq_len = flags.max_seq_len;
   options.max_step_tokens = std::max(flags.max_num_batched_tokens, flags.max_batch_size);
@@ -393,6 +394,6 @@ int main(int argc, char** argv) {
       "Measures the serving engine under a stream of requests: in this process, or a server over HTTP (--url).",
       [](const std::vector<std::string>&) { return FLAGS_url.empty() ? llama::Run() : llama::RunHttp(); },
       {"prompts_file", "max_seq_len", "max_batch_size", "max_num_batched_tokens", "kv_cache_gb", "kv_block_size",
-       "enable_prefix_caching", "device", "kv_cache_dtype", "cuda_graphs", "threads"},
+       "enable_prefix_caching", "device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "threads"},
       {llama::BenchModelFlags()});
 }

@@ -64,6 +64,10 @@ DEFINE_string(kv_cache_dtype, "f32",
               "KV cache storage: f32, or bf16/f16 for half the memory (values rounded once when cached; the "
               "reference keeps its cache in the model's 16-bit dtype).");
 DEFINE_bool(cuda_graphs, true, "CUDA backend: replay decode steps from captured CUDA graphs (off to compare or debug).");
+DEFINE_bool(int8_prefill, false,
+            "CPU, int8 weights: prefill with int8 activations as decode does (llama.cpp's Q8_0 way): 1.2-1.5x faster "
+            "prefill, a row's results independent of the batch; on the test fixtures the prefill's top token agrees "
+            "with the stored weights' at 94.8-95.2% of positions instead of 96.4-97.0%.");
 DEFINE_int32(threads, 0, "CPU threads per rank; 0: one per hardware thread / LOCAL_WORLD_SIZE.");
 DEFINE_int32(rendezvous_timeout, 300, "Seconds to wait for every rank to join.");
 DEFINE_int32(load_timeout, 1800, "Seconds to wait for every rank to load its shard.");
@@ -101,6 +105,7 @@ JobFlags JobFlagsFromCommandLine() {
   f.device = FLAGS_device;
   f.kv_cache_dtype = FLAGS_kv_cache_dtype;
   f.cuda_graphs = FLAGS_cuda_graphs;
+  f.int8_prefill = FLAGS_int8_prefill;
   f.threads = FLAGS_threads;
   f.rendezvous_timeout = FLAGS_rendezvous_timeout;
   f.load_timeout = FLAGS_load_timeout;
@@ -196,6 +201,7 @@ std::vector<std::string> WorkerArguments(const JobFlags& f) {
       flag("drain_timeout", f.drain_timeout),
       flag("kv_cache_dtype", f.kv_cache_dtype),
       boolean("cuda_graphs", f.cuda_graphs),
+      boolean("int8_prefill", f.int8_prefill),
       flag("threads", f.threads),
       flag("rendezvous_timeout", f.rendezvous_timeout),
       flag("load_timeout", f.load_timeout),

@@ -53,6 +53,7 @@ DECLARE_int32(drain_timeout);
 DECLARE_string(device);
 DECLARE_string(kv_cache_dtype);
 DECLARE_bool(cuda_graphs);
+DECLARE_bool(int8_prefill);
 DECLARE_int32(threads);
 // Deadlines between ranks.
 DECLARE_int32(rendezvous_timeout);
@@ -85,6 +86,7 @@ struct JobFlags {
   int drain_timeout = 30;
   std::string device, kv_cache_dtype = "f32";
   bool cuda_graphs = true;
+  bool int8_prefill = false;
   int threads = 0;
   int rendezvous_timeout = 300, load_timeout = 1800, collective_timeout = 300;
 };

@@ -188,6 +188,7 @@ absl::Status Run() {
   TransformerOptions options;
   options.kv_cache_dtype = *ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype);  // Checked above.
   options.cuda_graphs = flags.cuda_graphs;
+  options.int8_prefill = flags.int8_prefill;
   options.max_batch_size = flags.max_batch_size;
   options.max_seq_len = flags.max_seq_len;
   // Every running sequence's decode fits in one step.
@@ -304,7 +305,7 @@ int main(int argc, char** argv) {
        {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_cache_free_share", "kv_block_size", "enable_prefix_caching"}},
        {"Serving", {"serve", "host", "port", "served_model_name", "api_key", "api_key_file", "max_queue",
                     "drain_timeout"}},
-       {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "threads"}},
+       {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "threads"}},
        {"Deadlines between ranks", {"rendezvous_timeout", "load_timeout", "collective_timeout"}},
        {"Logging", {"log_dir"}}});
   gflags::SetUsageMessage(usage);

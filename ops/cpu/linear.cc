@@ -406,14 +406,15 @@ absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool) {
   return packed.Relabeled({out, in}, TensorLayout::kLinearPanels);
 }
 
-absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
+absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool,
+                    const LinearOptions& options) {
   const int64_t out = w.dim(0), in = w.dim(1);
   if (w.layout() != TensorLayout::kLinearPanels) {
     return absl::InvalidArgumentError(
         absl::StrCat("Linear: the ", w.DebugString(), " weight is row-major; pack it once with PackLinearWeight"));
   }
   if (w.dtype() == DType::kQ8_0) {
-    if (n <= kQ8DecodeRows) {
+    if (n <= kQ8DecodeRows || options.int8_activations) {
       LinearQ8(x, n, w, y, pool);
       return absl::OkStatus();
     }

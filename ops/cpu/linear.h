@@ -35,8 +35,18 @@ namespace llama::cpu {
 // already packed are returned as they are.
 absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool);
 
+struct LinearOptions {
+  // q8_0 weights: every row of x through the integer kernels, prefill too
+  // (activations quantized to int8 per block of 32, as decode does and as
+  // llama.cpp does for Q8_0): 1.2-1.5x the f32-panel prefill, and a row's
+  // outputs no longer depend on the rows computed with it, at some accuracy
+  // (worker/engine/int8_accuracy_test.cc measures both ways).
+  bool int8_activations = false;
+};
+
 // y [n, out] = x [n, in] * w^T; w is [out, in], packed.
-absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool);
+absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool,
+                    const LinearOptions& options = {});
 
 // The prefill kernel in use: "avx512", "avx2" or "baseline", the widest
 // this CPU runs; the decode kernel follows it (fused multiply-adds for the

@@ -124,6 +124,42 @@ TEST(LinearQ8Test, PrefillEqualsF32OnTheDequantizedWeights) {
   std::printf("q8_0 panel widening versions run: %s\n", ran.c_str());
 }
 
+// With int8 activations for every row (LinearOptions), prefill takes the
+// same integer kernel as decode and sums each row's blocks in the same
+// order: a row's outputs do not depend on the rows computed with it, bit
+// for bit, with every kernel this CPU runs; and 33 rows match the reference.
+TEST(LinearQ8Test, Int8ActivationsMakeRowsIndependentOfTheirBatch) {
+  const int64_t out = 67, in = 96, rows = 40;
+  std::vector<uint8_t> w(out * in / 32 * 34);
+  ASSERT_TRUE(QuantizeQ8_0(Random(out * in, 7).data(), out * in, w.data()).ok());
+  ThreadPool pool(3);
+  absl::StatusOr<Tensor> weight = PackLinearWeight(Tensor::View(DType::kQ8_0, {out, in}, w.data()), pool);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  const std::vector<float> x = Random(rows * in, 8);
+  LinearOptions int8;
+  int8.int8_activations = true;
+  const std::string chosen(Int8Kernel());
+  for (const char* kernel : {"avx512vnni", "avx2", "scalar"}) {
+    if (!ForceInt8KernelForTesting(kernel)) continue;
+    std::vector<float> all(rows * out);
+    ASSERT_TRUE(Linear(x.data(), rows, *weight, all.data(), pool, int8).ok());
+    const std::vector<float> expected = Reference(std::vector<float>(x.begin(), x.begin() + 33 * in), 33, w, out, in);
+    for (int64_t i = 0; i < 33 * out; ++i) {
+      ASSERT_NEAR(all[i], expected[i], 1e-4 + 1e-5 * std::abs(expected[i])) << kernel << " @" << i;
+    }
+    for (int64_t n : {1, 2, 3, 5, 13}) {
+      for (int64_t first = 0; first + n <= rows; first += n) {
+        std::vector<float> some(n * out);
+        ASSERT_TRUE(Linear(x.data() + first * in, n, *weight, some.data(), pool, int8).ok());
+        for (int64_t i = 0; i < n * out; ++i) {
+          ASSERT_EQ(some[i], all[first * out + i]) << kernel << " rows [" << first << ", " << first + n << ") @" << i;
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(ForceInt8KernelForTesting(chosen));
+}
+
 TEST(QuantizeTest, Q8_0IsLlamaCppsRule) {
   // One block: the largest magnitude maps to +-127, d = amax / 127 in f16.
   std::vector<float> x(32);

@@ -12,11 +12,12 @@
 namespace llama {
 
 CpuLayerOps::CpuLayerOps(const RankGeometry& geometry, int64_t max_seq_len, Communicator* communicator,
-                         ThreadPool& pool, float* gathered)
+                         ThreadPool& pool, float* gathered, const cpu::LinearOptions& linear_options)
     : geometry_(geometry),
       communicator_(communicator),
       pool_(pool),
       gathered_(gathered),
+      linear_options_(linear_options),
       // The reference builds its table for 2 * max_seq_len positions.
       rope_(geometry.head_dim, 2 * max_seq_len, geometry.config.rope_theta, geometry.config.rope_scaling),
       kv_head_of_(geometry.kv_head_of.begin(), geometry.kv_head_of.end()) {}
@@ -32,7 +33,7 @@ absl::Status CpuLayerOps::RmsNorm(const float* x, const Tensor& weight, int64_t 
 }
 
 absl::Status CpuLayerOps::Linear(const float* x, int64_t n, const Tensor& weight, float* y) {
-  return cpu::Linear(x, n, weight, y, pool_);
+  return cpu::Linear(x, n, weight, y, pool_, linear_options_);
 }
 
 absl::Status CpuLayerOps::Rope(const StepPlan& plan, float* x, int64_t heads) {

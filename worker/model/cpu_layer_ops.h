@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checkpoint/rank_geometry.h"
+#include "ops/cpu/linear.h"
 #include "ops/cpu/rope.h"
 #include "ops/cpu/thread_pool.h"
 #include "worker/dist/communicator.h"
@@ -20,7 +21,7 @@ class CpuLayerOps final : public LayerOps {
   // `gathered` is scratch of max_step_tokens * max(dim, vocab) floats; all
   // arguments must outlive the ops.
   CpuLayerOps(const RankGeometry& geometry, int64_t max_seq_len, Communicator* communicator, ThreadPool& pool,
-              float* gathered);
+              float* gathered, const cpu::LinearOptions& linear_options);
 
   absl::Status EmbeddingLookup(const StepPlan& plan, const Tensor& table, float* out) override;
   absl::Status RmsNorm(const float* x, const Tensor& weight, int64_t n, float* out) override;
@@ -40,6 +41,7 @@ class CpuLayerOps final : public LayerOps {
   Communicator* communicator_;
   ThreadPool& pool_;
   float* gathered_;
+  cpu::LinearOptions linear_options_;
   cpu::RopeTable rope_;
   std::vector<int> kv_head_of_;
 };

@@ -30,6 +30,8 @@ struct TransformerOptions {
   // Storage of cached keys and values. bf16/f16 halve the cache (the
   // reference keeps it in the model's 16-bit dtype); math stays f32.
   DType kv_cache_dtype = DType::kF32;
+  // CPU, int8 weights: prefill with int8 activations too (cpu::LinearOptions).
+  bool int8_prefill = false;
   // CUDA backend: replay decode steps from captured CUDA graphs
   // (worker/model/step_graphs.h). Off only to compare or to debug.
   bool cuda_graphs = true;
