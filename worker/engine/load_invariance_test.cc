@@ -174,6 +174,17 @@ TEST_P(LoadInvarianceTest, TwoRanksInLockstep) {
   EXPECT_TRUE(follower.ok()) << follower;
 }
 
+// int8 weights with --int8_prefill: prefill takes the integer kernels too,
+// so int8 requests are load-invariant as well (with f32 activations at
+// prefill they are not: a row's prefill and decode products differ).
+TEST_P(LoadInvarianceTest, OneRankInt8WithInt8Prefill) {
+  LocalCommunicator comm;
+  TransformerOptions options = SmallPool();
+  options.int8_prefill = true;
+  std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), &comm, options, DType::kQ8_0);
+  CheckLoadInvariance(*model, GetParam() + ", int8, 1 rank");
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, LoadInvarianceTest, ::testing::Values("tiny_fp32_mp1", "gqa_bf16_mp1"));
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -51,26 +52,30 @@ inline Golden ReadModelGolden(const std::string& model) {
   return g;
 }
 
-// Converts fixture `model` (MP=1) to shards for `world_size` ranks, once
-// per test process (ranks on threads share them); returns their folder.
-inline std::string ConvertFixture(const std::string& model, int world_size) {
+// Converts fixture `model` (MP=1) to shards for `world_size` ranks (in
+// `dtype`, default as stored), once per test process (ranks on threads
+// share them); returns their folder.
+inline std::string ConvertFixture(const std::string& model, int world_size, std::optional<DType> dtype = std::nullopt) {
   static absl::Mutex mutex;
   static auto* done = new std::set<std::string>;
-  const std::string out = absl::StrCat(getenv("TEST_TMPDIR"), "/", model, "/tp", world_size);
+  const std::string out =
+      absl::StrCat(getenv("TEST_TMPDIR"), "/", model, "/tp", world_size, dtype ? "_" : "", dtype ? DTypeName(*dtype) : "");
   absl::MutexLock lock(&mutex);
   if (!done->insert(out).second) return out;
   ConvertOptions convert;
   convert.ckpt_dir = CheckpointFixturePath(model);
   convert.out_dir = out;
   convert.world_size = world_size;
+  convert.dtype = dtype;
   absl::StatusOr<ConvertResult> converted = ConvertCheckpoint(convert);
   EXPECT_TRUE(converted.ok()) << converted.status();
   return out;
 }
 
 // The CPU model of `comm`'s rank on fixture `model`'s shards.
-inline std::unique_ptr<Transformer> MakeModel(const std::string& model, Communicator* comm, TransformerOptions options) {
-  const std::string out = ConvertFixture(model, comm->world_size());
+inline std::unique_ptr<Transformer> MakeModel(const std::string& model, Communicator* comm, TransformerOptions options,
+                                              std::optional<DType> dtype = std::nullopt) {
+  const std::string out = ConvertFixture(model, comm->world_size(), dtype);
   absl::StatusOr<std::unique_ptr<ShardReader>> shard =
       ShardReader::Open(out + "/" + ShardFileName(comm->rank(), comm->world_size()));
   EXPECT_TRUE(shard.ok()) << shard.status();
