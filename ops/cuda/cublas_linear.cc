@@ -40,27 +40,44 @@ bool CublasLinear::RoundsInput(int64_t n, DType dtype, int64_t in) {
 
 absl::Status CublasLinear::Run(const float* x, int64_t n, const void* w, DType dtype, int64_t out, int64_t in,
                                float* y) {
-  const float one = 1.0f, zero = 0.0f;
-  // Row-major y[n, out] = x[n, in] w[out, in]^T is, column-major,
-  // y^T[out, n] = (w^T[in, out])^T x^T[in, n]: A = w (transposed), B = x.
-  if (dtype == DType::kF32) {
-    return CublasCall(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, CUDA_R_32F, in, x,
-                                   CUDA_R_32F, in, &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                      "cublasGemmEx(f32)");
-  }
-  if (dtype != DType::kBF16 && dtype != DType::kF16) {
+  const LinearOutput output{w, out, y};
+  return RunGroup(x, n, dtype, in, {&output, 1});
+}
+
+absl::Status CublasLinear::RunGroup(const float* x, int64_t n, DType dtype, int64_t in,
+                                    absl::Span<const LinearOutput> group) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
     return absl::InvalidArgumentError(absl::StrFormat("CublasLinear: %s weights", DTypeName(dtype)));
   }
-  if (GemvTakes(n, dtype, in)) return Gemv(x, n, w, dtype, out, in, y, stream_);
-  if (n * in > scratch_elements_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("CublasLinear: input of %d elements exceeds the %d planned", n * in, scratch_elements_));
+  if (GemvTakes(n, dtype, in)) {
+    for (size_t first = 0; first < group.size(); first += kMaxGemvGroup) {
+      RETURN_IF_ERROR(Gemv(x, n, dtype, in, group.subspan(first, kMaxGemvGroup), stream_));
+    }
+    return absl::OkStatus();
   }
-  RETURN_IF_ERROR(CastFromF32(x, scratch_, dtype, n * in, stream_));
-  const cudaDataType type = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-  return CublasCall(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, type, in, scratch_, type, in,
-                                 &zero, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                    "cublasGemmEx(16-bit)");
+  // f32 weights: an f32 GEMM of x as it is. 16-bit weights: x cast to their
+  // type once for the whole group (the tensor cores' inputs).
+  const void* input = x;
+  cudaDataType type = CUDA_R_32F;
+  if (dtype != DType::kF32) {
+    if (n * in > scratch_elements_) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("CublasLinear: input of %d elements exceeds the %d planned", n * in, scratch_elements_));
+    }
+    RETURN_IF_ERROR(CastFromF32(x, scratch_, dtype, n * in, stream_));
+    input = scratch_;
+    type = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  for (const LinearOutput& o : group) {
+    // Row-major y[n, out] = x[n, in] w[out, in]^T is, column-major,
+    // y^T[out, n] = (w^T[in, out])^T x^T[in, n]: A = w (transposed), B = x.
+    RETURN_IF_ERROR(CublasCall(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, o.out, n, in, &one, o.w, type, in,
+                                            input, type, in, &zero, o.y, CUDA_R_32F, o.out, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT),
+                               dtype == DType::kF32 ? "cublasGemmEx(f32)" : "cublasGemmEx(16-bit)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llama::cuda

@@ -1,7 +1,8 @@
 // y = x W^T on the GPU, for activations x [n, in] (f32) and a weight
 // W [out, in] in f32, f16 or bf16 on the device. One row (a batch-1 decode
 // step) with 16-bit weights goes to Gemv (gemv.h: x kept in f32); otherwise
-// cuBLAS:
+// cuBLAS. Linears that read the same x (q/k/v, gate/up) run as a group: one
+// Gemv launch, or x cast once for all their GEMMs.
 // 16-bit weights take x cast to their type (the tensor cores' inputs) and
 // accumulate in f32 into an f32 y; f32 weights use an f32 GEMM without TF32.
 
@@ -12,6 +13,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ops/cuda/gemv.h"
 #include "ops/dtype.h"
 
 struct cublasContext;
@@ -34,6 +37,9 @@ class CublasLinear {
 
   // y [n, out] = x [n, in] * w^T, all device pointers.
   absl::Status Run(const float* x, int64_t n, const void* w, DType dtype, int64_t out, int64_t in, float* y);
+  // y_i [n, out_i] = x [n, in] * w_i^T for each weight of the group, all of
+  // `dtype` and width `in`; each y_i is what Run gives it, bit for bit.
+  absl::Status RunGroup(const float* x, int64_t n, DType dtype, int64_t in, absl::Span<const LinearOutput> group);
 
  private:
   CublasLinear() = default;

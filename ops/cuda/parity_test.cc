@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -157,6 +158,38 @@ TEST_F(ParityTest, LinearEveryDtypeAndShape) {
               << DTypeName(dtype) << " n " << n << " K " << in << " output (" << r << ", " << o << "): exact "
               << exact << ", sum |x w| " << magnitude;
         }
+      }
+    }
+  }
+}
+
+// A group (q/k/v, gate/up) is one Gemv launch at one row and one cast of x
+// for cuBLAS: each output must be the one its own Run gives, bit for bit,
+// with a group larger than one launch takes and outputs of different sizes.
+TEST_F(ParityTest, GroupedLinearsEqualSeparateRuns) {
+  const int64_t in = 512;
+  const std::vector<int64_t> outs = {96, 64, 40, 200};
+  for (int64_t n : {1, 7}) {
+    absl::StatusOr<std::unique_ptr<CublasLinear>> linear = CublasLinear::Create(nullptr, n * in);
+    ASSERT_TRUE(linear.ok()) << linear.status();
+    const float* x = Upload(Random(n * in, 5));
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      std::vector<LinearOutput> group;
+      std::vector<float*> alone;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const std::vector<float> w = Random(outs[i] * in, 6 + i);
+        std::vector<uint16_t> w16(w.size());
+        for (size_t j = 0; j < w.size(); ++j) w16[j] = dtype == DType::kF16 ? F32ToF16(w[j]) : F32ToBf16(w[j]);
+        const void* device_w = dtype == DType::kF32 ? static_cast<const void*>(Upload(w)) : Upload(w16);
+        group.push_back({device_w, outs[i], Upload(std::vector<float>(n * outs[i]))});
+        alone.push_back(Upload(std::vector<float>(n * outs[i])));
+        ASSERT_TRUE((*linear)->Run(x, n, device_w, dtype, outs[i], in, alone.back()).ok());
+      }
+      ASSERT_TRUE((*linear)->RunGroup(x, n, dtype, in, group).ok());
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const std::vector<float> got = Download(group[i].y, n * outs[i]), want = Download(alone[i], n * outs[i]);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << DTypeName(dtype) << " n " << n << " weight " << i;
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include "absl/container/inlined_vector.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/elementwise.h"
@@ -33,6 +34,19 @@ absl::Status CudaLayerOps::RmsNorm(const float* x, const Tensor& weight, int64_t
 
 absl::Status CudaLayerOps::Linear(const float* x, int64_t n, const Tensor& weight, float* y) {
   return linear_->Run(x, n, weight.raw(), weight.dtype(), weight.dim(0), weight.dim(1), y);
+}
+
+absl::Status CudaLayerOps::Linears(const float* x, int64_t n, absl::Span<const LinearTarget> targets) {
+  if (targets.empty()) return absl::OkStatus();
+  // Weights of different dtypes or widths (never a Llama layer's q/k/v or
+  // gate/up) run one at a time.
+  const Tensor& first = *targets[0].weight;
+  absl::InlinedVector<cuda::LinearOutput, cuda::kMaxGemvGroup> group;
+  for (const LinearTarget& t : targets) {
+    if (t.weight->dtype() != first.dtype() || t.weight->dim(1) != first.dim(1)) return LayerOps::Linears(x, n, targets);
+    group.push_back({t.weight->raw(), t.weight->dim(0), t.y});
+  }
+  return linear_->RunGroup(x, n, first.dtype(), first.dim(1), group);
 }
 
 absl::Status CudaLayerOps::Rope(const StepPlan& plan, float* x, int64_t heads) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "ops/kv_cache_view.h"
 #include "ops/tensor.h"
 #include "worker/model/step_plan.h"
@@ -38,6 +39,12 @@ struct Activations {
   float* logits = nullptr;      // [vocab]
 };
 
+// One linear of a group that reads the same input.
+struct LinearTarget {
+  const Tensor* weight;
+  float* y;
+};
+
 class LayerOps {
  public:
   virtual ~LayerOps() = default;
@@ -48,6 +55,15 @@ class LayerOps {
   virtual absl::Status RmsNorm(const float* x, const Tensor& weight, int64_t n, float* out) = 0;
   // y[n, out] = x[n, in] weight[out, in]^T.
   virtual absl::Status Linear(const float* x, int64_t n, const Tensor& weight, float* y) = 0;
+  // Linear for each target, all of one input (q/k/v, gate/up): a device may
+  // run them as one launch; each y is what Linear gives it.
+  virtual absl::Status Linears(const float* x, int64_t n, absl::Span<const LinearTarget> targets) {
+    for (const LinearTarget& t : targets) {
+      absl::Status status = Linear(x, n, *t.weight, t.y);
+      if (!status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
   // Rotates row r of x ([n, heads, head_dim]) for position plan.positions[r].
   virtual absl::Status Rope(const StepPlan& plan, float* x, int64_t heads) = 0;
   // Writes row r of k and v into the cache at (plan.slots[r], plan.positions[r]).

@@ -9,9 +9,7 @@ absl::Status TransformerBlock(LayerOps& ops, const RankGeometry& geometry, const
   const int64_t n = plan.n(), dim = geometry.config.dim;
   // Attention.
   RETURN_IF_ERROR(ops.RmsNorm(a.x, w.attention_norm, n, a.xb));
-  RETURN_IF_ERROR(ops.Linear(a.xb, n, w.wq, a.q));
-  RETURN_IF_ERROR(ops.Linear(a.xb, n, w.wk, a.k));
-  RETURN_IF_ERROR(ops.Linear(a.xb, n, w.wv, a.v));
+  RETURN_IF_ERROR(ops.Linears(a.xb, n, {{&w.wq, a.q}, {&w.wk, a.k}, {&w.wv, a.v}}));
   RETURN_IF_ERROR(ops.Rope(plan, a.q, geometry.local_heads));
   RETURN_IF_ERROR(ops.Rope(plan, a.k, geometry.local_kv_heads));
   RETURN_IF_ERROR(ops.StoreKv(plan, a.k, a.v, cache));
@@ -21,8 +19,7 @@ absl::Status TransformerBlock(LayerOps& ops, const RankGeometry& geometry, const
   RETURN_IF_ERROR(ops.AddInPlace(a.x, a.projection, n * dim));
   // Feed-forward.
   RETURN_IF_ERROR(ops.RmsNorm(a.x, w.ffn_norm, n, a.xb));
-  RETURN_IF_ERROR(ops.Linear(a.xb, n, w.w1, a.gate));
-  RETURN_IF_ERROR(ops.Linear(a.xb, n, w.w3, a.up));
+  RETURN_IF_ERROR(ops.Linears(a.xb, n, {{&w.w1, a.gate}, {&w.w3, a.up}}));
   RETURN_IF_ERROR(ops.SwiGlu(a.gate, a.up, n * geometry.local_hidden));
   RETURN_IF_ERROR(ops.Linear(a.gate, n, w.w2, a.projection));
   RETURN_IF_ERROR(ops.AllReduceSum(a.projection, n, dim));
