@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <thread>
 #include <vector>
 
 #include <gflags/gflags.h>
@@ -107,16 +106,12 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
   const double streamed_bytes = weight_bytes - geometry.EmbeddingBytes(weight_dtype);
 
   ASSIGN_OR_RETURN(llama::RankPeers peers, llama::JoinPeers(join, rank));
-  llama::TransformerOptions options;
-  options.kv_cache_dtype = *llama::ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype);  // Checked above.
-  options.cuda_graphs = flags.cuda_graphs;
-  options.int8_prefill = flags.int8_prefill;
+  ASSIGN_OR_RETURN(llama::TransformerOptions options,
+                   llama::TransformerOptionsFromFlags(flags, config, rank, FLAGS_world_size, FLAGS_world_size));
+  // The bench's own batch and lengths, not the job's.
   options.max_batch_size = FLAGS_batch;
   options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
-  options.threads = flags.threads > 0 ? flags.threads
-                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                        FLAGS_world_size);
   ASSIGN_OR_RETURN(llama::RankModel made, llama::CreateRankModel(device, peers, std::move(weights), options,
                                                                  std::chrono::seconds(600)));
   llama::LanguageModel& model = *made.model;

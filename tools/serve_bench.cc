@@ -166,19 +166,7 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(ModelWeights weights, BenchModelWeights(0, 1));
   const ModelConfig config = weights.config;
   const DType weight_dtype = weights.layers[0].wq.dtype();
-  TransformerOptions options;
-  ASSIGN_OR_RETURN(options.kv_cache_dtype, ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype));
-  options.cuda_graphs = flags.cuda_graphs;
-  options.int8_prefill = flags.int8_prefill;
-  options.max_batch_size = flags.max_batch_size;
-  options.max_seq_len = flags.max_seq_len;
-  options.max_step_tokens = std::max(flags.max_num_batched_tokens, flags.max_batch_size);
-  options.kv_block_size = flags.kv_block_size;
-  options.threads = flags.threads;
-  if (flags.kv_cache_gb > 0) {
-    ASSIGN_OR_RETURN(const RankGeometry geometry, ComputeRankGeometry(config, 0, 1));
-    options.kv_blocks = std::max<int64_t>(1, KvBlocksInBytes(geometry, options, flags.kv_cache_gb * 1e9));
-  }
+  ASSIGN_OR_RETURN(const TransformerOptions options, TransformerOptionsFromFlags(flags, config, 0, 1, 1));
   RendezvousOptions alone;
   alone.world_size = 1;
   ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(alone, 0));

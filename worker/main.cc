@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -185,25 +184,11 @@ absl::Status Run() {
         FLAGS_tokenizer_path, tokenizer->vocab_size(), weights.config.vocab_size));
   }
   if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->AgreeOnModel(fingerprint));
-  TransformerOptions options;
-  options.kv_cache_dtype = *ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype);  // Checked above.
-  options.cuda_graphs = flags.cuda_graphs;
-  options.int8_prefill = flags.int8_prefill;
-  options.max_batch_size = flags.max_batch_size;
-  options.max_seq_len = flags.max_seq_len;
-  // Every running sequence's decode fits in one step.
-  options.max_step_tokens = std::max(flags.max_num_batched_tokens, flags.max_batch_size);
-  options.kv_block_size = flags.kv_block_size;
-  if (flags.kv_cache_gb > 0) {
-    ASSIGN_OR_RETURN(const RankGeometry geometry, ComputeRankGeometry(weights.config, env.rank, env.world_size));
-    options.kv_blocks = std::max<int64_t>(1, KvBlocksInBytes(geometry, options, flags.kv_cache_gb * 1e9));
-  }
+  ASSIGN_OR_RETURN(TransformerOptions options, TransformerOptionsFromFlags(flags, weights.config, env.rank,
+                                                                          env.world_size, env.local_world_size));
   if (flags.kv_cache_free_share > 0) {
     ASSIGN_OR_RETURN(options.kv_blocks, KvBlocksFromFreeMemory(flags, device, env, weights, options, peers));
   }
-  options.threads = flags.threads > 0 ? flags.threads
-                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                        std::max(1, env.local_world_size));
   ASSIGN_OR_RETURN(RankModel model, CreateRankModel(device, peers, std::move(weights), options,
                                                     std::chrono::seconds(flags.collective_timeout)));
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();

@@ -1,5 +1,8 @@
 #include "worker/rank_model.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "absl/strings/str_format.h"
 #include "ops/status_macros.h"
 #include "third_party/cuda/cuda_build_info.h"
@@ -39,6 +42,26 @@ absl::Status OpenHostCollective(RankPeers& peers, std::chrono::seconds collectiv
 }
 
 }  // namespace
+
+absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& flags, const ModelConfig& config,
+                                                               int rank, int world_size, int local_world_size) {
+  TransformerOptions options;
+  ASSIGN_OR_RETURN(options.kv_cache_dtype, ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype));
+  options.cuda_graphs = flags.cuda_graphs;
+  options.int8_prefill = flags.int8_prefill;
+  options.max_batch_size = flags.max_batch_size;
+  options.max_seq_len = flags.max_seq_len;
+  options.max_step_tokens = std::max(flags.max_num_batched_tokens, flags.max_batch_size);
+  options.kv_block_size = flags.kv_block_size;
+  options.threads = flags.threads > 0 ? flags.threads
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                        std::max(1, local_world_size));
+  if (flags.kv_cache_gb > 0) {
+    ASSIGN_OR_RETURN(const RankGeometry geometry, ComputeRankGeometry(config, rank, world_size));
+    options.kv_blocks = std::max<int64_t>(1, KvBlocksInBytes(geometry, options, flags.kv_cache_gb * 1e9));
+  }
+  return options;
+}
 
 absl::StatusOr<Device> ChooseDevice(const std::string& flag) {
   if (!flag.empty()) return ParseDevice(flag);

@@ -14,6 +14,7 @@
 #include "ops/device.h"
 #include "worker/dist/communicator.h"
 #include "worker/dist/rendezvous.h"
+#include "worker/job_flags.h"
 #include "worker/model/language_model.h"
 #include "worker/model/model_options.h"
 #include "worker/model/model_weights.h"
@@ -42,6 +43,15 @@ absl::StatusOr<Device> ChooseDevice(const std::string& flag);
 // MemAvailable on the CPU, the GPU's free memory (LOCAL_RANK's GPU, or the
 // only one visible) on CUDA.
 absl::StatusOr<double> FreeMemoryBytes(Device device, int local_rank);
+
+// The model options a job's flags ask for, on a rank whose host runs
+// `local_world_size` ranks: the KV cache's dtype and block size, graphs,
+// int8 prefill, the batch and context limits, a step's token budget (room
+// for every running sequence's decode), threads (--threads, or the host's
+// cores shared among its ranks) and --kv_cache_gb as a number of blocks.
+// --kv_cache_free_share needs the device and the peers: the worker applies it.
+absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& flags, const ModelConfig& config,
+                                                               int rank, int world_size, int local_world_size);
 
 struct RankModel {
   // Declared first, destroyed last: the model uses it.
