@@ -53,7 +53,7 @@ std::vector<FlagGroup> LauncherFlagGroups() {
       {"launcher chat", {"system_prompt"}},
       {"launcher serve",
        {"host", "port", "served_model_name", "api_key", "api_key_file", "max_queue", "drain_timeout"}},
-      {"Each rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "threads"}},
+      {"Each rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"}},
       {"Ranks and nodes (torchrun's flags)",
        {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "store_listen_all", "token_file",
         "node_local_shards", "rendezvous_timeout", "load_timeout", "collective_timeout"}},

@@ -163,6 +163,10 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
     std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel, %s int8 kernel\n", FLAGS_world_size,
                 FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads,
                 std::string(llama::cpu::PrefillKernel()).c_str(), std::string(llama::cpu::Int8Kernel()).c_str());
+    if (options.bf16_activations && weight_dtype == llama::DType::kBF16) {
+      std::printf("          activations rounded to bf16 (--bf16_activations), %s kernel\n",
+                  std::string(llama::cpu::Bf16ActivationsKernel()).c_str());
+    }
   }
   std::printf("KV cache: %.2f GB per rank (%s, %lld blocks of %lld positions: batch %d x %lld positions)\n",
               geometry.KvCacheBytes(model.kv_blocks() * model.kv_block_size(), options.kv_cache_dtype) / 1e9,
@@ -214,5 +218,5 @@ int main(int argc, char** argv) {
           return llama::ReportFailure("bench", RunRank(join));
         });
     return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
-  }, {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "threads"}, {llama::BenchModelFlags()});
+  }, {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"}, {llama::BenchModelFlags()});
 }

@@ -382,6 +382,6 @@ int main(int argc, char** argv) {
       "Measures the serving engine under a stream of requests: in this process, or a server over HTTP (--url).",
       [](const std::vector<std::string>&) { return FLAGS_url.empty() ? llama::Run() : llama::RunHttp(); },
       {"prompts_file", "max_seq_len", "max_batch_size", "max_num_batched_tokens", "kv_cache_gb", "kv_block_size",
-       "enable_prefix_caching", "device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "threads"},
+       "enable_prefix_caching", "device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"},
       {llama::BenchModelFlags()});
 }

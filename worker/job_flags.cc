@@ -68,6 +68,11 @@ DEFINE_bool(int8_prefill, false,
             "CPU, int8 weights: prefill with int8 activations as decode does (llama.cpp's Q8_0 way): 1.2-1.5x faster "
             "prefill, a row's results independent of the batch; on the test fixtures the prefill's top token agrees "
             "with the stored weights' at 94.8-95.2% of positions instead of 96.4-97.0%.");
+DEFINE_bool(bf16_activations, false,
+            "CPU, bf16 weights: round activations to bf16 before each linear layer (llama.cpp's way with BF16), so "
+            "that CPUs with AVX-512 BF16 multiply two pairs a lane per instruction: faster prefill and batched "
+            "decode, at the accuracy measured in the README; results stay independent of the batch. The GPU "
+            "already rounds batches' activations to the weights' type.");
 DEFINE_int32(threads, 0, "CPU threads per rank; 0: one per hardware thread / LOCAL_WORLD_SIZE.");
 DEFINE_int32(rendezvous_timeout, 300, "Seconds to wait for every rank to join.");
 DEFINE_int32(load_timeout, 1800, "Seconds to wait for every rank to load its shard.");
@@ -106,6 +111,7 @@ JobFlags JobFlagsFromCommandLine() {
   f.kv_cache_dtype = FLAGS_kv_cache_dtype;
   f.cuda_graphs = FLAGS_cuda_graphs;
   f.int8_prefill = FLAGS_int8_prefill;
+  f.bf16_activations = FLAGS_bf16_activations;
   f.threads = FLAGS_threads;
   f.rendezvous_timeout = FLAGS_rendezvous_timeout;
   f.load_timeout = FLAGS_load_timeout;
@@ -202,6 +208,7 @@ std::vector<std::string> WorkerArguments(const JobFlags& f) {
       flag("kv_cache_dtype", f.kv_cache_dtype),
       boolean("cuda_graphs", f.cuda_graphs),
       boolean("int8_prefill", f.int8_prefill),
+      boolean("bf16_activations", f.bf16_activations),
       flag("threads", f.threads),
       flag("rendezvous_timeout", f.rendezvous_timeout),
       flag("load_timeout", f.load_timeout),

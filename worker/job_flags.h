@@ -54,6 +54,7 @@ DECLARE_string(device);
 DECLARE_string(kv_cache_dtype);
 DECLARE_bool(cuda_graphs);
 DECLARE_bool(int8_prefill);
+DECLARE_bool(bf16_activations);
 DECLARE_int32(threads);
 // Deadlines between ranks.
 DECLARE_int32(rendezvous_timeout);
@@ -87,6 +88,7 @@ struct JobFlags {
   std::string device, kv_cache_dtype = "f32";
   bool cuda_graphs = true;
   bool int8_prefill = false;
+  bool bf16_activations = false;
   int threads = 0;
   int rendezvous_timeout = 300, load_timeout = 1800, collective_timeout = 300;
 };

@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
        {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_cache_free_share", "kv_block_size", "enable_prefix_caching"}},
        {"Serving", {"serve", "host", "port", "served_model_name", "api_key", "api_key_file", "max_queue",
                     "drain_timeout"}},
-       {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "threads"}},
+       {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"}},
        {"Deadlines between ranks", {"rendezvous_timeout", "load_timeout", "collective_timeout"}},
        {"Logging", {"log_dir"}}});
   gflags::SetUsageMessage(usage);

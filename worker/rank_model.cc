@@ -49,6 +49,7 @@ absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& f
   ASSIGN_OR_RETURN(options.kv_cache_dtype, ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype));
   options.cuda_graphs = flags.cuda_graphs;
   options.int8_prefill = flags.int8_prefill;
+  options.bf16_activations = flags.bf16_activations;
   options.max_batch_size = flags.max_batch_size;
   options.max_seq_len = flags.max_seq_len;
   options.max_step_tokens = std::max(flags.max_num_batched_tokens, flags.max_batch_size);

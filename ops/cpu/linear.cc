@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "ops/cast.h"
 #include "ops/status_macros.h"
+#include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/linear_q8.h"
 #include "ops/cpu/simd.h"
 #include "ops/quantize.h"
@@ -30,8 +31,8 @@ using simd::Scalar;
 // of x then accumulates y[tile][block] in registers, one broadcast x value
 // times one panel line of vectors per step, with no horizontal sums. Kept
 // here rather than calling OpenBLAS: the weights are bf16, and Debian's
-// runtime-dispatching OpenBLAS would add 30 MB to every binary.
-constexpr int kPanelWidth = 32;
+// runtime-dispatching OpenBLAS would add 30 MB to every binary. The
+// panels are kPanelWidth (linear_bf16.h) rows wide.
 
 template <typename Vec, int kRows>
 __attribute__((always_inline)) inline void PanelTile(const float* const* x, const float* panel, int64_t depth,
@@ -431,8 +432,35 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
     });
     return absl::OkStatus();
   }
+  if (options.bf16_activations && w.dtype() == DType::kBF16 && in % 2 == 0) {
+    // Per calling thread, sized once: no allocation per call once warm.
+    thread_local std::vector<uint32_t> pairs;
+    if (static_cast<int64_t>(pairs.size()) < n * in / 2) pairs.resize(n * in / 2);
+    RoundToBf16Pairs(x, n, in, pairs.data());
+    if (Bf16DotKernel() == "avx512bf16") {
+      const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth, step = n == 1 ? 2 : 1;
+      // The caller's pairs: a thread_local named inside the task would be
+      // each worker's own.
+      const uint32_t* rounded_x = pairs.data();
+      pool.ParallelFor((panels + step - 1) / step, 1, [&](int64_t begin, int64_t end) {
+        Bf16DotPanels(rounded_x, n, in, w, begin * step, std::min(panels, end * step), y);
+      });
+      return absl::OkStatus();
+    }
+    thread_local std::vector<float> rounded;
+    if (static_cast<int64_t>(rounded.size()) < n * in) rounded.resize(n * in);
+    for (int64_t i = 0; i < n * in / 2; ++i) {
+      rounded[2 * i] = Bf16ToF32(static_cast<uint16_t>(pairs[i]));
+      rounded[2 * i + 1] = Bf16ToF32(static_cast<uint16_t>(pairs[i] >> 16));
+    }
+    x = rounded.data();
+  }
   LinearPacked(x, n, w, y, pool);
   return absl::OkStatus();
 }
+
+std::string_view Bf16ActivationsKernel() { return Bf16DotKernel(); }
+
+bool ForceBf16ActivationsKernelForTesting(std::string_view name) { return ForceBf16DotKernelForTesting(name); }
 
 }  // namespace llama::cpu

@@ -42,6 +42,13 @@ struct LinearOptions {
   // outputs no longer depend on the rows computed with it, at some accuracy
   // (worker/engine/int8_accuracy_test.cc measures both ways).
   bool int8_activations = false;
+  // bf16 weights: x rounded to bf16 before it is multiplied (llama.cpp's
+  // way with BF16 weights), every row whatever n, so rows stay independent
+  // of their batch. With AVX-512 BF16 the products go two a lane per
+  // instruction (vdpbf16ps): prefill and batched decode, bound by the
+  // multiply-adds, run faster; the cost in accuracy is measured in
+  // worker/engine/int8_accuracy_test.cc. Other weights ignore it.
+  bool bf16_activations = false;
 };
 
 // y [n, out] = x [n, in] * w^T; w is [out, in], packed.
@@ -55,6 +62,12 @@ std::string_view PrefillKernel();
 
 // Tests: use the named prefill kernel from now on, if this CPU runs it.
 bool ForcePrefillKernelForTesting(std::string_view name);
+
+// The kernel bf16_activations uses: "avx512bf16" (bf16 dot products), or
+// "f32" (x rounded to bf16 through the f32 kernels).
+std::string_view Bf16ActivationsKernel();
+// Tests: use the named kernel from now on, if this CPU runs it.
+bool ForceBf16ActivationsKernelForTesting(std::string_view name);
 
 // The int8 (q8_0) decode kernel in use: "avx512vnni", "avx2" or "scalar".
 std::string_view Int8Kernel();

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ops/cpu/linear.h"
 #include "worker/dist/thread_ranks.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/lockstep.h"
@@ -183,6 +184,17 @@ TEST_P(LoadInvarianceTest, OneRankInt8WithInt8Prefill) {
   options.int8_prefill = true;
   std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), &comm, options, DType::kQ8_0);
   CheckLoadInvariance(*model, GetParam() + ", int8, 1 rank");
+}
+
+// bf16 weights with --bf16_activations: one kernel for every row whatever
+// the batch (AVX-512 BF16 where the CPU has it), so load-invariant too.
+TEST_P(LoadInvarianceTest, OneRankBf16Activations) {
+  LocalCommunicator comm;
+  TransformerOptions options = SmallPool();
+  options.bf16_activations = true;
+  std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), &comm, options, DType::kBF16);
+  CheckLoadInvariance(*model, GetParam() + ", bf16 activations (" + std::string(cpu::Bf16ActivationsKernel()) +
+                                  " kernel), 1 rank");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LoadInvarianceTest, ::testing::Values("tiny_fp32_mp1", "gqa_bf16_mp1"));

@@ -32,6 +32,9 @@ struct TransformerOptions {
   DType kv_cache_dtype = DType::kF32;
   // CPU, int8 weights: prefill with int8 activations too (cpu::LinearOptions).
   bool int8_prefill = false;
+  // CPU, bf16 weights: x rounded to bf16 for every linear layer
+  // (cpu::LinearOptions). The GPU already multiplies batches that way.
+  bool bf16_activations = false;
   // CUDA backend: replay decode steps from captured CUDA graphs
   // (worker/model/step_graphs.h). Off only to compare or to debug.
   bool cuda_graphs = true;

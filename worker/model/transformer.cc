@@ -97,7 +97,7 @@ Transformer::Transformer(ModelWeights weights, RankGeometry geometry, Buffers bu
                    buffers_.up.mutable_f32(),         buffers_.logits_local.mutable_f32(),
                    buffers_.logits.mutable_f32()},
       ops_(geometry_, options.max_seq_len, communicator, pool_, buffers_.gathered.mutable_f32(),
-           cpu::LinearOptions{options.int8_prefill}) {
+           cpu::LinearOptions{options.int8_prefill, options.bf16_activations}) {
   for (int64_t i = 0; i < geometry_.config.n_layers; ++i) {
     caches_.push_back({buffers_.k_cache[i].mutable_raw(), buffers_.v_cache[i].mutable_raw(), options.kv_cache_dtype,
                        options.kv_block_size});
