@@ -10,6 +10,10 @@
 #
 #   ./bazelw build //tools:bench //tools:convert //tests/fixtures:tokenizer_fixture
 #   tools/compare_llama_cpp.sh [rounds=2] [prefill=128] [decode=16] [threads=2]
+#
+# DTYPES (default "bf16 fp16 int8") picks the weight types; OUR_FLAGS adds
+# flags to our bench, e.g. OUR_FLAGS="--bf16_activations --int8_prefill"
+# for llama.cpp's own activation precision.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${1:-2} prefill=${2:-128} decode=${3:-16} threads=${4:-2}
@@ -33,9 +37,10 @@ for dtype in bf16 fp16 int8; do
     --out="$work/$dtype.gguf" --tokenizer_path="$tokenizer" --progress=false
 done
 for round in $(seq "$rounds"); do
-  for dtype in bf16 fp16 int8; do
+  for dtype in ${DTYPES:-bf16 fp16 int8}; do
+    # shellcheck disable=SC2086
     ours=$(bazel-bin/tools/bench --shard="$work/shards_$dtype/rank-0-of-1.shard" --prefill_tokens="$prefill" \
-      --decode_tokens="$decode" --batch=1 --threads="$threads" 2>&1)
+      --decode_tokens="$decode" --batch=1 --threads="$threads" ${OUR_FLAGS:-} 2>&1)
     theirs=$(node tools/llama_cpp_bench.mjs "$tools" "$work/$dtype.gguf" "$prefill" "$decode" "$threads" 2>&1 | tail -1)
     our_prefill=$(sed -nE 's/^prefill: .* = ([0-9.]+) tokens\/s.*/\1/p' <<<"$ours")
     our_decode=$(sed -nE 's/^decode: +batch 1, ([0-9.]+) ms\/step.*/\1/p' <<<"$ours")
