@@ -13,7 +13,9 @@
 #
 # DTYPES (default "bf16 fp16 int8") picks the weight types; OUR_FLAGS adds
 # flags to our bench, e.g. OUR_FLAGS="--bf16_activations --int8_prefill"
-# for llama.cpp's own activation precision.
+# for llama.cpp's own activation precision. BATCH=8 adds a line per type:
+# decode of 8 sequences at once (ours: --batch=8; llama.cpp: 8 sequences
+# of one context, batched by node-llama-cpp).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${1:-2} prefill=${2:-128} decode=${3:-16} threads=${4:-2}
@@ -48,5 +50,15 @@ for round in $(seq "$rounds"); do
     their_decode=$(sed -nE 's/.*decode batch 1 ([0-9.]+) ms\/step.*/\1/p' <<<"$theirs")
     awk -v r="$round" -v d="$dtype" -v op="$our_prefill" -v tp="$their_prefill" -v od="$our_decode" -v td="$their_decode" \
       'BEGIN { printf "round %s %-5s prefill ours %6.1f llama.cpp %6.1f tokens/s (ours/theirs %.2f)   decode ours %6.1f llama.cpp %6.1f ms/step (ours/theirs speed %.2f)\n", r, d, op, tp, op / tp, od, td, td / od }'
+    if [[ -n ${BATCH:-} ]]; then
+      # shellcheck disable=SC2086
+      ours=$(bazel-bin/tools/bench --shard="$work/shards_$dtype/rank-0-of-1.shard" --prefill_tokens=16 \
+        --decode_tokens="$decode" --batch="$BATCH" --threads="$threads" ${OUR_FLAGS:-} 2>&1)
+      theirs=$(node tools/llama_cpp_bench.mjs "$tools" "$work/$dtype.gguf" 16 "$decode" "$threads" "$BATCH" 2>&1 | tail -1)
+      our_decode=$(sed -nE "s/^decode: +batch $BATCH, ([0-9.]+) ms\/step.*/\1/p" <<<"$ours")
+      their_decode=$(sed -nE "s/.*decode batch $BATCH ([0-9.]+) ms\/step.*/\1/p" <<<"$theirs")
+      awk -v r="$round" -v d="$dtype" -v b="$BATCH" -v od="$our_decode" -v td="$their_decode" \
+        'BEGIN { printf "round %s %-5s decode batch %s ours %6.1f llama.cpp %6.1f ms/step (ours/theirs speed %.2f)\n", r, d, b, od, td, td / od }'
+    fi
   done
 done
