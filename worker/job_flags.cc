@@ -70,9 +70,10 @@ DEFINE_bool(int8_prefill, false,
             "with the stored weights' at 94.8-95.2% of positions instead of 96.4-97.0%.");
 DEFINE_bool(bf16_activations, false,
             "CPU, bf16 weights: round activations to bf16 before each linear layer (llama.cpp's way with BF16), so "
-            "that CPUs with AVX-512 BF16 multiply two pairs a lane per instruction: faster prefill and batched "
-            "decode, at the accuracy measured in the README; results stay independent of the batch. The GPU "
-            "already rounds batches' activations to the weights' type.");
+            "that AVX-512 BF16 does two multiply-adds a lane per instruction: 1.4-1.8x faster prefill and ~1.3x "
+            "faster batched decode on the bench model; on the test fixtures the top token agrees with f32 "
+            "activations' at 98.7-98.8% of positions; results stay independent of the batch. The GPU already "
+            "rounds batches' activations to the weights' type.");
 DEFINE_int32(threads, 0, "CPU threads per rank; 0: one per hardware thread / LOCAL_WORLD_SIZE.");
 DEFINE_int32(rendezvous_timeout, 300, "Seconds to wait for every rank to join.");
 DEFINE_int32(load_timeout, 1800, "Seconds to wait for every rank to load its shard.");
