@@ -13,6 +13,7 @@
 #include "ops/status_macros.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/linear_q8.h"
+#include "ops/cpu/panels.h"
 #include "ops/cpu/simd.h"
 #include "ops/quantize.h"
 
@@ -32,7 +33,7 @@ using simd::Scalar;
 // times one panel line of vectors per step, with no horizontal sums. Kept
 // here rather than calling OpenBLAS: the weights are bf16, and Debian's
 // runtime-dispatching OpenBLAS would add 30 MB to every binary. The
-// panels are kPanelWidth (linear_bf16.h) rows wide.
+// panels are kPanelWidth (panels.h) rows wide.
 
 template <typename Vec, int kRows>
 __attribute__((always_inline)) inline void PanelTile(const float* const* x, const float* panel, int64_t depth,
@@ -230,7 +231,6 @@ template <typename Vec, int kMaxRows, typename Weight>
 __attribute__((always_inline)) inline void PackedTimesXImpl(const float* x, int64_t n, int64_t in,
                                                             const Weight* packed, int64_t first, int64_t last,
                                                             int64_t out, float* y) {
-  const auto columns = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelWidth, out - p * kPanelWidth)); };
   const auto panel = [&](int64_t p) { return packed + p * in * kPanelWidth; };
   if (n == 1) {
     const float* xs[1] = {x};
@@ -238,7 +238,7 @@ __attribute__((always_inline)) inline void PackedTimesXImpl(const float* x, int6
       const int64_t q = std::min(p + 1, last - 1);  // An odd last panel pairs with itself.
       const Weight* panels[2] = {panel(p), panel(q)};
       float* ys[2] = {y + p * kPanelWidth, q != p ? y + q * kPanelWidth : nullptr};
-      const int cols[2] = {columns(p), columns(q)};
+      const int cols[2] = {PanelColumns(out, p), PanelColumns(out, q)};
       PackedTile<Float8, 1, 2>(xs, panels, in, ys, cols);
     }
     return;
@@ -252,7 +252,7 @@ __attribute__((always_inline)) inline void PackedTimesXImpl(const float* x, int6
         xs[r] = x + (i + r) * in;
         ys[r] = y + (i + r) * out + p * kPanelWidth;
       }
-      PanelRows<Vec, kMaxRows>(xs, rows, panel(p), in, ys, columns(p));
+      PanelRows<Vec, kMaxRows>(xs, rows, panel(p), in, ys, PanelColumns(out, p));
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "ops/cast.h"
+#include "ops/cpu/panels.h"
 
 namespace llama::cpu {
 namespace {
@@ -146,8 +147,10 @@ LLAMA_AVX512_BF16 void Bf16DotPanels(const uint32_t* pairs, int64_t n, int64_t i
                                      int64_t last, float* y) {
   const int64_t out = w.dim(0), half = in / 2;
   const uint16_t* packed = static_cast<const uint16_t*>(w.raw());
-  const auto columns = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelWidth, out - p * kPanelWidth)); };
   const auto panel = [&](int64_t p) { return packed + p * in * kPanelWidth; };
+  // The walk of PackedTimesXImpl (linear.cc), written again: its tiles are
+  // inlined into target-specific code, which a shared walk taking lambdas
+  // would not be (lambdas do not inherit a function's target).
   if (n == 1) {
     // Two panels at once: four independent sums hide vdpbf16ps's latency.
     const uint32_t* xs[1] = {pairs};
@@ -155,7 +158,7 @@ LLAMA_AVX512_BF16 void Bf16DotPanels(const uint32_t* pairs, int64_t n, int64_t i
       const int64_t q = std::min(p + 1, last - 1);  // An odd last panel pairs with itself.
       const uint16_t* panels[2] = {panel(p), panel(q)};
       float* ys[2] = {y + p * kPanelWidth, q != p ? y + q * kPanelWidth : nullptr};
-      const int cols[2] = {columns(p), columns(q)};
+      const int cols[2] = {PanelColumns(out, p), PanelColumns(out, q)};
       DotTile<1, 2>(xs, panels, in, ys, cols);
     }
     return;
@@ -169,7 +172,7 @@ LLAMA_AVX512_BF16 void Bf16DotPanels(const uint32_t* pairs, int64_t n, int64_t i
         xs[r] = pairs + (i + r) * half;
         ys[r] = y + (i + r) * out + p * kPanelWidth;
       }
-      DotRows(xs, rows, panel(p), in, ys, columns(p));
+      DotRows(xs, rows, panel(p), in, ys, PanelColumns(out, p));
     }
   }
 }

@@ -18,9 +18,6 @@
 
 namespace llama::cpu {
 
-// The output rows of a packed panel (linear.cc's layout: [in][32]).
-inline constexpr int kPanelWidth = 32;
-
 // x [n, in] (in even) rounded to bf16 (nearest even) in pairs:
 // pairs[r * in / 2 + j] = bf16(x[r][2j]) | bf16(x[r][2j + 1]) << 16.
 void RoundToBf16Pairs(const float* x, int64_t n, int64_t in, uint32_t* pairs);
