@@ -38,36 +38,20 @@ __attribute__((always_inline)) inline const float* CacheRow(const void* cache, D
   return scratch;
 }
 
-// Two chains of eight-wide sums: the plain loop is one serial chain of
-// scalar FMAs (GCC may not reorder a float sum), a quarter of the speed.
-__attribute__((always_inline)) inline float Dot(const float* a, const float* b, int64_t n) {
-  Float8 s0 = {}, s1 = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    s0 += Load8(a + i) * Load8(b + i);
-    s1 += Load8(a + i + 8) * Load8(b + i + 8);
-  }
-  for (; i + 8 <= n; i += 8) s0 += Load8(a + i) * Load8(b + i);
-  float sum = simd::Sum(s0 + s1);
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// Positions whose value rows are added to the output at once.
-constexpr int kValueBlock = 8;
-
-// Dot(q[h], k) for kDotHeads query heads at once, each summed exactly as
-// Dot sums it: the heads' chains are independent, so interleaving them
-// hides the adds' latency that one short dot (64 values: four steps) and
-// its horizontal sum leave exposed.
-constexpr int kDotHeads = 4;
+// dots[h] = q[h] . k for kHeads query heads that read the same key row.
+// Each dot is two chains of eight-wide sums (the plain loop is one serial
+// chain of scalar FMAs, a quarter of the speed); several heads at once
+// interleave their independent chains, hiding the adds' latency that one
+// short dot (64 values: four steps) and its horizontal sum leave exposed.
+// Every dot is summed the same way whatever kHeads is.
+template <int kHeads>
 __attribute__((always_inline)) inline void DotHeads(const float* const* q, const float* k, int64_t n, float* dots) {
-  Float8 s0[kDotHeads] = {}, s1[kDotHeads] = {};
+  Float8 s0[kHeads] = {}, s1[kHeads] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const Float8 k0 = Load8(k + i), k1 = Load8(k + i + 8);
 #pragma GCC unroll 4
-    for (int h = 0; h < kDotHeads; ++h) {
+    for (int h = 0; h < kHeads; ++h) {
       s0[h] += Load8(q[h] + i) * k0;
       s1[h] += Load8(q[h] + i + 8) * k1;
     }
@@ -75,15 +59,19 @@ __attribute__((always_inline)) inline void DotHeads(const float* const* q, const
   for (; i + 8 <= n; i += 8) {
     const Float8 k0 = Load8(k + i);
 #pragma GCC unroll 4
-    for (int h = 0; h < kDotHeads; ++h) s0[h] += Load8(q[h] + i) * k0;
+    for (int h = 0; h < kHeads; ++h) s0[h] += Load8(q[h] + i) * k0;
   }
 #pragma GCC unroll 4
-  for (int h = 0; h < kDotHeads; ++h) {
+  for (int h = 0; h < kHeads; ++h) {
     float sum = simd::Sum(s0[h] + s1[h]);
     for (int64_t j = i; j < n; ++j) sum += q[h][j] * k[j];
     dots[h] = sum;
   }
 }
+constexpr int kDotHeads = 4;
+
+// Positions whose value rows are added to the output at once.
+constexpr int kValueBlock = 8;
 
 // y += w[0] x[0] + ... + w[count - 1] x[count - 1], added in that order, as
 // one row at a time would: y is loaded and stored once per block of rows
@@ -136,11 +124,14 @@ __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& 
       const float* q[kDotHeads];
       for (int h = 0; h < kDotHeads; ++h) q[h] = a.q + (row * a.n_heads + heads[g + h]) * a.head_dim;
       float dots[kDotHeads];
-      DotHeads(q, k, a.head_dim, dots);
+      DotHeads<kDotHeads>(q, k, a.head_dim, dots);
       for (int h = 0; h < kDotHeads; ++h) scores[(g + h) * positions + t] = dots[h] * scale;
     }
     for (; g < count; ++g) {
-      scores[g * positions + t] = Dot(a.q + (row * a.n_heads + heads[g]) * a.head_dim, k, a.head_dim) * scale;
+      const float* q = a.q + (row * a.n_heads + heads[g]) * a.head_dim;
+      float dot;
+      DotHeads<1>(&q, k, a.head_dim, &dot);
+      scores[g * positions + t] = dot * scale;
     }
   }
   for (int g = 0; g < count; ++g) {

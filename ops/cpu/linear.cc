@@ -433,11 +433,12 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
     return absl::OkStatus();
   }
   if (options.bf16_activations && w.dtype() == DType::kBF16 && in % 2 == 0) {
-    // Per calling thread, sized once: no allocation per call once warm.
-    thread_local std::vector<uint32_t> pairs;
-    if (static_cast<int64_t>(pairs.size()) < n * in / 2) pairs.resize(n * in / 2);
-    RoundToBf16Pairs(x, n, in, pairs.data());
+    // The buffers are per calling thread, sized once: no allocation per call
+    // once warm.
     if (Bf16DotKernel() == "avx512bf16") {
+      thread_local std::vector<uint32_t> pairs;
+      if (static_cast<int64_t>(pairs.size()) < n * in / 2) pairs.resize(n * in / 2);
+      RoundToBf16Pairs(x, n, in, pairs.data());
       const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth, step = n == 1 ? 2 : 1;
       // The caller's pairs: a thread_local named inside the task would be
       // each worker's own.
@@ -449,10 +450,7 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
     }
     thread_local std::vector<float> rounded;
     if (static_cast<int64_t>(rounded.size()) < n * in) rounded.resize(n * in);
-    for (int64_t i = 0; i < n * in / 2; ++i) {
-      rounded[2 * i] = Bf16ToF32(static_cast<uint16_t>(pairs[i]));
-      rounded[2 * i + 1] = Bf16ToF32(static_cast<uint16_t>(pairs[i] >> 16));
-    }
+    for (int64_t i = 0; i < n * in; ++i) rounded[i] = Bf16ToF32(F32ToBf16(x[i]));
     x = rounded.data();
   }
   LinearPacked(x, n, w, y, pool);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "ops/cast.h"
@@ -186,6 +187,14 @@ TEST_F(ParityTest, GroupedLinearsEqualSeparateRuns) {
         ASSERT_TRUE((*linear)->Run(x, n, device_w, dtype, outs[i], in, alone.back()).ok());
       }
       ASSERT_TRUE((*linear)->RunGroup(x, n, dtype, in, group).ok());
+      if (n == 1 && dtype != DType::kF32) {
+        // One launch takes 1 to kMaxGemvGroup weights (RunGroup splits larger groups).
+        for (size_t size : {size_t{0}, group.size()}) {
+          const absl::Status status = Gemv(x, n, dtype, in, absl::MakeConstSpan(group).first(size), nullptr);
+          EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << size << " weights";
+          EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("1 to 3 weights")) << status;
+        }
+      }
       for (size_t i = 0; i < outs.size(); ++i) {
         const std::vector<float> got = Download(group[i].y, n * outs[i]), want = Download(alone[i], n * outs[i]);
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
