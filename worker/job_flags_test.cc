@@ -37,6 +37,7 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   given.kv_cache_dtype = "bf16";
   given.cuda_graphs = false;
   given.int8_prefill = true;
+  given.bf16_activations = true;
   given.threads = 3;
   given.rendezvous_timeout = 11;
   given.load_timeout = 12;
@@ -75,6 +76,7 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   EXPECT_EQ(got.kv_cache_dtype, "bf16");
   EXPECT_FALSE(got.cuda_graphs);
   EXPECT_TRUE(got.int8_prefill);
+  EXPECT_TRUE(got.bf16_activations);
   EXPECT_EQ(got.threads, 3);
   EXPECT_EQ(got.rendezvous_timeout, 11);
   EXPECT_EQ(got.load_timeout, 12);
