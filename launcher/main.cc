@@ -275,7 +275,7 @@ int Run(std::vector<std::string> extra_args) {
     store_listener = *std::move(listener);
     world.master_port = *port;
   }
-  absl::StatusOr<std::vector<RankInfo>> ranks = LocalRanks(world);
+  absl::StatusOr<std::vector<WorkerEnvironment>> ranks = LocalRanks(world);
   if (!ranks.ok()) return Fail(ranks.status().message());
   std::string device = FLAGS_device;
   if (device.empty()) device = BuiltWithCuda() && !VisibleGpus().empty() ? "cuda" : "cpu";
@@ -381,23 +381,23 @@ int Run(std::vector<std::string> extra_args) {
 
   std::vector<WorkerLaunch> launches;
   const std::vector<std::string> job_flags = WorkerArguments(JobFlagsFromCommandLine());
-  for (const RankInfo& rank : *ranks) {
+  for (WorkerEnvironment& rank : *ranks) {
     WorkerLaunch launch;
     launch.rank = rank.rank;
     launch.process.argv = {*worker, "--shard_dir=" + shard_dir, "--tokenizer_path=" + fs::absolute(tokenizer).string()};
     launch.process.argv.insert(launch.process.argv.end(), job_flags.begin(), job_flags.end());
     // A clean, explicit environment: nothing from our shell leaks in.
-    for (const auto& [name, value] : WorkerEnvironment(world, rank)) launch.process.env.push_back(name + "=" + value);
-    launch.process.env.push_back("RENDEZVOUS_TOKEN=" + *token);
+    rank.token = *token;
+    if (rank.rank == 0 && store_listener.valid()) {
+      launch.process.inherit_fd = store_listener.fd();
+      rank.listen_fd = store_listener.fd();
+    }
+    for (const auto& [name, value] : WorkerEnvironmentVariables(rank)) launch.process.env.push_back(name + "=" + value);
     launch.process.argv.push_back("--device=" + device);
     if (!gpus.empty()) launch.process.env.push_back("CUDA_VISIBLE_DEVICES=" + gpus[rank.local_rank]);
     // The API key reaches rank 0 in its environment, never on a command line.
     if (rank.rank == 0 && !FLAGS_api_key.empty()) {
       launch.process.env.push_back(absl::StrCat(kApiKeyVariable, "=", FLAGS_api_key));
-    }
-    if (rank.rank == 0 && store_listener.valid()) {
-      launch.process.inherit_fd = store_listener.fd();
-      launch.process.env.push_back(absl::StrCat("RENDEZVOUS_LISTEN_FD=", store_listener.fd()));
     }
     launches.push_back(std::move(launch));
   }

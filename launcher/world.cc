@@ -1,8 +1,8 @@
 #include "launcher/world.h"
 
 #include <string>
+#include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ops/status_macros.h"
 
@@ -37,33 +37,23 @@ absl::Status ValidateWorldOptions(const WorldOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<RankInfo>> LocalRanks(const WorldOptions& options) {
+absl::StatusOr<std::vector<WorkerEnvironment>> LocalRanks(const WorldOptions& options) {
   RETURN_IF_ERROR(ValidateWorldOptions(options));
-  std::vector<RankInfo> ranks;
+  std::vector<WorkerEnvironment> ranks;
   ranks.reserve(options.nproc_per_node);
   for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
-    RankInfo info;
-    info.rank = options.node_rank * options.nproc_per_node + local_rank;
-    info.local_rank = local_rank;
-    info.world_size = options.nnodes * options.nproc_per_node;
-    info.local_world_size = options.nproc_per_node;
-    info.node_rank = options.node_rank;
-    ranks.push_back(info);
+    WorkerEnvironment env;
+    env.rank = options.node_rank * options.nproc_per_node + local_rank;
+    env.local_rank = local_rank;
+    env.world_size = options.nnodes * options.nproc_per_node;
+    env.local_world_size = options.nproc_per_node;
+    env.node_rank = options.node_rank;
+    env.master_addr = options.master_addr;
+    env.master_port = options.master_port;
+    env.distributed = true;
+    ranks.push_back(std::move(env));
   }
   return ranks;
-}
-
-std::vector<std::pair<std::string, std::string>> WorkerEnvironment(const WorldOptions& options,
-                                                                   const RankInfo& rank) {
-  return {
-      {"RANK", absl::StrCat(rank.rank)},
-      {"LOCAL_RANK", absl::StrCat(rank.local_rank)},
-      {"WORLD_SIZE", absl::StrCat(rank.world_size)},
-      {"LOCAL_WORLD_SIZE", absl::StrCat(rank.local_world_size)},
-      {"GROUP_RANK", absl::StrCat(rank.node_rank)},
-      {"MASTER_ADDR", options.master_addr},
-      {"MASTER_PORT", absl::StrCat(options.master_port)},
-  };
 }
 
 }  // namespace llama

@@ -15,11 +15,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "worker/dist/environment.h"
 
 namespace llama {
-
-// torchrun's default rendezvous port, kept so existing firewall rules apply.
-inline constexpr int kDefaultMasterPort = 29500;
 
 struct WorldOptions {
   int nnodes = 1;
@@ -29,26 +27,13 @@ struct WorldOptions {
   int master_port = kDefaultMasterPort;
 };
 
-// One worker process's place in the job.
-struct RankInfo {
-  int rank = 0;
-  int local_rank = 0;
-  int world_size = 1;
-  int local_world_size = 1;
-  int node_rank = 0;
-};
-
 // Checks each option against its range; errors name the flag
 // (--nnodes, --node_rank, ...) and the value given.
 absl::Status ValidateWorldOptions(const WorldOptions& options);
 
-// The ranks this node starts, in local_rank order. Validates first.
-absl::StatusOr<std::vector<RankInfo>> LocalRanks(const WorldOptions& options);
-
-// The variables torchrun sets for a worker: RANK, LOCAL_RANK, WORLD_SIZE,
-// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT.
-std::vector<std::pair<std::string, std::string>> WorkerEnvironment(
-    const WorldOptions& options, const RankInfo& rank);
+// The environment of each rank this node starts, in local_rank order (no
+// token or listening socket yet: the launcher adds them). Validates first.
+absl::StatusOr<std::vector<WorkerEnvironment>> LocalRanks(const WorldOptions& options);
 
 }  // namespace llama
 

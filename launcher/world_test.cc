@@ -22,11 +22,11 @@ TEST(WorldTest, EveryRankOfEveryLayout) {
       options.nnodes = layout.nnodes;
       options.nproc_per_node = layout.nproc_per_node;
       options.node_rank = node;
-      absl::StatusOr<std::vector<RankInfo>> ranks = LocalRanks(options);
+      absl::StatusOr<std::vector<WorkerEnvironment>> ranks = LocalRanks(options);
       ASSERT_TRUE(ranks.ok()) << ranks.status();
       ASSERT_EQ(ranks->size(), layout.nproc_per_node);
       for (int local = 0; local < layout.nproc_per_node; ++local) {
-        const RankInfo& info = (*ranks)[local];
+        const WorkerEnvironment& info = (*ranks)[local];
         EXPECT_EQ(info.rank, node * layout.nproc_per_node + local);
         EXPECT_EQ(info.local_rank, local);
         EXPECT_EQ(info.world_size, layout.nnodes * layout.nproc_per_node);
@@ -46,9 +46,9 @@ TEST(WorldTest, EnvironmentMatchesTorchrun) {
   options.nproc_per_node = 4;
   options.node_rank = 1;
   options.master_addr = "node0.cluster";
-  absl::StatusOr<std::vector<RankInfo>> ranks = LocalRanks(options);
+  absl::StatusOr<std::vector<WorkerEnvironment>> ranks = LocalRanks(options);
   ASSERT_TRUE(ranks.ok()) << ranks.status();
-  EXPECT_THAT(WorkerEnvironment(options, (*ranks)[2]),
+  EXPECT_THAT(WorkerEnvironmentVariables((*ranks)[2]),
               ElementsAre(Pair("RANK", "6"), Pair("LOCAL_RANK", "2"), Pair("WORLD_SIZE", "8"),
                           Pair("LOCAL_WORLD_SIZE", "4"), Pair("GROUP_RANK", "1"),
                           Pair("MASTER_ADDR", "node0.cluster"), Pair("MASTER_PORT", "29500")));

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ops/status_macros.h"
 
@@ -44,6 +45,8 @@ absl::StatusOr<WorkerEnvironment> ReadWorkerEnvironment(const std::function<cons
   RETURN_IF_ERROR(ReadInt(get, "RANK", 0, env.world_size - 1, &env.rank));
   env.local_rank = env.rank % env.local_world_size;
   RETURN_IF_ERROR(ReadInt(get, "LOCAL_RANK", 0, env.local_world_size - 1, &env.local_rank));
+  env.node_rank = env.rank / env.local_world_size;
+  RETURN_IF_ERROR(ReadInt(get, "GROUP_RANK", 0, env.world_size - 1, &env.node_rank));
   if (const char* addr = get("MASTER_ADDR"); addr != nullptr) env.master_addr = addr;
   if (env.master_addr.empty()) return absl::InvalidArgumentError("environment variable MASTER_ADDR is empty");
   if (const char* token = get("RENDEZVOUS_TOKEN"); token != nullptr) env.token = token;
@@ -54,6 +57,21 @@ absl::StatusOr<WorkerEnvironment> ReadWorkerEnvironment(const std::function<cons
         "(the launcher makes one)");
   }
   return env;
+}
+
+std::vector<std::pair<std::string, std::string>> WorkerEnvironmentVariables(const WorkerEnvironment& env) {
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {"RANK", absl::StrCat(env.rank)},
+      {"LOCAL_RANK", absl::StrCat(env.local_rank)},
+      {"WORLD_SIZE", absl::StrCat(env.world_size)},
+      {"LOCAL_WORLD_SIZE", absl::StrCat(env.local_world_size)},
+      {"GROUP_RANK", absl::StrCat(env.node_rank)},
+      {"MASTER_ADDR", env.master_addr},
+      {"MASTER_PORT", absl::StrCat(env.master_port)},
+  };
+  if (!env.token.empty()) vars.emplace_back("RENDEZVOUS_TOKEN", env.token);
+  if (env.listen_fd >= 0) vars.emplace_back("RENDEZVOUS_LISTEN_FD", absl::StrCat(env.listen_fd));
+  return vars;
 }
 
 }  // namespace llama

@@ -19,13 +19,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "worker/dist/environment.h"
 #include "worker/dist/tcp_store.h"
 
 namespace llama {
 
 struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
-  int master_port = kDefaultStorePort;  // Rank 0 of a job of one may say 0: any free port.
+  int master_port = kDefaultMasterPort;  // Rank 0 of a job of one may say 0: any free port.
   int rank = 0;
   int world_size = 1;
   std::string token;

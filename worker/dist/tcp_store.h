@@ -35,9 +35,6 @@
 
 namespace llama {
 
-// torchrun's default rendezvous port.
-inline constexpr int kDefaultStorePort = 29500;
-
 // Thread-safe; serves each client on its own thread. Destruction stops it
 // and disconnects every client.
 class TcpStoreServer {
