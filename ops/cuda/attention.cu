@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda/attention_mma.h"
 #include "ops/cuda/device_util.cuh"
 #include "ops/status_macros.h"
 
@@ -77,10 +78,12 @@ __global__ void AttentionKernel(const float* q, KvBlockTables tables, const int3
 
 constexpr int kKeyBlock = 32;      // Keys (and values) staged per round: one per lane.
 constexpr int kTileThreads = 128;  // Four warps, four query rows each.
-constexpr int kRowsPerWarp = kAttentionTileRows / (kTileThreads / 32);
+constexpr int kCoreTileRows = 16;  // Rows of a tile per block (blockIdx.z: which 16).
+constexpr int kRowsPerWarp = kCoreTileRows / (kTileThreads / 32);
+static_assert(kAttentionTileRows % kCoreTileRows == 0);
 constexpr int kMaxDimsPerLane = 4;  // head_dim <= 128.
 
-// One block per (tile, head); see AttentionTiles in kernels.h. Shared rows
+// One block per (16 rows of a tile, head); see AttentionTiles. Shared rows
 // are padded to head_dim + 1 floats, so the 32 lanes reading one column of
 // the key block (a key each) hit 32 different banks.
 template <typename T>
@@ -90,16 +93,19 @@ __global__ void __launch_bounds__(kTileThreads)
                         const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float* out) {
   extern __shared__ float staged[];
   const int64_t stride = head_dim + 1;
-  float* q_tile = staged;                             // [kAttentionTileRows][stride], pre-scaled
-  float* k_block = q_tile + kAttentionTileRows * stride;  // [kKeyBlock][stride]
-  float* v_block = k_block + kKeyBlock * stride;          // [kKeyBlock][stride]
-  const int64_t first = tile_first[blockIdx.x], rows = tile_rows[blockIdx.x], head = blockIdx.y;
+  float* q_tile = staged;                             // [kCoreTileRows][stride], pre-scaled
+  float* k_block = q_tile + kCoreTileRows * stride;   // [kKeyBlock][stride]
+  float* v_block = k_block + kKeyBlock * stride;      // [kKeyBlock][stride]
+  const int64_t sub_tile = kCoreTileRows * static_cast<int64_t>(blockIdx.z), head = blockIdx.y;
+  const int64_t first = tile_first[blockIdx.x] + sub_tile;
+  const int64_t rows = min(static_cast<int64_t>(kCoreTileRows), tile_rows[blockIdx.x] - sub_tile);
+  if (rows <= 0) return;  // The tile is shorter: the whole block leaves together.
   const int64_t kv_stride = n_kv_heads * head_dim, kv = kv_head_of[head];
   const int32_t* table = TableOf(tables, first);  // Every row of a tile is of one sequence.
   const T* k_cache = k_base + kv * head_dim;
   const T* v_cache = v_base + kv * head_dim;
   const float scale = rsqrtf(static_cast<float>(head_dim));
-  for (int64_t i = threadIdx.x; i < kAttentionTileRows * head_dim; i += blockDim.x) {
+  for (int64_t i = threadIdx.x; i < kCoreTileRows * head_dim; i += blockDim.x) {
     const int64_t r = i / head_dim, d = i % head_dim;
     q_tile[r * stride + d] = r < rows ? q[((first + r) * n_heads + head) * head_dim + d] * scale : 0.0f;
   }
@@ -303,14 +309,18 @@ absl::Status AttentionTiles(const float* q, const int32_t* tile_first, const int
                             const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                             float* out, cudaStream_t stream) {
   if (tiles == 0) return absl::OkStatus();
+  if (TensorCoreAttentionFits(head_dim)) {
+    return TensorCoreAttentionTiles(q, tile_first, tile_rows, tiles, tables, positions, cache, kv_head_of, n_heads,
+                                    n_kv_heads, head_dim, out, stream);
+  }
   if (head_dim > 32 * kMaxDimsPerLane) {
     return absl::InvalidArgumentError(
         absl::StrFormat("AttentionTiles: head_dim %d; at most %d", head_dim, 32 * kMaxDimsPerLane));
   }
-  const size_t shared = (kAttentionTileRows + 2 * kKeyBlock) * (head_dim + 1) * sizeof(float);
+  const size_t shared = (kCoreTileRows + 2 * kKeyBlock) * (head_dim + 1) * sizeof(float);
   return ForCacheType(cache.dtype, "AttentionTiles", [&](auto zero) {
     using T = decltype(zero);
-    AttentionTileKernel<T><<<dim3(tiles, n_heads), kTileThreads, shared, stream>>>(
+    AttentionTileKernel<T><<<dim3(tiles, n_heads, kAttentionTileRows / kCoreTileRows), kTileThreads, shared, stream>>>(
         q, tile_first, tile_rows, tables, positions, static_cast<const T*>(cache.k), static_cast<const T*>(cache.v),
         cache.block_size, kv_head_of, n_heads, n_kv_heads, head_dim, out);
     return Launched("AttentionTileKernel");

@@ -36,11 +36,12 @@ absl::Status Attention(const float* q, int64_t n, KvBlockTables tables, const in
 
 // The same attention for prefill, a tile at a time: tile i is rows
 // [tile_first[i], tile_first[i] + tile_rows[i]) of the step (at most
-// kAttentionTileRows, all of one sequence). A block stages the tile's queries
-// and blocks of 32 keys and values in shared memory and keeps a running
-// (online) softmax per row, so each cached key is read once per tile rather
-// than once per row. head_dim <= 128 (Llama 2's is 128).
-inline constexpr int kAttentionTileRows = 16;
+// kAttentionTileRows, all of one sequence). Keys and values are staged in
+// shared memory a block at a time and each row keeps a running (online)
+// softmax, so each cached key is read once per tile rather than once per
+// row. Head sizes 64 and 128 run on tensor cores (attention_mma.h); others up
+// to 128 on CUDA cores, in f32, 16 rows a block.
+inline constexpr int kAttentionTileRows = 64;
 absl::Status AttentionTiles(const float* q, const int32_t* tile_first, const int32_t* tile_rows, int64_t tiles,
                             KvBlockTables tables, const int32_t* positions, const KvCacheView& cache,
                             const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,

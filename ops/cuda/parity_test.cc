@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -16,6 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
 #include "ops/cast.h"
 #include "ops/cpu/attention.h"
 #include "ops/random_values.h"
@@ -23,6 +25,7 @@
 #include "ops/cpu/rope.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/cuda/attention.h"
+#include "ops/cuda/attention_mma.h"
 #include "ops/cuda/cublas_linear.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/parity_fixture.h"
@@ -239,15 +242,22 @@ TEST_F(ParityTest, RmsNormRopeSwiGluEmbedding) {
 }
 
 // A paged cache of three sequences in each dtype; one step that prefills
-// 64 rows of sequence 0 from position 64, decodes sequence 1 at position
-// 300 and prefills 37 rows of sequence 2 from 0, against cpu::Attention
-// per sequence over the same bytes and block tables: row by row
-// (Attention) and in tiles of up to 16 rows (AttentionTiles, the last of a
-// chunk partial).
+// 150 rows of sequence 0 from position 70 (tiles of 64, 64 and 22 rows, not
+// aligned with the 64-key rounds), decodes sequence 1 at position 300 and
+// prefills 37 rows of sequence 2 from 0, against cpu::Attention per sequence
+// over the same bytes and block tables: row by row (Attention) and in tiles
+// (AttentionTiles). Head sizes 128 and 64 take the tensor-core kernel, 96 the
+// CUDA-core one (and the row-by-row kernel): f32 math, 1e-5 + 1e-4 |cpu|.
+// The tensor cores' bf16x3 products keep each operand to about 2^-17 and
+// drop the remainders' product (2^-18), so a score errs by up to 2^-16 of
+// sum |q_d k_d| / sqrt(head_dim), about 3 here (uniform [-1, 1] operands),
+// and the output by that much relatively: 2^-14 (6.1e-5) allows a factor of
+// four over the 2^-16 scale; H200: at most 1.9e-5 seen (f32 cache), 1.3e-5
+// (f16), 6.6e-6 (bf16, whose remainders are zero).
 TEST_F(AttentionParityTest, AttentionMixedStepEveryCacheType) {
   ThreadPool pool(4);
-  const int64_t n_heads = 8, n_kv = 2, hd = 128, capacity = 512, sequences = 3, kv_width = n_kv * hd;
-  const std::vector<Chunk> chunks = {{0, 64, 64}, {1, 300, 1}, {2, 0, 37}};
+  const int64_t n_heads = 8, n_kv = 2, capacity = 512, sequences = 3;
+  const std::vector<Chunk> chunks = {{0, 70, 150}, {1, 300, 1}, {2, 0, 37}};
   const Paging paging = ScatteredTables(sequences, capacity);
   std::vector<int32_t> row_sequences, row_positions, tile_first, tile_rows;
   for (const Chunk& c : chunks) {
@@ -261,26 +271,35 @@ TEST_F(AttentionParityTest, AttentionMixedStepEveryCacheType) {
     }
   }
   const int64_t n = row_sequences.size();
-  const std::vector<float> q = Random(n * n_heads * hd, 9), k = Random(sequences * capacity * kv_width, 10),
-                           v = Random(sequences * capacity * kv_width, 11);
   const std::vector<int32_t> kv_head_of = {0, 0, 0, 0, 1, 1, 1, 1};
   const std::vector<int> kv_cpu(kv_head_of.begin(), kv_head_of.end());
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    const TypedCache cache = StoreCache(k, v, dtype);
-    const std::vector<float> expected = CpuAttention(q, cache, dtype, paging, chunks, kv_cpu, n_heads, n_kv, hd, pool);
-    const KvBlockTables tables = DeviceTables(paging, row_sequences);
-    float* out = Upload(std::vector<float>(expected.size()));
-    ASSERT_TRUE(Attention(Upload(q), n, tables, Upload(row_positions), cache.device, Upload(kv_head_of), n_heads, n_kv,
-                          hd, out, nullptr)
-                    .ok());
-    ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4,
-                std::string("attention, ") + std::string(DTypeName(dtype)) + " cache");
-    float* tiled = Upload(std::vector<float>(expected.size()));
-    ASSERT_TRUE(AttentionTiles(Upload(q), Upload(tile_first), Upload(tile_rows), tile_first.size(), tables,
-                               Upload(row_positions), cache.device, Upload(kv_head_of), n_heads, n_kv, hd, tiled, nullptr)
-                    .ok());
-    ExpectClose(Download(tiled, expected.size()), expected, 1e-5, 1e-4,
-                std::string("tiled attention, ") + std::string(DTypeName(dtype)) + " cache");
+  const KvBlockTables tables = DeviceTables(paging, row_sequences);
+  for (const int64_t hd : {128, 64, 96}) {
+    const int64_t kv_width = n_kv * hd;
+    const std::vector<float> q = Random(n * n_heads * hd, 9), k = Random(sequences * capacity * kv_width, 10),
+                             v = Random(sequences * capacity * kv_width, 11);
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      const std::string what = absl::StrFormat("%s cache, head_dim %d", DTypeName(dtype), hd);
+      const TypedCache cache = StoreCache(k, v, dtype);
+      const std::vector<float> expected =
+          CpuAttention(q, cache, dtype, paging, chunks, kv_cpu, n_heads, n_kv, hd, pool);
+      float* out = Upload(std::vector<float>(expected.size()));
+      ASSERT_TRUE(Attention(Upload(q), n, tables, Upload(row_positions), cache.device, Upload(kv_head_of), n_heads,
+                            n_kv, hd, out, nullptr)
+                      .ok());
+      ExpectClose(Download(out, expected.size()), expected, 1e-5, 1e-4, "attention, " + what);
+      float* tiled = Upload(std::vector<float>(expected.size()));
+      ASSERT_TRUE(AttentionTiles(Upload(q), Upload(tile_first), Upload(tile_rows), tile_first.size(), tables,
+                                 Upload(row_positions), cache.device, Upload(kv_head_of), n_heads, n_kv, hd, tiled,
+                                 nullptr)
+                      .ok());
+      const std::vector<float> got = Download(tiled, expected.size());
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max<double>(worst, std::abs(got[i] - expected[i]));
+      std::printf("tiled attention, %s (%s): max |gpu - cpu| %.3g\n", what.c_str(),
+                  TensorCoreAttentionFits(hd) ? "tensor cores" : "CUDA cores", worst);
+      ExpectClose(got, expected, TensorCoreAttentionFits(hd) ? 6.1e-5 : 1e-5, 1e-4, "tiled attention, " + what);
+    }
   }
 }
 

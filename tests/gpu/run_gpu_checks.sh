@@ -16,7 +16,8 @@
 #                                          visible), its greedy tokens against PyTorch's
 #                                       3. the bench on a 7B-shaped bf16 model: prefill
 #                                          512, decode batch 1 (graphs on and off) and
-#                                          batch 32, against the copy bandwidth
+#                                          batch 32, against the copy bandwidth, and a
+#                                          2048-token prefill
 #                                       and prints one table, under one deadline
 #                                       (GPU_CHECKS_DEADLINE_S, default 420 s); the
 #                                       table and every log also go to $OUT.
@@ -218,12 +219,14 @@ PY
     bench b1 --prefill_tokens=512 --decode_tokens=128 --batch=1
     bench b1_eager --prefill_tokens=512 --decode_tokens=64 --batch=1 --cuda_graphs=false
     bench b32 --prefill_tokens=128 --decode_tokens=32 --batch=32
+    bench p2048 --prefill_tokens=2048 --decode_tokens=16 --batch=1
     {
       echo "7B shape, bf16, ${gpu_name:-no GPU}:"
       echo "  prefill 512 tokens:      $(field b1 '[0-9.]* tokens/s' | head -n 1)"
       echo "  decode batch 1:          $(field b1 'batch 1, [0-9.]* ms/step') (graphs), $(field b1_eager 'batch 1, [0-9.]* ms/step') (no graphs)"
       echo "  bandwidth floor:         $(field b1 '[0-9]*% of the [0-9.]* GB/s memory limit')"
       echo "  decode batch 32:         $(field b32 'batch 32, [0-9.]* ms/step = [0-9.]* tokens/s')"
+      echo "  prefill 2048 tokens:     $(field p2048 '[0-9.]* tokens/s' | head -n 1) (attention on tensor cores)"
     } >>"$table_file"
     rm -rf "$work"
     echo "$passed passed, $failed failed" >>"$table_file"
