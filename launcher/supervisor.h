@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "launcher/process.h"
+#include "launcher/process/process.h"
 
 namespace llama {
 

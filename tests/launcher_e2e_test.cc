@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/checkpoint_fixture.h"
-#include "launcher/process.h"
+#include "launcher/process/process.h"
 #include "ops/device.h"
 #include "tests/fixtures/test_util.h"
 #include "tests/launcher_run.h"

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/process.h"
+#include "launcher/process/process.h"
 
 namespace llama::testing {
 

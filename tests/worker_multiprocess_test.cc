@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
-#include "launcher/process.h"
+#include "launcher/process/process.h"
 #include "tests/fixtures/sampled_golden.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"

@@ -14,7 +14,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "launcher/process.h"
+#include "launcher/process/process.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/prompt_files.h"

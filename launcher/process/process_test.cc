@@ -1,4 +1,4 @@
-#include "launcher/process.h"
+#include "launcher/process/process.h"
 #include "tests/fixtures/test_util.h"
 
 #include <fcntl.h>

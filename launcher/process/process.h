@@ -5,8 +5,8 @@
 // even one killed with SIGKILL), with stdout and stderr sent to files or
 // captured through pipes.
 
-#ifndef LLAMA_LAUNCHER_PROCESS_H_
-#define LLAMA_LAUNCHER_PROCESS_H_
+#ifndef LLAMA_LAUNCHER_PROCESS_PROCESS_H_
+#define LLAMA_LAUNCHER_PROCESS_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -74,4 +74,4 @@ class Process {
 
 }  // namespace llama
 
-#endif  // LLAMA_LAUNCHER_PROCESS_H_
+#endif  // LLAMA_LAUNCHER_PROCESS_PROCESS_H_

@@ -1,4 +1,4 @@
-#include "launcher/process.h"
+#include "launcher/process/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
