@@ -193,6 +193,29 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
   EXPECT_GT((*with_nccl)->graphs_captured(), 0) << "no decode graph was captured with NCCL calls in it";
 }
 
+// Logit adjustments (logit_bias, penalties) go through the host's copy of
+// the logits: the biased token is chosen, and its log-probability is the
+// model's, from the same logits Forward returns.
+TEST_F(CudaTest, LogitAdjustmentsMoveTheChoiceNotTheLogprob) {
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<int> prompt = Prompt();
+  const std::vector<int32_t> table = SlotBlockTables(**gpu, 1)[0];
+  absl::StatusOr<absl::Span<const float>> logits = (*gpu)->Forward({{table, 0, prompt, false}});
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const std::vector<float> row(logits->begin(), logits->end());
+  const int unbiased = static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
+  const int forced = unbiased == 77 ? 78 : 77;
+  const LogitAdjustment bias[] = {{forced, 1000.0f}};
+  TokenChoice choice;
+  choice.adjustments = bias;
+  ChosenToken chosen;
+  ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {choice}, absl::MakeSpan(&chosen, 1)).ok());
+  EXPECT_EQ(chosen.token, forced);
+  EXPECT_FLOAT_EQ(chosen.logprob, cpu::LogProb(row.data(), static_cast<int64_t>(row.size()), forced));
+}
+
 // Checked before the GPU is touched, so these run on any machine.
 TEST(CudaTransformerArgumentsTest, BadOptionsAreClearErrors) {
   TransformerOptions options = SmallOptions(DType::kI8);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "ops/status_macros.h"
 
@@ -34,12 +36,29 @@ struct Engine::Sequence {
   std::vector<float> prompt_logprobs;
   bool prompt_scored = false;  // Reported (or not asked for).
   cpu::Rng rng{0};
+  absl::flat_hash_map<int, int> generated_counts;  // For the penalties.
+  std::vector<LogitAdjustment> adjustments;        // Its next choice's, while the model runs.
   uint64_t admission = 0;  // Order of its latest admission.
   bool counted = false;    // Its prompt is in the stats.
   bool finished = false;
 
   int64_t length() const { return static_cast<int64_t>(tokens.size()); }
   bool scoring() const { return !prompt_scored && computed < prompt_len - 1; }
+  bool adjusted() const {
+    return request.presence_penalty != 0 || request.frequency_penalty != 0 || !request.logit_bias.empty();
+  }
+  // The penalties and biases of its next choice, by token id.
+  void UpdateAdjustments() {
+    absl::flat_hash_map<int, float> delta;
+    for (const LogitAdjustment& b : request.logit_bias) delta[b.token] += b.delta;
+    for (const auto& [token, count] : generated_counts) {
+      delta[token] -= request.frequency_penalty * static_cast<float>(count) + request.presence_penalty;
+    }
+    adjustments.clear();
+    for (const auto& [token, d] : delta) adjustments.push_back({token, d});
+    std::sort(adjustments.begin(), adjustments.end(),
+              [](const LogitAdjustment& a, const LogitAdjustment& b) { return a.token < b.token; });
+  }
 };
 
 Engine::Engine(LanguageModel* model, const EngineOptions& options)
@@ -78,6 +97,22 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
   if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
     return absl::InvalidArgumentError(
         absl::StrFormat("top_logprobs %d: expected 0 to %d", request.top_logprobs, kMaxTopLogprobs));
+  }
+  for (const auto& [name, value] : {std::pair<const char*, float>{"presence_penalty", request.presence_penalty},
+                                    {"frequency_penalty", request.frequency_penalty}}) {
+    if (!(value >= -2 && value <= 2)) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s %g: expected -2 to 2", name, value));
+    }
+  }
+  for (const LogitAdjustment& b : request.logit_bias) {
+    if (b.token < 0 || b.token >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("logit_bias: token id %d outside the vocabulary [0, %d)", b.token, vocab));
+    }
+    if (!(b.delta >= -100 && b.delta <= 100)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("logit_bias: %g for token %d; expected -100 to 100", b.delta, b.token));
+    }
   }
   if (request.max_new_tokens.has_value() && *request.max_new_tokens < 0) {
     return absl::InvalidArgumentError(
@@ -341,9 +376,17 @@ absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
     if (p.scoring) continue;
     Sequence& s = *p.sequence;
     chunks_.push_back({s.blocks, s.computed, absl::MakeConstSpan(s.tokens).subspan(s.computed, p.take), false});
-    TokenChoice choice{s.request.temperature, s.request.top_p, 0.0, s.request.top_logprobs};
+    TokenChoice choice;
+    choice.temperature = s.request.temperature;
+    choice.top_p = s.request.top_p;
+    choice.top_logprobs = s.request.top_logprobs;
+    const bool chooses = s.computed + p.take == s.length();
     // One draw per token the request samples, whatever the step's shape.
-    if (s.request.temperature > 0 && s.computed + p.take == s.length()) choice.uniform = s.rng.Uniform();
+    if (s.request.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();
+    if (s.adjusted() && chooses) {
+      s.UpdateAdjustments();
+      choice.adjustments = s.adjustments;
+    }
     choices_.push_back(choice);
   }
   if (!chunks_.empty()) {
@@ -367,6 +410,7 @@ absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
     if (s.computed < s.length()) continue;  // More prompt to feed.
     ReportPromptLogprobs(s);  // A one-token prompt's: nothing was scored.
     s.tokens.push_back(chosen.token);
+    if (s.adjusted()) ++s.generated_counts[chosen.token];
     ++generated;
     RequestEvent event;
     event.token = chosen.token;

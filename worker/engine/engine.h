@@ -73,6 +73,14 @@ struct EngineRequest {
   bool prompt_logprobs = false;
   // Each token event also carries this many most likely tokens (0 to 5).
   int top_logprobs = 0;
+  // OpenAI's penalties on the tokens generated so far, each in [-2, 2]: a
+  // token's logit loses frequency_penalty for every time it was generated
+  // and presence_penalty once if it was. logit_bias is added to its tokens'
+  // logits (each in [-100, 100]; a token listed twice gets both). They move
+  // the choice only: the log-probabilities reported stay the model's.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<LogitAdjustment> logit_bias;
   // Called on the thread that runs Step, without the engine's lock: it may
   // Submit or Cancel, and must be quick.
   std::function<void(const RequestEvent&)> sink;

@@ -279,6 +279,58 @@ TEST(EngineTest, BadRequestsNameTheField) {
   r.top_p = 0;
   EXPECT_EQ(engine.Submit(r).status().message(), "top_p 0: expected 0 < top_p <= 1");
   EXPECT_EQ(engine.Submit(Request({1}, &out, -2)).status().message(), "max_new_tokens -2: expected >= 0");
+  r = Request({1}, &out);
+  r.frequency_penalty = 2.5f;
+  EXPECT_EQ(engine.Submit(r).status().message(), "frequency_penalty 2.5: expected -2 to 2");
+  r = Request({1}, &out);
+  r.logit_bias = {{32, 1.0f}};
+  EXPECT_EQ(engine.Submit(r).status().message(), "logit_bias: token id 32 outside the vocabulary [0, 32)");
+  r.logit_bias = {{3, -101.0f}};
+  EXPECT_EQ(engine.Submit(r).status().message(), "logit_bias: -101 for token 3; expected -100 to 100");
+}
+
+// Each greedy token is the argmax of the model's logits for the sequence so
+// far plus the request's logit_bias, less frequency_penalty per earlier
+// occurrence among the generated tokens and presence_penalty once; the
+// log-probability reported is the model's own. The model's logits come from
+// a fresh model fed the whole sequence.
+TEST(EngineTest, PenaltiesAndLogitBiasMoveTheChoiceNotTheLogprobs) {
+  CacheCheckingModel::Shape shape;
+  shape.blocks = 4 * shape.max_batch_size * shape.max_seq_len / shape.block_size;
+  CacheCheckingModel model(shape);
+  Engine engine(&model, {});
+  Outcome out;
+  EngineRequest r = Request(Prompt(5, 2), &out, 24);
+  r.stop_ids.clear();
+  r.frequency_penalty = 1.5f;
+  r.presence_penalty = 0.5f;
+  r.logit_bias = {{3, 2.5f}, {7, -100.0f}, {3, 0.25f}};
+  const std::vector<int> prompt = r.prompt;
+  ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  ASSERT_EQ(out.tokens.size(), 24u);
+
+  std::vector<int> sequence = prompt;
+  std::map<int, int> counts;
+  int moved = 0;  // Steps where the adjustments changed the choice.
+  for (size_t i = 0; i < out.tokens.size(); ++i) {
+    CacheCheckingModel fresh(shape);
+    const std::vector<int32_t> table = SlotBlockTables(fresh, 1)[0];
+    absl::StatusOr<absl::Span<const float>> logits = fresh.Forward({{table, 0, sequence, false}});
+    ASSERT_TRUE(logits.ok());
+    std::vector<float> adjusted(logits->begin(), logits->end());
+    adjusted[3] += 2.75f;
+    adjusted[7] -= 100.0f;
+    for (const auto& [token, count] : counts) adjusted[token] -= 1.5f * count + 0.5f;
+    const int expected = static_cast<int>(std::max_element(adjusted.begin(), adjusted.end()) - adjusted.begin());
+    EXPECT_EQ(out.tokens[i], expected) << "token " << i;
+    EXPECT_FLOAT_EQ(out.logprobs[i], cpu::LogProb(logits->data(), shape.vocab, out.tokens[i])) << "token " << i;
+    moved += expected != static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    ++counts[out.tokens[i]];
+    sequence.push_back(out.tokens[i]);
+  }
+  EXPECT_GT(moved, 0) << "the adjustments never changed a token: the test checks nothing";
+  EXPECT_EQ(counts.count(7), 0u);
 }
 
 TEST(EngineTest, AModelErrorEndsEveryRequestAndTheEngine) {

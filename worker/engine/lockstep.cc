@@ -71,6 +71,8 @@ std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const 
     Put<float>(out, choice.top_p);
     Put<double>(out, choice.uniform);
     Put<int32_t>(out, choice.top_logprobs);
+    Put<int64_t>(out, static_cast<int64_t>(choice.adjustments.size()));
+    PutAll<LogitAdjustment>(out, choice.adjustments);
   }
   return out;
 }
@@ -106,13 +108,24 @@ absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedSt
     step.chunks[c] = {step.blocks[c], start, step.tokens[c], all_logits != 0};
   }
   step.choices.assign(with_choices ? count : 0, {});
-  for (TokenChoice& choice : step.choices) {
+  step.adjustments.assign(step.choices.size(), {});
+  for (size_t c = 0; c < step.choices.size(); ++c) {
+    TokenChoice& choice = step.choices[c];
     RETURN_IF_ERROR(in.Get(choice.temperature, "a token choice's temperature"));
     RETURN_IF_ERROR(in.Get(choice.top_p, "a token choice's top_p"));
     RETURN_IF_ERROR(in.Get(choice.uniform, "a token choice's random number"));
     int32_t top = 0;
     RETURN_IF_ERROR(in.Get(top, "a token choice's top_logprobs"));
     choice.top_logprobs = top;
+    int64_t adjustments = 0;
+    RETURN_IF_ERROR(in.Get(adjustments, "a token choice's adjustment count"));
+    if (adjustments < 0 || adjustments > static_cast<int64_t>(message.size())) {
+      return absl::DataLossError(
+          absl::StrFormat("step message from rank 0: choice %d has %d logit adjustments", c, adjustments));
+    }
+    step.adjustments[c].resize(adjustments);
+    RETURN_IF_ERROR(in.GetAll(absl::MakeSpan(step.adjustments[c]), "a token choice's logit adjustments"));
+    choice.adjustments = step.adjustments[c];
   }
   if (!in.done()) return absl::DataLossError("step message from rank 0: bytes left over after the last field");
   return absl::OkStatus();

@@ -65,7 +65,8 @@ struct DecodedStep {
   std::vector<std::vector<int>> tokens;
   std::vector<std::vector<int32_t>> blocks;
   std::vector<SequenceChunk> chunks;  // Views of tokens and blocks.
-  std::vector<TokenChoice> choices;
+  std::vector<std::vector<LogitAdjustment>> adjustments;
+  std::vector<TokenChoice> choices;  // Views of adjustments.
 };
 absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedStep& step);
 

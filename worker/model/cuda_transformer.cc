@@ -386,11 +386,13 @@ absl::StatusOr<absl::Span<const float>> CudaTransformer::Forward(absl::Span<cons
 
 absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
                                                absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
-  RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen));
+  RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen, vocab_size()));
   if (chunks.empty()) return absl::OkStatus();
-  // Alternatives' log-probabilities come from the host's copy of the logits
-  // (the device sampler keeps only the chosen token).
-  if (std::any_of(choices.begin(), choices.end(), [](const TokenChoice& c) { return c.top_logprobs > 0; })) {
+  // Alternatives' log-probabilities and adjusted logits come from the
+  // host's copy of the logits (the device sampler keeps only the chosen
+  // token and knows no adjustments).
+  if (std::any_of(choices.begin(), choices.end(),
+                  [](const TokenChoice& c) { return c.top_logprobs > 0 || !c.adjustments.empty(); })) {
     return LanguageModel::ForwardAndChoose(chunks, choices, chosen);
   }
   State& st = *state_;

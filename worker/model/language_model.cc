@@ -1,5 +1,8 @@
 #include "worker/model/language_model.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "ops/status_macros.h"
@@ -7,7 +10,7 @@
 namespace llama {
 
 absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
-                                  absl::Span<ChosenToken> chosen) {
+                                  absl::Span<ChosenToken> chosen, int64_t vocab_size) {
   if (choices.size() != chunks.size() || chosen.size() != chunks.size()) {
     return absl::InvalidArgumentError(absl::StrFormat("%d chunks but %d token choices and room for %d tokens",
                                                       chunks.size(), choices.size(), chosen.size()));
@@ -16,6 +19,13 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
     if (choices[c].top_logprobs < 0 || choices[c].top_logprobs > kMaxTopLogprobs) {
       return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %d top log-probabilities asked; at most %d", c,
                                                         choices[c].top_logprobs, kMaxTopLogprobs));
+    }
+    for (const LogitAdjustment& a : choices[c].adjustments) {
+      if (a.token < 0 || a.token >= vocab_size || !std::isfinite(a.delta)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "chunk %d: logit adjustment %g of token %d; expected a finite value for a token in [0, %d)", c, a.delta,
+            a.token, vocab_size));
+      }
     }
     if (chunks[c].all_logits) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -36,15 +46,21 @@ std::vector<std::vector<int32_t>> SlotBlockTables(const LanguageModel& model, in
 
 absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
                                              absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
-  RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen));
+  const int64_t vocab = vocab_size();
+  RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen, vocab));
   absl::StatusOr<absl::Span<const float>> logits = Forward(chunks);
   if (!logits.ok()) return logits.status();
-  const int64_t vocab = vocab_size();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const float* row = logits->data() + i * vocab;
     const TokenChoice& c = choices[i];
-    chosen[i].token = c.temperature > 0 ? sampler_.Sample(row, vocab, c.temperature, c.top_p, c.uniform)
-                                        : cpu::Argmax(row, vocab);
+    const float* choose_from = row;
+    if (!c.adjustments.empty()) {
+      adjusted_.assign(row, row + vocab);
+      for (const LogitAdjustment& a : c.adjustments) adjusted_[a.token] += a.delta;
+      choose_from = adjusted_.data();
+    }
+    chosen[i].token = c.temperature > 0 ? sampler_.Sample(choose_from, vocab, c.temperature, c.top_p, c.uniform)
+                                        : cpu::Argmax(choose_from, vocab);
     chosen[i].logprob = cpu::LogProb(row, vocab, chosen[i].token);
     chosen[i].top_count = static_cast<int>(std::min<int64_t>(c.top_logprobs, vocab));
     if (chosen[i].top_count > 0) {

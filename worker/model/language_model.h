@@ -29,6 +29,13 @@ struct SequenceChunk {
   bool all_logits = false;
 };
 
+// Added to a token's logit before the choice: OpenAI's logit_bias and
+// frequency/presence penalties, as the engine computes them.
+struct LogitAdjustment {
+  int token = 0;
+  float delta = 0.0f;
+};
+
 // How to pick a chunk's next token from its last row's logits: argmax at
 // temperature 0, else top-p sampling driven by `uniform` (ops/cpu/sampling.h
 // says how), drawn by the caller from the row's own random stream.
@@ -37,6 +44,9 @@ struct TokenChoice {
   float top_p = 1.0f;
   double uniform = 0.0;  // In [0, 1).
   int top_logprobs = 0;  // Also report this many most likely tokens (0 to kMaxTopLogprobs).
+  // Change the choice only: the log-probabilities reported are the model's
+  // (vLLM's default). Tokens in [0, vocab_size), finite deltas.
+  absl::Span<const LogitAdjustment> adjustments;
 };
 
 inline constexpr int kMaxTopLogprobs = 5;
@@ -55,9 +65,10 @@ struct ChosenToken {
 };
 
 // ForwardAndChoose's argument checks, shared by its implementations: one
-// choice and one output per chunk, no chunk asking for all logits.
+// choice and one output per chunk, no chunk asking for all logits,
+// adjustments inside the vocabulary.
 absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
-                                  absl::Span<ChosenToken> chosen);
+                                  absl::Span<ChosenToken> chosen, int64_t vocab_size);
 
 class LanguageModel;
 
@@ -93,6 +104,7 @@ class LanguageModel {
 
  private:
   cpu::TopPSampler sampler_;
+  std::vector<float> adjusted_;  // A row's logits with its choice's adjustments.
 };
 
 }  // namespace llama

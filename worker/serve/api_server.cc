@@ -117,6 +117,14 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
   }
   const GenerationParams& params = chat ? dialog.params : completion.params;
   if (!Admit(req, res, chat ? dialog.model : completion.model)) return;
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token >= tokenizer_->vocab_size()) {
+      metrics_.Failed("invalid");
+      return Reply(res, {400, absl::StrFormat("logit_bias: token id %d outside the vocabulary [0, %d)", token,
+                                              tokenizer_->vocab_size()),
+                         "invalid_request_error", "logit_bias", ""});
+    }
+  }
 
   // The prompts, checked against the context: never cut silently.
   std::vector<ChoicePlan> prompts;

@@ -219,6 +219,33 @@ TEST(ApiServerTest, TopLogprobsListTheMostLikelyTokens) {
   EXPECT_THAT(bad->body, HasSubstr("top_logprobs: needs"));
 }
 
+// logit_bias of +100 makes a token every greedy choice; the log-probability
+// reported is still the model's (well below 0), as vLLM reports it.
+TEST(ApiServerTest, LogitBiasForcesATokenAndLogprobsStayTheModels) {
+  Serving s;
+  const int forced = 300;
+  const json answer = s.PostJson("/v1/completions", {{"model", "tiny"},
+                                                     {"prompt", kPrompt},
+                                                     {"max_tokens", 4},
+                                                     {"temperature", 0},
+                                                     {"logprobs", 0},
+                                                     {"return_tokens_as_token_ids", true},
+                                                     {"logit_bias", {{std::to_string(forced), 100}}}});
+  const json& logprobs = answer["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["tokens"].size(), 4u) << answer.dump();
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(logprobs["tokens"][i], "token_id:" + std::to_string(forced));
+    EXPECT_LT(logprobs["token_logprobs"][i].get<double>(), -1.0);
+  }
+  const json plain = s.PostJson("/v1/completions", {{"model", "tiny"},
+                                                    {"prompt", kPrompt},
+                                                    {"max_tokens", 4},
+                                                    {"temperature", 0},
+                                                    {"logprobs", 0},
+                                                    {"return_tokens_as_token_ids", true}});
+  EXPECT_NE(plain["choices"][0]["logprobs"]["tokens"][0], "token_id:" + std::to_string(forced));
+}
+
 TEST(ApiServerTest, ChatAnswersAndRefusesSpecialTags) {
   Serving s;
   const json answer = s.PostJson("/v1/chat/completions",
@@ -265,6 +292,15 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
          "stop: expected a string or an array of up to 4 strings", "stop");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 125}}), 400,
          "context is 128 tokens, but the prompt has 13 tokens and max_tokens is 125 (138 in all)", "prompt");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"presence_penalty", -3}}), 400,
+         "presence_penalty: -3 is out of range [-2, 2]", "presence_penalty");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"logit_bias", {{"the", 1}}}}), 400,
+         "logit_bias: key \"the\": expected a token id", "logit_bias");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"logit_bias", {{"5", 101}}}}), 400,
+         "logit_bias: token 5: expected a number from -100 to 100", "logit_bias");
+  expect(s.Post("/v1/chat/completions",
+                {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"logit_bias", {{"100000", 1}}}}),
+         400, "logit_bias: token id 100000 outside the vocabulary", "logit_bias");
   expect(s.Post("/v1/completions", {{"model", "gpt-9"}, {"prompt", "x"}}), 404, "the model `gpt-9` does not exist",
          "model");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", std::vector<std::string>(20, "x")}, {"n", 16}}),

@@ -38,6 +38,9 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     if (!params_.ignore_eos) request.stop_ids = tokenizer_.stop_ids();
     request.prompt_logprobs = params_.echo && params_.logprobs;
     request.top_logprobs = params_.logprobs ? params_.top_logprobs : 0;
+    request.presence_penalty = params_.presence_penalty;
+    request.frequency_penalty = params_.frequency_penalty;
+    for (const auto& [token, bias] : params_.logit_bias) request.logit_bias.push_back({token, bias});
     std::weak_ptr<ApiGeneration> self = weak_from_this();
     request.sink = [self, i](const RequestEvent& e) {
       std::shared_ptr<ApiGeneration> g = self.lock();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -89,6 +90,23 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   f.Number("temperature", &p->temperature, 0, 2, /*open_low=*/false);
   f.Number("top_p", &p->top_p, 0, 1, /*open_low=*/true);
   f.Integer("n", &p->n, 1, 16);
+  f.Number("presence_penalty", &p->presence_penalty, -2, 2, /*open_low=*/false);
+  f.Number("frequency_penalty", &p->frequency_penalty, -2, 2, /*open_low=*/false);
+  if (f.ok() && f.Has("logit_bias")) {
+    const json& bias = f.Get("logit_bias");
+    if (!bias.is_object()) return void(f.Fail("logit_bias", "expected an object of token ids to numbers"));
+    for (const auto& [key, value] : bias.items()) {
+      int token = -1;
+      if (!absl::SimpleAtoi(key, &token) || token < 0) {
+        return void(f.Fail("logit_bias", absl::StrFormat("key \"%s\": expected a token id", key)));
+      }
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
+          value.get<double>() > 100) {
+        return void(f.Fail("logit_bias", absl::StrFormat("token %d: expected a number from -100 to 100", token)));
+      }
+      p->logit_bias.emplace_back(token, value.get<float>());
+    }
+  }
   if (f.ok() && f.Has("stop")) {
     const json& stop = f.Get("stop");
     if (stop.is_string()) {

@@ -42,6 +42,9 @@ struct GenerationParams {
   bool logprobs = false;       // The chosen tokens' log-probabilities.
   int top_logprobs = 0;        // And this many most likely tokens at each position (0 to 5).
   bool echo = false;           // Completions: the prompt leads the text (and its log-probabilities).
+  float presence_penalty = 0.0f;   // -2 to 2.
+  float frequency_penalty = 0.0f;  // -2 to 2.
+  std::vector<std::pair<int, float>> logit_bias;  // Token id, -100 to 100.
   bool ignore_eos = false;     // vLLM's extension, for benchmarks: generate max_tokens whatever comes.
   // vLLM's extension: logprobs name tokens "token_id:N" instead of their
   // text (exact where pieces of a UTF-8 character or equal texts are not).
