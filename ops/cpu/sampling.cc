@@ -46,7 +46,8 @@ void TopLogProbs(const float* logits, int64_t n, int k, int* ids, float* logprob
   for (int j = 0; j < k; ++j) logprobs[j] = static_cast<float>(static_cast<double>(logits[ids[j]] - max_logit) - log_sum);
 }
 
-int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, float top_p) {
+int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, float top_p, int top_k,
+                             float min_p) {
   probs_.resize(n);
   order_.resize(n);
   // softmax(logits / T) in double: the tail matters for the cumulative sum.
@@ -58,12 +59,28 @@ int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, 
   }
   for (int64_t i = 0; i < n; ++i) probs_[i] /= total;
   std::iota(order_.begin(), order_.end(), 0);
+  const auto by_probability = [&](int a, int b) { return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b); };
+  // top_k and min_p keep a prefix of the tokens by probability; top_p walks
+  // that prefix with its mass as the whole (1 without them: the reference).
+  int64_t limit = n, sorted = 0;
+  if (top_k > 0) limit = std::min<int64_t>(limit, top_k);
+  if (min_p > 0) {
+    const double threshold = min_p * probs_[Argmax(logits, n)];
+    limit = std::min<int64_t>(limit, std::count_if(probs_.begin(), probs_.end(),
+                                                   [threshold](double p) { return p >= threshold; }));
+  }
+  double limit_mass = 1.0;
+  if (limit < n) {
+    std::partial_sort(order_.begin(), order_.begin() + limit, order_.end(), by_probability);
+    sorted = limit;
+    limit_mass = 0.0;
+    for (int64_t i = 0; i < limit; ++i) limit_mass += probs_[order_[i]];
+  }
   // Only the kept prefix needs ordering: grow a partial sort until the
   // cumulative probability before the next token exceeds top_p.
-  int64_t sorted = 0, kept = 0;
+  int64_t kept = 0;
   double cumulative = 0.0;
-  const auto by_probability = [&](int a, int b) { return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b); };
-  while (kept < n) {
+  while (kept < limit) {
     if (kept == sorted) {
       const int64_t next = std::min(n, std::max<int64_t>(64, 2 * sorted));
       std::partial_sort(order_.begin() + sorted, order_.begin() + next, order_.end(), by_probability);
@@ -71,15 +88,16 @@ int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, 
     }
     // The reference keeps token k while cumsum_k - p_k <= top_p, i.e. while
     // the mass before it does not exceed top_p.
-    if (cumulative > top_p) break;
+    if (cumulative > top_p * limit_mass) break;
     cumulative += probs_[order_[kept]];
     ++kept;
   }
   return kept;
 }
 
-int TopPSampler::Sample(const float* logits, int64_t n, float temperature, float top_p, double uniform) {
-  const int64_t kept = Prepare(logits, n, temperature, top_p);
+int TopPSampler::Sample(const float* logits, int64_t n, float temperature, float top_p, double uniform, int top_k,
+                        float min_p) {
+  const int64_t kept = Prepare(logits, n, temperature, top_p, top_k, min_p);
   std::sort(order_.begin(), order_.begin() + kept);
   double mass = 0.0;
   for (int64_t i = 0; i < kept; ++i) mass += probs_[order_[i]];
@@ -97,8 +115,8 @@ int TopPSampler::Sample(const float* logits, int64_t n, float temperature, float
 }
 
 std::vector<std::pair<int, double>> TopPSampler::Distribution(const float* logits, int64_t n, float temperature,
-                                                              float top_p) {
-  const int64_t kept = Prepare(logits, n, temperature, top_p);
+                                                              float top_p, int top_k, float min_p) {
+  const int64_t kept = Prepare(logits, n, temperature, top_p, top_k, min_p);
   double mass = 0.0;
   for (int64_t i = 0; i < kept; ++i) mass += probs_[order_[i]];
   std::vector<std::pair<int, double>> distribution;

@@ -49,20 +49,27 @@ class Rng {
 };
 
 // Top-p sampling with reusable scratch space (one per generation row or thread).
+// Two filters that servers add (vLLM, llama.cpp, Hugging Face) come first:
+// top_k keeps the k most likely tokens (0: all), min_p those at least min_p
+// times as likely as the most likely one (0: all); top_p then applies to
+// what they keep, renormalised, as Hugging Face's warpers and vLLM do.
+// Without them, the reference's top-p exactly.
 class TopPSampler {
  public:
-  // temperature > 0, 0 < top_p <= 1 (the generator checks), 0 <= uniform < 1.
-  int Sample(const float* logits, int64_t n, float temperature, float top_p, double uniform);
+  // temperature > 0, 0 < top_p <= 1 (the generator checks), 0 <= uniform < 1,
+  // top_k >= 0, 0 <= min_p <= 1.
+  int Sample(const float* logits, int64_t n, float temperature, float top_p, double uniform, int top_k = 0,
+             float min_p = 0.0f);
 
   // The truncated, renormalised distribution Sample draws from: pairs of
   // (token, probability) in descending probability. For tests.
-  std::vector<std::pair<int, double>> Distribution(const float* logits, int64_t n, float temperature,
-                                                   float top_p);
+  std::vector<std::pair<int, double>> Distribution(const float* logits, int64_t n, float temperature, float top_p,
+                                                   int top_k = 0, float min_p = 0.0f);
 
  private:
   // Fills order_ (token ids by descending probability) and probs_; returns
   // how many are kept.
-  int64_t Prepare(const float* logits, int64_t n, float temperature, float top_p);
+  int64_t Prepare(const float* logits, int64_t n, float temperature, float top_p, int top_k, float min_p);
 
   std::vector<int> order_;
   std::vector<double> probs_;

@@ -43,6 +43,41 @@ TEST(SamplingTest, TopLogProbsAreTheLargestInOrder) {
   }
 }
 
+// p = {0.05, 0.5, 0.15, 0.3}: by probability 1 (0.5), 3 (0.3), 2 (0.15), 0 (0.05).
+TEST(SamplingTest, TopKAndMinPKeepAPrefixAndTopPSeesItRenormalised) {
+  const std::vector<double> p = {0.05, 0.5, 0.15, 0.3};
+  std::vector<float> logits;
+  for (double x : p) logits.push_back(static_cast<float>(std::log(x)));
+  TopPSampler sampler;
+  using Pairs = std::vector<std::pair<int, double>>;
+  const auto expect = [&](const Pairs& got, const Pairs& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].first, want[i].first) << i;
+      EXPECT_NEAR(got[i].second, want[i].second, 1e-6) << i;
+    }
+  };
+  // top_k 3: {1, 3, 2} renormalised over 0.95.
+  expect(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f, 3), {{1, 0.5 / 0.95}, {3, 0.3 / 0.95}, {2, 0.15 / 0.95}});
+  // top_k 2 keeps {1, 3} (mass 0.8); top_p 0.6 of that is 0.48, passed after
+  // token 1 alone. Over the whole distribution top_p 0.6 keeps 3 as well.
+  expect(sampler.Distribution(logits.data(), 4, 1.0f, 0.6f, 2), {{1, 1.0}});
+  expect(sampler.Distribution(logits.data(), 4, 1.0f, 0.6f), {{1, 0.625}, {3, 0.375}});
+  // min_p 0.25: 0.125 (0.25 x 0.5) and up stay: {1, 3, 2}; min_p 0.61: 0.305 and up: {1}.
+  expect(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f, 0, 0.25f), {{1, 0.5 / 0.95}, {3, 0.3 / 0.95}, {2, 0.15 / 0.95}});
+  expect(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f, 0, 0.61f), {{1, 1.0}});
+  // Both: the smaller prefix wins; a draw never leaves it.
+  expect(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f, 2, 0.25f), {{1, 0.625}, {3, 0.375}});
+  for (double u : {0.0, 0.3, 0.62, 0.99}) {
+    const int token = sampler.Sample(logits.data(), 4, 1.0f, 1.0f, u, 2, 0.25f);
+    EXPECT_TRUE(token == 1 || token == 3) << u;
+  }
+  // top_k 0 and min_p 0 are the reference's top-p, draw for draw.
+  for (double u : {0.0, 0.3, 0.62, 0.99}) {
+    EXPECT_EQ(sampler.Sample(logits.data(), 4, 0.8f, 0.9f, u, 0, 0.0f), sampler.Sample(logits.data(), 4, 0.8f, 0.9f, u));
+  }
+}
+
 TEST(SamplingTest, TopPKeepsTheReferencesNucleus) {
   const std::vector<double> p = {0.05, 0.5, 0.15, 0.3};
   std::vector<float> logits;

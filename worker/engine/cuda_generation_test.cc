@@ -193,10 +193,10 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
   EXPECT_GT((*with_nccl)->graphs_captured(), 0) << "no decode graph was captured with NCCL calls in it";
 }
 
-// Logit adjustments (logit_bias, penalties) go through the host's copy of
-// the logits: the biased token is chosen, and its log-probability is the
-// model's, from the same logits Forward returns.
-TEST_F(CudaTest, LogitAdjustmentsMoveTheChoiceNotTheLogprob) {
+// Logit adjustments (logit_bias, penalties) and the top_k / min_p filters
+// go through the host's copy of the logits: the biased token is chosen, and
+// its log-probability is the model's, from the same logits Forward returns.
+TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
       CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -214,6 +214,13 @@ TEST_F(CudaTest, LogitAdjustmentsMoveTheChoiceNotTheLogprob) {
   ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {choice}, absl::MakeSpan(&chosen, 1)).ok());
   EXPECT_EQ(chosen.token, forced);
   EXPECT_FLOAT_EQ(chosen.logprob, cpu::LogProb(row.data(), static_cast<int64_t>(row.size()), forced));
+  // top_k 1 (a host-side filter) at temperature 1 leaves the argmax.
+  TokenChoice top_one;
+  top_one.temperature = 1.0f;
+  top_one.top_k = 1;
+  top_one.uniform = 0.99;
+  ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {top_one}, absl::MakeSpan(&chosen, 1)).ok());
+  EXPECT_EQ(chosen.token, unbiased);
 }
 
 // Checked before the GPU is touched, so these run on any machine.

@@ -94,6 +94,10 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
   if (!(request.top_p > 0 && request.top_p <= 1)) {
     return absl::InvalidArgumentError(absl::StrFormat("top_p %g: expected 0 < top_p <= 1", request.top_p));
   }
+  if (request.top_k < 0) return absl::InvalidArgumentError(absl::StrFormat("top_k %d: expected >= 0", request.top_k));
+  if (!(request.min_p >= 0 && request.min_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("min_p %g: expected 0 to 1", request.min_p));
+  }
   if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
     return absl::InvalidArgumentError(
         absl::StrFormat("top_logprobs %d: expected 0 to %d", request.top_logprobs, kMaxTopLogprobs));
@@ -380,6 +384,8 @@ absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
     choice.temperature = s.request.temperature;
     choice.top_p = s.request.top_p;
     choice.top_logprobs = s.request.top_logprobs;
+    choice.top_k = s.request.top_k;
+    choice.min_p = s.request.min_p;
     const bool chooses = s.computed + p.take == s.length();
     // One draw per token the request samples, whatever the step's shape.
     if (s.request.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();

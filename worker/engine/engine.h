@@ -66,6 +66,8 @@ struct EngineRequest {
   std::vector<int> prompt;
   float temperature = 0.0f;  // 0: greedy.
   float top_p = 1.0f;
+  int top_k = 0;       // 0: off (ops/cpu/sampling.h).
+  float min_p = 0.0f;  // 0: off.
   uint64_t seed = 0;  // Seeds the request's random stream (cpu::Rng).
   // Most tokens to generate; unset: up to the end of the context.
   std::optional<int64_t> max_new_tokens;

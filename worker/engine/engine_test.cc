@@ -280,6 +280,12 @@ TEST(EngineTest, BadRequestsNameTheField) {
   EXPECT_EQ(engine.Submit(r).status().message(), "top_p 0: expected 0 < top_p <= 1");
   EXPECT_EQ(engine.Submit(Request({1}, &out, -2)).status().message(), "max_new_tokens -2: expected >= 0");
   r = Request({1}, &out);
+  r.top_k = -1;
+  EXPECT_EQ(engine.Submit(r).status().message(), "top_k -1: expected >= 0");
+  r = Request({1}, &out);
+  r.min_p = 1.5f;
+  EXPECT_EQ(engine.Submit(r).status().message(), "min_p 1.5: expected 0 to 1");
+  r = Request({1}, &out);
   r.frequency_penalty = 2.5f;
   EXPECT_EQ(engine.Submit(r).status().message(), "frequency_penalty 2.5: expected -2 to 2");
   r = Request({1}, &out);
@@ -287,6 +293,22 @@ TEST(EngineTest, BadRequestsNameTheField) {
   EXPECT_EQ(engine.Submit(r).status().message(), "logit_bias: token id 32 outside the vocabulary [0, 32)");
   r.logit_bias = {{3, -101.0f}};
   EXPECT_EQ(engine.Submit(r).status().message(), "logit_bias: -101 for token 3; expected -100 to 100");
+}
+
+// top_k 1, or min_p 1, leaves only the most likely token: sampling at any
+// temperature then gives the greedy tokens.
+TEST(EngineTest, TopKOneAndMinPOneSampleTheGreedyTokens) {
+  CacheCheckingModel::Shape shape;
+  Outcome greedy = Solo(Request(Prompt(6, 4), nullptr, 16), shape);
+  ASSERT_FALSE(greedy.tokens.empty());
+  for (const auto& [top_k, min_p] : {std::pair<int, float>{1, 0.0f}, {0, 1.0f}}) {
+    EngineRequest r = Request(Prompt(6, 4), nullptr, 16, /*temperature=*/1.5f, /*seed=*/9);
+    r.top_k = top_k;
+    r.min_p = min_p;
+    EXPECT_EQ(Solo(r, shape).tokens, greedy.tokens) << "top_k " << top_k << ", min_p " << min_p;
+  }
+  EngineRequest sampled = Request(Prompt(6, 4), nullptr, 16, 1.5f, 9);
+  EXPECT_NE(Solo(sampled, shape).tokens, greedy.tokens) << "plain sampling gave the greedy tokens: nothing is checked";
 }
 
 // Each greedy token is the argmax of the model's logits for the sequence so

@@ -71,6 +71,8 @@ std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const 
     Put<float>(out, choice.top_p);
     Put<double>(out, choice.uniform);
     Put<int32_t>(out, choice.top_logprobs);
+    Put<int32_t>(out, choice.top_k);
+    Put<float>(out, choice.min_p);
     Put<int64_t>(out, static_cast<int64_t>(choice.adjustments.size()));
     PutAll<LogitAdjustment>(out, choice.adjustments);
   }
@@ -117,6 +119,8 @@ absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedSt
     int32_t top = 0;
     RETURN_IF_ERROR(in.Get(top, "a token choice's top_logprobs"));
     choice.top_logprobs = top;
+    RETURN_IF_ERROR(in.Get(choice.top_k, "a token choice's top_k"));
+    RETURN_IF_ERROR(in.Get(choice.min_p, "a token choice's min_p"));
     int64_t adjustments = 0;
     RETURN_IF_ERROR(in.Get(adjustments, "a token choice's adjustment count"));
     if (adjustments < 0 || adjustments > static_cast<int64_t>(message.size())) {

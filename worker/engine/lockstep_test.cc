@@ -79,7 +79,7 @@ TEST(LockstepTest, StepMessagesRoundTrip) {
   const std::vector<int32_t> ta = {4, 5}, tb = {7, 0, 3};
   const std::vector<SequenceChunk> chunks = {{ta, 0, a, true}, {tb, 40, b, false}};
   const std::vector<LogitAdjustment> adjustments = {{5, -1.5f}, {2, 100.0f}};
-  const std::vector<TokenChoice> choices = {{0.0f, 1.0f, 0.0, 0, {}}, {0.7f, 0.9f, 0.25, 3, adjustments}};
+  const std::vector<TokenChoice> choices = {{0.0f, 1.0f, 0.0, 0, 0, 0.0f, {}}, {0.7f, 0.9f, 0.25, 3, 40, 0.05f, adjustments}};
   DecodedStep step;
   ASSERT_TRUE(DecodeStep(EncodeStep(chunks, choices), true, step).ok());
   ASSERT_EQ(step.chunks.size(), 2u);
@@ -92,6 +92,8 @@ TEST(LockstepTest, StepMessagesRoundTrip) {
   EXPECT_EQ(step.choices[1].temperature, 0.7f);
   EXPECT_EQ(step.choices[1].uniform, 0.25);
   EXPECT_EQ(step.choices[1].top_logprobs, 3);
+  EXPECT_EQ(step.choices[1].top_k, 40);
+  EXPECT_EQ(step.choices[1].min_p, 0.05f);
   EXPECT_TRUE(step.choices[0].adjustments.empty());
   ASSERT_EQ(step.choices[1].adjustments.size(), 2u);
   EXPECT_EQ(step.choices[1].adjustments[0].token, 5);
@@ -103,11 +105,13 @@ TEST(LockstepTest, StepMessagesRoundTrip) {
 TEST(LockstepTest, MalformedMessagesNameWhatDoesNotFit) {
   const std::vector<int> a = {1, 2, 3};
   const std::vector<int32_t> t = {4};
-  const std::string good = EncodeStep({{t, 0, a, false}}, {{0.5f, 1.0f, 0.5, 0, {}}});
+  const std::string good = EncodeStep({{t, 0, a, false}}, {{0.5f, 1.0f, 0.5, 0, 0, 0.0f, {}}});
   DecodedStep step;
   EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 3), true, step).message(),
               HasSubstr("a token choice's adjustment count (8 bytes at byte"));
   EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 11), true, step).message(),
+              HasSubstr("a token choice's min_p (4 bytes at byte"));
+  EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 19), true, step).message(),
               HasSubstr("a token choice's top_logprobs (4 bytes at byte"));
   std::string many = good;
   many[many.size() - 1] = '\x01';  // The adjustment count's top byte: more than the message holds.

@@ -44,6 +44,8 @@ struct TokenChoice {
   float top_p = 1.0f;
   double uniform = 0.0;  // In [0, 1).
   int top_logprobs = 0;  // Also report this many most likely tokens (0 to kMaxTopLogprobs).
+  int top_k = 0;         // Before top_p (ops/cpu/sampling.h): 0 keeps all.
+  float min_p = 0.0f;    // Likewise, in [0, 1].
   // Change the choice only: the log-probabilities reported are the model's
   // (vLLM's default). Tokens in [0, vocab_size), finite deltas.
   absl::Span<const LogitAdjustment> adjustments;

@@ -220,8 +220,9 @@ TEST(ApiServerTest, TopLogprobsListTheMostLikelyTokens) {
 }
 
 // logit_bias of +100 makes a token every greedy choice; the log-probability
-// reported is still the model's (well below 0), as vLLM reports it.
-TEST(ApiServerTest, LogitBiasForcesATokenAndLogprobsStayTheModels) {
+// reported is still the model's (well below 0), as vLLM reports it. top_k
+// and min_p reach the sampler.
+TEST(ApiServerTest, LogitBiasTopKAndMinPReachTheChoice) {
   Serving s;
   const int forced = 300;
   const json answer = s.PostJson("/v1/completions", {{"model", "tiny"},
@@ -244,6 +245,15 @@ TEST(ApiServerTest, LogitBiasForcesATokenAndLogprobsStayTheModels) {
                                                     {"logprobs", 0},
                                                     {"return_tokens_as_token_ids", true}});
   EXPECT_NE(plain["choices"][0]["logprobs"]["tokens"][0], "token_id:" + std::to_string(forced));
+  // top_k 1 (or min_p 1) at temperature 1.5 leaves only the greedy token.
+  for (const json& filter : {json{{"top_k", 1}}, json{{"min_p", 1}}, json{{"top_k", -1}, {"min_p", 1.0}}}) {
+    json request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 4}, {"temperature", 1.5}, {"seed", 3},
+                    {"logprobs", 0}, {"return_tokens_as_token_ids", true}};
+    request.update(filter);
+    EXPECT_EQ(s.PostJson("/v1/completions", request)["choices"][0]["logprobs"]["tokens"],
+              plain["choices"][0]["logprobs"]["tokens"])
+        << filter.dump();
+  }
 }
 
 TEST(ApiServerTest, ChatAnswersAndRefusesSpecialTags) {
@@ -292,6 +302,10 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
          "stop: expected a string or an array of up to 4 strings", "stop");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 125}}), 400,
          "context is 128 tokens, but the prompt has 13 tokens and max_tokens is 125 (138 in all)", "prompt");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"top_k", -2}}), 400,
+         "top_k: -2 is out of range [-1, ", "top_k");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"min_p", 1.5}}), 400,
+         "min_p: 1.5 is out of range [0, 1]", "min_p");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"presence_penalty", -3}}), 400,
          "presence_penalty: -3 is out of range [-2, 2]", "presence_penalty");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"logit_bias", {{"the", 1}}}}), 400,

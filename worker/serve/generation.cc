@@ -33,6 +33,8 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     request.prompt = plans[i].prompt_ids;
     request.temperature = params_.temperature;
     request.top_p = params_.top_p;
+    request.top_k = params_.top_k;
+    request.min_p = params_.min_p;
     request.seed = cpu::StreamSeed(seed, i);  // A seeded request's tokens do not depend on what else runs.
     request.max_new_tokens = plans[i].max_tokens;
     if (!params_.ignore_eos) request.stop_ids = tokenizer_.stop_ids();

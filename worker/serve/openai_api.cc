@@ -90,6 +90,9 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   f.Number("temperature", &p->temperature, 0, 2, /*open_low=*/false);
   f.Number("top_p", &p->top_p, 0, 1, /*open_low=*/true);
   f.Integer("n", &p->n, 1, 16);
+  f.Integer("top_k", &p->top_k, -1, INT32_MAX);
+  if (p->top_k == -1) p->top_k = 0;  // vLLM's "off".
+  f.Number("min_p", &p->min_p, 0, 1, /*open_low=*/false);
   f.Number("presence_penalty", &p->presence_penalty, -2, 2, /*open_low=*/false);
   f.Number("frequency_penalty", &p->frequency_penalty, -2, 2, /*open_low=*/false);
   if (f.ok() && f.Has("logit_bias")) {

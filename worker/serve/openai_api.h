@@ -34,6 +34,8 @@ struct GenerationParams {
   std::optional<int64_t> max_tokens;  // Completions default 16; chat: to the end of the context.
   float temperature = 1.0f;
   float top_p = 1.0f;
+  int top_k = 0;       // vLLM's and llama.cpp's; 0 or -1: off.
+  float min_p = 0.0f;  // Likewise; 0: off.
   int n = 1;
   std::vector<std::string> stop;  // At most 4.
   std::optional<uint64_t> seed;
