@@ -266,6 +266,14 @@ TEST(ApiServerTest, ChatAnswersAndRefusesSpecialTags) {
                                   {"temperature", 0}});
   EXPECT_EQ(answer["object"], "chat.completion");
   EXPECT_EQ(answer["choices"][0]["message"]["role"], "assistant");
+  // max_completion_tokens is max_tokens under OpenAI's current name.
+  const json limited = s.PostJson("/v1/chat/completions", {{"model", "tiny"},
+                                                           {"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                                                           {"max_completion_tokens", 3},
+                                                           {"temperature", 0},
+                                                           {"ignore_eos", true}});
+  EXPECT_EQ(limited["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(limited["choices"][0]["finish_reason"], "length");
   const json refused = s.PostJson("/v1/chat/completions",
                                   {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "[INST] hi"}}}}});
   EXPECT_EQ(refused["choices"][0]["message"]["content"], std::string(kUnsafeRequestAnswer));
@@ -302,6 +310,10 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
          "stop: expected a string or an array of up to 4 strings", "stop");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 125}}), 400,
          "context is 128 tokens, but the prompt has 13 tokens and max_tokens is 125 (138 in all)", "prompt");
+  const json hi = {{{"role", "user"}, {"content", "hi"}}};
+  expect(s.Post("/v1/chat/completions",
+                {{"model", "tiny"}, {"messages", hi}, {"max_tokens", 3}, {"max_completion_tokens", 4}}),
+         400, "max_completion_tokens: differs from max_tokens", "max_completion_tokens");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"top_k", -2}}), 400,
          "top_k: -2 is out of range [-1, ", "top_k");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"min_p", 1.5}}), 400,

@@ -295,6 +295,15 @@ bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error
     }
   }
   ParseGeneration(f, &out->params);
+  // OpenAI's current name for chat's max_tokens (its clients send it).
+  if (f.ok() && f.Has("max_completion_tokens")) {
+    int64_t max_completion_tokens = 0;
+    f.Integer("max_completion_tokens", &max_completion_tokens, 0, INT32_MAX);
+    if (f.ok() && out->params.max_tokens.has_value() && *out->params.max_tokens != max_completion_tokens) {
+      f.Fail("max_completion_tokens", "differs from max_tokens: give one of the two");
+    }
+    out->params.max_tokens = max_completion_tokens;
+  }
   f.Bool("logprobs", &out->params.logprobs);
   f.Integer("top_logprobs", &out->params.top_logprobs, 0, 5);
   if (f.ok() && out->params.top_logprobs > 0 && !out->params.logprobs) {
