@@ -1,5 +1,6 @@
 #include "worker/serve/api_server.h"
 
+#include <glog/logging.h>
 #include <httplib.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "tokenizer/chat_format.h"
 
 namespace llama {
@@ -117,6 +119,10 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
   }
   const GenerationParams& params = chat ? dialog.params : completion.params;
   if (!Admit(req, res, chat ? dialog.model : completion.model)) return;
+  if (!params.ignored_fields.empty()) {
+    LOG_FIRST_N(WARNING, 20) << req.path << ": fields this server does not know, without effect: "
+                             << absl::StrJoin(params.ignored_fields, ", ");
+  }
   for (const auto& [token, bias] : params.logit_bias) {
     if (token >= tokenizer_->vocab_size()) {
       metrics_.Failed("invalid");

@@ -314,6 +314,22 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
   expect(s.Post("/v1/chat/completions",
                 {{"model", "tiny"}, {"messages", hi}, {"max_tokens", 3}, {"max_completion_tokens", 4}}),
          400, "max_completion_tokens: differs from max_tokens", "max_completion_tokens");
+  expect(s.Post("/v1/chat/completions",
+                {{"model", "tiny"}, {"messages", hi}, {"response_format", {{"type", "json_object"}}}}),
+         400, "response_format: not supported by this server", "response_format");
+  expect(s.Post("/v1/chat/completions", {{"model", "tiny"}, {"messages", hi}, {"tools", {{{"type", "function"}}}}}),
+         400, "tools: not supported by this server", "tools");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"suffix", "}"}}), 400,
+         "suffix: not supported by this server", "suffix");
+  EXPECT_EQ(s.Post("/v1/chat/completions", {{"model", "tiny"},
+                                            {"messages", hi},
+                                            {"max_tokens", 1},
+                                            {"response_format", {{"type", "text"}}},
+                                            {"tools", json::array()},
+                                            {"store", false},
+                                            {"some_future_field", 1}})
+                ->status,
+            200);  // Neutral values, harmless fields and unknown ones (logged) pass.
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"top_k", -2}}), 400,
          "top_k: -2 is out of range [-1, ", "top_k");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"min_p", 1.5}}), 400,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,7 +18,18 @@ class Fields {
   Fields(const json& body, ApiError* error) : body_(body), error_(error) {}
 
   bool ok() const { return ok_; }
-  bool Has(const char* name) const { return body_.contains(name) && !body_[name].is_null(); }
+  bool Has(const char* name) {
+    seen_.insert(name);
+    return body_.contains(name) && !body_[name].is_null();
+  }
+  // The body's fields that no parser looked at, in the body's order.
+  std::vector<std::string> Unread() const {
+    std::vector<std::string> unread;
+    for (const auto& [name, value] : body_.items()) {
+      if (!seen_.contains(name)) unread.push_back(name);
+    }
+    return unread;
+  }
   const json& Get(const char* name) const { return body_[name]; }
 
   bool Fail(const std::string& param, const std::string& message) {
@@ -65,6 +77,7 @@ class Fields {
   const json& body_;
   ApiError* error_;
   bool ok_ = true;
+  absl::flat_hash_set<std::string> seen_;
 };
 
 bool ParseBody(const std::string& text, json* body, ApiError* error) {
@@ -143,8 +156,29 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
       p->include_usage = options["include_usage"].get<bool>();
     }
   }
-  std::string user;
-  f.String("user", &user, /*required=*/false);  // Accepted, unused.
+  // Fields that other servers honour and that change what comes back: an
+  // error rather than an answer that silently ignores them (their neutral
+  // values pass).
+  const std::pair<const char*, bool (*)(const json&)> unsupported[] = {
+      {"response_format", [](const json& v) { return v.is_object() && v.value("type", "") == "text"; }},
+      {"tools", [](const json& v) { return v.is_array() && v.empty(); }},
+      {"tool_choice", [](const json& v) { return v == "none"; }},
+      {"functions", [](const json& v) { return v.is_array() && v.empty(); }},
+      {"function_call", [](const json& v) { return v == "none"; }},
+      {"suffix", [](const json& v) { return v == ""; }},
+      {"best_of", [](const json& v) { return v == 1; }},
+      {"repetition_penalty", [](const json& v) { return v == 1; }},
+      {"guided_json", [](const json&) { return false; }},
+      {"guided_regex", [](const json&) { return false; }},
+      {"guided_choice", [](const json&) { return false; }},
+      {"guided_grammar", [](const json&) { return false; }},
+  };
+  for (const auto& [name, neutral] : unsupported) {
+    if (f.ok() && f.Has(name) && !neutral(f.Get(name))) f.Fail(name, "not supported by this server");
+  }
+  for (const char* name : {"user", "store", "metadata", "service_tier", "parallel_tool_calls", "stream_options"}) {
+    f.Has(name);  // Accepted, unused (stream_options is read above).
+  }
   f.Bool("ignore_eos", &p->ignore_eos);
   f.Bool("return_tokens_as_token_ids", &p->return_tokens_as_token_ids);
 }
@@ -217,6 +251,7 @@ bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, Api
   Fields f(body, error);
   f.String("model", &out->model, /*required=*/true);
   if (f.ok()) {
+    f.Has("prompt");
     const json prompt = body.value("prompt", json());
     const auto ids = [](const json& p) {
       return p.is_array() && !p.empty() &&
@@ -243,6 +278,7 @@ bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, Api
     out->params.logprobs = true;
   }
   f.Bool("echo", &out->params.echo);
+  out->params.ignored_fields = f.Unread();
   return f.ok();
 }
 
@@ -252,6 +288,7 @@ bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error
   Fields f(body, error);
   f.String("model", &out->model, /*required=*/true);
   if (f.ok()) {
+    f.Has("messages");
     const json messages = body.value("messages", json());
     if (!messages.is_array() || messages.empty()) {
       f.Fail("messages", messages.is_null() ? "required" : "expected a non-empty array of messages");
@@ -309,6 +346,7 @@ bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error
   if (f.ok() && out->params.top_logprobs > 0 && !out->params.logprobs) {
     f.Fail("top_logprobs", "needs \"logprobs\": true");
   }
+  out->params.ignored_fields = f.Unread();
   return f.ok();
 }
 

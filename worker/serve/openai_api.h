@@ -51,6 +51,9 @@ struct GenerationParams {
   // vLLM's extension: logprobs name tokens "token_id:N" instead of their
   // text (exact where pieces of a UTF-8 character or equal texts are not).
   bool return_tokens_as_token_ids = false;
+  // The body's fields that nothing read: unknown to this server, so
+  // without effect (the server logs them, as vLLM does).
+  std::vector<std::string> ignored_fields;
 };
 
 struct CompletionRequest {

@@ -12,6 +12,9 @@ const {default: OpenAI} = await import(createRequire(join(tools, "package.json")
 const client = new OpenAI({baseURL, apiKey, maxRetries: 0});
 const checks = [];
 const check = (name) => checks.push(name);
+const fails = async (call, type, status) => {
+  await assert.rejects(call, (e) => e instanceof type && e.status === status);
+};
 const prompt = "I believe the meaning of life is";
 
 // Completions, whole and streamed, with usage.
@@ -82,14 +85,27 @@ assert.equal(role, "assistant");
 assert.equal(chatStreamed, chat.choices[0].message.content);
 check("chat + stream");
 
+// The client's current chat length field, penalties and logit_bias: a
+// token biased by +100 is every token; max_completion_tokens bounds them.
+const greedyIds = await client.completions.create(
+    {model, prompt, max_tokens: 3, temperature: 0, logprobs: 0, return_tokens_as_token_ids: true});
+const forcedId = Number(greedyIds.choices[0].logprobs.tokens[0].split(":")[1]) + 1;
+const forced = await client.completions.create({model, prompt, max_tokens: 3, temperature: 0, logprobs: 0,
+                                                return_tokens_as_token_ids: true, frequency_penalty: 0.5,
+                                                presence_penalty: 0.5, logit_bias: {[forcedId]: 100}});
+assert.deepEqual(forced.choices[0].logprobs.tokens, Array(3).fill(`token_id:${forcedId}`));
+const bounded = await client.chat.completions.create(
+    {model, messages, max_completion_tokens: 2, temperature: 0, ignore_eos: true});
+assert.equal(bounded.usage.completion_tokens, 2);
+await fails(client.chat.completions.create({model, messages, response_format: {type: "json_object"}}),
+            OpenAI.BadRequestError, 400);
+check("penalties + logit_bias + max_completion_tokens + unsupported fields refused");
+
 const models = await client.models.list();
 assert.equal(models.data[0].id, model);
 check("models");
 
 // Errors, as the client's typed exceptions.
-const fails = async (call, type, status) => {
-  await assert.rejects(call, (e) => e instanceof type && e.status === status);
-};
 await fails(new OpenAI({baseURL, apiKey: "wrong", maxRetries: 0}).completions.create({model, prompt}),
             OpenAI.AuthenticationError, 401);
 await fails(client.completions.create({model: "no-such-model", prompt}), OpenAI.NotFoundError, 404);
