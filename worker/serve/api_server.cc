@@ -86,6 +86,45 @@ bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, const
   return true;
 }
 
+void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+  TokenizeRequest request;
+  ApiError error;
+  if (!ParseTokenizeRequest(req.body, &request, &error)) return Reply(res, error);
+  if (!Admit(req, res, request.model)) return;
+  std::vector<int> tokens;
+  if (request.prompt.has_value()) {
+    absl::StatusOr<std::vector<int>> ids = tokenizer_->Encode(*request.prompt, request.add_special_tokens, false);
+    if (!ids.ok()) return Reply(res, {400, absl::StrCat("prompt: ", ids.status().message()), "invalid_request_error",
+                                      "prompt", ""});
+    tokens = *std::move(ids);
+  } else {
+    absl::StatusOr<ChatPrompt> prompt = EncodeDialog(*tokenizer_, request.messages);
+    if (!prompt.ok()) return Reply(res, {400, absl::StrCat("messages: ", prompt.status().message()),
+                                         "invalid_request_error", "messages", ""});
+    tokens = prompt->tokens;
+  }
+  const json body = {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", context_}};
+  res.set_content(body.dump(), "application/json");
+}
+
+void ApiServer::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+  DetokenizeRequest request;
+  ApiError error;
+  if (!ParseDetokenizeRequest(req.body, &request, &error)) return Reply(res, error);
+  if (!Admit(req, res, request.model)) return;
+  for (int id : request.tokens) {
+    if (id < 0 || id >= tokenizer_->vocab_size()) {
+      return Reply(res, {400, absl::StrFormat("tokens: token id %d outside the vocabulary [0, %d)", id,
+                                              tokenizer_->vocab_size()),
+                         "invalid_request_error", "tokens", ""});
+    }
+  }
+  absl::StatusOr<std::string> text = tokenizer_->Decode(request.tokens);
+  if (!text.ok()) return Reply(res, {400, absl::StrCat("tokens: ", text.status().message()), "invalid_request_error",
+                                     "tokens", ""});
+  res.set_content(json{{"prompt", *text}}.dump(), "application/json");
+}
+
 void ApiServer::Track(const std::shared_ptr<ApiGeneration>& generation) {
   absl::MutexLock lock(&mutex_);
   active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& g) { return g.expired(); }),
@@ -308,6 +347,8 @@ absl::Status ApiServer::Start() {
          [this](const httplib::Request& req, httplib::Response& res) { HandleCompletions(req, res, false); });
   s.Post("/v1/chat/completions",
          [this](const httplib::Request& req, httplib::Response& res) { HandleCompletions(req, res, true); });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { HandleTokenize(req, res); });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { HandleDetokenize(req, res); });
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // Ours already.
     if (res.status == 404) {

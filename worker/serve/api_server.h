@@ -66,6 +66,8 @@ class ApiServer {
 
  private:
   void HandleCompletions(const httplib::Request& req, httplib::Response& res, bool chat);
+  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
   // 401/503/404 checks shared by the generation routes; false when `res`
   // already holds the error.
   bool Admit(const httplib::Request& req, httplib::Response& res, const std::string& model);

@@ -256,6 +256,26 @@ TEST(ApiServerTest, LogitBiasTopKAndMinPReachTheChoice) {
   }
 }
 
+// vLLM's /tokenize and /detokenize: the ids the generation routes use.
+TEST(ApiServerTest, TokenizeAndDetokenize) {
+  Serving s;
+  const std::vector<int> ids = *testing::FixtureTokenizer().Encode(kPrompt, /*bos=*/true, /*eos=*/false);
+  const json tokenized = s.PostJson("/tokenize", {{"model", "tiny"}, {"prompt", kPrompt}});
+  EXPECT_EQ(tokenized["tokens"], ids);
+  EXPECT_EQ(tokenized["count"], ids.size());
+  EXPECT_EQ(tokenized["max_model_len"], 128);
+  const json bare = s.PostJson("/tokenize", {{"model", "tiny"}, {"prompt", kPrompt}, {"add_special_tokens", false}});
+  EXPECT_EQ(bare["tokens"], std::vector<int>(ids.begin() + 1, ids.end()));
+  const Dialog dialog = {{Role::kUser, "Hello"}};
+  const json chat = s.PostJson("/tokenize", {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "Hello"}}}}});
+  EXPECT_EQ(chat["tokens"], EncodeDialog(testing::FixtureTokenizer(), dialog)->tokens);
+  EXPECT_EQ(s.PostJson("/detokenize", {{"model", "tiny"}, {"tokens", bare["tokens"]}})["prompt"], kPrompt);
+  httplib::Result bad = s.Post("/detokenize", {{"model", "tiny"}, {"tokens", {1, 100000}}});
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_THAT(bad->body, HasSubstr("tokens: token id 100000 outside the vocabulary"));
+  EXPECT_EQ(s.Post("/tokenize", {{"model", "gpt-9"}, {"prompt", "x"}})->status, 404);
+}
+
 TEST(ApiServerTest, ChatAnswersAndRefusesSpecialTags) {
   Serving s;
   const json answer = s.PostJson("/v1/chat/completions",

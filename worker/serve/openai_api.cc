@@ -232,6 +232,54 @@ json UsageJson(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
+// The chat messages of a body: roles, and text content (a string or text parts).
+void ParseMessages(Fields& f, const json& body, Dialog* out) {
+  if (f.ok()) {
+    f.Has("messages");
+    const json messages = body.value("messages", json());
+    if (!messages.is_array() || messages.empty()) {
+      f.Fail("messages", messages.is_null() ? "required" : "expected a non-empty array of messages");
+    }
+    for (size_t i = 0; f.ok() && i < messages.size(); ++i) {
+      const std::string at = absl::StrCat("messages[", i, "]");
+      const json& m = messages[i];
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        f.Fail(at + ".role", "expected \"system\", \"user\" or \"assistant\"");
+        break;
+      }
+      const std::string role = m["role"].get<std::string>();
+      Message message;
+      if (role == "system") {
+        message.role = Role::kSystem;
+      } else if (role == "user") {
+        message.role = Role::kUser;
+      } else if (role == "assistant") {
+        message.role = Role::kAssistant;
+      } else {
+        f.Fail(at + ".role", absl::StrCat("\"", role, "\": expected \"system\", \"user\" or \"assistant\""));
+        break;
+      }
+      const json content = m.value("content", json());
+      if (content.is_string()) {
+        message.content = content.get<std::string>();
+      } else if (content.is_array()) {
+        // Content parts: text only.
+        for (const json& part : content) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part["text"].is_string()) {
+            f.Fail(at + ".content", "expected a string or an array of {\"type\": \"text\", \"text\": ...} parts");
+            break;
+          }
+          message.content += part["text"].get<std::string>();
+        }
+      } else {
+        f.Fail(at + ".content", "expected a string");
+      }
+      out->push_back(std::move(message));
+    }
+  }
+}
+
 json FinishReason(const ChoiceResult& c) { return c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason); }
 
 }  // namespace
@@ -287,50 +335,7 @@ bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error
   if (!ParseBody(text, &body, error)) return false;
   Fields f(body, error);
   f.String("model", &out->model, /*required=*/true);
-  if (f.ok()) {
-    f.Has("messages");
-    const json messages = body.value("messages", json());
-    if (!messages.is_array() || messages.empty()) {
-      f.Fail("messages", messages.is_null() ? "required" : "expected a non-empty array of messages");
-    }
-    for (size_t i = 0; f.ok() && i < messages.size(); ++i) {
-      const std::string at = absl::StrCat("messages[", i, "]");
-      const json& m = messages[i];
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-        f.Fail(at + ".role", "expected \"system\", \"user\" or \"assistant\"");
-        break;
-      }
-      const std::string role = m["role"].get<std::string>();
-      Message message;
-      if (role == "system") {
-        message.role = Role::kSystem;
-      } else if (role == "user") {
-        message.role = Role::kUser;
-      } else if (role == "assistant") {
-        message.role = Role::kAssistant;
-      } else {
-        f.Fail(at + ".role", absl::StrCat("\"", role, "\": expected \"system\", \"user\" or \"assistant\""));
-        break;
-      }
-      const json content = m.value("content", json());
-      if (content.is_string()) {
-        message.content = content.get<std::string>();
-      } else if (content.is_array()) {
-        // Content parts: text only.
-        for (const json& part : content) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-              !part["text"].is_string()) {
-            f.Fail(at + ".content", "expected a string or an array of {\"type\": \"text\", \"text\": ...} parts");
-            break;
-          }
-          message.content += part["text"].get<std::string>();
-        }
-      } else {
-        f.Fail(at + ".content", "expected a string");
-      }
-      out->messages.push_back(std::move(message));
-    }
-  }
+  ParseMessages(f, body, &out->messages);
   ParseGeneration(f, &out->params);
   // OpenAI's current name for chat's max_tokens (its clients send it).
   if (f.ok() && f.Has("max_completion_tokens")) {
@@ -347,6 +352,40 @@ bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error
     f.Fail("top_logprobs", "needs \"logprobs\": true");
   }
   out->params.ignored_fields = f.Unread();
+  return f.ok();
+}
+
+bool ParseTokenizeRequest(const std::string& text, TokenizeRequest* out, ApiError* error) {
+  json body;
+  if (!ParseBody(text, &body, error)) return false;
+  Fields f(body, error);
+  f.String("model", &out->model, /*required=*/true);
+  if (f.ok() && f.Has("prompt")) {
+    std::string prompt;
+    f.String("prompt", &prompt, /*required=*/true);
+    out->prompt = prompt;
+  } else {
+    ParseMessages(f, body, &out->messages);
+  }
+  f.Bool("add_special_tokens", &out->add_special_tokens);
+  return f.ok();
+}
+
+bool ParseDetokenizeRequest(const std::string& text, DetokenizeRequest* out, ApiError* error) {
+  json body;
+  if (!ParseBody(text, &body, error)) return false;
+  Fields f(body, error);
+  f.String("model", &out->model, /*required=*/true);
+  if (f.ok()) {
+    const bool has = f.Has("tokens");
+    const json& tokens = has ? f.Get("tokens") : body;
+    if (!has || !tokens.is_array() ||
+        !std::all_of(tokens.begin(), tokens.end(), [](const json& t) { return t.is_number_integer(); })) {
+      f.Fail("tokens", has ? "expected an array of token ids" : "required");
+    } else {
+      out->tokens = tokens.get<std::vector<int>>();
+    }
+  }
   return f.ok();
 }
 

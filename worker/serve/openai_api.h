@@ -76,6 +76,22 @@ struct ChatRequest {
 bool ParseCompletionRequest(const std::string& body, CompletionRequest* out, ApiError* error);
 bool ParseChatRequest(const std::string& body, ChatRequest* out, ApiError* error);
 
+// vLLM's POST /tokenize: a prompt (BOS first unless add_special_tokens is
+// false) or chat messages (the model's chat format, as the chat endpoint
+// encodes them); and POST /detokenize: token ids back to text.
+struct TokenizeRequest {
+  std::string model;
+  std::optional<std::string> prompt;
+  Dialog messages;  // When there is no prompt.
+  bool add_special_tokens = true;
+};
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int> tokens;
+};
+bool ParseTokenizeRequest(const std::string& body, TokenizeRequest* out, ApiError* error);
+bool ParseDetokenizeRequest(const std::string& body, DetokenizeRequest* out, ApiError* error);
+
 // One choice's result.
 struct ChoiceResult {
   std::string text;
