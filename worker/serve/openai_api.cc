@@ -93,6 +93,17 @@ bool ParseBody(const std::string& text, json* body, ApiError* error) {
   return true;
 }
 
+// A request body: a JSON object with a "model", then what `read` reads.
+template <typename Request, typename Read>
+bool ParseRequest(const std::string& text, Request* out, ApiError* error, Read read) {
+  json body;
+  if (!ParseBody(text, &body, error)) return false;
+  Fields f(body, error);
+  f.String("model", &out->model, /*required=*/true);
+  read(f, body);
+  return f.ok();
+}
+
 // The fields both endpoints share.
 void ParseGeneration(Fields& f, GenerationParams* p) {
   if (f.Has("max_tokens")) {
@@ -294,99 +305,87 @@ std::string ApiError::Json() const {
 }
 
 bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, ApiError* error) {
-  json body;
-  if (!ParseBody(text, &body, error)) return false;
-  Fields f(body, error);
-  f.String("model", &out->model, /*required=*/true);
-  if (f.ok()) {
-    f.Has("prompt");
-    const json prompt = body.value("prompt", json());
-    const auto ids = [](const json& p) {
-      return p.is_array() && !p.empty() &&
-             std::all_of(p.begin(), p.end(), [](const json& t) { return t.is_number_integer(); });
-    };
-    if (prompt.is_string()) {
-      out->prompts = {prompt.get<std::string>()};
-    } else if (prompt.is_array() && !prompt.empty() &&
-               std::all_of(prompt.begin(), prompt.end(), [](const json& p) { return p.is_string(); })) {
-      for (const json& p : prompt) out->prompts.push_back(p.get<std::string>());
-    } else if (ids(prompt)) {
-      out->prompt_ids = {prompt.get<std::vector<int>>()};
-    } else if (prompt.is_array() && !prompt.empty() && std::all_of(prompt.begin(), prompt.end(), ids)) {
-      for (const json& p : prompt) out->prompt_ids.push_back(p.get<std::vector<int>>());
-    } else {
-      f.Fail("prompt", prompt.is_null() ? "required"
-                                        : "expected a string, an array of strings, an array of token ids, or an "
-                                          "array of those");
+  return ParseRequest(text, out, error, [&](Fields& f, const json& body) {
+    if (f.ok()) {
+      f.Has("prompt");
+      const json prompt = body.value("prompt", json());
+      const auto ids = [](const json& p) {
+        return p.is_array() && !p.empty() &&
+               std::all_of(p.begin(), p.end(), [](const json& t) { return t.is_number_integer(); });
+      };
+      if (prompt.is_string()) {
+        out->prompts = {prompt.get<std::string>()};
+      } else if (prompt.is_array() && !prompt.empty() &&
+                 std::all_of(prompt.begin(), prompt.end(), [](const json& p) { return p.is_string(); })) {
+        for (const json& p : prompt) out->prompts.push_back(p.get<std::string>());
+      } else if (ids(prompt)) {
+        out->prompt_ids = {prompt.get<std::vector<int>>()};
+      } else if (prompt.is_array() && !prompt.empty() && std::all_of(prompt.begin(), prompt.end(), ids)) {
+        for (const json& p : prompt) out->prompt_ids.push_back(p.get<std::vector<int>>());
+      } else {
+        f.Fail("prompt", prompt.is_null() ? "required"
+                                          : "expected a string, an array of strings, an array of token ids, or an "
+                                            "array of those");
+      }
     }
-  }
-  ParseGeneration(f, &out->params);
-  if (f.ok() && f.Has("logprobs")) {
-    f.Integer("logprobs", &out->params.top_logprobs, 0, 5);
-    out->params.logprobs = true;
-  }
-  f.Bool("echo", &out->params.echo);
-  out->params.ignored_fields = f.Unread();
-  return f.ok();
+    ParseGeneration(f, &out->params);
+    if (f.ok() && f.Has("logprobs")) {
+      f.Integer("logprobs", &out->params.top_logprobs, 0, 5);
+      out->params.logprobs = true;
+    }
+    f.Bool("echo", &out->params.echo);
+    out->params.ignored_fields = f.Unread();
+  });
 }
 
 bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error) {
-  json body;
-  if (!ParseBody(text, &body, error)) return false;
-  Fields f(body, error);
-  f.String("model", &out->model, /*required=*/true);
-  ParseMessages(f, body, &out->messages);
-  ParseGeneration(f, &out->params);
-  // OpenAI's current name for chat's max_tokens (its clients send it).
-  if (f.ok() && f.Has("max_completion_tokens")) {
-    int64_t max_completion_tokens = 0;
-    f.Integer("max_completion_tokens", &max_completion_tokens, 0, INT32_MAX);
-    if (f.ok() && out->params.max_tokens.has_value() && *out->params.max_tokens != max_completion_tokens) {
-      f.Fail("max_completion_tokens", "differs from max_tokens: give one of the two");
+  return ParseRequest(text, out, error, [&](Fields& f, const json& body) {
+    ParseMessages(f, body, &out->messages);
+    ParseGeneration(f, &out->params);
+    // OpenAI's current name for chat's max_tokens (its clients send it).
+    if (f.ok() && f.Has("max_completion_tokens")) {
+      int64_t max_completion_tokens = 0;
+      f.Integer("max_completion_tokens", &max_completion_tokens, 0, INT32_MAX);
+      if (f.ok() && out->params.max_tokens.has_value() && *out->params.max_tokens != max_completion_tokens) {
+        f.Fail("max_completion_tokens", "differs from max_tokens: give one of the two");
+      }
+      out->params.max_tokens = max_completion_tokens;
     }
-    out->params.max_tokens = max_completion_tokens;
-  }
-  f.Bool("logprobs", &out->params.logprobs);
-  f.Integer("top_logprobs", &out->params.top_logprobs, 0, 5);
-  if (f.ok() && out->params.top_logprobs > 0 && !out->params.logprobs) {
-    f.Fail("top_logprobs", "needs \"logprobs\": true");
-  }
-  out->params.ignored_fields = f.Unread();
-  return f.ok();
+    f.Bool("logprobs", &out->params.logprobs);
+    f.Integer("top_logprobs", &out->params.top_logprobs, 0, 5);
+    if (f.ok() && out->params.top_logprobs > 0 && !out->params.logprobs) {
+      f.Fail("top_logprobs", "needs \"logprobs\": true");
+    }
+    out->params.ignored_fields = f.Unread();
+  });
 }
 
 bool ParseTokenizeRequest(const std::string& text, TokenizeRequest* out, ApiError* error) {
-  json body;
-  if (!ParseBody(text, &body, error)) return false;
-  Fields f(body, error);
-  f.String("model", &out->model, /*required=*/true);
-  if (f.ok() && f.Has("prompt")) {
-    std::string prompt;
-    f.String("prompt", &prompt, /*required=*/true);
-    out->prompt = prompt;
-  } else {
-    ParseMessages(f, body, &out->messages);
-  }
-  f.Bool("add_special_tokens", &out->add_special_tokens);
-  return f.ok();
+  return ParseRequest(text, out, error, [&](Fields& f, const json& body) {
+    if (f.ok() && f.Has("prompt")) {
+      std::string prompt;
+      f.String("prompt", &prompt, /*required=*/true);
+      out->prompt = prompt;
+    } else {
+      ParseMessages(f, body, &out->messages);
+    }
+    f.Bool("add_special_tokens", &out->add_special_tokens);
+  });
 }
 
 bool ParseDetokenizeRequest(const std::string& text, DetokenizeRequest* out, ApiError* error) {
-  json body;
-  if (!ParseBody(text, &body, error)) return false;
-  Fields f(body, error);
-  f.String("model", &out->model, /*required=*/true);
-  if (f.ok()) {
-    const bool has = f.Has("tokens");
-    const json& tokens = has ? f.Get("tokens") : body;
-    if (!has || !tokens.is_array() ||
-        !std::all_of(tokens.begin(), tokens.end(), [](const json& t) { return t.is_number_integer(); })) {
-      f.Fail("tokens", has ? "expected an array of token ids" : "required");
-    } else {
-      out->tokens = tokens.get<std::vector<int>>();
+  return ParseRequest(text, out, error, [&](Fields& f, const json& body) {
+    if (f.ok()) {
+      const bool has = f.Has("tokens");
+      const json& tokens = has ? f.Get("tokens") : body;
+      if (!has || !tokens.is_array() ||
+          !std::all_of(tokens.begin(), tokens.end(), [](const json& t) { return t.is_number_integer(); })) {
+        f.Fail("tokens", has ? "expected an array of token ids" : "required");
+      } else {
+        out->tokens = tokens.get<std::vector<int>>();
+      }
     }
-  }
-  return f.ok();
+  });
 }
 
 json CompletionResponse(const std::string& id, int64_t created, const std::string& model,
