@@ -105,6 +105,35 @@ __attribute__((always_inline)) inline void AxpyRows(const float* w, const float*
   }
 }
 
+// s[0, n) = softmax(s), eight at a time (a tail is padded with -inf, whose
+// weight is 0): every row of the same length sums in the same order.
+__attribute__((always_inline)) inline void Softmax(float* s, int64_t n) {
+  Float8 max8 = Float8{} - __builtin_inff();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const Float8 v = Load8(s + i);
+    max8 = v > max8 ? v : max8;
+  }
+  float tail[8];
+  const int64_t rest = n - i;
+  for (int j = 0; j < 8; ++j) tail[j] = j < rest ? s[i + j] : -__builtin_inff();
+  const Float8 tail8 = Load8(tail);
+  max8 = tail8 > max8 ? tail8 : max8;
+  const float max_score = std::max(std::max(std::max(max8[0], max8[1]), std::max(max8[2], max8[3])),
+                                   std::max(std::max(max8[4], max8[5]), std::max(max8[6], max8[7])));
+  Float8 sum8 = {};
+  for (i = 0; i + 8 <= n; i += 8) {
+    const Float8 e = simd::Exp(Load8(s + i) - max_score);
+    simd::Store8(s + i, e);
+    sum8 += e;
+  }
+  const Float8 tail_e = simd::Exp(tail8 - max_score);
+  sum8 += tail_e;
+  const float inverse = 1.0f / simd::Sum(sum8);
+  for (i = 0; i + 8 <= n; i += 8) simd::Store8(s + i, Load8(s + i) * inverse);
+  for (int j = 0; j < rest; ++j) s[i + j] = tail_e[j] * inverse;
+}
+
 // Attention of query row `row` for the query heads heads[0, count), which
 // all read KV head `kv`: each cached key and value row is loaded (and
 // widened) once for the whole group. scores: [count][positions].
@@ -135,15 +164,7 @@ __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& 
     }
   }
   for (int g = 0; g < count; ++g) {
-    float* s = scores + g * positions;
-    const float max_score = *std::max_element(s, s + positions);
-    float sum = 0.0f;
-    for (int64_t t = 0; t < positions; ++t) {
-      s[t] = std::exp(s[t] - max_score);
-      sum += s[t];
-    }
-    const float inverse = 1.0f / sum;
-    for (int64_t t = 0; t < positions; ++t) s[t] *= inverse;
+    Softmax(scores + g * positions, positions);
     std::fill_n(a.out + (row * a.n_heads + heads[g]) * a.head_dim, a.head_dim, 0.0f);
   }
   for (int64_t t = 0; t < positions; t += kValueBlock) {

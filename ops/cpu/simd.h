@@ -137,6 +137,35 @@ __attribute__((always_inline)) inline float Sum(Float8 p) {
   return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
 }
 
+// e^x of eight floats, within 2 ulp of the exact value for x in [-87, 88]
+// (Cephes's expf: x = n ln 2 + r with |r| <= ln 2 / 2, a degree-6
+// polynomial for e^r, n added to the exponent field); 0 below -87, where e^x
+// is under 1.7e-38 (the softmax's weights), and +inf above 88.7. Written with
+// vector extensions, so the baseline and v3 versions of a kernel share it;
+// the softmax calling std::expf once per score was a third of a long
+// prompt's attention.
+__attribute__((always_inline)) inline Float8 Exp(Float8 x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer, kept in the low bits.
+  const Float8 n_biased = x * 1.44269504088896341f + kRound;
+  const Float8 n = n_biased - kRound;
+  const Float8 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln 2 in two parts: r is exact.
+  Float8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const Float8 y = (p * r) * r + r + 1.0f;
+  Uint32x8 bits, n_bits;
+  std::memcpy(&bits, &y, sizeof bits);
+  std::memcpy(&n_bits, &n_biased, sizeof n_bits);
+  bits += (n_bits - 0x4B400000u) << 23;  // y * 2^n; unsigned, so a negative n wraps to the same bits.
+  Float8 e;
+  std::memcpy(&e, &bits, sizeof e);
+  const Float8 zero = {}, inf = zero + __builtin_inff();
+  e = x < -87.0f ? zero : e;
+  return x > 88.7f ? inf : e;
+}
+
 __attribute__((always_inline)) inline float Scalar(float v) { return v; }
 __attribute__((always_inline)) inline float Scalar(uint16_t v) { return Bf16ToF32(v); }
 __attribute__((always_inline)) inline float Scalar(F16 v) { return F16ToF32(v.bits); }

@@ -3,7 +3,9 @@
 // payloads), bit for bit, both as this file is compiled (baseline x86-64)
 // inside an x86-64-v3 function, and through F16C there (which keeps every
 // value but quiets signalling NaNs), where the CPU runs v3 code; and the
-// bf16 widenings (generic and the v3 one) on all 65536 patterns.
+// bf16 widenings (generic and the v3 one) on all 65536 patterns; the vector
+// e^x against the exact value, in ulps, over every float of [-87, 88] in
+// steps of 1/4096 and at the edges.
 
 #include "ops/cpu/simd.h"
 
@@ -68,6 +70,40 @@ void WidenBf16Baseline(const uint16_t* in, size_t n, float* out) {
 LLAMA_V3
 void WidenBf16V3(const uint16_t* in, size_t n, float* out) {
   for (size_t i = 0; i < n; i += 8) Store8(out + i, Load8(reinterpret_cast<const Bf16Hw*>(in + i)));
+}
+
+void ExpBaseline(const float* in, size_t n, float* out) {
+  for (size_t i = 0; i < n; i += 8) Store8(out + i, Exp(Load8(in + i)));
+}
+
+LLAMA_V3
+void ExpV3(const float* in, size_t n, float* out) {
+  for (size_t i = 0; i < n; i += 8) Store8(out + i, Exp(Load8(in + i)));
+}
+
+TEST(SimdTest, ExpIsWithinTwoUlpsAndClampsItsRange) {
+  std::vector<float> x;
+  for (double v = -87.0; v <= 88.0; v += 1.0 / 4096) x.push_back(static_cast<float>(v));
+  for (float v : {0.0f, -0.0f, -87.0f, 88.0f, 88.7f, -1e-30f, 1e-30f}) x.push_back(v);
+  const size_t checked = x.size();
+  for (float v : {-87.01f, -100.0f, -1e30f, -__builtin_inff(), 88.8f, 1e30f}) x.push_back(v);
+  while (x.size() % 8 != 0) x.push_back(0.0f);
+  std::vector<float> got(x.size());
+  for (const bool v3 : {false, true}) {
+    if (v3 && !UseV3()) continue;  // The CPU does not run x86-64-v3 code.
+    (v3 ? ExpV3 : ExpBaseline)(x.data(), x.size(), got.data());
+    double worst = 0;
+    for (size_t i = 0; i < checked; ++i) {
+      const double exact = std::exp(static_cast<double>(x[i]));
+      const double ulp = std::nextafter(static_cast<float>(exact), __builtin_inff()) - static_cast<float>(exact);
+      worst = std::max(worst, std::abs(got[i] - exact) / ulp);
+    }
+    std::printf("Exp (%s): worst error %.2f ulp over %zu values\n", v3 ? "x86-64-v3" : "baseline", worst, checked);
+    EXPECT_LE(worst, 2.0);
+    for (size_t i = checked; i < checked + 6; ++i) {
+      EXPECT_EQ(got[i], x[i] < 0 ? 0.0f : __builtin_inff()) << "x = " << x[i];
+    }
+  }
 }
 
 TEST(SimdTest, Bf16WideningIsExactForEveryValue) {
