@@ -44,8 +44,10 @@ struct Engine::Sequence {
 
   int64_t length() const { return static_cast<int64_t>(tokens.size()); }
   bool scoring() const { return !prompt_scored && computed < prompt_len - 1; }
+  int64_t generated() const { return length() - prompt_len; }
   bool adjusted() const {
-    return request.presence_penalty != 0 || request.frequency_penalty != 0 || !request.logit_bias.empty();
+    return request.presence_penalty != 0 || request.frequency_penalty != 0 || !request.logit_bias.empty() ||
+           generated() < request.min_new_tokens;
   }
   // The penalties and biases of its next choice, by token id.
   void UpdateAdjustments() {
@@ -53,6 +55,11 @@ struct Engine::Sequence {
     for (const LogitAdjustment& b : request.logit_bias) delta[b.token] += b.delta;
     for (const auto& [token, count] : generated_counts) {
       delta[token] -= request.frequency_penalty * static_cast<float>(count) + request.presence_penalty;
+    }
+    // Below any logit a model gives, and finite as adjustments must be.
+    constexpr float kNever = -1e30f;
+    if (generated() < request.min_new_tokens) {
+      for (int stop : request.stop_ids) delta[stop] = kNever;
     }
     adjustments.clear();
     for (const auto& [token, d] : delta) adjustments.push_back({token, d});
@@ -75,53 +82,8 @@ Engine::Engine(LanguageModel* model, const EngineOptions& options)
 Engine::~Engine() = default;
 
 absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
-  const int64_t vocab = model_->vocab_size(), max_seq_len = model_->max_seq_len();
-  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty: expected at least one token");
-  if (static_cast<int64_t>(request.prompt.size()) > max_seq_len) {
-    return absl::InvalidArgumentError(absl::StrFormat("prompt has %d tokens, more than the context of %d",
-                                                      request.prompt.size(), max_seq_len));
-  }
-  for (int token : request.prompt) {
-    if (token < 0 || token >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("prompt: token id %d outside the vocabulary [0, %d)", token, vocab));
-    }
-  }
-  if (!(request.temperature >= 0) || !std::isfinite(request.temperature)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("temperature %g: expected a finite value >= 0", request.temperature));
-  }
-  if (!(request.top_p > 0 && request.top_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("top_p %g: expected 0 < top_p <= 1", request.top_p));
-  }
-  if (request.top_k < 0) return absl::InvalidArgumentError(absl::StrFormat("top_k %d: expected >= 0", request.top_k));
-  if (!(request.min_p >= 0 && request.min_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("min_p %g: expected 0 to 1", request.min_p));
-  }
-  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("top_logprobs %d: expected 0 to %d", request.top_logprobs, kMaxTopLogprobs));
-  }
-  for (const auto& [name, value] : {std::pair<const char*, float>{"presence_penalty", request.presence_penalty},
-                                    {"frequency_penalty", request.frequency_penalty}}) {
-    if (!(value >= -2 && value <= 2)) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s %g: expected -2 to 2", name, value));
-    }
-  }
-  for (const LogitAdjustment& b : request.logit_bias) {
-    if (b.token < 0 || b.token >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("logit_bias: token id %d outside the vocabulary [0, %d)", b.token, vocab));
-    }
-    if (!(b.delta >= -100 && b.delta <= 100)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("logit_bias: %g for token %d; expected -100 to 100", b.delta, b.token));
-    }
-  }
-  if (request.max_new_tokens.has_value() && *request.max_new_tokens < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("max_new_tokens %d: expected >= 0", *request.max_new_tokens));
-  }
+  RETURN_IF_ERROR(CheckEngineRequest(request, model_->vocab_size(), model_->max_seq_len()));
+  const int64_t max_seq_len = model_->max_seq_len();
   auto s = std::make_unique<Sequence>();
   s->prompt_len = static_cast<int64_t>(request.prompt.size());
   s->limit = std::min(max_seq_len, s->prompt_len + request.max_new_tokens.value_or(max_seq_len));

@@ -72,6 +72,8 @@ struct EngineRequest {
   // Most tokens to generate; unset: up to the end of the context.
   std::optional<int64_t> max_new_tokens;
   std::vector<int> stop_ids;
+  // No stop id is chosen before this many tokens (vLLM's min_tokens).
+  int64_t min_new_tokens = 0;
   bool prompt_logprobs = false;
   // Each token event also carries this many most likely tokens (0 to 5).
   int top_logprobs = 0;
@@ -112,6 +114,10 @@ struct EngineStats {
 };
 
 using RequestId = int64_t;
+
+// Submit's checks of a request against a model of `vocab` tokens and a
+// context of `max_seq_len`: errors name the field.
+absl::Status CheckEngineRequest(const EngineRequest& request, int64_t vocab, int64_t max_seq_len);
 
 class Engine {
  public:

@@ -280,6 +280,12 @@ TEST(EngineTest, BadRequestsNameTheField) {
   EXPECT_EQ(engine.Submit(r).status().message(), "top_p 0: expected 0 < top_p <= 1");
   EXPECT_EQ(engine.Submit(Request({1}, &out, -2)).status().message(), "max_new_tokens -2: expected >= 0");
   r = Request({1}, &out);
+  r.min_new_tokens = 9;
+  EXPECT_EQ(engine.Submit(r).status().message(), "min_new_tokens 9: expected 0 to max_new_tokens (8)");
+  r = Request({1}, &out);
+  r.stop_ids = {32};
+  EXPECT_EQ(engine.Submit(r).status().message(), "stop ids: token id 32 outside the vocabulary [0, 32)");
+  r = Request({1}, &out);
   r.top_k = -1;
   EXPECT_EQ(engine.Submit(r).status().message(), "top_k -1: expected >= 0");
   r = Request({1}, &out);
@@ -309,6 +315,27 @@ TEST(EngineTest, TopKOneAndMinPOneSampleTheGreedyTokens) {
   }
   EngineRequest sampled = Request(Prompt(6, 4), nullptr, 16, 1.5f, 9);
   EXPECT_NE(Solo(sampled, shape).tokens, greedy.tokens) << "plain sampling gave the greedy tokens: nothing is checked";
+}
+
+// min_new_tokens holds every stop id back until that many tokens: a request
+// whose greedy run stops early runs on, its first tokens the greedy ones
+// up to the stop, then the best non-stop token.
+TEST(EngineTest, MinNewTokensHoldsTheStopIdsBack) {
+  CacheCheckingModel::Shape shape;
+  // The stop id each greedy run would end on: its own last token.
+  EngineRequest probe = Request(Prompt(5, 3), nullptr, 12);
+  probe.stop_ids.clear();
+  const std::vector<int> free_run = Solo(probe, shape).tokens;
+  ASSERT_EQ(free_run.size(), 12u);
+  EngineRequest r = Request(Prompt(5, 3), nullptr, 12);
+  r.stop_ids = {free_run[2]};  // Greedy stops after three tokens.
+  ASSERT_EQ(Solo(r, shape).tokens.size(), 3u);
+  r.min_new_tokens = 6;
+  const Outcome held = Solo(r, shape);
+  ASSERT_GE(held.tokens.size(), 6u);
+  EXPECT_EQ(std::vector<int>(held.tokens.begin(), held.tokens.begin() + 2),
+            std::vector<int>(free_run.begin(), free_run.begin() + 2));
+  for (int i = 0; i < 6; ++i) EXPECT_NE(held.tokens[i], free_run[2]) << "token " << i;
 }
 
 // Each greedy token is the argmax of the model's logits for the sequence so

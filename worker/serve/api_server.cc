@@ -170,6 +170,14 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
                          "invalid_request_error", "logit_bias", ""});
     }
   }
+  for (int token : params.stop_token_ids) {
+    if (token >= tokenizer_->vocab_size()) {
+      metrics_.Failed("invalid");
+      return Reply(res, {400, absl::StrFormat("stop_token_ids: token id %d outside the vocabulary [0, %d)", token,
+                                              tokenizer_->vocab_size()),
+                         "invalid_request_error", "stop_token_ids", ""});
+    }
+  }
 
   // The prompts, checked against the context: never cut silently.
   std::vector<ChoicePlan> prompts;
@@ -217,6 +225,12 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
                                          "max_tokens is %d (%d in all); shorten the prompt or lower max_tokens",
                                          context_, length, p.max_tokens, length + p.max_tokens),
                          "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
+    }
+    if (params.min_tokens > p.max_tokens) {
+      metrics_.Failed("invalid");
+      return Reply(res, {400, absl::StrFormat("min_tokens: %d is more than max_tokens (%d)", params.min_tokens,
+                                              p.max_tokens),
+                         "invalid_request_error", "min_tokens", ""});
     }
   }
   const std::string id = absl::StrFormat("%s-%x%x", chat ? "chatcmpl" : "cmpl", created_, next_id_++);

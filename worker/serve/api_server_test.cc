@@ -220,8 +220,8 @@ TEST(ApiServerTest, TopLogprobsListTheMostLikelyTokens) {
 }
 
 // logit_bias of +100 makes a token every greedy choice; the log-probability
-// reported is still the model's (well below 0), as vLLM reports it. top_k
-// and min_p reach the sampler.
+// reported is still the model's (well below 0), as vLLM reports it. top_k,
+// min_p, stop_token_ids and min_tokens reach the engine.
 TEST(ApiServerTest, LogitBiasTopKAndMinPReachTheChoice) {
   Serving s;
   const int forced = 300;
@@ -245,6 +245,18 @@ TEST(ApiServerTest, LogitBiasTopKAndMinPReachTheChoice) {
                                                     {"logprobs", 0},
                                                     {"return_tokens_as_token_ids", true}});
   EXPECT_NE(plain["choices"][0]["logprobs"]["tokens"][0], "token_id:" + std::to_string(forced));
+  // stop_token_ids end the greedy run at its second token; min_tokens holds that back.
+  const std::string second = plain["choices"][0]["logprobs"]["tokens"][1];
+  const int stop_id = std::stoi(second.substr(second.find(':') + 1));
+  json stopped_request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 4}, {"temperature", 0},
+                          {"stop_token_ids", {stop_id}}};
+  const json stopped = s.PostJson("/v1/completions", stopped_request);
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop") << stopped.dump();
+  EXPECT_EQ(stopped["usage"]["completion_tokens"], 2);
+  stopped_request["min_tokens"] = 4;
+  const json held = s.PostJson("/v1/completions", stopped_request);
+  EXPECT_EQ(held["choices"][0]["finish_reason"], "length") << held.dump();
+  EXPECT_EQ(held["usage"]["completion_tokens"], 4);
   // top_k 1 (or min_p 1) at temperature 1.5 leaves only the greedy token.
   for (const json& filter : {json{{"top_k", 1}}, json{{"min_p", 1}}, json{{"top_k", -1}, {"min_p", 1.0}}}) {
     json request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 4}, {"temperature", 1.5}, {"seed", 3},
@@ -350,6 +362,10 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
                                             {"some_future_field", 1}})
                 ->status,
             200);  // Neutral values, harmless fields and unknown ones (logged) pass.
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", 2}, {"min_tokens", 3}}), 400,
+         "min_tokens: 3 is more than max_tokens (2)", "min_tokens");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop_token_ids", {1, 100000}}}), 400,
+         "stop_token_ids: token id 100000 outside the vocabulary", "stop_token_ids");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"top_k", -2}}), 400,
          "top_k: -2 is out of range [-1, ", "top_k");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"min_p", 1.5}}), 400,

@@ -38,6 +38,8 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     request.seed = cpu::StreamSeed(seed, i);  // A seeded request's tokens do not depend on what else runs.
     request.max_new_tokens = plans[i].max_tokens;
     if (!params_.ignore_eos) request.stop_ids = tokenizer_.stop_ids();
+    request.stop_ids.insert(request.stop_ids.end(), params_.stop_token_ids.begin(), params_.stop_token_ids.end());
+    request.min_new_tokens = params_.min_tokens;
     request.prompt_logprobs = params_.echo && params_.logprobs;
     request.top_logprobs = params_.logprobs ? params_.top_logprobs : 0;
     request.presence_penalty = params_.presence_penalty;

@@ -117,6 +117,16 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   f.Integer("top_k", &p->top_k, -1, INT32_MAX);
   if (p->top_k == -1) p->top_k = 0;  // vLLM's "off".
   f.Number("min_p", &p->min_p, 0, 1, /*open_low=*/false);
+  f.Integer("min_tokens", &p->min_tokens, 0, INT32_MAX);
+  if (f.ok() && f.Has("stop_token_ids")) {
+    const json& ids = f.Get("stop_token_ids");
+    if (!ids.is_array() || !std::all_of(ids.begin(), ids.end(), [](const json& t) {
+          return t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX;
+        })) {
+      return void(f.Fail("stop_token_ids", "expected an array of token ids"));
+    }
+    p->stop_token_ids = ids.get<std::vector<int>>();
+  }
   f.Number("presence_penalty", &p->presence_penalty, -2, 2, /*open_low=*/false);
   f.Number("frequency_penalty", &p->frequency_penalty, -2, 2, /*open_low=*/false);
   if (f.ok() && f.Has("logit_bias")) {

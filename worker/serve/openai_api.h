@@ -47,6 +47,10 @@ struct GenerationParams {
   float presence_penalty = 0.0f;   // -2 to 2.
   float frequency_penalty = 0.0f;  // -2 to 2.
   std::vector<std::pair<int, float>> logit_bias;  // Token id, -100 to 100.
+  // vLLM's: more stop tokens, and no stop token (the model's or these)
+  // before min_tokens tokens; stop strings apply throughout.
+  std::vector<int> stop_token_ids;
+  int64_t min_tokens = 0;
   bool ignore_eos = false;     // vLLM's extension, for benchmarks: generate max_tokens whatever comes.
   // vLLM's extension: logprobs name tokens "token_id:N" instead of their
   // text (exact where pieces of a UTF-8 character or equal texts are not).

@@ -1,0 +1,71 @@
+#include "worker/engine/engine.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace llama {
+
+absl::Status CheckEngineRequest(const EngineRequest& request, int64_t vocab, int64_t max_seq_len) {
+  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty: expected at least one token");
+  if (static_cast<int64_t>(request.prompt.size()) > max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrFormat("prompt has %d tokens, more than the context of %d",
+                                                      request.prompt.size(), max_seq_len));
+  }
+  for (int token : request.prompt) {
+    if (token < 0 || token >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("prompt: token id %d outside the vocabulary [0, %d)", token, vocab));
+    }
+  }
+  for (int token : request.stop_ids) {
+    if (token < 0 || token >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("stop ids: token id %d outside the vocabulary [0, %d)", token, vocab));
+    }
+  }
+  if (!(request.temperature >= 0) || !std::isfinite(request.temperature)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("temperature %g: expected a finite value >= 0", request.temperature));
+  }
+  if (!(request.top_p > 0 && request.top_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("top_p %g: expected 0 < top_p <= 1", request.top_p));
+  }
+  if (request.top_k < 0) return absl::InvalidArgumentError(absl::StrFormat("top_k %d: expected >= 0", request.top_k));
+  if (!(request.min_p >= 0 && request.min_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("min_p %g: expected 0 to 1", request.min_p));
+  }
+  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("top_logprobs %d: expected 0 to %d", request.top_logprobs, kMaxTopLogprobs));
+  }
+  for (const auto& [name, value] : {std::pair<const char*, float>{"presence_penalty", request.presence_penalty},
+                                    {"frequency_penalty", request.frequency_penalty}}) {
+    if (!(value >= -2 && value <= 2)) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s %g: expected -2 to 2", name, value));
+    }
+  }
+  for (const LogitAdjustment& b : request.logit_bias) {
+    if (b.token < 0 || b.token >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("logit_bias: token id %d outside the vocabulary [0, %d)", b.token, vocab));
+    }
+    if (!(b.delta >= -100 && b.delta <= 100)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("logit_bias: %g for token %d; expected -100 to 100", b.delta, b.token));
+    }
+  }
+  if (request.max_new_tokens.has_value() && *request.max_new_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_new_tokens %d: expected >= 0", *request.max_new_tokens));
+  }
+  if (request.min_new_tokens < 0 ||
+      (request.max_new_tokens.has_value() && request.min_new_tokens > *request.max_new_tokens)) {
+    return absl::InvalidArgumentError(absl::StrFormat("min_new_tokens %d: expected 0 to max_new_tokens (%d)",
+                                                      request.min_new_tokens, request.max_new_tokens.value_or(-1)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llama
