@@ -338,6 +338,9 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", 5}}), 400, "prompt: expected a string", "prompt");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", {1, 100000}}}), 400,
          "prompt: token id 100000 outside the vocabulary", "prompt");
+  // 2^32 + 5 must not wrap to token 5.
+  expect(s.client().Post("/v1/completions", R"({"model": "tiny", "prompt": [1, 4294967301]})", "application/json"),
+         400, "prompt: expected a string, an array of strings, an array of token ids", "prompt");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop", {"a", "b", "c", "d", "e"}}}), 400,
          "stop: expected a string or an array of up to 4 strings", "stop");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 125}}), 400,

@@ -80,6 +80,13 @@ class Fields {
   absl::flat_hash_set<std::string> seen_;
 };
 
+// An integer that an int holds: token ids outside it would wrap into
+// valid-looking ones when read as int.
+bool IsInt32(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= INT32_MAX;
+  return v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
+}
+
 bool ParseBody(const std::string& text, json* body, ApiError* error) {
   *body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body->is_discarded()) {
@@ -121,7 +128,7 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   if (f.ok() && f.Has("stop_token_ids")) {
     const json& ids = f.Get("stop_token_ids");
     if (!ids.is_array() || !std::all_of(ids.begin(), ids.end(), [](const json& t) {
-          return t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX;
+          return IsInt32(t) && t.get<int64_t>() >= 0;
         })) {
       return void(f.Fail("stop_token_ids", "expected an array of token ids"));
     }
@@ -321,7 +328,7 @@ bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, Api
       const json prompt = body.value("prompt", json());
       const auto ids = [](const json& p) {
         return p.is_array() && !p.empty() &&
-               std::all_of(p.begin(), p.end(), [](const json& t) { return t.is_number_integer(); });
+               std::all_of(p.begin(), p.end(), IsInt32);
       };
       if (prompt.is_string()) {
         out->prompts = {prompt.get<std::string>()};
@@ -389,7 +396,7 @@ bool ParseDetokenizeRequest(const std::string& text, DetokenizeRequest* out, Api
       const bool has = f.Has("tokens");
       const json& tokens = has ? f.Get("tokens") : body;
       if (!has || !tokens.is_array() ||
-          !std::all_of(tokens.begin(), tokens.end(), [](const json& t) { return t.is_number_integer(); })) {
+          !std::all_of(tokens.begin(), tokens.end(), IsInt32)) {
         f.Fail("tokens", has ? "expected an array of token ids" : "required");
       } else {
         out->tokens = tokens.get<std::vector<int>>();
