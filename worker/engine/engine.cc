@@ -45,9 +45,9 @@ struct Engine::Sequence {
   int64_t length() const { return static_cast<int64_t>(tokens.size()); }
   bool scoring() const { return !prompt_scored && computed < prompt_len - 1; }
   int64_t generated() const { return length() - prompt_len; }
+  bool penalized() const { return request.presence_penalty != 0 || request.frequency_penalty != 0; }
   bool adjusted() const {
-    return request.presence_penalty != 0 || request.frequency_penalty != 0 || !request.logit_bias.empty() ||
-           generated() < request.min_new_tokens;
+    return penalized() || !request.logit_bias.empty() || generated() < request.min_new_tokens;
   }
   // The penalties and biases of its next choice, by token id.
   void UpdateAdjustments() {
@@ -378,7 +378,7 @@ absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
     if (s.computed < s.length()) continue;  // More prompt to feed.
     ReportPromptLogprobs(s);  // A one-token prompt's: nothing was scored.
     s.tokens.push_back(chosen.token);
-    if (s.adjusted()) ++s.generated_counts[chosen.token];
+    if (s.penalized()) ++s.generated_counts[chosen.token];
     ++generated;
     RequestEvent event;
     event.token = chosen.token;
