@@ -61,7 +61,7 @@ def main():
         a, b = package(m.group(1)), package(m.group(2))
         if a != b:
             graph[a].add(b)
-            graph[b]
+            graph.setdefault(b, set())
             witnesses[(a, b)].append(f"{m.group(1)} -> {m.group(2)}")
     if edges == 0:
         print("package_cycles: no dependency edges on stdin (was the query's output empty?)")

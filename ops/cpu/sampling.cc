@@ -51,7 +51,8 @@ int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, 
   probs_.resize(n);
   order_.resize(n);
   // softmax(logits / T) in double: the tail matters for the cumulative sum.
-  const double max_logit = logits[Argmax(logits, n)];
+  const int most_likely = Argmax(logits, n);
+  const double max_logit = logits[most_likely];
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     probs_[i] = std::exp((logits[i] - max_logit) / temperature);
@@ -65,7 +66,7 @@ int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, 
   int64_t limit = n, sorted = 0;
   if (top_k > 0) limit = std::min<int64_t>(limit, top_k);
   if (min_p > 0) {
-    const double threshold = min_p * probs_[Argmax(logits, n)];
+    const double threshold = min_p * probs_[most_likely];
     limit = std::min<int64_t>(limit, std::count_if(probs_.begin(), probs_.end(),
                                                    [threshold](double p) { return p >= threshold; }));
   }

@@ -301,6 +301,12 @@ TEST_F(AttentionParityTest, AttentionMixedStepEveryCacheType) {
       ExpectClose(got, expected, TensorCoreAttentionFits(hd) ? 6.1e-5 : 1e-5, 1e-4, "tiled attention, " + what);
     }
   }
+  // Called with a head size it is not built for, the tensor-core kernel says so.
+  const KvCacheView none{nullptr, nullptr, DType::kF32, kBlock};
+  EXPECT_EQ(TensorCoreAttentionTiles(nullptr, nullptr, nullptr, 1, tables, nullptr, none, nullptr, n_heads, n_kv, 96,
+                                     nullptr, nullptr)
+                .message(),
+            "TensorCoreAttentionTiles: head_dim 96; expected 64 or 128");
 }
 
 // Decode rows split over the context (DecodeAttention) against cpu::Attention

@@ -6,10 +6,13 @@
 #include "worker/engine/generator.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_format.h"
 
 namespace llama {
 namespace {
@@ -249,6 +252,19 @@ TEST(GeneratorTest, ForwardAndChooseChecksItsArguments) {
   EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
               HasSubstr("asks for all logits"));
   chunks[0].all_logits = false;
+  choices[0].top_k = -1;
+  EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
+              HasSubstr("chunk 0: top_k -1 and min_p 0; expected >= 0 and [0, 1]"));
+  choices[0].top_k = 0;
+  const int64_t vocab = model.vocab_size();
+  for (const LogitAdjustment bad : {LogitAdjustment{static_cast<int>(vocab), 1.0f}, LogitAdjustment{-1, 1.0f},
+                                    LogitAdjustment{2, std::numeric_limits<float>::infinity()}}) {
+    choices[0].adjustments = absl::MakeConstSpan(&bad, 1);
+    EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
+                HasSubstr(absl::StrFormat("of token %d; expected a finite value for a token in [0, %d)", bad.token,
+                                          vocab)));
+  }
+  choices[0].adjustments = {};
   ASSERT_TRUE(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).ok());
   EXPECT_EQ(chosen[0].token, 4);
   EXPECT_NEAR(chosen[0].logprob, kLikely, 1e-6);

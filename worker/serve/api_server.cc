@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,17 @@
 
 namespace llama {
 namespace {
+
+// The first id of `ids` outside [0, vocab), as the error a request gets for it.
+std::optional<ApiError> OutsideVocabulary(const char* param, absl::Span<const int> ids, int64_t vocab) {
+  for (int id : ids) {
+    if (id < 0 || id >= vocab) {
+      return ApiError{400, absl::StrFormat("%s: token id %d outside the vocabulary [0, %d)", param, id, vocab),
+                      "invalid_request_error", param, ""};
+    }
+  }
+  return std::nullopt;
+}
 
 using nlohmann::json;
 
@@ -112,12 +124,8 @@ void ApiServer::HandleDetokenize(const httplib::Request& req, httplib::Response&
   ApiError error;
   if (!ParseDetokenizeRequest(req.body, &request, &error)) return Reply(res, error);
   if (!Admit(req, res, request.model)) return;
-  for (int id : request.tokens) {
-    if (id < 0 || id >= tokenizer_->vocab_size()) {
-      return Reply(res, {400, absl::StrFormat("tokens: token id %d outside the vocabulary [0, %d)", id,
-                                              tokenizer_->vocab_size()),
-                         "invalid_request_error", "tokens", ""});
-    }
+  if (std::optional<ApiError> outside = OutsideVocabulary("tokens", request.tokens, tokenizer_->vocab_size())) {
+    return Reply(res, *outside);
   }
   absl::StatusOr<std::string> text = tokenizer_->Decode(request.tokens);
   if (!text.ok()) return Reply(res, {400, absl::StrCat("tokens: ", text.status().message()), "invalid_request_error",
@@ -162,20 +170,13 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
     LOG_FIRST_N(WARNING, 20) << req.path << ": fields this server does not know, without effect: "
                              << absl::StrJoin(params.ignored_fields, ", ");
   }
-  for (const auto& [token, bias] : params.logit_bias) {
-    if (token >= tokenizer_->vocab_size()) {
+  std::vector<int> biased;
+  for (const auto& [token, bias] : params.logit_bias) biased.push_back(token);
+  for (const auto& [param, ids] : {std::pair<const char*, absl::Span<const int>>{"logit_bias", biased},
+                                   {"stop_token_ids", params.stop_token_ids}}) {
+    if (std::optional<ApiError> outside = OutsideVocabulary(param, ids, tokenizer_->vocab_size())) {
       metrics_.Failed("invalid");
-      return Reply(res, {400, absl::StrFormat("logit_bias: token id %d outside the vocabulary [0, %d)", token,
-                                              tokenizer_->vocab_size()),
-                         "invalid_request_error", "logit_bias", ""});
-    }
-  }
-  for (int token : params.stop_token_ids) {
-    if (token >= tokenizer_->vocab_size()) {
-      metrics_.Failed("invalid");
-      return Reply(res, {400, absl::StrFormat("stop_token_ids: token id %d outside the vocabulary [0, %d)", token,
-                                              tokenizer_->vocab_size()),
-                         "invalid_request_error", "stop_token_ids", ""});
+      return Reply(res, *outside);
     }
   }
 
@@ -203,13 +204,9 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
     }
     // Token ids as given (no BOS added: the caller chose them).
     for (const std::vector<int>& ids : completion.prompt_ids) {
-      for (int id : ids) {
-        if (id < 0 || id >= tokenizer_->vocab_size()) {
-          metrics_.Failed("invalid");
-          return Reply(res, {400, absl::StrFormat("prompt: token id %d outside the vocabulary [0, %d)", id,
-                                                  tokenizer_->vocab_size()),
-                             "invalid_request_error", "prompt", ""});
-        }
+      if (std::optional<ApiError> outside = OutsideVocabulary("prompt", ids, tokenizer_->vocab_size())) {
+        metrics_.Failed("invalid");
+        return Reply(res, *outside);
       }
       absl::StatusOr<std::string> text = tokenizer_->Decode(ids);
       prompts.push_back({ids, text.ok() ? *text : std::string(), 0});

@@ -369,6 +369,16 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
          "min_tokens: 3 is more than max_tokens (2)", "min_tokens");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop_token_ids", {1, 100000}}}), 400,
          "stop_token_ids: token id 100000 outside the vocabulary", "stop_token_ids");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop_token_ids", {-1}}}), 400,
+         "stop_token_ids: token id -1 outside the vocabulary", "stop_token_ids");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop_token_ids", "2"}}), 400,
+         "stop_token_ids: expected an array of token ids", "stop_token_ids");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"logit_bias", {1, 2}}}), 400,
+         "logit_bias: expected an object of token ids to numbers", "logit_bias");
+  expect(s.Post("/tokenize", {{"model", "tiny"}, {"prompt", 5}}), 400, "prompt: expected a string", "prompt");
+  expect(s.Post("/detokenize", {{"model", "tiny"}}), 400, "tokens: required", "tokens");
+  expect(s.Post("/detokenize", {{"model", "tiny"}, {"tokens", {"a"}}}), 400, "tokens: expected an array of token ids",
+         "tokens");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"top_k", -2}}), 400,
          "top_k: -2 is out of range [-1, ", "top_k");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"min_p", 1.5}}), 400,

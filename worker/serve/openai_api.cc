@@ -87,6 +87,9 @@ bool IsInt32(const json& v) {
   return v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
 }
 
+// An array of token ids (the server checks them against the vocabulary).
+bool IsTokenIds(const json& v) { return v.is_array() && std::all_of(v.begin(), v.end(), IsInt32); }
+
 bool ParseBody(const std::string& text, json* body, ApiError* error) {
   *body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body->is_discarded()) {
@@ -127,11 +130,7 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   f.Integer("min_tokens", &p->min_tokens, 0, INT32_MAX);
   if (f.ok() && f.Has("stop_token_ids")) {
     const json& ids = f.Get("stop_token_ids");
-    if (!ids.is_array() || !std::all_of(ids.begin(), ids.end(), [](const json& t) {
-          return IsInt32(t) && t.get<int64_t>() >= 0;
-        })) {
-      return void(f.Fail("stop_token_ids", "expected an array of token ids"));
-    }
+    if (!IsTokenIds(ids)) return void(f.Fail("stop_token_ids", "expected an array of token ids"));
     p->stop_token_ids = ids.get<std::vector<int>>();
   }
   f.Number("presence_penalty", &p->presence_penalty, -2, 2, /*open_low=*/false);
@@ -326,10 +325,7 @@ bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, Api
     if (f.ok()) {
       f.Has("prompt");
       const json prompt = body.value("prompt", json());
-      const auto ids = [](const json& p) {
-        return p.is_array() && !p.empty() &&
-               std::all_of(p.begin(), p.end(), IsInt32);
-      };
+      const auto ids = [](const json& p) { return !p.empty() && IsTokenIds(p); };
       if (prompt.is_string()) {
         out->prompts = {prompt.get<std::string>()};
       } else if (prompt.is_array() && !prompt.empty() &&
@@ -392,16 +388,10 @@ bool ParseTokenizeRequest(const std::string& text, TokenizeRequest* out, ApiErro
 
 bool ParseDetokenizeRequest(const std::string& text, DetokenizeRequest* out, ApiError* error) {
   return ParseRequest(text, out, error, [&](Fields& f, const json& body) {
-    if (f.ok()) {
-      const bool has = f.Has("tokens");
-      const json& tokens = has ? f.Get("tokens") : body;
-      if (!has || !tokens.is_array() ||
-          !std::all_of(tokens.begin(), tokens.end(), IsInt32)) {
-        f.Fail("tokens", has ? "expected an array of token ids" : "required");
-      } else {
-        out->tokens = tokens.get<std::vector<int>>();
-      }
-    }
+    if (!f.ok()) return;
+    if (!f.Has("tokens")) return void(f.Fail("tokens", "required"));
+    if (!IsTokenIds(f.Get("tokens"))) return void(f.Fail("tokens", "expected an array of token ids"));
+    out->tokens = f.Get("tokens").get<std::vector<int>>();
   });
 }
 
