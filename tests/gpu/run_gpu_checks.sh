@@ -38,20 +38,48 @@ readonly TEST_TARGETS=(//ops/cuda:toolkit_test //ops/cuda:parity_test //ops/cuda
 readonly TOOL_TARGETS=(//tools:bench //worker)
 readonly BUNDLE="${GPU_BUNDLE:-.gpu_bundle}"
 
+# The files a build of the given targets makes (flags first, then
+# targets), one path per line, from Bazel itself. Bazel 4.2 has no cquery
+# --output=files; a Starlark expression prints the same.
+bazel_outputs() {
+  local flags=() targets=()
+  for arg in "$@"; do [[ $arg == --* ]] && flags+=("$arg") || targets+=("$arg"); done
+  local expression
+  expression="$(IFS=+; echo "${targets[*]}")"
+  ./bazelw cquery "${flags[@]}" --output=starlark \
+    --starlark:expr='"\n".join([f.path for f in target.files.to_list()])' "${expression}" 2>/dev/null |
+    grep -v '^$'
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "run_gpu_checks: bazel cquery ${targets[*]} failed" >&2; return 1; }
+}
+
 case "${1:-}" in
   build)
     # The fixtures' shards for 1 and 2 ranks, their prompts and PyTorch's
     # tokens for them (one JSON array per prompt).
-    ./bazelw build //tools:convert //tests/fixtures:checkpoint_fixture //tests/fixtures:tokenizer_fixture //tests/fixtures:engine_golden || exit 1
+    # The fixtures' outputs are found through Bazel (cquery), not spelled
+    # here: a package move then fails the query, not a copy on a fresh clone.
+    readonly FIXTURE_TARGETS=(//tools:convert //tests/fixtures:checkpoint_fixture //tests/fixtures:tokenizer_fixture
+                              //tests/fixtures:engine_golden)
+    ./bazelw build "${FIXTURE_TARGETS[@]}" || exit 1
+    outputs="$(bazel_outputs "${FIXTURE_TARGETS[@]}")" || exit 1
+    output() {  # the one built file whose path ends in $1
+      local found
+      found=$(grep -E "(^|/)$1\$" <<<"$outputs")
+      [[ $(grep -c . <<<"$found") -eq 1 ]] || { echo "run_gpu_checks: no single Bazel output ends in $1" >&2; return 1; }
+      echo "$found"
+    }
+    convert="$(output tools/convert)" && tokenizer="$(output tokenizer.model)" || exit 1
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/fixtures"
-    cp bazel-bin/tests/tokenizer_fixture/tokenizer.model "$BUNDLE/fixtures/"
+    cp "$tokenizer" "$BUNDLE/fixtures/" || exit 1
     for model in "${GOLDEN_MODELS[@]}"; do
       for ranks in 1 2; do
-        bazel-bin/tools/convert --progress=false --world_size=$ranks \
-          --ckpt_dir="bazel-bin/tests/checkpoint_fixture/$model" --out_dir="$BUNDLE/fixtures/$model/tp$ranks" \
+        params="$(output "$model/params.json")" || exit 1
+        "$convert" --progress=false --world_size=$ranks \
+          --ckpt_dir="$(dirname "$params")" --out_dir="$BUNDLE/fixtures/$model/tp$ranks" \
           >/dev/null || exit 1
       done
-      python3 - "bazel-bin/tests/engine_golden/$model/golden.json" "$BUNDLE/fixtures/$model" <<'PY' || exit 1
+      golden="$(output "$model/golden.json")" || exit 1
+      python3 - "$golden" "$BUNDLE/fixtures/$model" <<'PY' || exit 1
 import json, sys
 completions = json.load(open(sys.argv[1]))["text_completions"]
 json.dump([c["prompt"] for c in completions], open(sys.argv[2] + "/prompts.json", "w"))
@@ -60,12 +88,12 @@ with open(sys.argv[2] + "/golden_tokens.jsonl", "w") as out:
         out.write(json.dumps(c["token_ids"]) + "\n")
 PY
     done
+    [[ "${GPU_BUNDLE_SKIP_PORTABLE:-0}" == 1 ]] && { echo "fixtures ready in $BUNDLE (portable binaries skipped)"; exit 0; }
     ./bazelw build --config=portable "${TEST_TARGETS[@]}" "${TOOL_TARGETS[@]}" || exit 1
-    for target in "${TEST_TARGETS[@]}" "${TOOL_TARGETS[@]}"; do
-      path="${target#//}"
-      [[ "$path" == *:* ]] || path="$path:$(basename "$path")"
-      cp "bazel-bin/${path/://}" "$BUNDLE/" || exit 1
-    done
+    binaries="$(bazel_outputs --config=portable "${TEST_TARGETS[@]}" "${TOOL_TARGETS[@]}")" || exit 1
+    [[ $(grep -c . <<<"$binaries") -eq $((${#TEST_TARGETS[@]} + ${#TOOL_TARGETS[@]})) ]] ||
+      { echo "run_gpu_checks: expected one file per binary target, Bazel lists: $binaries"; exit 1; }
+    xargs -r cp -t "$BUNDLE/" <<<"$binaries" || exit 1
     strip "$BUNDLE"/*_test "$BUNDLE"/bench "$BUNDLE"/worker
     # Debian ships SentencePiece and cpp-httplib only as shared libraries:
     # they travel beside the binaries, with what they link beyond glibc and
