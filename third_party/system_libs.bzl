@@ -102,6 +102,16 @@ def _system_libs_impl(rctx):
             build.append("    defines = %s," % repr(defines))
         build.append(")")
         build.append("")
+    # Boost.Beast and Asio are header-only (Boost.System too, since 1.69);
+    # Debian ships no pkg-config file for them.
+    if not rctx.path("/usr/include/boost/beast.hpp").exists:
+        fail("Boost.Beast not found (/usr/include/boost/beast.hpp; Debian package libboost1.81-dev). " + _HINT)
+    build.append("cc_library(")
+    build.append('    name = "boost_beast",')
+    build.append('    defines = ["BOOST_BEAST_USE_STD_STRING_VIEW", "BOOST_ASIO_NO_DEPRECATED"],')
+    build.append('    linkopts = ["-lpthread"],')
+    build.append(")")
+    build.append("")
     rctx.file("BUILD.bazel", "\n".join(build))
 
 system_libs_configure = repository_rule(
