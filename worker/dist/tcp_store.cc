@@ -73,16 +73,32 @@ int TcpStoreServer::waiting() {
   return waiting_;
 }
 
+int TcpStoreServer::client_threads() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ReapClients();
+  return static_cast<int>(clients_.size());
+}
+
 TcpStoreServer::~TcpStoreServer() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
-    for (auto& client : clients_) client->Shutdown();
+    for (auto& [id, client] : clients_) client.socket->Shutdown();
   }
   changed_.notify_all();
   listener_.Shutdown();
   accept_thread_.join();
-  for (std::thread& t : threads_) t.join();
+  // No new client can come; each thread ends once its socket is shut.
+  for (auto& [id, client] : clients_) client.thread.join();
+}
+
+void TcpStoreServer::ReapClients() {
+  for (uint64_t id : left_) {
+    auto it = clients_.find(id);
+    it->second.thread.join();  // Ended already: its last act was to list itself.
+    clients_.erase(it);
+  }
+  left_.clear();
 }
 
 void TcpStoreServer::AcceptLoop() {
@@ -90,21 +106,41 @@ void TcpStoreServer::AcceptLoop() {
     absl::StatusOr<net::Socket> client = net::Accept(listener_, net::After(std::chrono::milliseconds(200)));
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return;
+    ReapClients();
     if (!client.ok()) continue;  // Timeout: check stopping_ again.
+    if (static_cast<int>(clients_.size()) >= kMaxClients || greeting_ >= kMaxGreeting) {
+      LOG_EVERY_N(WARNING, 100) << "rendezvous store: " << clients_.size() << " connections, " << greeting_
+                                << " of them without a hello yet; refused one";
+      continue;  // Closed as it goes out of scope.
+    }
+    ++greeting_;
+    const uint64_t id = next_client_++;
     auto shared = std::make_shared<net::Socket>(*std::move(client));
-    clients_.push_back(shared);
-    threads_.emplace_back([this, shared] { Serve(shared); });
+    clients_[id] = {shared, std::thread([this, id, shared] { Serve(id, shared); })};
   }
 }
 
-void TcpStoreServer::Serve(std::shared_ptr<net::Socket> client) {
+void TcpStoreServer::Serve(uint64_t id, std::shared_ptr<net::Socket> client) {
+  // Whichever way it ends, the thread lists itself to be joined.
+  struct Leave {
+    TcpStoreServer* server;
+    uint64_t id;
+    ~Leave() {
+      std::lock_guard<std::mutex> lock(server->mutex_);
+      server->left_.push_back(id);
+    }
+  } leave{this, id};
   std::string peer = "a store client";
-  const net::Deadline hello_deadline = net::After(kIoTimeout);
+  const net::Deadline hello_deadline = net::After(kHelloTimeout);
   absl::StatusOr<uint32_t> magic = net::RecvU32(*client, hello_deadline, peer);
   absl::StatusOr<uint32_t> version = magic.ok() ? net::RecvU32(*client, hello_deadline, peer) : magic;
   absl::StatusOr<uint32_t> rank = version.ok() ? net::RecvU32(*client, hello_deadline, peer) : version;
   absl::StatusOr<std::string> token =
       rank.ok() ? net::RecvString(*client, kMaxToken, hello_deadline, peer) : rank.status();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --greeting_;
+  }
   const auto close = [&] {
     std::lock_guard<std::mutex> lock(mutex_);
     client->Close();
@@ -114,7 +150,7 @@ void TcpStoreServer::Serve(std::shared_ptr<net::Socket> client) {
     SendByte(*client, 1, hello_deadline, peer).IgnoreError();
     return close();
   }
-  if (*token != token_) {
+  if (!net::ConstantTimeEquals(*token, token_)) {
     LOG(WARNING) << "rendezvous store: refused a connection with a wrong job token (claimed rank "
                  << static_cast<int32_t>(*rank) << ")";
     SendByte(*client, 2, hello_deadline, peer).IgnoreError();

@@ -35,8 +35,11 @@
 
 namespace llama {
 
-// Thread-safe; serves each client on its own thread. Destruction stops it
-// and disconnects every client.
+// Thread-safe; serves each client on its own thread, joined when the
+// client leaves. At most kMaxClients connections at once, of which at most
+// kMaxGreeting still owe their hello (kHelloTimeout): more are closed at
+// once, so connections without a token cannot pile up threads. Destruction
+// stops it and disconnects every client.
 class TcpStoreServer {
  public:
   // Binds host:port (port 0: any free port). A busy port is an error naming it.
@@ -46,15 +49,27 @@ class TcpStoreServer {
   static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(net::Socket listener, std::string token);
   ~TcpStoreServer();
 
+  static constexpr int kMaxClients = 4096;
+  static constexpr int kMaxGreeting = 256;
+  static constexpr std::chrono::seconds kHelloTimeout{10};
+
   int port() const { return port_; }
   // How many Gets are blocked now on a key not yet set (what a stuck job
   // waits for; the tests use it to know waiters are really waiting).
   int waiting();
+  // Client threads alive now (the tests check they are joined).
+  int client_threads();
 
  private:
   TcpStoreServer(net::Socket listener, int port, std::string token);
+  struct Client {
+    std::shared_ptr<net::Socket> socket;
+    std::thread thread;
+  };
   void AcceptLoop();
-  void Serve(std::shared_ptr<net::Socket> client);
+  // Joins the threads of clients that left. Holds mutex_.
+  void ReapClients();
+  void Serve(uint64_t id, std::shared_ptr<net::Socket> client);
   // Handles one request; false closes the connection.
   bool HandleRequest(const net::Socket& client, const std::string& peer, bool* said_bye);
 
@@ -67,8 +82,10 @@ class TcpStoreServer {
   bool stopping_ = false;
   int lost_count_ = 0;
   int waiting_ = 0;
-  std::vector<std::shared_ptr<net::Socket>> clients_;
-  std::vector<std::thread> threads_;
+  int greeting_ = 0;
+  uint64_t next_client_ = 0;
+  std::map<uint64_t, Client> clients_;
+  std::vector<uint64_t> left_;  // Clients whose thread has ended, to join.
   std::thread accept_thread_;
 };
 

@@ -130,6 +130,38 @@ TEST(TcpStoreTest, BrokenClientsDoNotHurtTheStore) {
   EXPECT_FALSE(*client->Check("lost/4"));
 }
 
+// Connections that come and go, with or without a hello, leave no thread
+// behind; silent ones past kMaxGreeting are closed at once, and ranks are
+// served all the while.
+TEST(TcpStoreTest, ConnectionsThatLeaveAreJoinedAndSilentOnesAreCapped) {
+  auto server = StartServer();
+  for (int i = 0; i < 500; ++i) {
+    absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server->port(), net::After(5s));
+    ASSERT_TRUE(raw.ok());
+  }
+  for (int i = 0; i < 50 && server->client_threads() > 0; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(server->client_threads(), 0) << "threads of clients that left were not joined";
+
+  std::vector<net::Socket> silent;
+  for (int i = 0; i < TcpStoreServer::kMaxGreeting + 20; ++i) {
+    absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server->port(), net::After(5s));
+    ASSERT_TRUE(raw.ok());
+    silent.push_back(*std::move(raw));
+  }
+  for (int i = 0; i < 50 && server->client_threads() > TcpStoreServer::kMaxGreeting; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_LE(server->client_threads(), TcpStoreServer::kMaxGreeting);
+  // The last ones were refused: closed by the store without a word.
+  uint8_t byte;
+  EXPECT_FALSE(net::RecvAll(silent.back(), &byte, 1, net::After(5s), "store").ok());
+  silent.clear();
+  for (int i = 0; i < 50 && server->client_threads() > 0; ++i) std::this_thread::sleep_for(100ms);
+  auto client = Join(*server, 0);
+  ASSERT_TRUE(client->Set("after", "silence").ok());
+  EXPECT_EQ(*client->Get("after", 1s), "silence");
+}
+
 // ReservePort's promise to the multi-node tests: the port is kept from
 // anyone asking for a free one, yet our Listen can take it over.
 TEST(TcpStoreTest, ReservedPortCanBeServed) {

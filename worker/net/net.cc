@@ -1,5 +1,7 @@
 #include "worker/net/net.h"
 
+#include <openssl/crypto.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -18,6 +20,11 @@
 #include "ops/status_macros.h"
 
 namespace llama::net {
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 namespace {
 
 int MillisLeft(Deadline deadline) {

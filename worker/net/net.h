@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace llama::net {
 
@@ -22,6 +23,10 @@ using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
 inline Deadline After(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+
+// Equal secrets (API keys, job tokens), compared in a time that depends on
+// their lengths only (OpenSSL's CRYPTO_memcmp).
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
 // An owned socket descriptor; closes on destruction.
 class Socket {
