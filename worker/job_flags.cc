@@ -1,6 +1,7 @@
 #include "worker/job_flags.h"
 
 #include <filesystem>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -53,7 +54,16 @@ DEFINE_string(api_key, "",
               "Serving: requests must carry `Authorization: Bearer <key>` (also read from $LLAMA_API_KEY); "
               "/health and /metrics stay open.");
 DEFINE_string(api_key_file, "", "Serving: a file of accepted API keys, one per line.");
-DEFINE_int32(max_queue, 256, "Serving: requests that may wait for the engine; more get 429 with Retry-After.");
+DEFINE_int32(max_queue, 1024,
+             "Serving: requests admitted and not yet scheduled (a hard limit); more get 429 with Retry-After.");
+DEFINE_int32(max_connections, 4096,
+             "Serving: open HTTP connections; more are answered 503 and closed at once (capped by ulimit -n).");
+DEFINE_int32(max_header_bytes, 65536, "Serving: bytes of a request's header block; more get 431.");
+DEFINE_int32(max_headers, 100, "Serving: header fields of a request; more get 431.");
+DEFINE_int64(max_body_bytes, 8 << 20, "Serving: bytes of a request's body, chunked or not; more get 413.");
+DEFINE_int32(request_timeout, 30, "Serving: seconds from a request's first byte to its last; later gets 408.");
+DEFINE_int32(keep_alive_timeout, 60,
+             "Serving: seconds an idle connection is kept between requests (and a stalled write waits).");
 DEFINE_int32(drain_timeout, 30,
              "Serving: seconds the requests in flight may take to finish after SIGTERM or Ctrl-C; the rest are "
              "cancelled.");
@@ -107,6 +117,12 @@ JobFlags JobFlagsFromCommandLine() {
   f.api_key = FLAGS_api_key;
   f.api_key_file = FLAGS_api_key_file;
   f.max_queue = FLAGS_max_queue;
+  f.max_connections = FLAGS_max_connections;
+  f.max_header_bytes = FLAGS_max_header_bytes;
+  f.max_headers = FLAGS_max_headers;
+  f.max_body_bytes = FLAGS_max_body_bytes;
+  f.request_timeout = FLAGS_request_timeout;
+  f.keep_alive_timeout = FLAGS_keep_alive_timeout;
   f.drain_timeout = FLAGS_drain_timeout;
   f.device = FLAGS_device;
   f.kv_cache_dtype = FLAGS_kv_cache_dtype;
@@ -165,6 +181,17 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
     return absl::InvalidArgumentError(absl::StrFormat("--port=%d: expected 0 to 65535", f.port));
   }
   if (f.max_queue < 0) return absl::InvalidArgumentError(absl::StrFormat("--max_queue=%d: expected >= 0", f.max_queue));
+  for (const auto& [name, value, least] :
+       {std::tuple<const char*, int64_t, int64_t>{"max_connections", f.max_connections, 1},
+        {"max_header_bytes", f.max_header_bytes, 256},
+        {"max_headers", f.max_headers, 1},
+        {"max_body_bytes", f.max_body_bytes, 1024},
+        {"request_timeout", f.request_timeout, 1},
+        {"keep_alive_timeout", f.keep_alive_timeout, 1}}) {
+    if (value < least) {
+      return absl::InvalidArgumentError(absl::StrFormat("--%s=%d: expected >= %d", name, value, least));
+    }
+  }
   if (f.drain_timeout < 0) {
     return absl::InvalidArgumentError(absl::StrFormat("--drain_timeout=%d: expected >= 0 seconds", f.drain_timeout));
   }
@@ -205,6 +232,12 @@ std::vector<std::string> WorkerArguments(const JobFlags& f) {
       flag("host", f.host),
       flag("port", f.port),
       flag("max_queue", f.max_queue),
+      flag("max_connections", f.max_connections),
+      flag("max_header_bytes", f.max_header_bytes),
+      flag("max_headers", f.max_headers),
+      flag("max_body_bytes", f.max_body_bytes),
+      flag("request_timeout", f.request_timeout),
+      flag("keep_alive_timeout", f.keep_alive_timeout),
       flag("drain_timeout", f.drain_timeout),
       flag("kv_cache_dtype", f.kv_cache_dtype),
       boolean("cuda_graphs", f.cuda_graphs),

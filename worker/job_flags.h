@@ -48,6 +48,12 @@ DECLARE_string(served_model_name);
 DECLARE_string(api_key);
 DECLARE_string(api_key_file);
 DECLARE_int32(max_queue);
+DECLARE_int32(max_connections);
+DECLARE_int32(max_header_bytes);
+DECLARE_int32(max_headers);
+DECLARE_int64(max_body_bytes);
+DECLARE_int32(request_timeout);
+DECLARE_int32(keep_alive_timeout);
 DECLARE_int32(drain_timeout);
 // The model on each rank.
 DECLARE_string(device);
@@ -83,7 +89,12 @@ struct JobFlags {
   int port = 8000;
   std::string served_model_name;
   std::string api_key, api_key_file;
-  int max_queue = 256;
+  int max_queue = 1024;
+  int max_connections = 4096;
+  int max_header_bytes = 65536;
+  int max_headers = 100;
+  int64_t max_body_bytes = 8 << 20;
+  int request_timeout = 30, keep_alive_timeout = 60;
   int drain_timeout = 30;
   std::string device, kv_cache_dtype = "f32";
   bool cuda_graphs = true;

@@ -33,6 +33,12 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   given.served_model_name = "llama-2-7b";
   given.api_key = "s3cret";
   given.max_queue = 7;
+  given.max_connections = 11;
+  given.max_header_bytes = 4096;
+  given.max_headers = 12;
+  given.max_body_bytes = 5000;
+  given.request_timeout = 13;
+  given.keep_alive_timeout = 14;
   given.drain_timeout = 9;
   given.kv_cache_dtype = "bf16";
   given.cuda_graphs = false;
@@ -71,6 +77,12 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   EXPECT_EQ(got.port, 8123);
   EXPECT_EQ(got.served_model_name, "llama-2-7b");
   EXPECT_EQ(got.max_queue, 7);
+  EXPECT_EQ(got.max_connections, 11);
+  EXPECT_EQ(got.max_header_bytes, 4096);
+  EXPECT_EQ(got.max_headers, 12);
+  EXPECT_EQ(got.max_body_bytes, 5000);
+  EXPECT_EQ(got.request_timeout, 13);
+  EXPECT_EQ(got.keep_alive_timeout, 14);
   EXPECT_EQ(got.drain_timeout, 9);
   for (const std::string& arg : args) EXPECT_EQ(arg.find("s3cret"), std::string::npos) << "the key is on argv";
   EXPECT_EQ(got.kv_cache_dtype, "bf16");
@@ -110,6 +122,9 @@ TEST(JobFlagsTest, BadValuesNameTheFlag) {
        "give --kv_cache_gb or --kv_cache_free_share, not both"},
       {[](JobFlags& j) { j.port = 70000; }, "--port=70000: expected 0 to 65535"},
       {[](JobFlags& j) { j.max_queue = -1; }, "--max_queue=-1: expected >= 0"},
+      {[](JobFlags& j) { j.max_connections = 0; }, "--max_connections=0: expected >= 1"},
+      {[](JobFlags& j) { j.max_body_bytes = 10; }, "--max_body_bytes=10: expected >= 1024"},
+      {[](JobFlags& j) { j.request_timeout = 0; }, "--request_timeout=0: expected >= 1"},
       {[](JobFlags& j) { j.prompts_file = "x.json"; },
        "give exactly one of --prompt, --prompts_file, --dialogs_file (2 given)"},
   };

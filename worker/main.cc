@@ -113,6 +113,12 @@ absl::StatusOr<RunServerOptions> ServingOptions(const JobFlags& flags) {
   o.api.port = flags.port;
   o.api.model = flags.served_model_name.empty() ? "llama" : flags.served_model_name;
   o.api.max_queue = flags.max_queue;
+  o.api.limits.max_connections = flags.max_connections;
+  o.api.limits.max_header_bytes = flags.max_header_bytes;
+  o.api.limits.max_headers = flags.max_headers;
+  o.api.limits.max_body_bytes = flags.max_body_bytes;
+  o.api.limits.request_timeout = absl::Seconds(flags.request_timeout);
+  o.api.limits.keep_alive_timeout = absl::Seconds(flags.keep_alive_timeout);
   const char* variable = std::getenv(kApiKeyVariable);
   for (const std::string& key : {flags.api_key, std::string(variable != nullptr ? variable : "")}) {
     if (!key.empty()) o.api.api_keys.push_back(key);
@@ -289,7 +295,8 @@ int main(int argc, char** argv) {
                        "echo"}},
        {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_cache_free_share", "kv_block_size", "enable_prefix_caching"}},
        {"Serving", {"serve", "host", "port", "served_model_name", "api_key", "api_key_file", "max_queue",
-                    "drain_timeout"}},
+                    "max_connections", "max_header_bytes", "max_headers", "max_body_bytes", "request_timeout",
+                    "keep_alive_timeout", "drain_timeout"}},
        {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"}},
        {"Deadlines between ranks", {"rendezvous_timeout", "load_timeout", "collective_timeout"}},
        {"Logging", {"log_dir"}}});

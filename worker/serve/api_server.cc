@@ -1,20 +1,24 @@
 #include "worker/serve/api_server.h"
 
 #include <glog/logging.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "tokenizer/chat_format.h"
+#include "worker/net/net.h"
 
 namespace llama {
 namespace {
+
+using nlohmann::json;
 
 // The first id of `ids` outside [0, vocab), as the error a request gets for it.
 std::optional<ApiError> OutsideVocabulary(const char* param, absl::Span<const int> ids, int64_t vocab) {
@@ -27,26 +31,162 @@ std::optional<ApiError> OutsideVocabulary(const char* param, absl::Span<const in
   return std::nullopt;
 }
 
-using nlohmann::json;
-
 int64_t UnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-// Equal strings, in a time that depends on their lengths only.
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  const size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
-  }
-  return diff == 0;
-}
-
 std::string Sse(const json& data) { return absl::StrCat("data: ", data.dump(), "\n\n"); }
 
+http::Response JsonResponse(int status, std::string body, http::Headers headers = {}) {
+  return {status, "application/json", std::move(body), std::move(headers)};
+}
+
+http::Response ErrorResponse(const ApiError& error) {
+  http::Headers headers;
+  if (error.status == 429 || error.status == 503) headers.emplace_back("Retry-After", "1");
+  return JsonResponse(error.status, error.Json(), std::move(headers));
+}
+
+void Reply(const std::shared_ptr<http::Exchange>& exchange, const ApiError& error) {
+  exchange->Respond(ErrorResponse(error));
+}
+
+// The most bytes of text one token can stand for: a prompt longer than the
+// context times this cannot fit, and is refused before it is tokenized.
+size_t MaxTokenBytes(const Tokenizer& tokenizer) {
+  size_t most = 1;
+  for (int id = 0; id < tokenizer.vocab_size(); ++id) {
+    // A SentencePiece piece's text spells a space as U+2581 (3 bytes), so
+    // its length is at least that of the text it encodes.
+    most = std::max(most, tokenizer.family() == Tokenizer::Family::kTiktoken ? tokenizer.TokenBytes(id).size()
+                                                                              : tokenizer.GetPiece(id).text.size());
+  }
+  return most;
+}
+
+// Request text as it may appear in a log line: no line breaks, no
+// terminal escapes.
+std::string Loggable(const std::vector<std::string>& texts) {
+  std::vector<std::string> escaped;
+  for (const std::string& text : texts) escaped.push_back(absl::CHexEscape(text.substr(0, 200)));
+  return absl::StrJoin(escaped, ", ");
+}
+
 }  // namespace
+
+// One generation request from admission to its last byte. The engine's
+// events wake it (ApiGeneration's listener); a pump on the server's worker
+// threads turns them into SSE chunks or, once done, into the one answer.
+// Held by the server's table of calls until its answer is complete.
+class ApiServer::Call : public std::enable_shared_from_this<Call> {
+ public:
+  Call(ApiServer* server, std::shared_ptr<http::Exchange> exchange, std::shared_ptr<ApiGeneration> generation,
+       std::string id, bool chat, GenerationParams params)
+      : server_(server),
+        exchange_(std::move(exchange)),
+        generation_(std::move(generation)),
+        id_(std::move(id)),
+        created_(UnixSeconds()),
+        chat_(chat),
+        params_(std::move(params)) {}
+
+  ApiGeneration& generation() { return *generation_; }
+
+  // Runs Pump on a worker thread, at most one at a time; wake-ups that come
+  // while it runs make it go round again.
+  void Wake() {
+    if (pending_.fetch_add(1) == 0) server_->http_.Post([self = shared_from_this()] { self->Pump(); });
+  }
+
+  void ClientGone() {
+    server_->metrics_.Failed("cancelled");
+    generation_->Cancel(absl::CancelledError("the client went away"));
+  }
+
+ private:
+  void Pump() {
+    for (int seen = pending_.load();; seen = pending_.load()) {
+      Drain();
+      if (pending_.fetch_sub(seen) == seen) return;
+    }
+  }
+
+  void Drain() {
+    if (answered_) return;
+    const std::vector<ApiGeneration::Delta> deltas = generation_->Next(absl::ZeroDuration());
+    if (!released_ && (generation_->all_scheduled() || generation_->done())) {
+      released_ = true;
+      server_->waiting_requests_.fetch_sub(1);
+    }
+    const std::string& model = server_->options_.model;
+    const absl::Status& failure = generation_->failure();
+    if (params_.stream) {
+      // The head goes from here, so that it leaves before any chunk.
+      if (!stream_started_) exchange_->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+      stream_started_ = true;
+      std::string out;
+      for (const ApiGeneration::Delta& d : deltas) {
+        out += Sse(chat_ ? ChatChunk(id_, created_, model, d.index, d.part, params_.logprobs, d.first)
+                         : CompletionChunk(id_, created_, model, d.index, d.part, params_.logprobs));
+      }
+      if (generation_->done()) {
+        if (!failure.ok()) {
+          out += Sse(json::parse(FailureError(failure).Json()));
+        } else if (params_.include_usage) {
+          out += Sse(UsageChunk(id_, created_, model, chat_ ? "chat.completion.chunk" : "text_completion",
+                                generation_->usage()));
+        }
+        out += "data: [DONE]\n\n";
+      }
+      exchange_->Send(std::move(out));
+      if (generation_->done()) {
+        exchange_->End();
+        Finish(failure);
+      }
+      return;
+    }
+    if (!generation_->done()) return;
+    if (!failure.ok()) {
+      Reply(exchange_, FailureError(failure));
+    } else {
+      const json body = chat_ ? ChatResponse(id_, created_, model, generation_->Results(), params_.logprobs,
+                                             generation_->usage())
+                              : CompletionResponse(id_, created_, model, generation_->Results(), params_.logprobs,
+                                                   generation_->usage());
+      exchange_->Respond(JsonResponse(200, body.dump()));
+    }
+    Finish(failure);
+  }
+
+  // Cut answers are errors: 503 whether a rank failed or the drain
+  // deadline passed (both are the server's state, not the request's fault).
+  static ApiError FailureError(const absl::Status& failure) {
+    return {503, std::string(failure.message()), "server_error", "",
+            absl::IsCancelled(failure) ? "cancelled" : "engine_failed"};
+  }
+
+  void Finish(const absl::Status& failure) {
+    answered_ = true;
+    if (!failure.ok() && !exchange_->client_gone()) {
+      server_->metrics_.Failed(absl::IsCancelled(failure) ? "cancelled" : "engine");
+    }
+    server_->Finished(this);
+  }
+
+  ApiServer* server_;
+  std::shared_ptr<http::Exchange> exchange_;
+  std::shared_ptr<ApiGeneration> generation_;
+  const std::string id_;
+  const int64_t created_;
+  const bool chat_;
+  const GenerationParams params_;
+  std::atomic<int> pending_{0};
+  // Touched by the one running Pump only.
+  bool released_ = false;  // Its place in the queue given back.
+  bool stream_started_ = false;
+  bool answered_ = false;
+};
 
 ApiServer::ApiServer(EngineLoop* loop, const Tokenizer* tokenizer, int64_t context, ApiServerOptions options)
     : loop_(loop),
@@ -54,159 +194,185 @@ ApiServer::ApiServer(EngineLoop* loop, const Tokenizer* tokenizer, int64_t conte
       context_(context),
       options_(std::move(options)),
       created_(UnixSeconds()),
-      server_(std::make_unique<httplib::Server>()) {}
+      max_token_bytes_(MaxTokenBytes(*tokenizer)),
+      http_([this] {
+        http::ServerOptions o;
+        o.host = options_.host;
+        o.port = options_.port;
+        o.io_threads = options_.io_threads;
+        o.worker_threads = options_.worker_threads;
+        o.limits = options_.limits;
+        o.error_response = [](int status, const std::string& message, const std::string& code) {
+          return ErrorResponse({status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code});
+        };
+        return o;
+      }()) {}
 
 ApiServer::~ApiServer() { Stop(); }
 
-void ApiServer::Reply(httplib::Response& res, const ApiError& error) {
-  res.status = error.status;
-  res.set_content(error.Json(), "application/json");
-}
-
-bool ApiServer::Authorized(const httplib::Request& req) const {
-  if (options_.api_keys.empty()) return true;
-  const std::string header = req.get_header_value("Authorization");
-  if (!absl::StartsWith(header, "Bearer ")) return false;
-  const std::string key = header.substr(7);
-  bool ok = false;
-  for (const std::string& k : options_.api_keys) ok |= ConstantTimeEquals(key, k);
-  return ok;
-}
-
-bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, const std::string& model) {
-  if (!Authorized(req)) {
-    metrics_.Failed("auth");
-    Reply(res, {401, "a valid API key is required: Authorization: Bearer <key>", "invalid_request_error", "",
-                "invalid_api_key"});
-    return false;
+std::optional<http::Response> ApiServer::CheckKey(const http::Request& head) {
+  if (options_.api_keys.empty()) return std::nullopt;
+  absl::string_view key = head.Header("Authorization");
+  if (absl::ConsumePrefix(&key, "Bearer ")) {
+    bool ok = false;
+    for (const std::string& k : options_.api_keys) ok |= net::ConstantTimeEquals(key, k);
+    if (ok) return std::nullopt;
   }
+  metrics_.Failed("auth");
+  return ErrorResponse({401, "a valid API key is required: Authorization: Bearer <key>", "invalid_request_error", "",
+                        "invalid_api_key"});
+}
+
+std::optional<ApiError> ApiServer::Admit(const std::string& model) {
   const absl::Status engine = loop_->status();
   if (!ready_ || draining_ || !engine.ok()) {
     metrics_.Failed("unavailable");
     const std::string why = !ready_ ? "the model is loading" : draining_ ? "the server is shutting down"
                                                                           : absl::StrCat("the engine failed: ",
                                                                                          engine.message());
-    Reply(res, {503, why, "server_error", "", ""});
-    return false;
+    return ApiError{503, why, "server_error", "", ""};
   }
   if (model != options_.model) {
     metrics_.Failed("invalid");
-    Reply(res, {404, absl::StrFormat("the model `%s` does not exist; this server has `%s`", model, options_.model),
-                "invalid_request_error", "model", "model_not_found"});
-    return false;
+    return ApiError{404, absl::StrFormat("the model `%s` does not exist; this server has `%s`", model, options_.model),
+                    "invalid_request_error", "model", "model_not_found"};
   }
-  return true;
+  return std::nullopt;
 }
 
-void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+std::optional<ApiError> ApiServer::CheckPromptBytes(size_t bytes, const char* param) const {
+  const size_t most = static_cast<size_t>(context_) * max_token_bytes_;
+  if (bytes <= most) return std::nullopt;
+  return ApiError{400,
+                  absl::StrFormat("%s: %d bytes of text cannot fit in this model's context of %d tokens (no token "
+                                  "stands for more than %d bytes); shorten it",
+                                  param, bytes, context_, max_token_bytes_),
+                  "invalid_request_error", param, "context_length_exceeded"};
+}
+
+void ApiServer::HandleTokenize(const std::shared_ptr<http::Exchange>& exchange) {
   TokenizeRequest request;
   ApiError error;
-  if (!ParseTokenizeRequest(req.body, &request, &error)) return Reply(res, error);
-  if (!Admit(req, res, request.model)) return;
+  if (!ParseTokenizeRequest(exchange->request().body, &request, &error)) return Reply(exchange, error);
+  if (std::optional<ApiError> refused = Admit(request.model)) return Reply(exchange, *refused);
   std::vector<int> tokens;
   if (request.prompt.has_value()) {
+    if (std::optional<ApiError> long_text = CheckPromptBytes(request.prompt->size(), "prompt")) {
+      return Reply(exchange, *long_text);
+    }
     absl::StatusOr<std::vector<int>> ids = tokenizer_->Encode(*request.prompt, request.add_special_tokens, false);
-    if (!ids.ok()) return Reply(res, {400, absl::StrCat("prompt: ", ids.status().message()), "invalid_request_error",
-                                      "prompt", ""});
+    if (!ids.ok()) {
+      return Reply(exchange, {400, absl::StrCat("prompt: ", ids.status().message()), "invalid_request_error",
+                              "prompt", ""});
+    }
     tokens = *std::move(ids);
   } else {
+    size_t bytes = 0;
+    for (const Message& m : request.messages) bytes += m.content.size();
+    if (std::optional<ApiError> long_text = CheckPromptBytes(bytes, "messages")) return Reply(exchange, *long_text);
     absl::StatusOr<ChatPrompt> prompt = EncodeDialog(*tokenizer_, request.messages);
-    if (!prompt.ok()) return Reply(res, {400, absl::StrCat("messages: ", prompt.status().message()),
-                                         "invalid_request_error", "messages", ""});
+    if (!prompt.ok()) {
+      return Reply(exchange, {400, absl::StrCat("messages: ", prompt.status().message()), "invalid_request_error",
+                              "messages", ""});
+    }
     tokens = prompt->tokens;
   }
   const json body = {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", context_}};
-  res.set_content(body.dump(), "application/json");
+  exchange->Respond(JsonResponse(200, body.dump()));
 }
 
-void ApiServer::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleDetokenize(const std::shared_ptr<http::Exchange>& exchange) {
   DetokenizeRequest request;
   ApiError error;
-  if (!ParseDetokenizeRequest(req.body, &request, &error)) return Reply(res, error);
-  if (!Admit(req, res, request.model)) return;
+  if (!ParseDetokenizeRequest(exchange->request().body, &request, &error)) return Reply(exchange, error);
+  if (std::optional<ApiError> refused = Admit(request.model)) return Reply(exchange, *refused);
   if (std::optional<ApiError> outside = OutsideVocabulary("tokens", request.tokens, tokenizer_->vocab_size())) {
-    return Reply(res, *outside);
+    return Reply(exchange, *outside);
   }
   absl::StatusOr<std::string> text = tokenizer_->Decode(request.tokens);
-  if (!text.ok()) return Reply(res, {400, absl::StrCat("tokens: ", text.status().message()), "invalid_request_error",
-                                     "tokens", ""});
-  res.set_content(json{{"prompt", *text}}.dump(), "application/json");
+  if (!text.ok()) {
+    return Reply(exchange, {400, absl::StrCat("tokens: ", text.status().message()), "invalid_request_error",
+                            "tokens", ""});
+  }
+  exchange->Respond(JsonResponse(200, json{{"prompt", *text}}.dump()));
 }
 
-void ApiServer::Track(const std::shared_ptr<ApiGeneration>& generation) {
+void ApiServer::Finished(Call* call) {
   absl::MutexLock lock(&mutex_);
-  active_.erase(std::remove_if(active_.begin(), active_.end(), [](const auto& g) { return g.expired(); }),
-                active_.end());
-  active_.push_back(generation);
+  calls_.erase(call);
 }
 
 void ApiServer::CancelAll() {
-  absl::MutexLock lock(&mutex_);
-  for (const auto& weak : active_) {
-    if (std::shared_ptr<ApiGeneration> g = weak.lock()) g->Cancel();
+  std::vector<std::shared_ptr<Call>> calls;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [raw, call] : calls_) calls.push_back(call);
+  }
+  for (const std::shared_ptr<Call>& call : calls) {
+    call->generation().Cancel(
+        absl::CancelledError("the request was cancelled: the server is shutting down and its drain time ran out"));
   }
 }
 
-void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response& res, bool chat) {
-  metrics_.RequestArrived();
+void ApiServer::HandleCompletions(const std::shared_ptr<http::Exchange>& exchange, bool chat) {
+  const std::string& raw = exchange->request().body;
+  const auto fail = [&](const char* reason, const ApiError& error) {
+    metrics_.Failed(reason);
+    Reply(exchange, error);
+  };
   ApiError error;
   CompletionRequest completion;
   ChatRequest dialog;
-  const bool parsed = chat ? ParseChatRequest(req.body, &dialog, &error)
-                           : ParseCompletionRequest(req.body, &completion, &error);
-  if (!parsed) {
-    // A bad key is reported before a bad body.
-    if (!Authorized(req)) {
-      metrics_.Failed("auth");
-      return Reply(res, {401, "a valid API key is required: Authorization: Bearer <key>", "invalid_request_error", "",
-                         "invalid_api_key"});
-    }
-    metrics_.Failed("invalid");
-    return Reply(res, error);
-  }
+  const bool parsed = chat ? ParseChatRequest(raw, &dialog, &error) : ParseCompletionRequest(raw, &completion, &error);
+  if (!parsed) return fail("invalid", error);
   const GenerationParams& params = chat ? dialog.params : completion.params;
-  if (!Admit(req, res, chat ? dialog.model : completion.model)) return;
+  if (std::optional<ApiError> refused = Admit(chat ? dialog.model : completion.model)) {
+    return Reply(exchange, *refused);
+  }
   if (!params.ignored_fields.empty()) {
-    LOG_FIRST_N(WARNING, 20) << req.path << ": fields this server does not know, without effect: "
-                             << absl::StrJoin(params.ignored_fields, ", ");
+    LOG_FIRST_N(WARNING, 20) << exchange->request().path << ": fields this server does not know, without effect: "
+                             << Loggable(params.ignored_fields);
   }
   std::vector<int> biased;
   for (const auto& [token, bias] : params.logit_bias) biased.push_back(token);
   for (const auto& [param, ids] : {std::pair<const char*, absl::Span<const int>>{"logit_bias", biased},
                                    {"stop_token_ids", params.stop_token_ids}}) {
     if (std::optional<ApiError> outside = OutsideVocabulary(param, ids, tokenizer_->vocab_size())) {
-      metrics_.Failed("invalid");
-      return Reply(res, *outside);
+      return fail("invalid", *outside);
     }
   }
 
-  // The prompts, checked against the context: never cut silently.
+  // The prompts, checked against the context: never cut silently. Text
+  // that cannot fit is refused before it is tokenized.
   std::vector<ChoicePlan> prompts;
   bool unsafe = false;
   if (chat) {
+    size_t bytes = 0;
+    for (const Message& m : dialog.messages) bytes += m.content.size();
+    if (std::optional<ApiError> long_text = CheckPromptBytes(bytes, "messages")) return fail("invalid", *long_text);
     absl::StatusOr<ChatPrompt> prompt = EncodeDialog(*tokenizer_, dialog.messages);
     if (!prompt.ok()) {
-      metrics_.Failed("invalid");
-      return Reply(res, {400, absl::StrCat("messages: ", prompt.status().message()), "invalid_request_error",
-                         "messages", ""});
+      return fail("invalid", {400, absl::StrCat("messages: ", prompt.status().message()), "invalid_request_error",
+                              "messages", ""});
     }
     unsafe = prompt->unsafe;
     prompts.push_back({prompt->tokens, "", 0});
   } else {
     for (const std::string& text : completion.prompts) {
+      if (std::optional<ApiError> long_text = CheckPromptBytes(text.size(), "prompt")) {
+        return fail("invalid", *long_text);
+      }
       absl::StatusOr<std::vector<int>> ids = tokenizer_->Encode(text, /*bos=*/true, /*eos=*/false);
       if (!ids.ok()) {
-        metrics_.Failed("invalid");
-        return Reply(res, {400, absl::StrCat("prompt: ", ids.status().message()), "invalid_request_error", "prompt",
-                           ""});
+        return fail("invalid", {400, absl::StrCat("prompt: ", ids.status().message()), "invalid_request_error",
+                                "prompt", ""});
       }
       prompts.push_back({*std::move(ids), text, 0});
     }
     // Token ids as given (no BOS added: the caller chose them).
     for (const std::vector<int>& ids : completion.prompt_ids) {
       if (std::optional<ApiError> outside = OutsideVocabulary("prompt", ids, tokenizer_->vocab_size())) {
-        metrics_.Failed("invalid");
-        return Reply(res, *outside);
+        return fail("invalid", *outside);
       }
       absl::StatusOr<std::string> text = tokenizer_->Decode(ids);
       prompts.push_back({ids, text.ok() ? *text : std::string(), 0});
@@ -216,181 +382,125 @@ void ApiServer::HandleCompletions(const httplib::Request& req, httplib::Response
     const int64_t length = static_cast<int64_t>(p.prompt_ids.size());
     p.max_tokens = params.max_tokens.value_or(chat ? std::max<int64_t>(0, context_ - length) : 16);
     if (length + p.max_tokens > context_) {
-      metrics_.Failed("invalid");
-      return Reply(res, {400,
-                         absl::StrFormat("this model's context is %d tokens, but the prompt has %d tokens and "
-                                         "max_tokens is %d (%d in all); shorten the prompt or lower max_tokens",
-                                         context_, length, p.max_tokens, length + p.max_tokens),
-                         "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
+      return fail("invalid", {400,
+                              absl::StrFormat("this model's context is %d tokens, but the prompt has %d tokens and "
+                                              "max_tokens is %d (%d in all); shorten the prompt or lower max_tokens",
+                                              context_, length, p.max_tokens, length + p.max_tokens),
+                              "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
     }
     if (params.min_tokens > p.max_tokens) {
-      metrics_.Failed("invalid");
-      return Reply(res, {400, absl::StrFormat("min_tokens: %d is more than max_tokens (%d)", params.min_tokens,
+      return fail("invalid", {400,
+                              absl::StrFormat("min_tokens: %d is more than max_tokens (%d)", params.min_tokens,
                                               p.max_tokens),
-                         "invalid_request_error", "min_tokens", ""});
+                              "invalid_request_error", "min_tokens", ""});
     }
   }
   const std::string id = absl::StrFormat("%s-%x%x", chat ? "chatcmpl" : "cmpl", created_, next_id_++);
-  const int64_t created = UnixSeconds();
   if (unsafe) {
     // The reference answers a dialog with special tags with this text.
+    const int64_t created = UnixSeconds();
     ChoiceResult answer;
     answer.text = std::string(kUnsafeRequestAnswer);
     answer.finish_reason = "stop";
     std::vector<ChoiceResult> answers(params.n, answer);
     const Usage usage{static_cast<int64_t>(prompts[0].prompt_ids.size()), 0};
     if (!params.stream) {
-      return res.set_content(ChatResponse(id, created, options_.model, answers, params.logprobs, usage).dump(),
-                             "application/json");
+      return exchange->Respond(
+          JsonResponse(200, ChatResponse(id, created, options_.model, answers, params.logprobs, usage).dump()));
     }
     std::string body;
     for (int i = 0; i < params.n; ++i) body += Sse(ChatChunk(id, created, options_.model, i, answer, false, true));
     if (params.include_usage) body += Sse(UsageChunk(id, created, options_.model, "chat.completion.chunk", usage));
-    return res.set_content(body + "data: [DONE]\n\n", "text/event-stream");
-  }
-  if (loop_->stats().waiting >= options_.max_queue) {
-    metrics_.Failed("queue_full");
-    res.set_header("Retry-After", "1");
-    return Reply(res, {429, absl::StrFormat("%d requests are waiting already; retry later", options_.max_queue),
-                       "rate_limit_error", "", "queue_full"});
+    return exchange->Respond({200, "text/event-stream", body + "data: [DONE]\n\n", {{"Cache-Control", "no-cache"}}});
   }
   // One request may not fill the queue by itself.
   constexpr size_t kMaxChoices = 256;
   if (prompts.size() * params.n > kMaxChoices) {
-    metrics_.Failed("invalid");
-    return Reply(res, {400,
-                       absl::StrFormat("%d prompts x n = %d asks for %d completions; at most %d per request",
-                                       prompts.size(), params.n, prompts.size() * params.n, kMaxChoices),
-                       "invalid_request_error", "n", ""});
+    return fail("invalid", {400,
+                            absl::StrFormat("%d prompts x n = %d asks for %d completions; at most %d per request",
+                                            prompts.size(), params.n, prompts.size() * params.n, kMaxChoices),
+                            "invalid_request_error", "n", ""});
+  }
+  // A place in the queue, taken only if one is free (a hard limit).
+  for (int waiting = waiting_requests_.load();;) {
+    if (waiting >= options_.max_queue) {
+      return fail("queue_full",
+                  {429,
+                   absl::StrFormat("%d requests are waiting already, the limit (--max_queue counts requests not yet "
+                                   "scheduled); retry later",
+                                   waiting),
+                   "rate_limit_error", "", "queue_full"});
+    }
+    if (waiting_requests_.compare_exchange_weak(waiting, waiting + 1)) break;
   }
   std::vector<ChoicePlan> plans;
   for (const ChoicePlan& p : prompts) plans.insert(plans.end(), params.n, p);
   auto generation = std::make_shared<ApiGeneration>(*tokenizer_, params, &metrics_);
+  auto call = std::make_shared<Call>(this, exchange, generation, id, chat, params);
+  generation->SetListener([weak = std::weak_ptr<Call>(call)] {
+    if (std::shared_ptr<Call> c = weak.lock()) c->Wake();
+  });
+  {
+    absl::MutexLock lock(&mutex_);
+    calls_.emplace(call.get(), call);
+  }
   if (absl::Status s = generation->Start(*loop_, plans); !s.ok()) {
-    metrics_.Failed("unavailable");
-    return Reply(res, {503, std::string(s.message()), "server_error", "", ""});
+    waiting_requests_.fetch_sub(1);
+    Finished(call.get());
+    return fail("unavailable", {503, std::string(s.message()), "server_error", "", ""});
   }
-  Track(generation);
-
-  if (!params.stream) {
-    while (!generation->done()) generation->Next(absl::Milliseconds(100));
-    if (!generation->error().ok()) {
-      metrics_.Failed("engine");
-      return Reply(res, {503, absl::StrCat("the engine failed: ", generation->error().message()), "server_error", "",
-                         ""});
-    }
-    const json body = chat ? ChatResponse(id, created, options_.model, generation->Results(), params.logprobs,
-                                          generation->usage())
-                           : CompletionResponse(id, created, options_.model, generation->Results(), params.logprobs,
-                                                generation->usage());
-    return res.set_content(body.dump(), "application/json");
-  }
-
-  res.set_header("Cache-Control", "no-cache");
-  const std::string model = options_.model;
-  auto idle_polls = std::make_shared<int>(0);
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, generation, id, created, model, chat, params, idle_polls](size_t, httplib::DataSink& sink) {
-        const std::vector<ApiGeneration::Delta> deltas = generation->Next(absl::Milliseconds(250));
-        std::string out;
-        for (const ApiGeneration::Delta& d : deltas) {
-          out += Sse(chat ? ChatChunk(id, created, model, d.index, d.part, params.logprobs, d.first)
-                          : CompletionChunk(id, created, model, d.index, d.part, params.logprobs));
-        }
-        // A comment now and then: a client that left is found by the write.
-        if (deltas.empty() && ++*idle_polls % 8 == 0) out = ": keep-alive\n\n";
-        if (generation->done()) {
-          if (!generation->error().ok()) {
-            metrics_.Failed("engine");
-            out += Sse(json::parse(ApiError{503, absl::StrCat("the engine failed: ", generation->error().message()),
-                                            "server_error", "", ""}
-                                       .Json()));
-          } else if (params.include_usage) {
-            out += Sse(UsageChunk(id, created, model, chat ? "chat.completion.chunk" : "text_completion",
-                                  generation->usage()));
-          }
-          out += "data: [DONE]\n\n";
-        }
-        if (!out.empty() && !sink.write(out.data(), out.size())) {
-          metrics_.Failed("cancelled");
-          generation->Cancel();
-          return false;
-        }
-        if (generation->done()) sink.done();
-        return true;
-      },
-      [generation](bool success) {
-        if (!success) generation->Cancel();
-      });
+  exchange->OnClientGone([weak = std::weak_ptr<Call>(call)] {
+    if (std::shared_ptr<Call> c = weak.lock()) c->ClientGone();
+  });
+  call->Wake();  // A stream's head at once, and events that came before the listener could act.
 }
 
 absl::Status ApiServer::Start() {
-  httplib::Server& s = *server_;
-  const int threads = options_.connection_threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.set_read_timeout(options_.read_timeout_seconds, 0);
-  s.set_payload_max_length(options_.max_body_bytes);
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const absl::Status engine = loop_->status();
-    json body = {{"status", "ok"}};
-    if (!ready_) {
-      body["status"] = "loading";
-    } else if (!engine.ok()) {
-      body = {{"status", "error"}, {"message", std::string(engine.message())}};
-    } else if (draining_) {
-      body["status"] = "draining";
-    }
-    res.status = body["status"] == "ok" ? 200 : 503;
-    res.set_content(body.dump(), "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.Render(loop_->stats()), "text/plain; version=0.0.4");
-  });
-  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorized(req)) {
-      return Reply(res, {401, "a valid API key is required: Authorization: Bearer <key>", "invalid_request_error", "",
-                         "invalid_api_key"});
-    }
-    res.set_content(ModelList(options_.model, created_).dump(), "application/json");
-  });
-  s.Post("/v1/completions",
-         [this](const httplib::Request& req, httplib::Response& res) { HandleCompletions(req, res, false); });
-  s.Post("/v1/chat/completions",
-         [this](const httplib::Request& req, httplib::Response& res) { HandleCompletions(req, res, true); });
-  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { HandleTokenize(req, res); });
-  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { HandleDetokenize(req, res); });
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // Ours already.
-    if (res.status == 404) {
-      return Reply(res, {404, absl::StrFormat("no route for %s %s", req.method, req.path), "invalid_request_error",
-                         "", "not_found"});
-    }
-    if (res.status == 413) {
-      return Reply(res, {413, absl::StrFormat("the body is larger than %d bytes", options_.max_body_bytes),
-                         "invalid_request_error", "", "payload_too_large"});
-    }
-    Reply(res, {res.status, absl::StrFormat("bad request (HTTP %d)", res.status), "invalid_request_error", "", ""});
-  });
-  if (options_.port == 0) {
-    port_ = s.bind_to_any_port(options_.host);
-    if (port_ <= 0) return absl::UnavailableError(absl::StrFormat("cannot listen on %s (any port)", options_.host));
-  } else {
-    if (!s.bind_to_port(options_.host, options_.port)) {
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot listen on %s:%d (in use, or not an address of this host): pick another --port or --host",
-          options_.host, options_.port));
-    }
-    port_ = options_.port;
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  return absl::OkStatus();
+  const auto check_key = [this](const http::Request& head) { return CheckKey(head); };
+  const auto counted_check_key = [this](const http::Request& head) {
+    metrics_.RequestArrived();
+    return CheckKey(head);
+  };
+  http_.Handle({"GET", "/health", nullptr,
+                [this](std::shared_ptr<http::Exchange> exchange) {
+                  const absl::Status engine = loop_->status();
+                  json body = {{"status", "ok"}};
+                  if (!ready_) {
+                    body["status"] = "loading";
+                  } else if (!engine.ok()) {
+                    body = {{"status", "error"}, {"message", std::string(engine.message())}};
+                  } else if (draining_) {
+                    body["status"] = "draining";
+                  }
+                  exchange->Respond(JsonResponse(body["status"] == "ok" ? 200 : 503, body.dump()));
+                },
+                /*on_io_thread=*/true});
+  http_.Handle({"GET", "/metrics", nullptr,
+                [this](std::shared_ptr<http::Exchange> exchange) {
+                  exchange->Respond(
+                      {200, "text/plain; version=0.0.4", metrics_.Render(loop_->stats()), {}});
+                },
+                /*on_io_thread=*/true});
+  http_.Handle({"GET", "/v1/models", check_key,
+                [this](std::shared_ptr<http::Exchange> exchange) {
+                  exchange->Respond(JsonResponse(200, ModelList(options_.model, created_).dump()));
+                },
+                /*on_io_thread=*/true});
+  http_.Handle({"POST", "/v1/completions", counted_check_key,
+                [this](std::shared_ptr<http::Exchange> exchange) { HandleCompletions(exchange, false); }});
+  http_.Handle({"POST", "/v1/chat/completions", counted_check_key,
+                [this](std::shared_ptr<http::Exchange> exchange) { HandleCompletions(exchange, true); }});
+  http_.Handle({"POST", "/tokenize", check_key,
+                [this](std::shared_ptr<http::Exchange> exchange) { HandleTokenize(exchange); }});
+  http_.Handle({"POST", "/detokenize", check_key,
+                [this](std::shared_ptr<http::Exchange> exchange) { HandleDetokenize(exchange); }});
+  return http_.Start();
 }
 
 void ApiServer::Stop() {
-  if (!thread_.joinable()) return;
-  server_->stop();
-  thread_.join();
+  http_.Stop();
+  absl::MutexLock lock(&mutex_);
+  calls_.clear();
 }
 
 }  // namespace llama

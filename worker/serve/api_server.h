@@ -1,34 +1,35 @@
-// The OpenAI-compatible HTTP server (cpp-httplib) in front of the engine,
-// on rank 0: POST /v1/completions and /v1/chat/completions (answers or
-// Server-Sent Events), GET /v1/models, /health and /metrics. Errors in
-// OpenAI's shape: 400 naming the field (or the prompt and context lengths),
-// 401 without the right key (compared in constant time; /health and
-// /metrics stay open), 404 for an unknown model or route, 413 for a body
-// over the cap, 429 with Retry-After when --max_queue requests wait, 503
-// while loading, draining or after the engine failed. A streaming client
-// that goes away cancels its request at the next step.
+// The OpenAI-compatible HTTP server in front of the engine, on rank 0:
+// POST /v1/completions and /v1/chat/completions (answers or Server-Sent
+// Events), /tokenize and /detokenize, GET /v1/models, /health and /metrics,
+// on the event-driven server of //worker/http. /health, /metrics and
+// /v1/models are answered on its I/O threads, never behind generation or
+// slow clients; a stream is fed by the engine's events, not by a waiting
+// thread. Errors in OpenAI's shape: 400 naming the field (or the prompt and
+// context lengths), 401 without the right key (checked, in constant time,
+// before the body is read; /health and /metrics stay open), 404 for an
+// unknown model or route, 408/413/431 for a request past a limit, 429 with
+// Retry-After when --max_queue requests wait, 503 while loading, draining,
+// after the engine failed or past --max_connections. A client that goes
+// away cancels its request, streamed or not; a cancelled or failed answer
+// ends with an error (a 503, or an error event), never as if complete.
 
 #ifndef LLAMA_WORKER_SERVE_API_SERVER_H_
 #define LLAMA_WORKER_SERVE_API_SERVER_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/engine/engine_loop.h"
+#include "worker/http/http_server.h"
 #include "worker/serve/generation.h"
 #include "worker/serve/metrics.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace llama {
 
@@ -37,10 +38,13 @@ struct ApiServerOptions {
   int port = 8000;  // 0: any free port.
   std::string model = "llama";
   std::vector<std::string> api_keys;  // Empty: no key needed.
-  int max_queue = 256;                 // Requests waiting before 429.
-  size_t max_body_bytes = size_t{8} << 20;
-  int connection_threads = 64;  // Each open stream holds one.
-  int read_timeout_seconds = 10;  // Headers and body must arrive within this.
+  // Requests admitted and not yet scheduled (none of their choices has
+  // started) before a 429; a hard limit.
+  int max_queue = 1024;
+  http::Limits limits;
+  int io_threads = 2;
+  // Parse, tokenize and turn engine events into answers.
+  int worker_threads = 2;
 };
 
 class ApiServer {
@@ -53,7 +57,7 @@ class ApiServer {
   // Binds and serves on a thread of its own; /health says "loading" until
   // SetReady.
   absl::Status Start();
-  int port() const { return port_; }
+  int port() const { return http_.port(); }
   void SetReady() { ready_ = true; }
   // New generation requests get 503; those in flight go on.
   void SetDraining() { draining_ = true; }
@@ -65,30 +69,33 @@ class ApiServer {
   ServerMetrics& metrics() { return metrics_; }
 
  private:
-  void HandleCompletions(const httplib::Request& req, httplib::Response& res, bool chat);
-  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
-  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
-  // 401/503/404 checks shared by the generation routes; false when `res`
-  // already holds the error.
-  bool Admit(const httplib::Request& req, httplib::Response& res, const std::string& model);
-  bool Authorized(const httplib::Request& req) const;
-  void Reply(httplib::Response& res, const ApiError& error);
-  void Track(const std::shared_ptr<ApiGeneration>& generation);
+  class Call;
+
+  void HandleCompletions(const std::shared_ptr<http::Exchange>& exchange, bool chat);
+  void HandleTokenize(const std::shared_ptr<http::Exchange>& exchange);
+  void HandleDetokenize(const std::shared_ptr<http::Exchange>& exchange);
+  // 503 and 404, shared by the routes that use the model.
+  std::optional<ApiError> Admit(const std::string& model);
+  // The 401 for a request whose key is missing or wrong, checked on its head.
+  std::optional<http::Response> CheckKey(const http::Request& head);
+  // A 400 for text that cannot fit in the context, before tokenizing it.
+  std::optional<ApiError> CheckPromptBytes(size_t bytes, const char* param) const;
+  void Finished(Call* call);
 
   EngineLoop* loop_;
   const Tokenizer* tokenizer_;
   int64_t context_;
   ApiServerOptions options_;
   int64_t created_;
+  size_t max_token_bytes_;  // The most bytes one vocabulary entry stands for.
   ServerMetrics metrics_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  http::Server http_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{0};
+  std::atomic<int> waiting_requests_{0};
   absl::Mutex mutex_;
-  std::vector<std::weak_ptr<ApiGeneration>> active_ ABSL_GUARDED_BY(mutex_);
+  std::map<Call*, std::shared_ptr<Call>> calls_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace llama

@@ -318,7 +318,7 @@ TEST(ApiServerTest, ChatAnswersAndRefusesSpecialTags) {
 
 TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
   ApiServerOptions options;
-  options.max_body_bytes = 1 << 16;
+  options.limits.max_body_bytes = 1 << 16;
   Serving s(options);
   const auto expect = [&](const httplib::Result& r, int status, const std::string& message, const char* param) {
     ASSERT_TRUE(r);
@@ -445,7 +445,7 @@ TEST(ApiServerTest, AClientThatLeavesCancelsItsRequest) {
 // connection only: the server cuts them off and goes on serving.
 TEST(ApiServerTest, GarbageAndSlowHeadersDoNotDisturbOthers) {
   ApiServerOptions options;
-  options.read_timeout_seconds = 1;
+  options.limits.request_timeout = absl::Seconds(1);
   Serving s(options);
   const auto connect = [&] { return ConnectTo(s.server().port()); };
   const int garbage = connect();

@@ -54,12 +54,15 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
       if (e.kind == RequestEvent::kPromptLogprobs) {
         event.prompt_logprobs.assign(e.prompt_logprobs.begin(), e.prompt_logprobs.end());
       }
-      absl::MutexLock lock(&g->mutex_);
-      g->events_.push_back(std::move(event));
+      {
+        absl::MutexLock lock(&g->mutex_);
+        g->events_.push_back(std::move(event));
+      }
+      if (g->on_event_) g->on_event_();
     };
     absl::StatusOr<RequestId> id = loop.Submit(std::move(request));
     if (!id.ok()) {
-      Cancel();
+      Cancel(id.status());
       return id.status();
     }
     c.id = *id;
@@ -67,7 +70,11 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
   return absl::OkStatus();
 }
 
-void ApiGeneration::Cancel() {
+void ApiGeneration::Cancel(absl::Status why) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (cancel_reason_.ok()) cancel_reason_ = std::move(why);
+  }
   for (const Choice& c : choices_) {
     if (c.id >= 0 && !c.finished) loop_->Cancel(c.id);
   }
@@ -94,6 +101,10 @@ void ApiGeneration::AppendToken(Choice& c, Delta& delta, const std::string& text
 
 void ApiGeneration::Apply(const Event& e, Delta& delta) {
   Choice& c = choices_[e.choice];
+  if (!c.scheduled && (e.kind == RequestEvent::kScheduled || e.kind == RequestEvent::kFinished)) {
+    c.scheduled = true;
+    ++scheduled_;
+  }
   if (c.finished) return;
   switch (e.kind) {
     case RequestEvent::kScheduled:
@@ -140,15 +151,24 @@ void ApiGeneration::Apply(const Event& e, Delta& delta) {
       return;
     }
     case RequestEvent::kFinished: {
-      if (e.finish == FinishReason::kError) {
-        error_ = e.status;
-      } else {
-        absl::StatusOr<std::string> rest = c.output->Finish();
-        if (rest.ok()) delta.part.text += *rest;
-      }
-      delta.part.finish_reason = e.finish == FinishReason::kStop ? "stop" : "length";
       c.finished = true;
       ++finished_;
+      if (e.finish == FinishReason::kError) {
+        if (failure_.ok() || absl::IsCancelled(failure_)) {
+          failure_ = absl::UnavailableError(absl::StrCat("the engine failed: ", e.status.message()));
+        }
+        return;  // No finish reason: the choice did not end, it was cut.
+      }
+      if (e.finish == FinishReason::kCancelled) {
+        if (failure_.ok()) {
+          absl::MutexLock lock(&mutex_);
+          failure_ = !cancel_reason_.ok() ? cancel_reason_ : absl::CancelledError("the request was cancelled");
+        }
+        delta.part.finish_reason = "abort";
+        return;
+      }
+      if (absl::StatusOr<std::string> rest = c.output->Finish(); rest.ok()) delta.part.text += *rest;
+      delta.part.finish_reason = e.finish == FinishReason::kStop ? "stop" : "length";
       return;
     }
   }
@@ -185,7 +205,7 @@ std::vector<ApiGeneration::Delta> ApiGeneration::Next(absl::Duration timeout) {
     if (!delta.part.finish_reason.empty()) c.result.finish_reason = delta.part.finish_reason;
     deltas.push_back(std::move(delta));
   }
-  if (done() && error_.ok() && metrics_ != nullptr) {
+  if (done() && failure_.ok() && metrics_ != nullptr) {
     const Usage u = usage();
     metrics_->Finished(SecondsSince(arrival_), u.prompt_tokens, u.completion_tokens);
     metrics_ = nullptr;  // Once.

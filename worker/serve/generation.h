@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,16 +43,25 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
 
   ApiGeneration(const Tokenizer& tokenizer, const GenerationParams& params, ServerMetrics* metrics);
 
+  // Called, on the engine's thread, after each event arrives (the server
+  // then schedules a Next). Set before Start.
+  void SetListener(std::function<void()> on_event) { on_event_ = std::move(on_event); }
   // One engine request per plan; a failed submit cancels those already in.
   absl::Status Start(EngineLoop& loop, const std::vector<ChoicePlan>& plans);
   // Waits up to `timeout` for news, then turns every event that came into
   // deltas (empty: nothing yet).
   std::vector<Delta> Next(absl::Duration timeout);
   bool done() const { return finished_ == static_cast<int>(choices_.size()); }
-  // An engine failure (a rank lost) that ended a choice: the request failed.
-  const absl::Status& error() const { return error_; }
-  // Ends every choice (the client went away).
-  void Cancel();
+  // Every choice has been scheduled once (or has ended): the request no
+  // longer waits in the queue.
+  bool all_scheduled() const { return scheduled_ == static_cast<int>(choices_.size()); }
+  // Why the answer is not whole: an engine failure (a rank lost:
+  // Unavailable) or a cancellation (Cancelled, with Cancel's reason). Such
+  // choices never report "length": a cancelled one ends with vLLM's
+  // "abort", a failed one with no finish reason.
+  const absl::Status& failure() const { return failure_; }
+  // Ends every choice; `why` becomes failure() for the choices it cut.
+  void Cancel(absl::Status why);
 
   // Everything so far, per choice, and the token counts.
   std::vector<ChoiceResult> Results() const;
@@ -74,6 +84,7 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
     std::unique_ptr<TextOutput> output;
     ChoiceResult result;
     bool started = false;  // Its first delta went out.
+    bool scheduled = false;
     bool finished = false;
     int64_t generated = 0;
     std::chrono::steady_clock::time_point last_token;
@@ -92,10 +103,13 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
   std::chrono::steady_clock::time_point arrival_;
   std::vector<Choice> choices_;
   int finished_ = 0;
-  absl::Status error_;
+  int scheduled_ = 0;
+  absl::Status failure_;
+  std::function<void()> on_event_;
 
   absl::Mutex mutex_;
   std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
+  absl::Status cancel_reason_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace llama

@@ -187,7 +187,7 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   // error rather than an answer that silently ignores them (their neutral
   // values pass).
   const std::pair<const char*, bool (*)(const json&)> unsupported[] = {
-      {"response_format", [](const json& v) { return v.is_object() && v.value("type", "") == "text"; }},
+      {"response_format", [](const json& v) { return v.is_object() && v.contains("type") && v["type"] == "text"; }},
       {"tools", [](const json& v) { return v.is_array() && v.empty(); }},
       {"tool_choice", [](const json& v) { return v == "none"; }},
       {"functions", [](const json& v) { return v.is_array() && v.empty(); }},
