@@ -441,6 +441,112 @@ TEST(ApiServerTest, AClientThatLeavesCancelsItsRequest) {
             "text_completion");
 }
 
+// A request and its raw HTTP bytes, for the tests that hold a socket.
+std::string RawPost(const std::string& path, const json& body, const std::string& extra_headers = "") {
+  const std::string text = body.dump();
+  return absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n", extra_headers,
+                      "Content-Length: ", text.size(), "\r\n\r\n", text);
+}
+
+// Waits for the engine to run something (true) or for 5 s.
+bool AwaitRunning(Serving& s) {
+  for (int i = 0; i < 500 && s.loop().stats().running == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return s.loop().stats().running > 0;
+}
+
+// A drain that runs out of time cancels what is in flight: a stream ends
+// with vLLM's "abort" and an error event, a plain answer is a 503; neither
+// says "length".
+TEST(ApiServerTest, CancelledAnswersEndWithAnErrorNeverLength) {
+  Serving s({}, std::chrono::milliseconds(5));
+  const json long_request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"stop", {"\x01"}}};
+  // Streamed.
+  std::string streamed;
+  std::thread stream([&] {
+    json request = long_request;
+    request["stream"] = true;
+    httplib::Result r = s.Post("/v1/completions", request);
+    if (r) streamed = r->body;
+  });
+  ASSERT_TRUE(AwaitRunning(s));
+  s.server().CancelAll();
+  stream.join();
+  const std::vector<std::string> events = SseEvents(streamed);
+  ASSERT_GE(events.size(), 2u) << streamed;
+  EXPECT_EQ(json::parse(events[events.size() - 3])["choices"][0]["finish_reason"], "abort") << streamed;
+  const json error = json::parse(events[events.size() - 2]);
+  EXPECT_EQ(error["error"]["code"], "cancelled") << streamed;
+  EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr("drain time ran out"));
+  EXPECT_THAT(streamed, ::testing::Not(HasSubstr("\"length\"")));
+  // Not streamed.
+  int status = 0;
+  std::string body;
+  std::thread plain([&] {
+    httplib::Result r = s.Post("/v1/completions", long_request);
+    if (r) std::tie(status, body) = std::pair(r->status, r->body);
+  });
+  ASSERT_TRUE(AwaitRunning(s));
+  s.server().CancelAll();
+  plain.join();
+  EXPECT_EQ(status, 503) << body;
+  EXPECT_EQ(json::parse(body)["error"]["code"], "cancelled");
+  EXPECT_THAT(s.client().Get("/metrics")->body, HasSubstr("llama_request_failure_total{reason=\"cancelled\"} 2"));
+}
+
+// A client that leaves before a plain (not streamed) answer cancels it too.
+TEST(ApiServerTest, AClientThatLeavesBeforeAPlainAnswerCancelsIt) {
+  Serving s({}, std::chrono::milliseconds(5));
+  const int fd = ConnectTo(s.server().port());
+  ASSERT_GE(fd, 0);
+  const std::string request =
+      RawPost("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"stop", {"\x01"}}});
+  ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  if (!AwaitRunning(s)) {
+    char reply[4096] = {};
+    const ssize_t n = ::read(fd, reply, sizeof reply - 1);
+    FAIL() << "never ran; the server said (" << n << "): " << reply;
+  }
+  ::close(fd);
+  for (int i = 0; i < 100 && s.loop().stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(s.loop().stats().running, 0) << "the request kept running after its client left";
+  EXPECT_LT(s.loop().stats().generated_tokens, 110);
+}
+
+// Text that cannot fit the context is refused before it is tokenized, and
+// a bad key is refused before the body is looked at, on every keyed route.
+TEST(ApiServerTest, HugePromptsAndBadKeysAreRefusedEarly) {
+  ApiServerOptions options;
+  options.api_keys = {"s3cret"};
+  Serving s(options);
+  const httplib::Headers key = {{"Authorization", "Bearer s3cret"}};
+  const std::string huge(7 << 20, 'a');
+  const auto start = std::chrono::steady_clock::now();
+  httplib::Result r = s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", huge}}, key);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_THAT(json::parse(r->body)["error"]["message"].get<std::string>(),
+              HasSubstr("7340032 bytes of text cannot fit in this model's context of 128 tokens"));
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "context_length_exceeded");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  r = s.Post("/v1/chat/completions", {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", huge}}}}}, key);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "messages");
+  r = s.Post("/tokenize", {{"model", "tiny"}, {"prompt", huge}}, key);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  // A bad key and a bad body: the key is what is reported.
+  for (const char* path : {"/tokenize", "/detokenize", "/v1/completions", "/v1/chat/completions"}) {
+    httplib::Result refused = s.client().Post(path, {{"Authorization", "Bearer wrong"}}, "{not json", "application/json");
+    ASSERT_TRUE(refused) << path;
+    EXPECT_EQ(refused->status, 401) << path << ": " << refused->body;
+  }
+  // Percent-encoding is not decoded: "s3cret" spelled "s%33cret" is not the key.
+  EXPECT_EQ(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}}, {{"Authorization", "Bearer s%33cret"}})
+                ->status,
+            401);
+}
+
 // Bytes that are not HTTP, and headers that never finish, cost their own
 // connection only: the server cuts them off and goes on serving.
 TEST(ApiServerTest, GarbageAndSlowHeadersDoNotDisturbOthers) {

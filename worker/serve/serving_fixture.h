@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -24,15 +25,38 @@ namespace llama::testing {
 
 using nlohmann::json;
 
-// A server on the fixture model, and a client for it.
+// A model that takes at least `delay` per step: the fixture model is so
+// fast that a test could not otherwise act while a request runs.
+class PacedModel final : public LanguageModel {
+ public:
+  PacedModel(LanguageModel* model, std::chrono::milliseconds delay) : model_(model), delay_(delay) {}
+  int64_t vocab_size() const override { return model_->vocab_size(); }
+  int max_batch_size() const override { return model_->max_batch_size(); }
+  int64_t max_seq_len() const override { return model_->max_seq_len(); }
+  int64_t kv_block_size() const override { return model_->kv_block_size(); }
+  int64_t kv_blocks() const override { return model_->kv_blocks(); }
+  int64_t max_step_tokens() const override { return model_->max_step_tokens(); }
+  absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override {
+    std::this_thread::sleep_for(delay_);
+    return model_->Forward(chunks);
+  }
+
+ private:
+  LanguageModel* model_;
+  std::chrono::milliseconds delay_;
+};
+
+// A server on the fixture model, and a client for it. With `step_delay`,
+// each engine step takes at least that long.
 class Serving {
  public:
-  explicit Serving(ApiServerOptions options = {}) {
+  explicit Serving(ApiServerOptions options = {}, std::chrono::milliseconds step_delay = {}) {
     TransformerOptions model_options;
     model_options.max_seq_len = 128;
     model_options.max_batch_size = 8;
     model_ = MakeModel("tiny_fp32_mp1", &comm_, model_options);
-    engine_ = std::make_unique<Engine>(model_.get(), EngineOptions{});
+    paced_ = std::make_unique<PacedModel>(model_.get(), step_delay);
+    engine_ = std::make_unique<Engine>(paced_.get(), EngineOptions{});
     loop_ = std::make_unique<EngineLoop>(engine_.get(), nullptr, std::chrono::milliseconds(1000));
     options.port = 0;
     options.model = "tiny";
@@ -66,6 +90,7 @@ class Serving {
  private:
   LocalCommunicator comm_;
   std::unique_ptr<Transformer> model_;
+  std::unique_ptr<PacedModel> paced_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<EngineLoop> loop_;
   std::unique_ptr<ApiServer> server_;
