@@ -13,11 +13,23 @@
 //   serve_bench --kv_cache_gb=... --requests=64        how many fit
 //   serve_bench --url=http://127.0.0.1:8000 [--prompts_file=prompts.json]
 //                                                      a running server
+//   serve_bench --url=... --max_concurrency=1024 --requests=1024 --idle_connections=1000
+//               --slow_connections=64 --server_pid=$(pgrep -n worker)
+//                                                      ... with bystanders: /health is probed
+//                                                      every --health_probe_ms throughout
 //
 // One rank, on the model of //tools:bench (synthetic TinyLlama-shaped by
 // default, or --shard), built as the worker builds it.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -36,6 +48,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
 #include "absl/synchronization/mutex.h"
 #include "ops/status_macros.h"
 #include "tokenizer/prompt_files.h"
@@ -57,6 +70,12 @@ DEFINE_string(url, "",
               "Load a running server (launcher serve) at this address, e.g. http://127.0.0.1:8000, through its "
               "streamed completions, instead of an engine in this process.");
 DEFINE_string(model, "", "With --url: the model's name; default: the server's (GET /v1/models).");
+DEFINE_int32(health_probe_ms, 100, "With --url: GET /health this often during the load (0: never); reports p50/p99.");
+DEFINE_int32(idle_connections, 0, "With --url: connections held open during the load that never send a byte.");
+DEFINE_int32(slow_connections, 0,
+             "With --url: connections held open during the load that send one header byte every 3 s (slowloris); "
+             "reopened when the server closes them.");
+DEFINE_int32(server_pid, 0, "With --url: the server's process (rank 0), whose resident memory is reported.");
 
 namespace llama {
 namespace {
@@ -250,6 +269,134 @@ absl::Status Run() {
   return absl::OkStatus();
 }
 
+// A connection to host:port that sends nothing, or a byte now and then; -1
+// if refused.
+int OpenConnection(const std::string& host, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &address.sin_addr) != 1 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A process's resident memory now and at its peak (kB), from /proc.
+std::pair<int64_t, int64_t> ResidentKb(int pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  int64_t rss = 0, peak = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (absl::StartsWith(line, "VmRSS:")) absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 9)), &rss);
+    if (absl::StartsWith(line, "VmHWM:")) absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 9)), &peak);
+  }
+  return {rss, peak};
+}
+
+// What the server holds beside the load: idle and slow-header connections
+// (reopened when it closes them, as an attacker would), and a /health probe
+// whose latencies are the point of it all.
+class Bystanders {
+ public:
+  Bystanders(std::string host, int port) : host_(std::move(host)), port_(port) {}
+
+  void Start() {
+    for (int i = 0; i < FLAGS_idle_connections; ++i) idle_.push_back(OpenConnection(host_, port_));
+    for (int i = 0; i < FLAGS_slow_connections; ++i) slow_.push_back(Slow{OpenConnection(host_, port_), 0});
+    threads_.emplace_back([this] { HoldConnections(); });
+    // The load starts once the server has taken them in.
+    if (!idle_.empty() || !slow_.empty()) std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (FLAGS_health_probe_ms > 0) threads_.emplace_back([this] { Probe(); });
+  }
+  void Stop() {
+    stop_ = true;
+    for (std::thread& t : threads_) t.join();
+    for (int fd : idle_) ::close(fd);
+    for (const Slow& s : slow_) ::close(s.fd);
+  }
+  void Report() {
+    if (FLAGS_health_probe_ms > 0) {
+      std::printf("/health:      %zu probes every %d ms, %d failed; %s\n", health_ms_.size(), FLAGS_health_probe_ms,
+                  health_failed_, Summary(health_ms_, 2, "ms").c_str());
+      std::sort(health_ms_.begin(), health_ms_.end());
+      if (!health_ms_.empty()) std::printf("              max %.2f ms\n", health_ms_.back());
+    }
+    if (FLAGS_idle_connections + FLAGS_slow_connections > 0) {
+      std::printf("bystanders:   %d idle and %d slow-header connections held; %d reopened after the server closed them, "
+                  "%d refused\n",
+                  FLAGS_idle_connections, FLAGS_slow_connections, reopened_, refused_);
+    }
+  }
+
+ private:
+  struct Slow {
+    int fd;
+    size_t sent;
+  };
+  // A closed (or refused) connection is opened again.
+  void Reopen(int& fd) {
+    if (fd >= 0) ::close(fd);
+    fd = OpenConnection(host_, port_);
+    ++reopened_;
+    if (fd < 0) ++refused_;
+  }
+  // Readable: closed, or answered (a 408), which ends it as well.
+  static bool ClosedByServer(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  void HoldConnections() {
+    static constexpr char kSlowRequest[] =
+        "POST /v1/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nX-Slow: ";
+    auto next_byte = Clock::now();
+    while (!stop_) {
+      for (int& fd : idle_) {
+        if (fd < 0 || ClosedByServer(fd)) Reopen(fd);
+      }
+      if (Clock::now() >= next_byte) {
+        for (Slow& s : slow_) {
+          if (s.fd < 0 || ClosedByServer(s.fd)) {
+            Reopen(s.fd);
+            s.sent = 0;
+          }
+          const char byte = s.sent < sizeof kSlowRequest - 1 ? kSlowRequest[s.sent] : 'a';
+          if (s.fd >= 0 && ::send(s.fd, &byte, 1, MSG_NOSIGNAL) == 1) ++s.sent;
+        }
+        next_byte = Clock::now() + std::chrono::seconds(3);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  void Probe() {
+    while (!stop_) {
+      const Clock::time_point start = Clock::now();
+      httplib::Client client(host_, port_);
+      client.set_connection_timeout(10, 0);
+      client.set_read_timeout(10, 0);
+      httplib::Result r = client.Get("/health");
+      const double ms = 1e3 * Seconds(Clock::now() - start);
+      if (!r || r->status != 200) {
+        ++health_failed_;
+      } else {
+        health_ms_.push_back(ms);
+      }
+      std::this_thread::sleep_until(start + std::chrono::milliseconds(FLAGS_health_probe_ms));
+    }
+  }
+
+  const std::string host_;
+  const int port_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+  std::vector<int> idle_;
+  std::vector<Slow> slow_;
+  int reopened_ = 0, refused_ = 0;  // HoldConnections' own.
+  std::vector<double> health_ms_;   // Probe's own; read after Stop.
+  int health_failed_ = 0;
+};
+
 // Streams one completion from the server, timing its chunks.
 void SendRequest(const std::string& host, int port, const std::string& body, Timing& t) {
   httplib::Client client(host, port);
@@ -353,6 +500,15 @@ absl::Status RunHttp() {
   std::vector<Timing> timing(FLAGS_requests);
   std::atomic<int> in_flight{0};
   std::vector<std::thread> clients;
+  // Thousands of connections need as many descriptors.
+  if (rlimit files{}; getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  const std::pair<int64_t, int64_t> rss_before = FLAGS_server_pid > 0 ? ResidentKb(FLAGS_server_pid)
+                                                                      : std::pair<int64_t, int64_t>{0, 0};
+  Bystanders bystanders(host, port);
+  bystanders.Start();
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < FLAGS_requests; ++i) {
     while (Seconds(Clock::now() - start) < arrival[i] ||
@@ -368,8 +524,15 @@ absl::Status RunHttp() {
   }
   for (std::thread& c : clients) c.join();
   const double wall = Seconds(Clock::now() - start);
+  bystanders.Stop();
   std::printf("server:       %s, model %s (streamed completions)\n", FLAGS_url.c_str(), model.c_str());
   ReportLatencies(timing, wall);
+  bystanders.Report();
+  if (FLAGS_server_pid > 0) {
+    const auto [rss, peak] = ResidentKb(FLAGS_server_pid);
+    std::printf("server RSS:   %.1f MB before, %.1f MB after, peak %.1f MB (pid %d)\n", rss_before.first / 1024.0,
+                rss / 1024.0, peak / 1024.0, FLAGS_server_pid);
+  }
   return absl::OkStatus();
 }
 

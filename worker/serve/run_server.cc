@@ -1,5 +1,6 @@
 #include "worker/serve/run_server.h"
 
+#include <malloc.h>
 #include <signal.h>
 
 #include <glog/logging.h>
@@ -26,6 +27,11 @@ int WaitForSignal(std::chrono::milliseconds timeout) {
 
 absl::Status RunServer(LanguageModel& model, Communicator& host, const Tokenizer& tokenizer,
                        const RunServerOptions& options) {
+  // Request bodies and their parses run to megabytes, on several threads.
+  // glibc raises its mmap threshold to the largest block freed, after which
+  // such blocks come from per-thread arenas that keep them: a fixed
+  // threshold returns every large request's memory when it is done.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   LeaderModel leader(&model, &host);
   Engine engine(&leader, options.engine);
   EngineLoop loop(&engine, [&leader] { return leader.Heartbeat(); }, options.heartbeat);
