@@ -138,7 +138,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       keep_alive_ = false;
     }
     head.keep_alive(keep_alive_);
-    Enqueue(Serialize(head));
+    std::ostringstream header;
+    header << head.base();  // The head only: the whole message would end the chunked body at once.
+    Enqueue(header.str());
     Flush();
   }
 

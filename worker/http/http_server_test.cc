@@ -291,9 +291,10 @@ TEST_F(HttpServerTest, StreamsAreChunkedForHttp11AndCloseDelimitedForHttp10) {
   {
     RawClient c(port());
     ASSERT_TRUE(c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
-    const std::string reply = c.ReadUntil("0\r\n\r\n");
+    const std::string reply = c.ReadUntil("three\r\n0\r\n\r\n");
     EXPECT_THAT(reply, HasSubstr("Transfer-Encoding: chunked"));
-    EXPECT_THAT(reply, HasSubstr("\r\n\r\n4\r\none \r\n4\r\ntwo \r\n5\r\nthree\r\n0\r\n\r\n"));
+    // Exactly these chunks after the head, and one last chunk.
+    EXPECT_EQ(reply.substr(reply.find("\r\n\r\n") + 4), "4\r\none \r\n4\r\ntwo \r\n5\r\nthree\r\n0\r\n\r\n");
     EXPECT_FALSE(c.closed());
   }
   {
