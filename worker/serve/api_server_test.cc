@@ -547,6 +547,19 @@ TEST(ApiServerTest, HugePromptsAndBadKeysAreRefusedEarly) {
             401);
 }
 
+// A second server on a busy port fails to start and names the port: a
+// stale server cannot silently take part of the traffic.
+TEST(ApiServerTest, ASecondServerOnTheSamePortFailsNamingIt) {
+  Serving s;
+  ApiServerOptions options;
+  options.port = s.server().port();
+  ApiServer second(&s.loop(), &testing::FixtureTokenizer(), 128, options);
+  const absl::Status started = second.Start();
+  EXPECT_FALSE(started.ok());
+  EXPECT_THAT(std::string(started.message()), HasSubstr(absl::StrCat("127.0.0.1:", s.server().port())));
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
 // Bytes that are not HTTP, and headers that never finish, cost their own
 // connection only: the server cuts them off and goes on serving.
 TEST(ApiServerTest, GarbageAndSlowHeadersDoNotDisturbOthers) {

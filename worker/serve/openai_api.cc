@@ -292,8 +292,8 @@ void ParseMessages(Fields& f, const json& body, Dialog* out) {
       } else if (content.is_array()) {
         // Content parts: text only.
         for (const json& part : content) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-              !part["text"].is_string()) {
+          if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+              !part.contains("text") || !part["text"].is_string()) {
             f.Fail(at + ".content", "expected a string or an array of {\"type\": \"text\", \"text\": ...} parts");
             break;
           }
