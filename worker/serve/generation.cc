@@ -66,18 +66,22 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
       return id.status();
     }
     c.id = *id;
+    absl::MutexLock lock(&mutex_);
+    ids_.push_back(*id);
   }
   return absl::OkStatus();
 }
 
 void ApiGeneration::Cancel(absl::Status why) {
+  std::vector<RequestId> ids;
   {
     absl::MutexLock lock(&mutex_);
     if (cancel_reason_.ok()) cancel_reason_ = std::move(why);
+    ids = ids_;
   }
-  for (const Choice& c : choices_) {
-    if (c.id >= 0 && !c.finished) loop_->Cancel(c.id);
-  }
+  // Finished ones too: the engine ignores ids it no longer holds, and
+  // choices_ belongs to the thread that calls Next.
+  for (RequestId id : ids) loop_->Cancel(id);
 }
 
 std::string ApiGeneration::TokenName(int token) const {

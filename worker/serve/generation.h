@@ -61,6 +61,7 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
   // "abort", a failed one with no finish reason.
   const absl::Status& failure() const { return failure_; }
   // Ends every choice; `why` becomes failure() for the choices it cut.
+  // Thread-safe (the client's going, a drain), unlike the rest.
   void Cancel(absl::Status why);
 
   // Everything so far, per choice, and the token counts.
@@ -110,6 +111,7 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
   absl::Mutex mutex_;
   std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
   absl::Status cancel_reason_ ABSL_GUARDED_BY(mutex_);
+  std::vector<RequestId> ids_ ABSL_GUARDED_BY(mutex_);  // The engine requests submitted, for Cancel.
 };
 
 }  // namespace llama
