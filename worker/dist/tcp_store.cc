@@ -1,6 +1,10 @@
 #include "worker/dist/tcp_store.h"
 
 #include <glog/logging.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +23,16 @@ constexpr size_t kMaxToken = 1024;
 constexpr std::chrono::seconds kIoTimeout = TcpStoreClient::kIoTimeout;
 // An idle client may stay connected for the whole job.
 constexpr std::chrono::hours kIdle(24 * 365);
+
+constexpr std::chrono::milliseconds kGetSlice(200);
+
+// The client closed its end (or its connection failed): a client waiting
+// for an answer sends nothing, so readable means gone.
+bool PeerClosed(const net::Socket& s) {
+  char byte;
+  const ssize_t n = ::recv(s.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kBye = 5 };
 
@@ -198,9 +212,17 @@ bool TcpStoreServer::HandleRequest(const net::Socket& client, const std::string&
         std::unique_lock<std::mutex> lock(mutex_);
         const bool must_wait = data_.count(*key) == 0;
         waiting_ += must_wait;
-        found = changed_.wait_for(lock, std::chrono::milliseconds(*timeout_ms),
-                                  [&] { return stopping_ || data_.count(*key) > 0; });
+        // In slices, so that a rank that dies while it waits is reported
+        // lost at once, not when its wait would have ended.
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(*timeout_ms);
+        bool left = false;
+        do {
+          found = changed_.wait_until(lock, std::min(end, std::chrono::steady_clock::now() + kGetSlice),
+                                      [&] { return stopping_ || data_.count(*key) > 0; });
+          left = !found && PeerClosed(client);
+        } while (!found && !left && std::chrono::steady_clock::now() < end);
         waiting_ -= must_wait;
+        if (left) return false;
         found = found && !stopping_;
         if (found) value = data_[*key];
       }

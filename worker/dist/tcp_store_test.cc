@@ -130,6 +130,33 @@ TEST(TcpStoreTest, BrokenClientsDoNotHurtTheStore) {
   EXPECT_FALSE(*client->Check("lost/4"));
 }
 
+// A rank that dies while it waits in a Get is reported lost at once, not
+// when its wait would have ended.
+TEST(TcpStoreTest, ARankThatDiesWhileWaitingIsLostAtOnce) {
+  auto server = StartServer();
+  {
+    absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server->port(), net::After(5s));
+    ASSERT_TRUE(raw.ok());
+    const auto d = net::After(5s);
+    ASSERT_TRUE(net::SendU32(*raw, 0x4B53324C, d, "store").ok());
+    ASSERT_TRUE(net::SendU32(*raw, 1, d, "store").ok());
+    ASSERT_TRUE(net::SendU32(*raw, 7, d, "store").ok());
+    ASSERT_TRUE(net::SendString(*raw, kToken, d, "store").ok());
+    uint8_t ok;
+    ASSERT_TRUE(net::RecvAll(*raw, &ok, 1, d, "store").ok());
+    const uint8_t get = 2;
+    ASSERT_TRUE(net::SendAll(*raw, &get, 1, d, "store").ok());
+    ASSERT_TRUE(net::SendString(*raw, "never/set", d, "store").ok());
+    ASSERT_TRUE(net::SendU32(*raw, 600000, d, "store").ok());  // Ten minutes.
+    for (int i = 0; i < 100 && server->waiting() == 0; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(server->waiting(), 1);
+  }  // Killed mid-wait.
+  auto client = Join(*server, 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(*client->Get("lost/7", 5s), "1");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
 // Connections that come and go, with or without a hello, leave no thread
 // behind; silent ones past kMaxGreeting are closed at once, and ranks are
 // served all the while.

@@ -82,15 +82,22 @@ struct Server::Impl {
   // connections, which use the members above.
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor acceptor{io};
-  asio::steady_timer accept_retry{io};
+  // On a strand: Stop closes it while an accept handler may run.
+  tcp::acceptor acceptor{asio::make_strand(io)};
+  asio::steady_timer accept_retry{acceptor.get_executor()};
 };
 
 // One client connection; every member is touched on its strand only.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
+  // The read buffer holds the head and the body's bytes not parsed yet: at
+  // most a head and a read. It needs a bound of its own because Beast's
+  // parser sets none on a chunk-size line or the trailer.
   Connection(Server::Impl* server, tcp::socket socket)
-      : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+      : server_(server),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        buffer_(server->options.limits.max_header_bytes + 2 * kReadChunk) {}
 
   asio::any_io_executor executor() { return socket_.get_executor(); }
 
@@ -169,11 +176,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void SetOnGone(Exchange* exchange, std::function<void()> on_gone) {
-    if (closed_ || exchange_.get() != exchange) {
+    if (exchange->client_gone()) {
       on_gone();
-    } else {
+    } else if (!closed_ && exchange_.get() == exchange) {
       exchange->on_gone_ = std::move(on_gone);
-    }
+    }  // Else answered in full already: the client did not go early.
   }
 
  private:
@@ -281,7 +288,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                     options.limit_names.request_timeout),
                     "request_timeout");
     }
-    if (ec == bhttp::error::header_limit) {
+    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
       return Refuse(431,
                     absl::StrFormat("the request's header block is larger than %d bytes (%s)",
                                     options.limits.max_header_bytes, options.limit_names.max_header_bytes),
@@ -452,7 +459,10 @@ void Exchange::End() {
 
 void Exchange::OnClientGone(std::function<void()> on_gone) {
   std::shared_ptr<Connection> c = connection_.lock();
-  if (c == nullptr) return on_gone();
+  if (c == nullptr) {
+    if (client_gone()) on_gone();
+    return;
+  }
   asio::post(c->executor(), [c, self = shared_from_this(), f = std::move(on_gone)]() mutable {
     c->SetOnGone(self.get(), std::move(f));
   });
@@ -589,7 +599,7 @@ absl::Status Server::Start() {
 void Server::Stop() {
   Impl& s = *impl_;
   if (s.threads.empty() || s.stopping.exchange(true)) return;
-  asio::post(s.io, [&s] {
+  asio::post(s.acceptor.get_executor(), [&s] {
     beast::error_code ignored;
     s.acceptor.close(ignored);
     s.accept_retry.cancel();

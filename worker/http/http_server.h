@@ -92,7 +92,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   // `on_gone` runs once, on an I/O thread, if the client goes away (or the
   // connection is cut: a stalled write, too many queued bytes, Stop) before
-  // the answer ends. Set it before answering; it may run at once.
+  // the answer ends. It may run at once; it does not run if the answer was
+  // given in full first.
   void OnClientGone(std::function<void()> on_gone);
   bool client_gone() const { return gone_.load(); }
 

@@ -206,6 +206,19 @@ TEST_F(HttpServerTest, BodiesAreLimitedChunkedOrNot) {
     ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n"));
     EXPECT_THAT(c.ReadUntil("}"), StartsWith("HTTP/1.1 413"));
   }
+  {
+    // A chunk-size line that never ends: Beast's parser bounds neither it
+    // nor the trailer, the connection's read buffer does.
+    RawClient c(port());
+    ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;"));
+    const std::string extension(4096, 'e');
+    int sent = 0;
+    for (; sent < 16 * 1024 && !c.Readable(); ++sent) {  // Up to 64 MiB.
+      if (!c.Send(extension)) break;
+    }
+    EXPECT_THAT(c.ReadUntil("}"), StartsWith("HTTP/1.1 4"));
+    EXPECT_LT(sent, 1024) << "the server buffered far past its limits";
+  }
 }
 
 TEST_F(HttpServerTest, TheRequestDeadlineRunsFromTheFirstByteToTheLast) {

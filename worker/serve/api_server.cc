@@ -96,7 +96,12 @@ class ApiServer::Call : public std::enable_shared_from_this<Call> {
   // Runs Pump on a worker thread, at most one at a time; wake-ups that come
   // while it runs make it go round again.
   void Wake() {
+    if (!armed_) return;  // Until every choice is submitted; Arm wakes it then.
     if (pending_.fetch_add(1) == 0) server_->http_.Post([self = shared_from_this()] { self->Pump(); });
+  }
+  void Arm() {
+    armed_ = true;
+    Wake();
   }
 
   void ClientGone() {
@@ -181,6 +186,7 @@ class ApiServer::Call : public std::enable_shared_from_this<Call> {
   const int64_t created_;
   const bool chat_;
   const GenerationParams params_;
+  std::atomic<bool> armed_{false};
   std::atomic<int> pending_{0};
   // Touched by the one running Pump only.
   bool released_ = false;  // Its place in the queue given back.
@@ -452,7 +458,7 @@ void ApiServer::HandleCompletions(const std::shared_ptr<http::Exchange>& exchang
   exchange->OnClientGone([weak = std::weak_ptr<Call>(call)] {
     if (std::shared_ptr<Call> c = weak.lock()) c->ClientGone();
   });
-  call->Wake();  // A stream's head at once, and events that came before the listener could act.
+  call->Arm();  // A stream's head at once, and the events that came during Start.
 }
 
 absl::Status ApiServer::Start() {

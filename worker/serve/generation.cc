@@ -66,8 +66,13 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
       return id.status();
     }
     c.id = *id;
-    absl::MutexLock lock(&mutex_);
-    ids_.push_back(*id);
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mutex_);
+      ids_.push_back(*id);
+      cancelled = !cancel_reason_.ok();
+    }
+    if (cancelled) loop.Cancel(*id);  // Cancel came while the others were submitted.
   }
   return absl::OkStatus();
 }
