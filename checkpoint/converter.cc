@@ -202,6 +202,10 @@ bool UpToDate(const ConvertOptions& options, const std::vector<shard::SourceFile
 absl::Status RemoveShardFolder(const std::string& dir) {
   std::error_code error;
   if (!fs::exists(dir, error)) return absl::OkStatus();
+  if (!fs::is_directory(dir, error)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("refusing to replace \"%s\": it is a file, not a folder of shards", dir));
+  }
   std::vector<fs::path> files;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
@@ -305,6 +309,12 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   }
   if (fs::weakly_canonical(options.ckpt_dir, error) == fs::weakly_canonical(options.out_dir, error)) {
     return absl::InvalidArgumentError("--out_dir must differ from --ckpt_dir");
+  }
+  // Before any work: a file there is the user's, never replaced.
+  if (const fs::file_status out = fs::status(options.out_dir, error);
+      options.format == OutputFormat::kShards && fs::exists(out) && !fs::is_directory(out)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--out_dir \"%s\": a file is there; expected a folder for the shards (or no such path)", options.out_dir));
   }
   const std::map<int, std::string> meta = NumberedFiles(options.ckpt_dir, "consolidated.", ".pth");
   const std::map<int, std::string> ours = ShardFiles(options.ckpt_dir);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -169,6 +170,21 @@ TEST(ConverterTest, RerunIsANoOpUntilASourceChanges) {
   EXPECT_TRUE(Convert(src, out, 2, DType::kBF16)->up_to_date);
   fs::last_write_time(src + "/params.json", fs::file_time_type::clock::now() + std::chrono::hours(1));
   EXPECT_FALSE(Convert(src, out, 2, DType::kBF16)->up_to_date);
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+}
+
+// An --out_dir that is a file is the user's: refused before any work, and
+// left as it was (it used to be deleted and replaced by the shards).
+TEST(ConverterTest, AFileAtOutDirIsRefusedAndKept) {
+  const std::string out = OutDir("out_dir_is_a_file");
+  { std::ofstream(out) << "precious"; }
+  absl::StatusOr<ConvertResult> result = Convert(CheckpointFixturePath("tiny_fp32_mp1"), out, 1);
+  EXPECT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("a file is there; expected a folder for the shards"));
+  std::ifstream kept(out);
+  std::string text;
+  kept >> text;
+  EXPECT_EQ(text, "precious");
   EXPECT_FALSE(fs::exists(out + ".partial"));
 }
 
