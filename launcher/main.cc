@@ -83,6 +83,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The folder `path` names, absolute and without a trailing separator.
+fs::path FolderPath(const std::string& path) {
+  const fs::path folder = fs::absolute(path).lexically_normal();
+  return folder.has_filename() ? folder : folder.parent_path();
+}
 
 int Fail(absl::string_view message) {
   std::fprintf(stderr, "launcher: %.*s\n", static_cast<int>(message.size()), message.data());
@@ -219,8 +224,7 @@ int Run(std::vector<std::string> extra_args) {
     FLAGS_serve = true;
     if (FLAGS_served_model_name.empty()) {
       FLAGS_served_model_name =
-          FLAGS_ckpt_dir.empty() ? "demo" : fs::path(FLAGS_ckpt_dir).lexically_normal().filename().string();
-      if (FLAGS_served_model_name.empty()) FLAGS_served_model_name = fs::path(FLAGS_ckpt_dir).parent_path().filename();
+          FLAGS_ckpt_dir.empty() ? "demo" : FolderPath(FLAGS_ckpt_dir).filename().string();
     }
   }
   if (!extra_args.empty()) return Fail(absl::StrCat("unexpected argument \"", extra_args[0], "\" (see --help)"));
@@ -294,7 +298,10 @@ int Run(std::vector<std::string> extra_args) {
 
   auto prepare_start = std::chrono::steady_clock::now();
   // The model: Meta's checkpoint, or the demo's.
-  std::string ckpt_dir = FLAGS_ckpt_dir, tokenizer = FLAGS_tokenizer_path;
+  // "llama-2-7b/" (Meta's README, tab completion) and "." name the folder
+  // itself: its parent is where download.sh puts tokenizer.model.
+  std::string ckpt_dir = FLAGS_ckpt_dir.empty() ? "" : FolderPath(FLAGS_ckpt_dir).string();
+  std::string tokenizer = FLAGS_tokenizer_path;
   // No checkpoint but a URL and --models: fetch it first, as download.sh would.
   if (ckpt_dir.empty() && !FLAGS_models.empty()) {
     if (absl::Status s = RunDownloadCommand(); !s.ok()) return ReportStatus(s);

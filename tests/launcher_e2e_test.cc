@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/checkpoint_fixture.h"
@@ -32,6 +33,8 @@ namespace llama {
 namespace {
 
 using ::llama::testing::AllGone;
+using ::llama::testing::CheckpointFixturePath;
+using ::llama::testing::TokenizerFixturePath;
 using ::llama::testing::ChildrenOf;
 using ::llama::testing::ExitCodeOf;
 using ::llama::testing::ExpectGoldenOutput;
@@ -64,6 +67,30 @@ TEST_P(LauncherTest, GoldenOutputWithLocalWorkers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, LauncherTest, ::testing::Values(1, 2, 4));
+
+// download.sh's layout (tokenizer.model beside the model folder), with the
+// folder named as Meta's README and tab completion write it ("llama-2-7b/")
+// and as "." from inside it: the tokenizer is found either way.
+TEST(LauncherTest, CheckpointFolderWithATrailingSlashOrDot) {
+  const std::string root = TempDir() + "/download_layout";
+  std::filesystem::create_directories(root + "/tiny");
+  for (const char* f : {"consolidated.00.pth", "params.json"}) {
+    std::filesystem::copy_file(CheckpointFixturePath(std::string("tiny_fp32_mp1/") + f), root + "/tiny/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  std::filesystem::copy_file(TokenizerFixturePath("tokenizer.model"), root + "/tokenizer.model",
+                             std::filesystem::copy_options::overwrite_existing);
+  // "<folder>/." takes the path "." takes from inside the folder.
+  for (const std::string& ckpt_dir : {root + "/tiny/", root + "/tiny/."}) {
+    const std::string name = absl::EndsWith(ckpt_dir, ".") ? "ckpt_dot" : "ckpt_slash";
+    LauncherRun run = Launch(name, {"--ckpt_dir=" + ckpt_dir, absl::StrCat("--shard_dir=", TempDir(), "/shards_", name),
+                                    absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
+                                    "--prompt=I believe the meaning of life is", "--temperature=0", "--max_gen_len=4",
+                                    "--max_seq_len=128"});
+    EXPECT_EQ(ExitCodeOf(run, 120s), 0) << ckpt_dir << ": " << run.err();
+    EXPECT_THAT(run.out(), HasSubstr("I believe the meaning of life is")) << ckpt_dir;
+  }
+}
 
 // A 2-worker job long enough to interrupt, once both workers are
 // generating (readiness, not a guess: so the fault tests test the fault).
