@@ -112,8 +112,18 @@ std::string Answer(httplib::Client& client, const ChatSessionOptions& options, c
   if (g_interrupted) return text;
   if (!sent) return absl::StrCat("error: ", httplib::to_string(failure));
   if (response.status != 200) {
-    const json reply = json::parse(response.body, nullptr, false);
-    return absl::StrCat("error: ", reply.is_discarded() ? response.body : reply["error"].value("message", ""));
+    // With a content receiver installed, an error's body went to it.
+    const std::string& raw = response.body.empty() ? pending : response.body;
+    const json reply = json::parse(raw, nullptr, false);
+    if (reply.is_discarded() || !reply.contains("error") || !reply["error"].is_object()) {
+      return absl::StrCat("error: HTTP ", response.status, raw.empty() ? "" : ": ", raw);
+    }
+    const json& e = reply["error"];
+    const std::string message = e.contains("message") && e["message"].is_string()
+                                    ? e["message"].get<std::string>()
+                                    : absl::StrCat("HTTP ", response.status);
+    const bool too_long = e.contains("code") && e["code"] == "context_length_exceeded";
+    return absl::StrCat("error: ", message, too_long ? " (/reset starts a new dialog)" : "");
   }
   if (!error.empty()) return absl::StrCat("error: ", error);
   return text;

@@ -239,6 +239,26 @@ TEST(LauncherChatTest, ScriptedTurnsKeepTheHistoryAndMatchTheBatchJob) {
   EXPECT_THAT(chat.err(), HasSubstr("chatting with tiny_fp32_mp1"));
 }
 
+// A turn past the context gets the server's reason and what to do, not an
+// empty "error: ".
+TEST(LauncherChatTest, ATurnPastTheContextSaysWhy) {
+  const std::string input = absl::StrCat(TempDir(), "/chat_long_input.txt");
+  std::string turn;
+  for (int i = 0; i < 300; ++i) turn += "hello ";
+  std::ofstream(input) << turn << "\n";
+  LauncherRun chat = RunProgram(
+      "chat_long", {"/bin/sh", "-c",
+                    absl::StrCat("exec launcher/launcher chat --ckpt_dir=", CheckpointFixturePath("tiny_fp32_mp1"),
+                                 " --tokenizer_path=", TokenizerFixturePath("tokenizer.model"), " --shard_dir=",
+                                 TempDir(), "/serve_shards_tiny_fp32_mp1_1 --log_dir=", TempDir(),
+                                 "/chat_long/logs --nproc_per_node=1 --max_seq_len=128 --temperature=0 < ", input)},
+      {"HOME=" + TempDir(), "PATH=/usr/bin:/bin"});
+  ExitCodeOf(chat, 60s);
+  const std::string said = chat.out() + chat.err();
+  EXPECT_THAT(said, HasSubstr("context of 128 tokens")) << said;
+  EXPECT_THAT(said, HasSubstr("/reset starts a new dialog")) << said;
+}
+
 // launcher chat on a pseudo-terminal, as a person uses it: a prompt, an
 // answer, Ctrl-C (the terminal's interrupt character) at the prompt does
 // not end the chat, /exit leaves with exit code 0. (Ctrl-C during an answer
