@@ -4,10 +4,12 @@
 //   tokenize --tokenizer_path=tokenizer.model --dialogs_file=dialogs.json
 //   tokenize --tokenizer_path=tokenizer.model --ids=1,15043,3186
 //
-// For text: one line per token (id, piece text as decoded alone). For
+// For text: one line per token (id, the vocabulary entry, its text decoded
+// alone). For
 // dialogs: the chat prompt's ids as the reference's chat_completion builds
 // them, then its decoded text. For ids: the decoded text.
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -33,11 +35,21 @@ DEFINE_string(ids, "", "Comma-separated token ids to decode.");
 
 namespace {
 
+// The vocabulary entry as the model holds it (SentencePiece's U+2581 for a
+// space, so "▁Hello" and "Hello" differ; tiktoken's bytes, escaped), then
+// the token's text decoded alone.
 absl::Status PrintTokens(const llama::Tokenizer& tokenizer, const std::vector<int>& ids) {
   for (int id : ids) {
     absl::StatusOr<std::string> text = tokenizer.Decode({id});
     if (!text.ok()) return text.status();
-    std::printf("%6d  \"%s\"\n", id, absl::CEscape(*text).c_str());
+    const std::string piece = tokenizer.family() == llama::Tokenizer::Family::kTiktoken
+                                  ? absl::CHexEscape(tokenizer.TokenBytes(id))
+                                  : tokenizer.GetPiece(id).text;
+    // Padded by characters, not bytes.
+    const int width = static_cast<int>(
+        std::count_if(piece.begin(), piece.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+    std::printf("%6d  %s%*s \"%s\"\n", id, piece.c_str(), std::max(0, 16 - width), "",
+                absl::Utf8SafeCEscape(*text).c_str());
   }
   return absl::OkStatus();
 }
