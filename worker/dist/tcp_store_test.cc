@@ -21,6 +21,26 @@ std::unique_ptr<TcpStoreServer> StartServer() {
   return *std::move(server);
 }
 
+// A raw connection that has said hello as `rank` (invalid on failure), for
+// clients that then misbehave byte by byte.
+net::Socket RawHello(const TcpStoreServer& server, uint32_t rank) {
+  absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server.port(), net::After(5s));
+  if (!raw.ok()) {
+    ADD_FAILURE() << raw.status();
+    return net::Socket();
+  }
+  const auto d = net::After(5s);
+  uint8_t answer = 1;
+  const bool said = net::SendU32(*raw, 0x4B53324C, d, "store").ok() && net::SendU32(*raw, 1, d, "store").ok() &&
+                    net::SendU32(*raw, rank, d, "store").ok() && net::SendString(*raw, kToken, d, "store").ok() &&
+                    net::RecvAll(*raw, &answer, 1, d, "store").ok();
+  if (!said || answer != 0) {
+    ADD_FAILURE() << "no hello as rank " << rank;
+    return net::Socket();
+  }
+  return *std::move(raw);
+}
+
 std::unique_ptr<TcpStoreClient> Join(const TcpStoreServer& server, int rank) {
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
       TcpStoreClient::Connect("127.0.0.1", server.port(), kToken, rank, net::After(5s));
@@ -103,17 +123,11 @@ TEST(TcpStoreTest, WrongTokenIsRefused) {
 TEST(TcpStoreTest, BrokenClientsDoNotHurtTheStore) {
   auto server = StartServer();
   {
-    absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server->port(), net::After(5s));
-    ASSERT_TRUE(raw.ok());
+    net::Socket raw = RawHello(*server, 3);
+    ASSERT_TRUE(raw.valid());
     const auto d = net::After(5s);
-    ASSERT_TRUE(net::SendU32(*raw, 0x4B53324C, d, "store").ok());
-    ASSERT_TRUE(net::SendU32(*raw, 1, d, "store").ok());
-    ASSERT_TRUE(net::SendU32(*raw, 3, d, "store").ok());
-    ASSERT_TRUE(net::SendString(*raw, kToken, d, "store").ok());
-    uint8_t ok;
-    ASSERT_TRUE(net::RecvAll(*raw, &ok, 1, d, "store").ok());
     const uint8_t partial[] = {1, 10, 0};  // kSet, then half a key length.
-    ASSERT_TRUE(net::SendAll(*raw, partial, sizeof partial, d, "store").ok());
+    ASSERT_TRUE(net::SendAll(raw, partial, sizeof partial, d, "store").ok());
   }  // Closed mid-message.
   {
     absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server->port(), net::After(5s));
@@ -135,19 +149,13 @@ TEST(TcpStoreTest, BrokenClientsDoNotHurtTheStore) {
 TEST(TcpStoreTest, ARankThatDiesWhileWaitingIsLostAtOnce) {
   auto server = StartServer();
   {
-    absl::StatusOr<net::Socket> raw = net::Connect("127.0.0.1", server->port(), net::After(5s));
-    ASSERT_TRUE(raw.ok());
+    net::Socket raw = RawHello(*server, 7);
+    ASSERT_TRUE(raw.valid());
     const auto d = net::After(5s);
-    ASSERT_TRUE(net::SendU32(*raw, 0x4B53324C, d, "store").ok());
-    ASSERT_TRUE(net::SendU32(*raw, 1, d, "store").ok());
-    ASSERT_TRUE(net::SendU32(*raw, 7, d, "store").ok());
-    ASSERT_TRUE(net::SendString(*raw, kToken, d, "store").ok());
-    uint8_t ok;
-    ASSERT_TRUE(net::RecvAll(*raw, &ok, 1, d, "store").ok());
     const uint8_t get = 2;
-    ASSERT_TRUE(net::SendAll(*raw, &get, 1, d, "store").ok());
-    ASSERT_TRUE(net::SendString(*raw, "never/set", d, "store").ok());
-    ASSERT_TRUE(net::SendU32(*raw, 600000, d, "store").ok());  // Ten minutes.
+    ASSERT_TRUE(net::SendAll(raw, &get, 1, d, "store").ok());
+    ASSERT_TRUE(net::SendString(raw, "never/set", d, "store").ok());
+    ASSERT_TRUE(net::SendU32(raw, 600000, d, "store").ok());  // Ten minutes.
     for (int i = 0; i < 100 && server->waiting() == 0; ++i) std::this_thread::sleep_for(10ms);
     ASSERT_EQ(server->waiting(), 1);
   }  // Killed mid-wait.

@@ -357,6 +357,16 @@ TEST_F(HttpServerTest, UnknownRoutesAndGarbageGetErrorsInTheGivenShape) {
   EXPECT_THAT(garbage.ReadUntil("}"), StartsWith("HTTP/1.1 400"));
 }
 
+TEST(HttpServerStartTest, AHostThatDoesNotResolveIsNamed) {
+  ServerOptions options;
+  options.host = "no.such.host.invalid";
+  Server server(options);
+  const absl::Status status = server.Start();
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("cannot listen on no.such.host.invalid:0: --host does not resolve"));
+}
+
 TEST_F(HttpServerTest, ASecondServerOnTheSamePortFailsNamingIt) {
   StartServer();
   ServerOptions options;
