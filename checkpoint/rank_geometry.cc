@@ -1,7 +1,5 @@
 #include "checkpoint/rank_geometry.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_format.h"
 #include "checkpoint/llama_layout.h"
 #include "ops/status_macros.h"
@@ -37,33 +35,6 @@ absl::StatusOr<RankGeometry> ComputeRankGeometry(const ModelConfig& config, int 
     g.kv_head_of.push_back(static_cast<int32_t>((rank * g.local_heads + j) / group - g.kv_head_begin));
   }
   return g;
-}
-
-double RankGeometry::WeightBytes(DType dtype) const {
-  double elements = 0;
-  for (const TensorSpec& spec : LlamaTensors(config)) {
-    double n = 1;
-    for (int64_t d : RankShape(spec, config, rank, world_size)) n *= d;
-    elements += n;
-  }
-  return static_cast<double>(TensorBytes(dtype, static_cast<int64_t>(elements)));
-}
-
-double RankGeometry::EmbeddingBytes(DType dtype) const {
-  return static_cast<double>(config.vocab_size) * local_dim * DTypeSize(dtype);
-}
-
-double RankGeometry::KvCacheBytes(int64_t positions, DType cache_dtype) const {
-  return 2.0 * config.n_layers * positions * kv_width() * DTypeSize(cache_dtype);
-}
-
-double RankGeometry::WorkBytes(int64_t max_step_tokens) const {
-  // x, xb, projection [dim]; q, attention [q_width]; k, v [kv_width]; gate,
-  // up [local_hidden]; gathered [max(dim, vocab)]; logits_local; logits and
-  // probabilities [vocab].
-  const double per_token = 3.0 * config.dim + 2.0 * q_width() + 2.0 * kv_width() + 2.0 * local_hidden +
-                           std::max(config.dim, config.vocab_size) + local_vocab + 2.0 * config.vocab_size;
-  return per_token * max_step_tokens * sizeof(float);
 }
 
 }  // namespace llama

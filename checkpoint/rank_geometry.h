@@ -1,8 +1,8 @@
 // The sizes one tensor-parallel rank works with, derived once from the
 // model config and the rank (fairscale's split, checkpoint/llama_layout.h):
-// what its weights, KV cache and step buffers hold, and which KV head each
-// of its query heads reads. Both model backends and the bench use these
-// numbers, so a memory estimate or a buffer size is computed in one place.
+// the widths of its slices, and which KV head each of its query heads
+// reads. What those take in memory is the model's business
+// (worker/model/rank_plan.h).
 
 #ifndef LLAMA_CHECKPOINT_RANK_GEOMETRY_H_
 #define LLAMA_CHECKPOINT_RANK_GEOMETRY_H_
@@ -12,7 +12,6 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/model_config.h"
-#include "ops/dtype.h"
 
 namespace llama {
 
@@ -32,16 +31,6 @@ struct RankGeometry {
 
   int64_t q_width() const { return local_heads * head_dim; }
   int64_t kv_width() const { return local_kv_heads * head_dim; }
-
-  // This rank's weights stored as `dtype` (norms included); the embedding
-  // alone (read a row per token, not streamed per step).
-  double WeightBytes(DType dtype) const;
-  double EmbeddingBytes(DType dtype) const;
-  // Keys and values of every layer for `positions` cached positions.
-  double KvCacheBytes(int64_t positions, DType cache_dtype) const;
-  // The f32 step buffers (worker/model/layer_ops.h's Activations) for
-  // max_step_tokens tokens, plus one probability row per token for sampling.
-  double WorkBytes(int64_t max_step_tokens) const;
 };
 
 // Checks the config (ValidateModelConfig) and the split (CheckWorldSize).

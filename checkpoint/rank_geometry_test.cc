@@ -28,9 +28,6 @@ TEST(RankGeometryTest, SplitsLikeFairscale) {
   EXPECT_EQ(g->kv_head_of, std::vector<int32_t>(8, 0));
   EXPECT_EQ(g->q_width(), 1024);
   EXPECT_EQ(g->kv_width(), 128);
-  // 70B is ~69e9 parameters: one eighth in bf16 is ~17.2 GB per rank.
-  EXPECT_NEAR(g->WeightBytes(DType::kBF16) / 1e9, 69e9 * 2 / 8 / 1e9, 0.2);
-  EXPECT_DOUBLE_EQ(g->KvCacheBytes(4 * 1024, DType::kBF16), 2.0 * 80 * 4 * 1024 * 128 * 2);
 }
 
 // Ranks outnumber KV heads: each rank holds the one head its queries read.

@@ -40,6 +40,11 @@ struct KvBlockTables {
   int64_t table_stride = 0;
 };
 
+// Blocks of `block_size` positions that hold `positions` positions.
+LLAMA_HOST_DEVICE inline int64_t KvBlocksFor(int64_t positions, int64_t block_size) {
+  return (positions + block_size - 1) / block_size;
+}
+
 // The pool row (block * block_size + offset) that holds position t of the
 // sequence whose block table is `table`.
 LLAMA_HOST_DEVICE inline int64_t CacheRowOf(const int32_t* table, int64_t block_size, int64_t t) {

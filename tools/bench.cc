@@ -26,7 +26,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint/rank_geometry.h"
 #include "checkpoint/shard_format.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/simd.h"
@@ -39,6 +38,7 @@
 #include "tools/tool_main.h"
 #include "worker/job_flags.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/rank_plan.h"
 #include "worker/model/synthetic_weights.h"
 #include "worker/rank_model.h"
 #if LLAMA_WITH_CUDA
@@ -92,32 +92,25 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 namespace {
 
-absl::Status RunRank(const llama::RendezvousOptions& join) {
-  const int rank = join.rank;
-  const bool leader = rank == 0;
-  const llama::JobFlags flags = llama::JobFlagsFromCommandLine();
-  ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(flags.device));
-  ASSIGN_OR_RETURN(llama::ModelWeights weights, llama::BenchModelWeights(rank, FLAGS_world_size));
-  const llama::ModelConfig config = weights.config;
-  ASSIGN_OR_RETURN(const llama::RankGeometry geometry, llama::ComputeRankGeometry(config, rank, FLAGS_world_size));
-  const llama::DType weight_dtype = weights.layers[0].wq.dtype();
-  const double weight_bytes = geometry.WeightBytes(weight_dtype);
-  // The embedding table is read a row per token, not streamed.
-  const double streamed_bytes = weight_bytes - geometry.EmbeddingBytes(weight_dtype);
-
-  ASSIGN_OR_RETURN(llama::RankPeers peers, llama::JoinPeers(join, rank));
-  ASSIGN_OR_RETURN(llama::TransformerOptions options,
-                   llama::TransformerOptionsFromFlags(flags, config, rank, FLAGS_world_size, FLAGS_world_size));
-  // The bench's own batch and lengths, not the job's.
+// The worker's plan for the job's flags, with the bench's own batch and
+// lengths.
+absl::StatusOr<llama::RankPlan> BenchPlan(const llama::JobFlags& flags, const llama::ModelWeights& weights, int rank) {
+  ASSIGN_OR_RETURN(llama::TransformerOptions options, llama::TransformerOptionsFromFlags(flags, FLAGS_world_size));
   options.max_batch_size = FLAGS_batch;
   options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
   options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
-  ASSIGN_OR_RETURN(llama::RankModel made, llama::CreateRankModel(device, peers, std::move(weights), options,
-                                                                 std::chrono::seconds(600)));
-  llama::LanguageModel& model = *made.model;
+  return llama::PlanRank(weights, rank, FLAGS_world_size, options);
+}
 
+struct StepTimes {
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+absl::StatusOr<StepTimes> TimeSteps(llama::LanguageModel& model) {
+  StepTimes times;
   std::vector<int> prompt(FLAGS_prefill_tokens);
-  for (int i = 0; i < FLAGS_prefill_tokens; ++i) prompt[i] = (i * 7919) % config.vocab_size;
+  for (int i = 0; i < FLAGS_prefill_tokens; ++i) prompt[i] = (i * 7919) % model.limits().vocab_size;
   const std::vector<std::vector<int32_t>> tables = llama::SlotBlockTables(model, FLAGS_batch);
   // Warm-up, untimed: one prefill of sequence 0 (the timed one overwrites
   // its cache) allocates the kernels' per-thread buffers and faults in pages.
@@ -127,7 +120,7 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
   for (int b = 0; b < FLAGS_batch; ++b) {
     RETURN_IF_ERROR(model.Forward({{tables[b], 0, prompt, false}}).status());
   }
-  const double prefill_seconds = Seconds(start);
+  times.prefill_seconds = Seconds(start);
 
   // Decode as the generator does: each step feeds every row its last token
   // and gets the next (greedy) back; on a GPU only the ids leave the device.
@@ -144,41 +137,49 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
     RETURN_IF_ERROR(model.ForwardAndChoose(chunks, greedy, absl::MakeSpan(chosen)));
     for (int b = 0; b < FLAGS_batch; ++b) next[b] = chosen[b].token;
   }
-  const double decode_seconds = Seconds(start);
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
+  times.decode_seconds = Seconds(start);
+  return times;
+}
 
-  if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
-  if (!leader) return absl::OkStatus();
-  const double step_ms = 1000 * decode_seconds / FLAGS_decode_tokens;
-  const double gbps = streamed_bytes / (decode_seconds / FLAGS_decode_tokens) / 1e9;
+// The model, how it ran (device, threads, kernels) and its KV cache.
+void PrintSetup(const llama::RankPlan& plan, llama::Device device, llama::DType weight_dtype) {
+  const llama::ModelConfig& config = plan.config();
   std::printf("model:    dim %lld, %lld layers, %lld/%lld heads, FFN %lld, vocab %lld, %.2f GB of weights per rank (%s)\n",
               (long long)config.dim, (long long)config.n_layers, (long long)config.n_heads,
               (long long)config.n_kv_heads, (long long)config.ffn_hidden_dim(), (long long)config.vocab_size,
-              weight_bytes / 1e9,
+              llama::WeightBytes(plan.geometry, weight_dtype) / 1e9,
               FLAGS_shard.empty() ? absl::StrCat("synthetic ", llama::DTypeName(weight_dtype)).c_str() : FLAGS_shard.c_str());
   if (device == llama::Device::kCuda) {
-    std::printf("device:   cuda (one GPU), CUDA graphs %s\n", options.cuda_graphs ? "on" : "off");
+    std::printf("device:   cuda (one GPU), CUDA graphs %s\n", plan.cuda_graphs ? "on" : "off");
   } else {
     std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel, %s int8 kernel\n", FLAGS_world_size,
-                FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", options.threads,
+                FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", plan.threads,
                 std::string(llama::cpu::PrefillKernel()).c_str(), std::string(llama::cpu::Int8Kernel()).c_str());
-    if (options.bf16_activations && weight_dtype == llama::DType::kBF16) {
+    if (plan.bf16_activations && weight_dtype == llama::DType::kBF16) {
       std::printf("          activations rounded to bf16 (--bf16_activations), %s kernel\n",
                   std::string(llama::cpu::Bf16ActivationsKernel()).c_str());
     }
   }
+  const llama::ModelLimits& l = plan.limits;
   std::printf("KV cache: %.2f GB per rank (%s, %lld blocks of %lld positions: batch %d x %lld positions)\n",
-              geometry.KvCacheBytes(model.kv_blocks() * model.kv_block_size(), options.kv_cache_dtype) / 1e9,
-              llama::DTypeName(options.kv_cache_dtype).data(), (long long)model.kv_blocks(),
-              (long long)model.kv_block_size(), options.max_batch_size, (long long)options.max_seq_len);
+              llama::KvCacheBytes(plan) / 1e9, llama::DTypeName(plan.kv_cache_dtype).data(), (long long)l.kv_blocks,
+              (long long)l.kv_block_size, l.max_batch_size, (long long)l.max_seq_len);
+}
+
+// Throughput, and the decode's weight stream against the memory limit.
+void PrintTimes(const llama::RankPlan& plan, llama::Device device, llama::DType weight_dtype, const StepTimes& times) {
+  const double step_ms = 1000 * times.decode_seconds / FLAGS_decode_tokens;
+  // The embedding table is read a row per token, not streamed.
+  const double streamed_bytes =
+      llama::WeightBytes(plan.geometry, weight_dtype) - llama::EmbeddingBytes(plan.geometry, weight_dtype);
+  const double gbps = streamed_bytes / (times.decode_seconds / FLAGS_decode_tokens) / 1e9;
   std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
-              prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / prefill_seconds);
+              times.prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / times.prefill_seconds);
   std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,
               FLAGS_batch * 1000 / step_ms);
   std::printf("weights streamed per decode step: %.2f GB/s (all ranks)", gbps * FLAGS_world_size);
   double limit = FLAGS_mem_gbps;
-  if (limit <= 0 && device == llama::Device::kCpu) limit = MeasureReadBandwidth(options.threads * FLAGS_world_size);
+  if (limit <= 0 && device == llama::Device::kCpu) limit = MeasureReadBandwidth(plan.threads * FLAGS_world_size);
 #if LLAMA_WITH_CUDA
   if (limit <= 0 && device == llama::Device::kCuda) {
     absl::StatusOr<double> copy = llama::cuda::MeasureCopyBandwidth();
@@ -189,6 +190,25 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
     std::printf(" = %.0f%% of the %.1f GB/s memory limit%s", 100 * gbps * FLAGS_world_size / limit, limit,
                 FLAGS_mem_gbps > 0 ? "" : " (measured here)");
   }
+}
+
+absl::Status RunRank(const llama::RendezvousOptions& join) {
+  const int rank = join.rank;
+  const llama::JobFlags flags = llama::JobFlagsFromCommandLine();
+  ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(flags.device));
+  ASSIGN_OR_RETURN(llama::ModelWeights weights, llama::BenchModelWeights(rank, FLAGS_world_size));
+  const llama::DType weight_dtype = weights.layers[0].wq.dtype();
+  ASSIGN_OR_RETURN(const llama::RankPlan plan, BenchPlan(flags, weights, rank));
+  ASSIGN_OR_RETURN(llama::RankPeers peers, llama::JoinPeers(join, rank));
+  ASSIGN_OR_RETURN(llama::RankModel made, llama::CreateRankModel(device, peers, std::move(weights), plan,
+                                                                 std::chrono::seconds(600)));
+  ASSIGN_OR_RETURN(const StepTimes times, TimeSteps(*made.model));
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
+  if (rank != 0) return absl::OkStatus();
+  PrintSetup(plan, device, weight_dtype);
+  PrintTimes(plan, device, weight_dtype, times);
   std::printf("\npeak RSS: %.2f GB\n", usage.ru_maxrss / 1e6);
   return absl::OkStatus();
 }

@@ -56,7 +56,7 @@
 #include "tools/tool_main.h"
 #include "worker/engine/engine.h"
 #include "worker/job_flags.h"
-#include "worker/model/model_options.h"
+#include "worker/model/rank_plan.h"
 #include "worker/rank_model.h"
 
 DEFINE_int32(requests, 16, "Requests to send.");
@@ -185,11 +185,11 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(ModelWeights weights, BenchModelWeights(0, 1));
   const ModelConfig config = weights.config;
   const DType weight_dtype = weights.layers[0].wq.dtype();
-  ASSIGN_OR_RETURN(const TransformerOptions options, TransformerOptionsFromFlags(flags, config, 0, 1, 1));
   RendezvousOptions alone;
   alone.world_size = 1;
   ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(alone, 0));
-  ASSIGN_OR_RETURN(RankModel made, CreateRankModel(device, peers, std::move(weights), options,
+  ASSIGN_OR_RETURN(const RankPlan plan, PlanRankModel(flags, weights, device, peers, /*local_world_size=*/1));
+  ASSIGN_OR_RETURN(RankModel made, CreateRankModel(device, peers, std::move(weights), plan,
                                                    std::chrono::seconds(flags.collective_timeout)));
   EngineOptions engine_options;
   engine_options.prefix_caching = flags.enable_prefix_caching;
@@ -256,9 +256,9 @@ absl::Status Run() {
                         .c_str());
   std::printf("KV cache:     %lld blocks of %lld positions (%lld positions), --max_batch_size=%d, "
               "--max_num_batched_tokens=%lld, prefix caching %s\n",
-              static_cast<long long>(s.kv_blocks_total), static_cast<long long>(made.model->kv_block_size()),
-              static_cast<long long>(s.kv_blocks_total * made.model->kv_block_size()), flags.max_batch_size,
-              static_cast<long long>(options.max_step_tokens), flags.enable_prefix_caching ? "on" : "off");
+              static_cast<long long>(s.kv_blocks_total), static_cast<long long>(made.model->limits().kv_block_size),
+              static_cast<long long>(s.kv_blocks_total * made.model->limits().kv_block_size), flags.max_batch_size,
+              static_cast<long long>(plan.limits.max_step_tokens), flags.enable_prefix_caching ? "on" : "off");
   ReportLatencies(timing, wall);
   std::printf("at once:      %d requests running, %lld of %lld KV blocks in use; %lld preemptions\n", most_running,
               static_cast<long long>(most_blocks), static_cast<long long>(s.kv_blocks_total),

@@ -24,12 +24,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "checkpoint/io/durable_file.h"
-#include "checkpoint/rank_geometry.h"
 #include "checkpoint/shard_format.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
@@ -44,7 +42,7 @@
 #include "worker/engine/engine.h"
 #include "worker/engine/generator.h"
 #include "worker/engine/lockstep.h"
-#include "worker/model/model_options.h"
+#include "worker/model/rank_plan.h"
 #include "worker/serve/run_server.h"
 #include "worker/model/model_weights.h"
 #include "worker/progress_line.h"
@@ -77,32 +75,6 @@ absl::StatusOr<std::shared_ptr<const ShardReader>> OpenShard(const WorkerEnviron
   absl::StatusOr<std::unique_ptr<ShardReader>> shard = ShardReader::Open(path);
   if (!shard.ok()) return shard.status();
   return std::shared_ptr<const ShardReader>(*std::move(shard));
-}
-
-// --kv_cache_free_share: the blocks that share of this rank's free memory
-// holds once its weights (a copy: the CPU packs them, a GPU uploads them)
-// and work buffers are counted; the smallest over the ranks, since rank 0
-// hands out block ids that every rank's pool must have.
-absl::StatusOr<int64_t> KvBlocksFromFreeMemory(const JobFlags& flags, Device device, const WorkerEnvironment& env,
-                                               const ModelWeights& weights, const TransformerOptions& options,
-                                               RankPeers& peers) {
-  ASSIGN_OR_RETURN(const RankGeometry geometry, ComputeRankGeometry(weights.config, env.rank, env.world_size));
-  ASSIGN_OR_RETURN(const double free, FreeMemoryBytes(device, env.local_rank));
-  const double taken = geometry.WeightBytes(weights.layers[0].wq.dtype()) + geometry.WorkBytes(options.max_step_tokens);
-  int64_t blocks = KvBlocksInBytes(geometry, options, flags.kv_cache_free_share * std::max(0.0, free - taken));
-  if (peers.rendezvous == nullptr) return blocks;
-  auto& store = peers.rendezvous->store();
-  RETURN_IF_ERROR(store.Set(absl::StrCat("kv_blocks/", env.rank), absl::StrCat(blocks)));
-  for (int r = 0; r < env.world_size; ++r) {
-    ASSIGN_OR_RETURN(const std::string theirs,
-                     store.Get(absl::StrCat("kv_blocks/", r), std::chrono::seconds(flags.load_timeout)));
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(theirs, &n)) {
-      return absl::DataLossError(absl::StrFormat("rank %d's KV block count \"%s\" is not a number", r, theirs));
-    }
-    blocks = std::min(blocks, n);
-  }
-  return blocks;
 }
 
 // The server's settings from the flags: keys from --api_key, $LLAMA_API_KEY
@@ -139,6 +111,160 @@ absl::StatusOr<RunServerOptions> ServingOptions(const JobFlags& flags) {
   return o;
 }
 
+// The prompts or dialogs: read by rank 0, which hands them to the others
+// through the store. None for a server: requests come over HTTP.
+absl::StatusOr<Job> ShareJob(const JobFlags& flags, const WorkerEnvironment& env, RankPeers& peers) {
+  Job job;
+  if (flags.serve) return job;
+  if (env.rank == 0) {
+    ASSIGN_OR_RETURN(job, ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file));
+    if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->store().Set("job", SerializeJob(job)));
+    return job;
+  }
+  ASSIGN_OR_RETURN(const std::string text,
+                   peers.rendezvous->store().Get("job", std::chrono::seconds(flags.rendezvous_timeout)));
+  return DeserializeJob(text);
+}
+
+// What a rank has once it has loaded.
+struct LoadedRank {
+  std::unique_ptr<Tokenizer> tokenizer;
+  RankModel model;
+  double load_seconds = 0;
+};
+
+absl::StatusOr<LoadedRank> LoadRank(const JobFlags& flags, const WorkerEnvironment& env, Device device,
+                                    RankPeers& peers) {
+  const auto start = std::chrono::steady_clock::now();
+  LoadedRank loaded;
+  ASSIGN_OR_RETURN(loaded.tokenizer, Tokenizer::Load(FLAGS_tokenizer_path));
+  ASSIGN_OR_RETURN(std::shared_ptr<const ShardReader> shard, OpenShard(env));
+  const std::string fingerprint = Fingerprint(*shard);
+  ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(shard));
+  if (weights.config.vocab_size != loaded.tokenizer->vocab_size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the tokenizer %s has %d tokens but the model's vocabulary is %d; use the checkpoint's own tokenizer",
+        FLAGS_tokenizer_path, loaded.tokenizer->vocab_size(), weights.config.vocab_size));
+  }
+  if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->AgreeOnModel(fingerprint));
+  ASSIGN_OR_RETURN(const RankPlan plan, PlanRankModel(flags, weights, device, peers, env.local_world_size));
+  ASSIGN_OR_RETURN(loaded.model, CreateRankModel(device, peers, std::move(weights), plan,
+                                                 std::chrono::seconds(flags.collective_timeout)));
+  loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  LOG(INFO) << absl::StrFormat("rank %d of %d: loaded %s and %s in %.2f s; %s KV cache of %d blocks of %d positions",
+                               env.rank, env.world_size, shard->path(), FLAGS_tokenizer_path, loaded.load_seconds,
+                               DTypeName(plan.kv_cache_dtype), plan.limits.kv_blocks, plan.limits.kv_block_size);
+  return loaded;
+}
+
+absl::Status Serve(const JobFlags& flags, const WorkerEnvironment& env, LoadedRank& loaded, RankPeers& peers) {
+  ASSIGN_OR_RETURN(RunServerOptions serving, ServingOptions(flags));
+  const ModelLimits& limits = loaded.model.model->limits();
+  serving.on_ready = [&](int port) {
+    std::fprintf(stderr, "%sserving %s on http://%s:%d/v1 (%d rank(s), KV cache of %lld positions)\n",
+                 kProgressPrefix, serving.api.model.c_str(), flags.host.c_str(), port, env.world_size,
+                 static_cast<long long>(limits.kv_blocks * limits.kv_block_size));
+    std::fflush(stderr);
+  };
+  return RunServer(*loaded.model.model, *peers.host, *loaded.tokenizer, serving);
+}
+
+// Rank 0 prints and writes each batch as it finishes: Ctrl-C or a later
+// failure keeps what is done, and a long job shows its progress.
+class BatchResults {
+ public:
+  BatchResults(const Job& job, bool logprobs, std::unique_ptr<ResultsFile> output)
+      : job_(job), logprobs_(logprobs), output_(std::move(output)), start_(std::chrono::steady_clock::now()) {}
+
+  absl::Status Keep(size_t first, absl::Span<const Completion> batch) {
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Completion& c = batch[i];
+      tokens_ += c.token_ids.size();
+      std::fputs((job_.chat ? FormatChatCompletion(job_.dialogs[first + i], c)
+                            : FormatTextCompletion(job_.prompts[first + i], c))
+                     .c_str(),
+                 stdout);
+      lines.push_back(CompletionJson(c, job_.chat, logprobs_));
+    }
+    std::fflush(stdout);
+    if (output_) RETURN_IF_ERROR(output_->Append(lines));
+    std::fprintf(stderr, "%s%zu/%zu %s done, %zu tokens generated, %.1f tokens/s\n", kProgressPrefix,
+                 first + batch.size(), total(), job_.chat ? "dialogs" : "prompts", tokens_,
+                 tokens_ / std::max(seconds(), 1e-9));
+    std::fflush(stderr);
+    return absl::OkStatus();
+  }
+
+  size_t total() const { return job_.chat ? job_.dialogs.size() : job_.prompts.size(); }
+  size_t tokens() const { return tokens_; }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  const Job& job_;
+  const bool logprobs_;
+  const std::unique_ptr<ResultsFile> output_;
+  const std::chrono::steady_clock::time_point start_;
+  size_t tokens_ = 0;
+};
+
+SamplingOptions SamplingFromFlags(const JobFlags& flags) {
+  SamplingOptions sampling;
+  sampling.temperature = static_cast<float>(flags.temperature);
+  sampling.top_p = static_cast<float>(flags.top_p);
+  if (flags.max_gen_len >= 0) sampling.max_gen_len = flags.max_gen_len;
+  sampling.logprobs = flags.logprobs;
+  sampling.echo = flags.echo;
+  sampling.seed = flags.seed;
+  return sampling;
+}
+
+absl::Status WriteSummary(int ranks, double load_seconds, const BatchResults& results) {
+  const double seconds = results.seconds(), rate = results.tokens() / std::max(seconds, 1e-9);
+  LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)", ranks,
+                               load_seconds, results.tokens(), seconds, rate);
+  if (FLAGS_summary_file.empty()) return absl::OkStatus();
+  nlohmann::json summary = {{"ranks", ranks},         {"load_seconds", load_seconds},
+                            {"tokens", results.tokens()}, {"generate_seconds", seconds},
+                            {"tokens_per_second", rate}};
+  return WriteLinesAtomically(FLAGS_summary_file, {summary.dump()});
+}
+
+absl::Status RunBatchJob(const JobFlags& flags, const WorkerEnvironment& env, const Job& job, LoadedRank& loaded,
+                         RankPeers& peers) {
+  LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
+  EngineOptions engine_options;
+  engine_options.prefix_caching = flags.enable_prefix_caching;
+  Tokenizer& tokenizer = *loaded.tokenizer;
+  Generator generator(&leader_model, &tokenizer, tokenizer.stop_ids(), engine_options);
+  const SamplingOptions sampling = SamplingFromFlags(flags);
+  std::unique_ptr<ResultsFile> output;
+  if (!flags.output.empty()) {
+    ASSIGN_OR_RETURN(output, ResultsFile::Create(flags.output));
+  }
+  BatchResults results(job, flags.logprobs, std::move(output));
+  LOG(INFO) << "generating for " << results.total() << (job.chat ? " dialog(s)" : " prompt(s)");
+  const auto keep = [&](size_t first, absl::Span<const Completion> batch) { return results.Keep(first, batch); };
+  RETURN_IF_ERROR((job.chat ? generator.ChatCompletion(job.dialogs, sampling, keep)
+                            : generator.TextCompletion(job.prompts, sampling, keep))
+                      .status());
+  RETURN_IF_ERROR(leader_model.Stop());
+  return WriteSummary(env.world_size, loaded.load_seconds, results);
+}
+
+RendezvousOptions JoinOptions(const JobFlags& flags, const WorkerEnvironment& env) {
+  RendezvousOptions join;
+  join.master_addr = env.master_addr;
+  join.master_port = env.master_port;
+  join.rank = env.rank;
+  join.world_size = env.world_size;
+  join.token = env.token;
+  join.listen_fd = env.listen_fd;
+  join.join_timeout = std::chrono::seconds(flags.rendezvous_timeout);
+  join.load_timeout = std::chrono::seconds(flags.load_timeout);
+  return join;
+}
+
 absl::Status Run() {
   if (FLAGS_shard_dir.empty() || FLAGS_tokenizer_path.empty()) {
     return absl::InvalidArgumentError("--shard_dir and --tokenizer_path are required (see --help)");
@@ -155,124 +281,17 @@ absl::Status Run() {
             << (BuiltWithCuda() ? "this binary has the CUDA backend" : "this binary has no CUDA backend") << ")";
 
   // Join first: loading can take minutes and has its own deadline.
-  RendezvousOptions join;
-  join.master_addr = env.master_addr;
-  join.master_port = env.master_port;
-  join.rank = env.rank;
-  join.world_size = env.world_size;
-  join.token = env.token;
-  join.listen_fd = env.listen_fd;
-  join.join_timeout = std::chrono::seconds(flags.rendezvous_timeout);
-  join.load_timeout = std::chrono::seconds(flags.load_timeout);
-  ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(join, env.local_rank));
+  ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(JoinOptions(flags, env), env.local_rank));
   if (env.listen_fd >= 0) close(env.listen_fd);  // The store has its own copy, if it needed one.
-
-  Job job;
-  if (flags.serve) {
-    // No job: requests come over HTTP.
-  } else if (leader) {
-    ASSIGN_OR_RETURN(job, ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file));
-    if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->store().Set("job", SerializeJob(job)));
-  } else {
-    ASSIGN_OR_RETURN(const std::string text,
-                     peers.rendezvous->store().Get("job", std::chrono::seconds(flags.rendezvous_timeout)));
-    ASSIGN_OR_RETURN(job, DeserializeJob(text));
-  }
-
-  const auto load_start = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(FLAGS_tokenizer_path));
-  ASSIGN_OR_RETURN(std::shared_ptr<const ShardReader> shard, OpenShard(env));
-  const std::string fingerprint = Fingerprint(*shard);
-  ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(shard));
-  if (weights.config.vocab_size != tokenizer->vocab_size()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the tokenizer %s has %d tokens but the model's vocabulary is %d; use the checkpoint's own tokenizer",
-        FLAGS_tokenizer_path, tokenizer->vocab_size(), weights.config.vocab_size));
-  }
-  if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->AgreeOnModel(fingerprint));
-  ASSIGN_OR_RETURN(TransformerOptions options, TransformerOptionsFromFlags(flags, weights.config, env.rank,
-                                                                          env.world_size, env.local_world_size));
-  if (flags.kv_cache_free_share > 0) {
-    ASSIGN_OR_RETURN(options.kv_blocks, KvBlocksFromFreeMemory(flags, device, env, weights, options, peers));
-  }
-  ASSIGN_OR_RETURN(RankModel model, CreateRankModel(device, peers, std::move(weights), options,
-                                                    std::chrono::seconds(flags.collective_timeout)));
-  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
-  LOG(INFO) << absl::StrFormat("rank %d of %d: loaded %s and %s in %.2f s; %s KV cache of %d blocks of %d positions",
-                               env.rank, env.world_size, shard->path(), FLAGS_tokenizer_path, load_seconds,
-                               DTypeName(options.kv_cache_dtype), model.model->kv_blocks(),
-                               model.model->kv_block_size());
+  ASSIGN_OR_RETURN(const Job job, ShareJob(flags, env, peers));
+  ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers));
   // Rank 0 runs the engine; the others run the steps it sends them.
   if (!leader) {
-    RETURN_IF_ERROR(FollowLeader(*model.model, *peers.host));
-    return peers.rendezvous->Finish();
-  }
-  if (flags.serve) {
-    ASSIGN_OR_RETURN(RunServerOptions serving, ServingOptions(flags));
-    serving.on_ready = [&](int port) {
-      std::fprintf(stderr, "%sserving %s on http://%s:%d/v1 (%d rank(s), KV cache of %lld positions)\n",
-                   kProgressPrefix, serving.api.model.c_str(), flags.host.c_str(), port, env.world_size,
-                   static_cast<long long>(model.model->kv_blocks() * model.model->kv_block_size()));
-      std::fflush(stderr);
-    };
-    RETURN_IF_ERROR(RunServer(*model.model, *peers.host, *tokenizer, serving));
-    if (peers.rendezvous) return peers.rendezvous->Finish();
-    return absl::OkStatus();
-  }
-  LeaderModel leader_model(model.model.get(), peers.host.get());
-  EngineOptions engine_options;
-  engine_options.prefix_caching = flags.enable_prefix_caching;
-  Generator generator(&leader_model, tokenizer.get(), tokenizer->stop_ids(), engine_options);
-  SamplingOptions sampling;
-  sampling.temperature = static_cast<float>(flags.temperature);
-  sampling.top_p = static_cast<float>(flags.top_p);
-  if (flags.max_gen_len >= 0) sampling.max_gen_len = flags.max_gen_len;
-  sampling.logprobs = flags.logprobs;
-  sampling.echo = flags.echo;
-  sampling.seed = flags.seed;
-  const size_t total = job.chat ? job.dialogs.size() : job.prompts.size();
-  LOG(INFO) << "generating for " << total << (job.chat ? " dialog(s)" : " prompt(s)");
-  // Rank 0 prints and writes each batch as it finishes: Ctrl-C or a later
-  // failure keeps what is done, and a long job shows its progress.
-  std::unique_ptr<ResultsFile> output;
-  if (!flags.output.empty()) {
-    ASSIGN_OR_RETURN(output, ResultsFile::Create(flags.output));
-  }
-  const auto start = std::chrono::steady_clock::now();
-  size_t tokens = 0;
-  const auto keep_batch = [&](size_t first, absl::Span<const Completion> batch) -> absl::Status {
-    std::vector<std::string> lines;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const Completion& c = batch[i];
-      tokens += c.token_ids.size();
-      std::fputs((job.chat ? FormatChatCompletion(job.dialogs[first + i], c)
-                           : FormatTextCompletion(job.prompts[first + i], c))
-                     .c_str(),
-                 stdout);
-      lines.push_back(CompletionJson(c, job.chat, flags.logprobs));
-    }
-    std::fflush(stdout);
-    if (output) RETURN_IF_ERROR(output->Append(lines));
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "%s%zu/%zu %s done, %zu tokens generated, %.1f tokens/s\n", kProgressPrefix,
-                 first + batch.size(), total, job.chat ? "dialogs" : "prompts", tokens,
-                 tokens / std::max(elapsed, 1e-9));
-    std::fflush(stderr);
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR((job.chat ? generator.ChatCompletion(job.dialogs, sampling, keep_batch)
-                            : generator.TextCompletion(job.prompts, sampling, keep_batch))
-                      .status());
-  RETURN_IF_ERROR(leader_model.Stop());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)",
-                               env.world_size, load_seconds, tokens, seconds, tokens / std::max(seconds, 1e-9));
-  if (!FLAGS_summary_file.empty()) {
-    nlohmann::json summary = {{"ranks", env.world_size},       {"load_seconds", load_seconds},
-                              {"tokens", tokens},               {"generate_seconds", seconds},
-                              {"tokens_per_second", tokens / std::max(seconds, 1e-9)}};
-    RETURN_IF_ERROR(WriteLinesAtomically(FLAGS_summary_file, {summary.dump()}));
+    RETURN_IF_ERROR(FollowLeader(*loaded.model.model, *peers.host));
+  } else if (flags.serve) {
+    RETURN_IF_ERROR(Serve(flags, env, loaded, peers));
+  } else {
+    RETURN_IF_ERROR(RunBatchJob(flags, env, job, loaded, peers));
   }
   if (peers.rendezvous) return peers.rendezvous->Finish();
   return absl::OkStatus();

@@ -31,20 +31,13 @@ absl::StatusOr<RankPeers> JoinPeers(const RendezvousOptions& options, int local_
   return peers;
 }
 
-namespace {
-
-// The TCP collective: it carries the host-side agreement (sampled tokens)
-// on every backend, and the model's collectives on the CPU.
 absl::Status OpenHostCollective(RankPeers& peers, std::chrono::seconds collective_timeout) {
   if (peers.host != nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(peers.host, TcpCommunicator::Create(peers.rendezvous.get(), collective_timeout));
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& flags, const ModelConfig& config,
-                                                               int rank, int world_size, int local_world_size) {
+absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& flags, int local_world_size) {
   TransformerOptions options;
   ASSIGN_OR_RETURN(options.kv_cache_dtype, ParseFloat16Or32Flag("kv_cache_dtype", flags.kv_cache_dtype));
   options.cuda_graphs = flags.cuda_graphs;
@@ -54,14 +47,41 @@ absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& f
   options.max_seq_len = flags.max_seq_len;
   options.max_step_tokens = std::max(flags.max_num_batched_tokens, flags.max_batch_size);
   options.kv_block_size = flags.kv_block_size;
+  options.kv_cache_bytes = flags.kv_cache_gb * 1e9;
   options.threads = flags.threads > 0 ? flags.threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                                         std::max(1, local_world_size));
-  if (flags.kv_cache_gb > 0) {
-    ASSIGN_OR_RETURN(const RankGeometry geometry, ComputeRankGeometry(config, rank, world_size));
-    options.kv_blocks = std::max<int64_t>(1, KvBlocksInBytes(geometry, options, flags.kv_cache_gb * 1e9));
-  }
   return options;
+}
+
+namespace {
+
+// The smallest of every rank's `value`: each rank's in turn, broadcast.
+absl::StatusOr<int64_t> MinOverRanks(Communicator& communicator, int64_t value) {
+  int64_t smallest = value;
+  for (int root = 0; root < communicator.world_size(); ++root) {
+    int64_t theirs = value;
+    RETURN_IF_ERROR(communicator.Broadcast(&theirs, sizeof(theirs), root));
+    smallest = std::min(smallest, theirs);
+  }
+  return smallest;
+}
+
+}  // namespace
+
+absl::StatusOr<RankPlan> PlanRankModel(const JobFlags& flags, const ModelWeights& weights, Device device,
+                                       RankPeers& peers, int local_world_size) {
+  ASSIGN_OR_RETURN(const TransformerOptions options, TransformerOptionsFromFlags(flags, local_world_size));
+  ASSIGN_OR_RETURN(RankPlan plan, PlanRank(weights, peers.rank, peers.world_size, options));
+  if (flags.kv_cache_free_share <= 0) return plan;
+  ASSIGN_OR_RETURN(const double free, FreeMemoryBytes(device, peers.local_rank));
+  const Sampling sampling = device == Device::kCpu ? Sampling::kOnHost : Sampling::kOnDevice;
+  const double taken = WeightBytes(plan.geometry, weights.layers[0].wq.dtype()) + WorkBytes(plan, sampling);
+  const double share = flags.kv_cache_free_share * std::max(0.0, free - taken);
+  RETURN_IF_ERROR(OpenHostCollective(peers, std::chrono::seconds(flags.collective_timeout)));
+  ASSIGN_OR_RETURN(const int64_t blocks, MinOverRanks(*peers.host, KvBlocksInBytes(plan, share)));
+  RETURN_IF_ERROR(SetKvBlocks(plan, blocks));
+  return plan;
 }
 
 absl::StatusOr<Device> ChooseDevice(const std::string& flag) {
@@ -88,11 +108,11 @@ absl::StatusOr<double> FreeMemoryBytes(Device device, int local_rank) {
 }
 
 absl::StatusOr<RankModel> CreateRankModel(Device device, RankPeers& peers, ModelWeights weights,
-                                          const TransformerOptions& options, std::chrono::seconds collective_timeout) {
+                                          const RankPlan& plan, std::chrono::seconds collective_timeout) {
   RETURN_IF_ERROR(OpenHostCollective(peers, collective_timeout));
   RankModel made;
   if (device == Device::kCpu) {
-    ASSIGN_OR_RETURN(made.model, Transformer::Create(std::move(weights), peers.host.get(), options));
+    ASSIGN_OR_RETURN(made.model, Transformer::Create(std::move(weights), peers.host.get(), plan));
     return made;
   }
 #if LLAMA_WITH_CUDA
@@ -107,7 +127,7 @@ absl::StatusOr<RankModel> CreateRankModel(Device device, RankPeers& peers, Model
     nccl = created.get();
     made.device_collective = std::move(created);
   }
-  ASSIGN_OR_RETURN(made.model, CudaTransformer::Create(weights, nccl, options));
+  ASSIGN_OR_RETURN(made.model, CudaTransformer::Create(weights, nccl, plan));
   return made;
 #else
   return absl::FailedPreconditionError("--device=cuda: this binary was built without CUDA");

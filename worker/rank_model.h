@@ -16,8 +16,8 @@
 #include "worker/dist/rendezvous.h"
 #include "worker/job_flags.h"
 #include "worker/model/language_model.h"
-#include "worker/model/model_options.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/rank_plan.h"
 
 namespace llama {
 
@@ -32,9 +32,14 @@ struct RankPeers {
 };
 
 // Joins the store that rank 0 hosts (when options.world_size > 1). The
-// host collective opens in CreateRankModel, once the caller has agreed with
-// its peers on the job and the model (Rendezvous::AgreeOnModel).
+// host collective opens later (OpenHostCollective), once the caller has
+// agreed with its peers on the job and the model (Rendezvous::AgreeOnModel).
 absl::StatusOr<RankPeers> JoinPeers(const RendezvousOptions& options, int local_rank);
+
+// The TCP collective: it carries the host-side agreement (sampled tokens)
+// on every backend, and the model's collectives on the CPU. Opening it
+// again does nothing.
+absl::Status OpenHostCollective(RankPeers& peers, std::chrono::seconds collective_timeout);
 
 // `flag` ("cpu", "cuda"), or the best this binary and machine offer ("").
 absl::StatusOr<Device> ChooseDevice(const std::string& flag);
@@ -45,13 +50,20 @@ absl::StatusOr<Device> ChooseDevice(const std::string& flag);
 absl::StatusOr<double> FreeMemoryBytes(Device device, int local_rank);
 
 // The model options a job's flags ask for, on a rank whose host runs
-// `local_world_size` ranks: the KV cache's dtype and block size, graphs,
-// int8 prefill, the batch and context limits, a step's token budget (room
-// for every running sequence's decode), threads (--threads, or the host's
-// cores shared among its ranks) and --kv_cache_gb as a number of blocks.
-// --kv_cache_free_share needs the device and the peers: the worker applies it.
-absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& flags, const ModelConfig& config,
-                                                               int rank, int world_size, int local_world_size);
+// `local_world_size` ranks: the KV cache's dtype, block size and
+// --kv_cache_gb, graphs, int8 prefill, the batch and context limits, a
+// step's token budget (room for every running sequence's decode) and
+// threads (--threads, or the host's cores shared among its ranks).
+absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& flags, int local_world_size);
+
+// This rank's plan for `weights` on `device`: PlanRank of the flags'
+// options, then, with --kv_cache_free_share, the KV cache that share of the
+// device's free memory holds once the weights (a copy: the CPU packs them,
+// a GPU uploads them) and work buffers are counted; the smallest over the
+// ranks (through the host collective, which it opens), since rank 0 hands
+// out block ids that every rank's pool must have.
+absl::StatusOr<RankPlan> PlanRankModel(const JobFlags& flags, const ModelWeights& weights, Device device,
+                                       RankPeers& peers, int local_world_size);
 
 struct RankModel {
   // Declared first, destroyed last: the model uses it.
@@ -59,11 +71,12 @@ struct RankModel {
   std::unique_ptr<LanguageModel> model;
 };
 
-// The model on `device`. On CUDA the GPU is LOCAL_RANK's, or the only one
-// visible (the launcher gives each rank its own CUDA_VISIBLE_DEVICES), and
-// collectives go through NCCL, set up through peers.rendezvous.
+// The model of `plan` on `device`. On CUDA the GPU is LOCAL_RANK's, or the
+// only one visible (the launcher gives each rank its own
+// CUDA_VISIBLE_DEVICES), and collectives go through NCCL, set up through
+// peers.rendezvous.
 absl::StatusOr<RankModel> CreateRankModel(Device device, RankPeers& peers, ModelWeights weights,
-                                          const TransformerOptions& options, std::chrono::seconds collective_timeout);
+                                          const RankPlan& plan, std::chrono::seconds collective_timeout);
 
 }  // namespace llama
 

@@ -32,14 +32,13 @@ class CacheCheckingModel final : public LanguageModel {
     int64_t block_size = 4;
     int64_t blocks = 64;
   };
-  explicit CacheCheckingModel(const Shape& shape) : shape_(shape), cache_(shape.blocks * shape.block_size) {}
+  explicit CacheCheckingModel(const Shape& shape)
+      : shape_(shape),
+        limits_{shape.vocab, shape.max_batch_size, shape.max_seq_len, shape.max_step_tokens, shape.block_size,
+                shape.blocks},
+        cache_(shape.blocks * shape.block_size) {}
 
-  int64_t vocab_size() const override { return shape_.vocab; }
-  int max_batch_size() const override { return shape_.max_batch_size; }
-  int64_t max_seq_len() const override { return shape_.max_seq_len; }
-  int64_t max_step_tokens() const override { return shape_.max_step_tokens; }
-  int64_t kv_block_size() const override { return shape_.block_size; }
-  int64_t kv_blocks() const override { return shape_.blocks; }
+  const ModelLimits& limits() const override { return limits_; }
 
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override {
     steps.push_back({});
@@ -93,6 +92,7 @@ class CacheCheckingModel final : public LanguageModel {
   int64_t Row(absl::Span<const int32_t> table, int64_t p) const { return CacheRowOf(table.data(), shape_.block_size, p); }
 
   Shape shape_;
+  ModelLimits limits_;
   std::vector<Entry> cache_;
   std::vector<float> logits_;
 };

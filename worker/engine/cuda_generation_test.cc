@@ -20,11 +20,14 @@
 #include <gtest/gtest.h>
 
 #include "ops/cuda/cuda_status.h"
+#include "ops/status_macros.h"
 #include "worker/dist/communicator.h"
 #include "worker/dist/nccl_communicator.h"
 #include "worker/dist/one_rank_nccl.h"
 #include "worker/dist/rendezvous.h"
 #include "worker/engine/generator.h"
+#include "worker/model/planned_transformer.h"
+#include "worker/model/rank_plan.h"
 #include "worker/model/synthetic_weights.h"
 #include "worker/model/transformer.h"
 
@@ -52,6 +55,15 @@ TransformerOptions SmallOptions(DType kv_cache_dtype = DType::kF32, bool cuda_gr
   return options;
 }
 
+// PlanRank for the communicator's rank, then the GPU model of that plan.
+absl::StatusOr<std::unique_ptr<CudaTransformer>> PlanAndCreateCudaTransformer(const ModelWeights& weights,
+                                                                             NcclCommunicator* nccl,
+                                                                             const TransformerOptions& options) {
+  ASSIGN_OR_RETURN(const RankPlan plan, PlanRank(weights, nccl != nullptr ? nccl->rank() : 0,
+                                                 nccl != nullptr ? nccl->world_size() : 1, options));
+  return CudaTransformer::Create(weights, nccl, plan);
+}
+
 std::vector<int> Prompt() {
   std::vector<int> prompt(37);
   for (int i = 0; i < 37; ++i) prompt[i] = (i * 131 + 7) % 512;
@@ -76,10 +88,10 @@ TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
   const bool f32 = dtype == DType::kF32;
   const TransformerOptions options = SmallOptions(cache_dtype);
   LocalCommunicator comm;
-  absl::StatusOr<std::unique_ptr<Transformer>> cpu = Transformer::Create(*SyntheticWeights(SmallConfig(), dtype), &comm, options);
+  absl::StatusOr<std::unique_ptr<Transformer>> cpu = PlanAndCreateTransformer(*SyntheticWeights(SmallConfig(), dtype), &comm, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), dtype), nullptr, options);
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), dtype), nullptr, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
   const std::vector<int> prompt = Prompt();
@@ -156,8 +168,8 @@ void ExpectSameGenerations(LanguageModel* a, LanguageModel* b, const std::vector
 // different steps (so several row counts get graphs).
 TEST_F(CudaTest, GraphReplayEqualsEagerSteps) {
   absl::StatusOr<std::unique_ptr<CudaTransformer>> with_graphs =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, true));
-  absl::StatusOr<std::unique_ptr<CudaTransformer>> eager = CudaTransformer::Create(
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, true));
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> eager = PlanAndCreateCudaTransformer(
       *SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, false));
   ASSERT_TRUE(with_graphs.ok() && eager.ok()) << with_graphs.status() << eager.status();
   SamplingOptions o;
@@ -181,9 +193,9 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
   absl::StatusOr<OneRankNccl> nccl = JoinOneRankNccl();
   ASSERT_TRUE(nccl.ok()) << nccl.status();
   absl::StatusOr<std::unique_ptr<CudaTransformer>> with_nccl =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nccl->communicator.get(), SmallOptions());
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nccl->communicator.get(), SmallOptions());
   absl::StatusOr<std::unique_ptr<CudaTransformer>> without =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
   ASSERT_TRUE(with_nccl.ok() && without.ok()) << with_nccl.status() << without.status();
   SamplingOptions o;
   o.temperature = 0.7f;
@@ -198,7 +210,7 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
 // its log-probability is the model's, from the same logits Forward returns.
 TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const std::vector<int> prompt = Prompt();
   const std::vector<int32_t> table = SlotBlockTables(**gpu, 1)[0];
@@ -227,15 +239,15 @@ TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
 TEST(CudaTransformerArgumentsTest, BadOptionsAreClearErrors) {
   TransformerOptions options = SmallOptions(DType::kI8);
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(gpu.status().message().find("--kv_cache_dtype=i8: expected f32, bf16 or f16"), std::string::npos)
       << gpu.status();
   options = SmallOptions();
   options.max_batch_size = 0;
-  gpu = CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+  gpu = PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
   EXPECT_NE(gpu.status().message().find("--max_batch_size (0)"), std::string::npos) << gpu.status();
-  gpu = CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16, 1, 0, 2), nullptr, SmallOptions());
+  gpu = PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16, 1, 0, 2), nullptr, SmallOptions());
   EXPECT_NE(gpu.status().message().find("the shard is for rank 0 of 2 but this process is rank 0 of 1"),
             std::string::npos)
       << gpu.status();
@@ -246,7 +258,7 @@ TEST_F(CudaTest, TooBigACacheIsAClearError) {
   options.max_batch_size = 1 << 20;
   options.max_seq_len = 1 << 16;
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, options);
   ASSERT_FALSE(gpu.ok());
   EXPECT_NE(gpu.status().message().find("lower --kv_cache_gb"), std::string::npos)
       << gpu.status();
@@ -254,7 +266,7 @@ TEST_F(CudaTest, TooBigACacheIsAClearError) {
 
 TEST_F(CudaTest, Int8WeightsAreRefusedUntilSupported) {
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
-      CudaTransformer::Create(*SyntheticWeights(SmallConfig(), DType::kQ8_0), nullptr, SmallOptions());
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kQ8_0), nullptr, SmallOptions());
   ASSERT_FALSE(gpu.ok());
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(gpu.status().message().find("int8 (q8_0) shards run on CPUs only"), std::string::npos) << gpu.status();

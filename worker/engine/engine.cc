@@ -69,12 +69,12 @@ struct Engine::Sequence {
 };
 
 Engine::Engine(LanguageModel* model, const EngineOptions& options)
-    : model_(model), options_(options), pool_(model->kv_blocks(), model->kv_block_size(), options.prefix_caching) {
-  if (options_.max_num_batched_tokens <= 0) options_.max_num_batched_tokens = model->max_step_tokens();
-  if (options_.max_num_seqs <= 0) options_.max_num_seqs = model->max_batch_size();
+    : model_(model), options_(options), pool_(model->limits().kv_blocks, model->limits().kv_block_size, options.prefix_caching) {
+  if (options_.max_num_batched_tokens <= 0) options_.max_num_batched_tokens = model->limits().max_step_tokens;
+  if (options_.max_num_seqs <= 0) options_.max_num_seqs = model->limits().max_batch_size;
   // A step holds every running request: no more than the model's step takes.
-  options_.max_num_batched_tokens = std::min(options_.max_num_batched_tokens, model->max_step_tokens());
-  options_.max_num_seqs = std::min(options_.max_num_seqs, model->max_batch_size());
+  options_.max_num_batched_tokens = std::min(options_.max_num_batched_tokens, model->limits().max_step_tokens);
+  options_.max_num_seqs = std::min(options_.max_num_seqs, model->limits().max_batch_size);
   absl::MutexLock lock(&mutex_);
   stats_.kv_blocks_total = pool_.blocks();
 }
@@ -82,8 +82,8 @@ Engine::Engine(LanguageModel* model, const EngineOptions& options)
 Engine::~Engine() = default;
 
 absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
-  RETURN_IF_ERROR(CheckEngineRequest(request, model_->vocab_size(), model_->max_seq_len()));
-  const int64_t max_seq_len = model_->max_seq_len();
+  RETURN_IF_ERROR(CheckEngineRequest(request, model_->limits().vocab_size, model_->limits().max_seq_len));
+  const int64_t max_seq_len = model_->limits().max_seq_len;
   auto s = std::make_unique<Sequence>();
   s->prompt_len = static_cast<int64_t>(request.prompt.size());
   s->limit = std::min(max_seq_len, s->prompt_len + request.max_new_tokens.value_or(max_seq_len));
@@ -311,7 +311,7 @@ void Engine::CacheFullBlocks(Sequence& s) {
 }
 
 absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
-  const int64_t vocab = model_->vocab_size();
+  const int64_t vocab = model_->limits().vocab_size;
   int64_t computed = 0, generated = 0;
   // Prompt pieces whose every position's logits are wanted.
   chunks_.clear();

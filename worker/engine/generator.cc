@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
                                                             const GenerationsDone& on_batch) {
   RETURN_IF_ERROR(CheckOptions(options));
   if (prompts.empty()) return absl::InvalidArgumentError("no prompts: expected at least one");
-  const int64_t max_seq_len = model_->max_seq_len();
+  const int64_t max_seq_len = model_->limits().max_seq_len;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) {
       return absl::InvalidArgumentError(absl::StrFormat("prompt %d is empty: expected at least one token (BOS)", i));
@@ -55,9 +55,9 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
           prompts[i].size(), max_seq_len));
     }
     for (int token : prompts[i]) {
-      if (token < 0 || token >= model_->vocab_size()) {
+      if (token < 0 || token >= model_->limits().vocab_size) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "prompt %d: token id %d outside the vocabulary [0, %d)", i, token, model_->vocab_size()));
+            "prompt %d: token id %d outside the vocabulary [0, %d)", i, token, model_->limits().vocab_size));
       }
     }
   }
@@ -98,7 +98,7 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
   }
 
   std::vector<Generation> results(prompts.size());
-  const size_t batch = model_->max_batch_size();
+  const size_t batch = model_->limits().max_batch_size;
   size_t reported = 0;
   while (reported < prompts.size()) {
     RETURN_IF_ERROR(engine.Step());

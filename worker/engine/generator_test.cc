@@ -23,12 +23,7 @@ using ::testing::IsEmpty;
 
 class ScriptedModel final : public LanguageModel {
  public:
-  int64_t vocab_size() const override { return 8; }
-  int max_batch_size() const override { return 2; }
-  int64_t max_seq_len() const override { return 16; }
-  int64_t max_step_tokens() const override { return step_tokens; }
-  int64_t kv_block_size() const override { return 4; }
-  int64_t kv_blocks() const override { return 8; }
+  const ModelLimits& limits() const override { return shape; }
 
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override {
     ++calls;
@@ -48,7 +43,8 @@ class ScriptedModel final : public LanguageModel {
     return absl::Span<const float>(logits_);
   }
 
-  int64_t step_tokens = 8;
+  ModelLimits shape{/*vocab_size=*/8, /*max_batch_size=*/2, /*max_seq_len=*/16, /*max_step_tokens=*/8,
+                    /*kv_block_size=*/4, /*kv_blocks=*/8};
   int calls = 0;
   int64_t tokens = 0;
 
@@ -224,7 +220,7 @@ TEST(GeneratorTest, SampledTokensDoNotDependOnTheStepSize) {
   std::vector<std::vector<Generation>> results;
   for (int64_t step_tokens : {1, 3, 8, 64}) {
     ScriptedModel model;
-    model.step_tokens = step_tokens;
+    model.shape.max_step_tokens = step_tokens;
     Generator generator(&model, nullptr, {2});
     absl::StatusOr<std::vector<Generation>> out = generator.Generate(prompts, o);
     ASSERT_TRUE(out.ok()) << out.status();
@@ -256,7 +252,7 @@ TEST(GeneratorTest, ForwardAndChooseChecksItsArguments) {
   EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
               HasSubstr("chunk 0: top_k -1 and min_p 0; expected >= 0 and [0, 1]"));
   choices[0].top_k = 0;
-  const int64_t vocab = model.vocab_size();
+  const int64_t vocab = model.limits().vocab_size;
   for (const LogitAdjustment bad : {LogitAdjustment{static_cast<int>(vocab), 1.0f}, LogitAdjustment{-1, 1.0f},
                                     LogitAdjustment{2, std::numeric_limits<float>::infinity()}}) {
     choices[0].adjustments = absl::MakeConstSpan(&bad, 1);

@@ -30,6 +30,7 @@
 #include "worker/dist/communicator.h"
 #include "worker/engine/generator.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/planned_transformer.h"
 #include "worker/model/transformer.h"
 
 namespace llama {
@@ -63,7 +64,7 @@ std::unique_ptr<Transformer> Build(const std::string& model, std::optional<DType
   options.max_seq_len = 512;
   options.int8_prefill = int8_prefill;
   options.bf16_activations = bf16_activations;
-  absl::StatusOr<std::unique_ptr<Transformer>> transformer = Transformer::Create(*std::move(weights), comm, options);
+  absl::StatusOr<std::unique_ptr<Transformer>> transformer = PlanAndCreateTransformer(*std::move(weights), comm, options);
   EXPECT_TRUE(transformer.ok()) << transformer.status();
   return *std::move(transformer);
 }
@@ -128,7 +129,7 @@ void OnePass(Transformer& stored, Transformer& candidate, const std::vector<int>
   all = candidate.Forward({{table, 0, sequence, true}});
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->size(), reference.size());
-  const int64_t vocab = stored.vocab_size();
+  const int64_t vocab = stored.limits().vocab_size;
   for (size_t i = 0; i < sequence.size(); ++i) {
     const absl::Span<const float> a(reference.data() + i * vocab, vocab);
     agreement.Add(a, all->subspan(i * vocab, vocab), Argmax(a));

@@ -134,7 +134,7 @@ TransformerOptions SmallPool() {
 
 // The checks, on rank 0's model (with peers: its LeaderModel).
 void CheckLoadInvariance(LanguageModel& model, const std::string& name) {
-  const std::vector<Spec> specs = RandomSpecs(model.vocab_size(), 42);
+  const std::vector<Spec> specs = RandomSpecs(model.limits().vocab_size, 42);
   const std::vector<Result> alone = Alone(model, specs);
   for (const bool prefix_caching : {true, false}) {
     EngineStats stats;

@@ -28,12 +28,7 @@ class LeaderModel final : public LanguageModel {
   // Both must outlive this; `communicator` is the host collective.
   LeaderModel(LanguageModel* model, Communicator* communicator) : model_(model), communicator_(communicator) {}
 
-  int64_t vocab_size() const override { return model_->vocab_size(); }
-  int max_batch_size() const override { return model_->max_batch_size(); }
-  int64_t max_seq_len() const override { return model_->max_seq_len(); }
-  int64_t max_step_tokens() const override { return model_->max_step_tokens(); }
-  int64_t kv_block_size() const override { return model_->kv_block_size(); }
-  int64_t kv_blocks() const override { return model_->kv_blocks(); }
+  const ModelLimits& limits() const override { return model_->limits(); }
 
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override;
   absl::Status ForwardAndChoose(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,

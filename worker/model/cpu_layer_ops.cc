@@ -11,16 +11,14 @@
 
 namespace llama {
 
-CpuLayerOps::CpuLayerOps(const RankGeometry& geometry, int64_t max_seq_len, Communicator* communicator,
-                         ThreadPool& pool, float* gathered, const cpu::LinearOptions& linear_options)
-    : geometry_(geometry),
+CpuLayerOps::CpuLayerOps(const RankPlan& plan, Communicator* communicator, ThreadPool& pool, float* gathered)
+    : geometry_(plan.geometry),
       communicator_(communicator),
       pool_(pool),
       gathered_(gathered),
-      linear_options_(linear_options),
-      // The reference builds its table for 2 * max_seq_len positions.
-      rope_(geometry.head_dim, 2 * max_seq_len, geometry.config.rope_theta, geometry.config.rope_scaling),
-      kv_head_of_(geometry.kv_head_of.begin(), geometry.kv_head_of.end()) {}
+      linear_options_{plan.int8_prefill, plan.bf16_activations},
+      rope_(RopeTableOf(plan)),
+      kv_head_of_(geometry_.kv_head_of.begin(), geometry_.kv_head_of.end()) {}
 
 absl::Status CpuLayerOps::EmbeddingLookup(const StepPlan& plan, const Tensor& table, float* out) {
   cpu::EmbeddingLookup(table, plan.tokens, out);
@@ -103,10 +101,7 @@ absl::Status CpuLayerOps::GatherLogitRows(const StepPlan& plan, const float* x, 
 }
 
 absl::Status CpuLayerOps::CheckFinite(const float* x, int64_t count, int index) {
-  if (index < geometry_.config.n_layers) {
-    return cpu::CheckFinite(x, count, absl::StrFormat("after layer %d (rank %d)", index, geometry_.rank));
-  }
-  return cpu::CheckFinite(x, count, absl::StrFormat("in the logits (rank %d)", geometry_.rank));
+  return cpu::CheckFinite(x, count, FiniteCheckPlace(index, geometry_.config.n_layers, geometry_.rank));
 }
 
 }  // namespace llama

@@ -13,15 +13,15 @@
 #include "ops/cpu/thread_pool.h"
 #include "worker/dist/communicator.h"
 #include "worker/model/layer_ops.h"
+#include "worker/model/rank_plan.h"
 
 namespace llama {
 
 class CpuLayerOps final : public LayerOps {
  public:
-  // `gathered` is scratch of max_step_tokens * max(dim, vocab) floats; all
-  // arguments must outlive the ops.
-  CpuLayerOps(const RankGeometry& geometry, int64_t max_seq_len, Communicator* communicator, ThreadPool& pool,
-              float* gathered, const cpu::LinearOptions& linear_options);
+  // `gathered` is the plan's Activations::gathered; all arguments must
+  // outlive the ops.
+  CpuLayerOps(const RankPlan& plan, Communicator* communicator, ThreadPool& pool, float* gathered);
 
   absl::Status EmbeddingLookup(const StepPlan& plan, const Tensor& table, float* out) override;
   absl::Status RmsNorm(const float* x, const Tensor& weight, int64_t n, float* out) override;

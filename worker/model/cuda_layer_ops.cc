@@ -58,16 +58,24 @@ absl::Status CudaLayerOps::StoreKv(const StepPlan& plan, const float* k, const f
   return cuda::StoreKv(k, v, plan.n(), geometry_.kv_width(), step_->tables, step_->positions, cache, stream_);
 }
 
+AttentionKernel ChooseAttentionKernel(const StepPlan& plan, int64_t head_dim, int64_t decode_rows) {
+  if (head_dim > kMaxFastAttentionHeadDim) return AttentionKernel::kRows;
+  if (!plan.decode_only) return AttentionKernel::kTiles;
+  return plan.n() <= decode_rows ? AttentionKernel::kDecodeSplits : AttentionKernel::kRows;
+}
+
 absl::Status CudaLayerOps::Attention(const StepPlan& plan, const float* q, const KvCacheView& cache, float* out) {
-  if (step_->tiles > 0) {
-    return cuda::AttentionTiles(q, step_->tile_first, step_->tile_rows, step_->tiles, step_->tables, step_->positions,
-                                cache, tables_.kv_head_of, geometry_.local_heads, geometry_.local_kv_heads,
-                                geometry_.head_dim, out, stream_);
-  }
-  if (plan.decode_only && plan.n() <= tables_.decode_rows && geometry_.head_dim <= 128) {
-    return cuda::DecodeAttention(q, plan.n(), step_->tables, step_->positions, cache, tables_.kv_head_of,
-                                 geometry_.local_heads, geometry_.local_kv_heads, geometry_.head_dim,
-                                 tables_.max_positions, tables_.decode_scratch, out, stream_);
+  switch (ChooseAttentionKernel(plan, geometry_.head_dim, tables_.decode_rows)) {
+    case AttentionKernel::kTiles:
+      return cuda::AttentionTiles(q, step_->tile_first, step_->tile_rows, step_->tiles, step_->tables,
+                                  step_->positions, cache, tables_.kv_head_of, geometry_.local_heads,
+                                  geometry_.local_kv_heads, geometry_.head_dim, out, stream_);
+    case AttentionKernel::kDecodeSplits:
+      return cuda::DecodeAttention(q, plan.n(), step_->tables, step_->positions, cache, tables_.kv_head_of,
+                                   geometry_.local_heads, geometry_.local_kv_heads, geometry_.head_dim,
+                                   tables_.max_positions, tables_.decode_scratch, out, stream_);
+    case AttentionKernel::kRows:
+      break;
   }
   return cuda::Attention(q, plan.n(), step_->tables, step_->positions, cache, tables_.kv_head_of, geometry_.local_heads,
                          geometry_.local_kv_heads, geometry_.head_dim, out, stream_);

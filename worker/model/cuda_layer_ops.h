@@ -21,7 +21,7 @@ struct CUstream_st;
 namespace llama {
 
 // Device arrays of the step (see StepPlan) plus the attention tiles of its
-// prefill chunks (cuda::AttentionTiles; tiles == 0: row by row).
+// prefill chunks (cuda::AttentionTiles, when ChooseAttentionKernel picks them).
 struct DeviceStepArrays {
   const int32_t* tokens = nullptr;
   const int32_t* positions = nullptr;
@@ -44,6 +44,14 @@ struct DeviceModelTables {
   int64_t decode_rows = 0;  // The rows decode_scratch holds.
   int64_t max_positions = 0;
 };
+
+// The attention kernel a step runs (ops/cuda/attention.h): tiles for steps
+// with prefill chunks, the context-split decode kernel for decode steps
+// within the scratch's rows, else row by row. The tiled and split kernels
+// take heads of up to kMaxFastAttentionHeadDim.
+enum class AttentionKernel { kTiles, kDecodeSplits, kRows };
+inline constexpr int64_t kMaxFastAttentionHeadDim = 128;
+AttentionKernel ChooseAttentionKernel(const StepPlan& plan, int64_t head_dim, int64_t decode_rows);
 
 class CudaLayerOps final : public LayerOps {
  public:

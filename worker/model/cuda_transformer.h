@@ -24,8 +24,8 @@
 #include "absl/status/statusor.h"
 #include "worker/dist/nccl_communicator.h"
 #include "worker/model/language_model.h"
-#include "worker/model/model_options.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/rank_plan.h"
 
 namespace llama {
 
@@ -34,17 +34,12 @@ class CudaTransformer final : public LanguageModel {
  public:
   // Uses the current CUDA device (the worker selects it from LOCAL_RANK).
   // `nccl` (null for a world of one) must outlive the model; the model
-  // sets its stream.
+  // sets its stream. `plan` is PlanRank's for these weights and nccl's rank.
   static absl::StatusOr<std::unique_ptr<CudaTransformer>> Create(const ModelWeights& weights, NcclCommunicator* nccl,
-                                                                 const TransformerOptions& options);
+                                                                 const RankPlan& plan);
   ~CudaTransformer() override;
 
-  int64_t vocab_size() const override;
-  int max_batch_size() const override;
-  int64_t max_seq_len() const override;
-  int64_t max_step_tokens() const override;
-  int64_t kv_block_size() const override;
-  int64_t kv_blocks() const override;
+  const ModelLimits& limits() const override;
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override;
   absl::Status ForwardAndChoose(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
                                 absl::Span<ChosenToken> chosen) override;

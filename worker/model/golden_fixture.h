@@ -28,6 +28,7 @@
 #include "checkpoint/converter.h"
 #include "worker/dist/communicator.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/planned_transformer.h"
 #include "worker/model/transformer.h"
 
 namespace llama::testing {
@@ -81,7 +82,7 @@ inline std::unique_ptr<Transformer> MakeModel(const std::string& model, Communic
   EXPECT_TRUE(shard.ok()) << shard.status();
   absl::StatusOr<ModelWeights> weights = LoadModelWeights(std::shared_ptr<const ShardReader>(std::move(*shard)));
   EXPECT_TRUE(weights.ok()) << weights.status();
-  absl::StatusOr<std::unique_ptr<Transformer>> transformer = Transformer::Create(*std::move(weights), comm, options);
+  absl::StatusOr<std::unique_ptr<Transformer>> transformer = PlanAndCreateTransformer(*std::move(weights), comm, options);
   EXPECT_TRUE(transformer.ok()) << transformer.status();
   return *std::move(transformer);
 }
@@ -98,7 +99,7 @@ inline double WorstLogitDifference(const std::string& name, const Golden& golden
   options.max_step_tokens = 128;
   std::unique_ptr<Transformer> model = MakeModel(name, &comm, options);
   const int64_t vocab = golden.json["vocab_size"];
-  EXPECT_EQ(model->vocab_size(), vocab);
+  EXPECT_EQ(model->limits().vocab_size, vocab);
   const auto& prompts = golden.json["prompts"];
   double worst = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {

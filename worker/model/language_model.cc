@@ -40,7 +40,7 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
 }
 
 std::vector<std::vector<int32_t>> SlotBlockTables(const LanguageModel& model, int sequences) {
-  const int64_t per_sequence = (model.max_seq_len() + model.kv_block_size() - 1) / model.kv_block_size();
+  const int64_t per_sequence = model.limits().blocks_per_sequence();
   std::vector<std::vector<int32_t>> tables(sequences);
   for (int s = 0; s < sequences; ++s) {
     for (int64_t b = 0; b < per_sequence; ++b) tables[s].push_back(static_cast<int32_t>(s * per_sequence + b));
@@ -50,7 +50,7 @@ std::vector<std::vector<int32_t>> SlotBlockTables(const LanguageModel& model, in
 
 absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
                                              absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
-  const int64_t vocab = vocab_size();
+  const int64_t vocab = limits().vocab_size;
   RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen, vocab));
   absl::StatusOr<absl::Span<const float>> logits = Forward(chunks);
   if (!logits.ok()) return logits.status();

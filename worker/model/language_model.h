@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ops/cpu/sampling.h"
+#include "ops/kv_cache_view.h"
 
 namespace llama {
 
@@ -72,6 +73,20 @@ struct ChosenToken {
 absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
                                   absl::Span<ChosenToken> chosen, int64_t vocab_size);
 
+// What a model takes: its vocabulary, the sequences and tokens of one step
+// and the KV cache (kv_blocks blocks of kv_block_size positions).
+struct ModelLimits {
+  int64_t vocab_size = 0;
+  int max_batch_size = 0;  // Sequences one step may hold.
+  int64_t max_seq_len = 0;
+  int64_t max_step_tokens = 0;  // Summed over the chunks of one Forward call.
+  int64_t kv_block_size = 0;
+  int64_t kv_blocks = 0;
+
+  // Entries of one sequence's block table: enough for max_seq_len.
+  int64_t blocks_per_sequence() const { return KvBlocksFor(max_seq_len, kv_block_size); }
+};
+
 class LanguageModel;
 
 // Block tables that give sequence s the blocks [s * n, (s + 1) * n), n
@@ -82,15 +97,7 @@ std::vector<std::vector<int32_t>> SlotBlockTables(const LanguageModel& model, in
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;
-  virtual int64_t vocab_size() const = 0;
-  // Sequences one step may hold.
-  virtual int max_batch_size() const = 0;
-  virtual int64_t max_seq_len() const = 0;
-  // The KV cache: kv_blocks() blocks of kv_block_size() positions.
-  virtual int64_t kv_block_size() const = 0;
-  virtual int64_t kv_blocks() const = 0;
-  // Most tokens (summed over chunks) one Forward call takes.
-  virtual int64_t max_step_tokens() const = 0;
+  virtual const ModelLimits& limits() const = 0;
 
   // Runs the chunks as one batch and returns logits [rows, vocab_size]:
   // for each chunk in order, every position if all_logits, else the last.

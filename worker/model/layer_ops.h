@@ -14,8 +14,10 @@
 #define LLAMA_WORKER_MODEL_LAYER_OPS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "ops/kv_cache_view.h"
 #include "ops/tensor.h"
@@ -23,8 +25,8 @@
 
 namespace llama {
 
-// The step's work buffers, each [max_step_tokens, width]; see
-// RankGeometry::WorkBytes.
+// The step's work buffers, each [max_step_tokens, width]; their widths are
+// listed once, in rank_plan.h's WorkBuffers.
 struct Activations {
   float* x = nullptr;           // [dim] the residual stream
   float* xb = nullptr;          // [dim] normalised input of a block
@@ -37,6 +39,8 @@ struct Activations {
   float* up = nullptr;          // [local_hidden]
   float* logits_local = nullptr;  // [local_vocab]
   float* logits = nullptr;      // [vocab]
+  float* gathered = nullptr;    // [max(dim, vocab)] GatherColumns' full rows
+  float* probabilities = nullptr;  // [vocab] a device sampler's; none on the CPU
 };
 
 // One linear of a group that reads the same input.
@@ -44,6 +48,13 @@ struct LinearTarget {
   const Tensor* weight;
   float* y;
 };
+
+// Where CheckFinite's `index` is, as its message says it: after a layer,
+// or in the logits (index n_layers).
+inline std::string FiniteCheckPlace(int index, int64_t n_layers, int rank) {
+  return index < n_layers ? absl::StrFormat("after layer %d (rank %d)", index, rank)
+                          : absl::StrFormat("in the logits (rank %d)", rank);
+}
 
 class LayerOps {
  public:

@@ -9,18 +9,15 @@
 namespace llama {
 
 ModelWeights AssembleModelWeights(const ModelConfig& config, std::vector<Tensor> tensors) {
-  // LlamaTensors' order: embeddings, then per layer wq wk wv wo w1 w2 w3
-  // attention_norm ffn_norm, then norm and output.
+  // LlamaTensors' order: embeddings, then each layer's kLayerTensors, then
+  // norm and output.
   ModelWeights weights;
   weights.config = config;
   size_t next = 0;
   weights.tok_embeddings = tensors[next++];
   for (int64_t i = 0; i < config.n_layers; ++i) {
     LayerWeights layer;
-    for (Tensor* t : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w1, &layer.w2, &layer.w3,
-                      &layer.attention_norm, &layer.ffn_norm}) {
-      *t = tensors[next++];
-    }
+    for (Tensor LayerWeights::*t : kLayerTensors) layer.*t = tensors[next++];
     weights.layers.push_back(std::move(layer));
   }
   weights.norm = tensors[next++];

@@ -9,6 +9,7 @@
 #ifndef LLAMA_WORKER_MODEL_WEIGHTS_H_
 #define LLAMA_WORKER_MODEL_WEIGHTS_H_
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,15 @@ struct LayerWeights {
   Tensor ffn_norm;
   Tensor w1, w2, w3;
 };
+
+// A layer's linear weights, then its norms: LlamaTensors' order within a
+// layer.
+inline constexpr std::array<Tensor LayerWeights::*, 7> kLayerLinears = {
+    &LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv, &LayerWeights::wo,
+    &LayerWeights::w1, &LayerWeights::w2, &LayerWeights::w3};
+inline constexpr std::array<Tensor LayerWeights::*, 9> kLayerTensors = {
+    &LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv,         &LayerWeights::wo,      &LayerWeights::w1,
+    &LayerWeights::w2, &LayerWeights::w3, &LayerWeights::attention_norm, &LayerWeights::ffn_norm};
 
 struct ModelWeights {
   ModelConfig config;

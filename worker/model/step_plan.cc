@@ -6,7 +6,7 @@
 
 namespace llama {
 
-absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const StepLimits& limits, StepPlan& plan) {
+absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const ModelLimits& limits, StepPlan& plan) {
   plan.tokens.clear();
   plan.positions.clear();
   plan.table_of.clear();
@@ -14,7 +14,7 @@ absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const StepLimits& 
   plan.logit_rows.clear();
   plan.chunks.clear();
   plan.decode_only = true;
-  plan.table_stride = limits.table_stride();
+  plan.table_stride = limits.blocks_per_sequence();
   plan.block_size = limits.kv_block_size;
   int64_t total = 0;
   for (const SequenceChunk& chunk : chunks) total += chunk.tokens.size();
@@ -33,7 +33,7 @@ absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const StepLimits& 
       return absl::InvalidArgumentError(absl::StrFormat("chunk %d: positions [%d, %d) do not fit max_seq_len %d", c,
                                                         chunk.start_pos, chunk.start_pos + len, limits.max_seq_len));
     }
-    const int64_t blocks_needed = (chunk.start_pos + len + limits.kv_block_size - 1) / limits.kv_block_size;
+    const int64_t blocks_needed = KvBlocksFor(chunk.start_pos + len, limits.kv_block_size);
     if (static_cast<int64_t>(chunk.blocks.size()) < blocks_needed) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "chunk %d: a block table of %d blocks for positions up to %d; %d blocks of %d positions needed", c,

@@ -16,20 +16,6 @@
 
 namespace llama {
 
-// What a step may hold: sequences, positions, its vocabulary, its step
-// buffers and the KV cache's blocks.
-struct StepLimits {
-  int max_batch_size = 0;
-  int64_t max_seq_len = 0;
-  int64_t max_step_tokens = 0;
-  int64_t vocab_size = 0;
-  int64_t kv_block_size = 0;
-  int64_t kv_blocks = 0;
-
-  // Entries of one sequence's block table: enough for max_seq_len.
-  int64_t table_stride() const { return (max_seq_len + kv_block_size - 1) / kv_block_size; }
-};
-
 struct PlannedChunk {
   int64_t start_pos = 0;
   int64_t len = 0;
@@ -60,7 +46,7 @@ struct StepPlan {
 // Checks the chunks against `limits` and fills `plan` (its vectors are
 // reused, so a step allocates nothing once they have grown). Errors name
 // the chunk and the limit.
-absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const StepLimits& limits, StepPlan& plan);
+absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const ModelLimits& limits, StepPlan& plan);
 
 }  // namespace llama
 

@@ -6,8 +6,8 @@ namespace llama {
 namespace {
 
 // Blocks of 4 positions, 16 per sequence: tables of 4 entries.
-const StepLimits kLimits{/*max_batch_size=*/4, /*max_seq_len=*/16, /*max_step_tokens=*/8, /*vocab_size=*/100,
-                         /*kv_block_size=*/4, /*kv_blocks=*/10};
+const ModelLimits kLimits{/*vocab_size=*/100, /*max_batch_size=*/4, /*max_seq_len=*/16, /*max_step_tokens=*/8,
+                          /*kv_block_size=*/4, /*kv_blocks=*/10};
 
 TEST(StepPlanTest, PlansTokensPositionsTablesAndLogitRows) {
   const std::vector<int> prompt = {5, 6, 7}, next = {9}, scored = {1, 2};

@@ -37,7 +37,7 @@ double PackedWeightBytes(const ModelWeights& w) {
     bytes += static_cast<double>(t.bytes()) / t.dim(0) * rows;
   };
   for (const LayerWeights& l : w.layers) {
-    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) add(*t);
+    for (Tensor LayerWeights::*t : kLayerLinears) add(l.*t);
   }
   add(w.output);
   return bytes;
@@ -54,85 +54,73 @@ absl::Status PackLinearWeights(ModelWeights& w, ThreadPool& pool) {
     return absl::OkStatus();
   };
   for (LayerWeights& l : w.layers) {
-    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2, &l.w3}) RETURN_IF_ERROR(pack(*t));
+    for (Tensor LayerWeights::*t : kLayerLinears) RETURN_IF_ERROR(pack(l.*t));
   }
   return pack(w.output);
 }
 
 }  // namespace
 
-absl::StatusOr<Transformer::Buffers> Transformer::AllocateBuffers(const RankGeometry& g,
-                                                                  const TransformerOptions& options) {
+absl::StatusOr<Transformer::Buffers> Transformer::AllocateBuffers(const RankPlan& plan) {
   Buffers b;
-  const int64_t t = options.max_step_tokens;
-  const std::vector<int64_t> cache_shape = {KvBlocksOf(options), options.kv_block_size, g.kv_width()};
-  for (int64_t i = 0; i < g.config.n_layers; ++i) {
-    ASSIGN_OR_RETURN(Tensor k, Tensor::Zeros(options.kv_cache_dtype, cache_shape));
-    ASSIGN_OR_RETURN(Tensor v, Tensor::Zeros(options.kv_cache_dtype, cache_shape));
+  const ModelLimits& l = plan.limits;
+  const std::vector<int64_t> cache_shape = {l.kv_blocks, l.kv_block_size, plan.geometry.kv_width()};
+  for (int64_t i = 0; i < plan.config().n_layers; ++i) {
+    ASSIGN_OR_RETURN(Tensor k, Tensor::Zeros(plan.kv_cache_dtype, cache_shape));
+    ASSIGN_OR_RETURN(Tensor v, Tensor::Zeros(plan.kv_cache_dtype, cache_shape));
     b.k_cache.push_back(std::move(k));
     b.v_cache.push_back(std::move(v));
   }
-  for (const auto& [buffer, width] :
-       {std::pair<Tensor*, int64_t>{&b.x, g.config.dim}, {&b.xb, g.config.dim}, {&b.q, g.q_width()},
-        {&b.k, g.kv_width()}, {&b.v, g.kv_width()}, {&b.attention, g.q_width()}, {&b.projection, g.config.dim},
-        {&b.gate, g.local_hidden}, {&b.up, g.local_hidden},
-        {&b.gathered, std::max(g.config.dim, g.config.vocab_size)}, {&b.logits_local, g.local_vocab},
-        {&b.logits, g.config.vocab_size}}) {
-    ASSIGN_OR_RETURN(*buffer, Tensor::Zeros(DType::kF32, {t, width}));
+  for (const WorkBuffer& buffer : WorkBuffers(plan.geometry, Sampling::kOnHost)) {
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(DType::kF32, {l.max_step_tokens, buffer.width}));
+    b.activations.*buffer.member = t.mutable_f32();
+    b.work.push_back(std::move(t));
   }
   return b;
 }
 
-Transformer::Transformer(ModelWeights weights, RankGeometry geometry, Buffers buffers, Communicator* communicator,
-                         const TransformerOptions& options)
+Transformer::Transformer(ModelWeights weights, const RankPlan& plan, Buffers buffers, Communicator* communicator)
     : weights_(std::move(weights)),
-      geometry_(std::move(geometry)),
-      options_(options),
-      pool_(options.threads),
+      plan_(plan),
+      pool_(plan.threads),
       buffers_(std::move(buffers)),
-      activations_{buffers_.x.mutable_f32(),          buffers_.xb.mutable_f32(),
-                   buffers_.q.mutable_f32(),          buffers_.k.mutable_f32(),
-                   buffers_.v.mutable_f32(),          buffers_.attention.mutable_f32(),
-                   buffers_.projection.mutable_f32(), buffers_.gate.mutable_f32(),
-                   buffers_.up.mutable_f32(),         buffers_.logits_local.mutable_f32(),
-                   buffers_.logits.mutable_f32()},
-      ops_(geometry_, options.max_seq_len, communicator, pool_, buffers_.gathered.mutable_f32(),
-           cpu::LinearOptions{options.int8_prefill, options.bf16_activations}) {
-  for (int64_t i = 0; i < geometry_.config.n_layers; ++i) {
-    caches_.push_back({buffers_.k_cache[i].mutable_raw(), buffers_.v_cache[i].mutable_raw(), options.kv_cache_dtype,
-                       options.kv_block_size});
+      ops_(plan_, communicator, pool_, buffers_.activations.gathered) {
+  for (int64_t i = 0; i < plan_.config().n_layers; ++i) {
+    caches_.push_back({buffers_.k_cache[i].mutable_raw(), buffers_.v_cache[i].mutable_raw(), plan_.kv_cache_dtype,
+                       plan_.limits.kv_block_size});
   }
 }
 
 absl::StatusOr<std::unique_ptr<Transformer>> Transformer::Create(ModelWeights weights, Communicator* communicator,
-                                                                 const TransformerOptions& options) {
-  ASSIGN_OR_RETURN(RankGeometry geometry,
-                   CheckModel(weights, communicator->rank(), communicator->world_size(), options));
+                                                                 const RankPlan& plan) {
+  if (communicator->rank() != plan.geometry.rank || communicator->world_size() != plan.geometry.world_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the plan is for rank %d of %d but the communicator is rank %d of %d", plan.geometry.rank,
+        plan.geometry.world_size, communicator->rank(), communicator->world_size()));
+  }
   // Everything is allocated here, once: say so plainly if it cannot fit
   // rather than die in the allocator. The linear weights are packed into
   // memory of their own (the rest stay mapped).
-  RETURN_IF_ERROR(
-      CheckMemory(geometry, options, PackedWeightBytes(weights), AvailableHostMemoryBytes(), "this machine"));
+  RETURN_IF_ERROR(CheckMemory(plan, Sampling::kOnHost, PackedWeightBytes(weights), AvailableHostMemoryBytes(),
+                              "this machine"));
   {
-    ThreadPool pool(options.threads);
+    ThreadPool pool(plan.threads);
     RETURN_IF_ERROR(PackLinearWeights(weights, pool));
   }
-  absl::StatusOr<Buffers> buffers = AllocateBuffers(geometry, options);
+  absl::StatusOr<Buffers> buffers = AllocateBuffers(plan);
   if (!buffers.ok()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the KV cache (%.2f GB) and work buffers (%.2f GB) do not fit: %s; lower --kv_cache_gb (or --max_batch_size "
         "and --max_seq_len, which size it by default)",
-        geometry.KvCacheBytes(KvBlocksOf(options) * options.kv_block_size, options.kv_cache_dtype) / 1e9,
-        geometry.WorkBytes(options.max_step_tokens) / 1e9, buffers.status().message()));
+        KvCacheBytes(plan) / 1e9, WorkBytes(plan, Sampling::kOnHost) / 1e9, buffers.status().message()));
   }
-  return std::unique_ptr<Transformer>(
-      new Transformer(std::move(weights), std::move(geometry), *std::move(buffers), communicator, options));
+  return std::unique_ptr<Transformer>(new Transformer(std::move(weights), plan, *std::move(buffers), communicator));
 }
 
 absl::StatusOr<absl::Span<const float>> Transformer::Forward(absl::Span<const SequenceChunk> chunks) {
-  RETURN_IF_ERROR(PlanStep(chunks, StepLimitsOf(options_, config().vocab_size), plan_));
-  RETURN_IF_ERROR(LlamaForward(ops_, geometry_, weights_, plan_, caches_, activations_));
-  return absl::Span<const float>(buffers_.logits.f32(), plan_.rows() * config().vocab_size);
+  RETURN_IF_ERROR(PlanStep(chunks, plan_.limits, step_));
+  RETURN_IF_ERROR(LlamaForward(ops_, plan_.geometry, weights_, step_, caches_, buffers_.activations));
+  return absl::Span<const float>(buffers_.activations.logits, step_.rows() * config().vocab_size);
 }
 
 }  // namespace llama

@@ -19,8 +19,8 @@
 #include "worker/dist/communicator.h"
 #include "worker/model/cpu_layer_ops.h"
 #include "worker/model/language_model.h"
-#include "worker/model/model_options.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/rank_plan.h"
 #include "worker/model/step_plan.h"
 
 namespace llama {
@@ -28,17 +28,12 @@ namespace llama {
 // Not thread-safe: one caller at a time (it uses its own thread pool inside).
 class Transformer final : public LanguageModel {
  public:
-  // `communicator` must outlive the model and match the weights' rank and
-  // world size.
+  // `plan` is PlanRank's for these weights; `communicator` must outlive
+  // the model and be the plan's rank of its world size.
   static absl::StatusOr<std::unique_ptr<Transformer>> Create(ModelWeights weights, Communicator* communicator,
-                                                             const TransformerOptions& options);
+                                                             const RankPlan& plan);
 
-  int64_t vocab_size() const override { return config().vocab_size; }
-  int max_batch_size() const override { return options_.max_batch_size; }
-  int64_t max_seq_len() const override { return options_.max_seq_len; }
-  int64_t max_step_tokens() const override { return options_.max_step_tokens; }
-  int64_t kv_block_size() const override { return options_.kv_block_size; }
-  int64_t kv_blocks() const override { return KvBlocksOf(options_); }
+  const ModelLimits& limits() const override { return plan_.limits; }
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override;
 
   const ModelConfig& config() const { return weights_.config; }
@@ -47,23 +42,20 @@ class Transformer final : public LanguageModel {
   // Every buffer the model owns, allocated once by Create.
   struct Buffers {
     std::vector<Tensor> k_cache, v_cache;  // Per layer.
-    // Work buffers, [max_step_tokens, width].
-    Tensor x, xb, q, k, v, attention, projection, gate, up, gathered, logits_local, logits;
+    std::vector<Tensor> work;  // WorkBuffers' list, [max_step_tokens, width] each.
+    Activations activations;   // Views of `work`.
   };
-  static absl::StatusOr<Buffers> AllocateBuffers(const RankGeometry& geometry, const TransformerOptions& options);
+  static absl::StatusOr<Buffers> AllocateBuffers(const RankPlan& plan);
 
-  Transformer(ModelWeights weights, RankGeometry geometry, Buffers buffers, Communicator* communicator,
-              const TransformerOptions& options);
+  Transformer(ModelWeights weights, const RankPlan& plan, Buffers buffers, Communicator* communicator);
 
   ModelWeights weights_;
-  RankGeometry geometry_;
-  TransformerOptions options_;
+  RankPlan plan_;
   ThreadPool pool_;
   Buffers buffers_;
   std::vector<KvCacheView> caches_;
-  Activations activations_;
   CpuLayerOps ops_;
-  StepPlan plan_;
+  StepPlan step_;
 };
 
 }  // namespace llama

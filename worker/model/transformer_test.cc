@@ -16,6 +16,7 @@
 #include "worker/model/golden_fixture.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/synthetic_weights.h"
+#include "worker/model/planned_transformer.h"
 #include "worker/model/transformer.h"
 
 namespace llama {
@@ -86,7 +87,7 @@ TEST(TransformerTest, ShardOfAnotherWorldSizeIsRefused) {
   absl::StatusOr<ModelWeights> weights = LoadModelWeights(std::shared_ptr<const ShardReader>(std::move(*shard)));
   ASSERT_TRUE(weights.ok()) << weights.status();
   LocalCommunicator comm;
-  absl::StatusOr<std::unique_ptr<Transformer>> model = Transformer::Create(*std::move(weights), &comm, {});
+  absl::StatusOr<std::unique_ptr<Transformer>> model = PlanAndCreateTransformer(*std::move(weights), &comm, {});
   EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(model.status().message(), HasSubstr("shard is for rank 1 of 2 but this process is rank 0 of 1"));
   EXPECT_THAT(model.status().message(), HasSubstr("--world_size=1"));
@@ -112,7 +113,7 @@ TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
   options.max_batch_size = 1 << 20;
   options.max_seq_len = 1 << 20;
   absl::StatusOr<std::unique_ptr<Transformer>> model =
-      Transformer::Create(*SyntheticWeights(config, DType::kF32), &comm, options);
+      PlanAndCreateTransformer(*SyntheticWeights(config, DType::kF32), &comm, options);
   EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(model.status().message(), HasSubstr("lower --kv_cache_gb"));
 }
@@ -123,7 +124,7 @@ TEST(TransformerTest, KvCacheOfANonFloatTypeIsAClearError) {
   TransformerOptions options;
   options.kv_cache_dtype = DType::kI8;
   absl::StatusOr<std::unique_ptr<Transformer>> model =
-      Transformer::Create(*SyntheticWeights(config, DType::kF32), &comm, options);
+      PlanAndCreateTransformer(*SyntheticWeights(config, DType::kF32), &comm, options);
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(model.status().message(), HasSubstr("--kv_cache_dtype=i8: expected f32, bf16 or f16"));
 }
@@ -135,7 +136,7 @@ TEST(TransformerTest, NonFiniteActivationsNameTheLayer) {
   ModelWeights weights = *SyntheticWeights(config, DType::kF32);
   weights.layers[1].w2.mutable_f32()[5] = NAN;
   LocalCommunicator comm;
-  absl::StatusOr<std::unique_ptr<Transformer>> model = Transformer::Create(std::move(weights), &comm, {});
+  absl::StatusOr<std::unique_ptr<Transformer>> model = PlanAndCreateTransformer(std::move(weights), &comm, {});
   ASSERT_TRUE(model.ok()) << model.status();
   const std::vector<int> tokens = {1, 7, 9};
   absl::StatusOr<absl::Span<const float>> logits =

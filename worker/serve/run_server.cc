@@ -35,7 +35,7 @@ absl::Status RunServer(LanguageModel& model, Communicator& host, const Tokenizer
   LeaderModel leader(&model, &host);
   Engine engine(&leader, options.engine);
   EngineLoop loop(&engine, [&leader] { return leader.Heartbeat(); }, options.heartbeat);
-  ApiServer server(&loop, &tokenizer, model.max_seq_len(), options.api);
+  ApiServer server(&loop, &tokenizer, model.limits().max_seq_len, options.api);
   if (absl::Status s = server.Start(); !s.ok()) {
     loop.Stop();
     loop.Join();

@@ -30,12 +30,7 @@ using nlohmann::json;
 class PacedModel final : public LanguageModel {
  public:
   PacedModel(LanguageModel* model, std::chrono::milliseconds delay) : model_(model), delay_(delay) {}
-  int64_t vocab_size() const override { return model_->vocab_size(); }
-  int max_batch_size() const override { return model_->max_batch_size(); }
-  int64_t max_seq_len() const override { return model_->max_seq_len(); }
-  int64_t kv_block_size() const override { return model_->kv_block_size(); }
-  int64_t kv_blocks() const override { return model_->kv_blocks(); }
-  int64_t max_step_tokens() const override { return model_->max_step_tokens(); }
+  const ModelLimits& limits() const override { return model_->limits(); }
   absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) override {
     std::this_thread::sleep_for(delay_);
     return model_->Forward(chunks);
