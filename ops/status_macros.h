@@ -7,7 +7,8 @@
 // Debian's Abseil (20220623) has no such macros; these are the usual
 // shape (as in tensorstore and gemma.cpp's absl-based code): the expression
 // is evaluated once, and the error is returned unchanged. ASSIGN_OR_RETURN
-// is several statements: give it braces under an if.
+// is several statements: give it braces under an if. Annotate adds the
+// caller's context to an error it passes on.
 
 #ifndef LLAMA_OPS_STATUS_MACROS_H_
 #define LLAMA_OPS_STATUS_MACROS_H_
@@ -16,6 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define LLAMA_STATUS_CONCAT_INNER_(a, b) a##b
 #define LLAMA_STATUS_CONCAT_(a, b) LLAMA_STATUS_CONCAT_INNER_(a, b)
@@ -34,5 +37,16 @@
   auto statusor = (expr);                                 \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = *std::move(statusor)
+
+namespace llama {
+
+// `status` with `context` before its message ("context: message"), its
+// code kept; OK stays OK.
+inline absl::Status Annotate(const absl::Status& status, absl::string_view context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
+}  // namespace llama
 
 #endif  // LLAMA_OPS_STATUS_MACROS_H_

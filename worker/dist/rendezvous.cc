@@ -42,9 +42,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
   if (options.rank == 0) {
     absl::StatusOr<std::unique_ptr<TcpStoreServer>> started = HostStore(options);
     if (!started.ok()) {
-      return absl::Status(started.status().code(),
-                          absl::StrCat("rank 0 cannot host the rendezvous store (MASTER_PORT=",
-                                       options.master_port, "): ", started.status().message()));
+      return Annotate(started.status(),
+                      absl::StrCat("rank 0 cannot host the rendezvous store (MASTER_PORT=", options.master_port, ")"));
     }
     server = *std::move(started);
   }
@@ -53,8 +52,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Join(const RendezvousOpt
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(
       options.master_addr, port, options.token, options.rank, net::After(options.join_timeout));
   if (!client.ok()) {
-    return absl::Status(client.status().code(),
-                        absl::StrCat("rank ", options.rank, " could not join the job: ", client.status().message()));
+    return Annotate(client.status(), absl::StrCat("rank ", options.rank, " could not join the job"));
   }
   auto rendezvous = std::unique_ptr<Rendezvous>(new Rendezvous(options, std::move(server), *std::move(client)));
   RETURN_IF_ERROR(rendezvous->store().Set(absl::StrCat("joined/", options.rank), "1"));

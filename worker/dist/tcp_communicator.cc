@@ -112,7 +112,7 @@ absl::Status TcpCommunicator::Explain(absl::Status failure, const char* collecti
     if (lost.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (lost.empty()) {
-    return absl::Status(failure.code(), absl::StrFormat("%s failed: %s", collective, failure.message()));
+    return Annotate(failure, absl::StrCat(collective, " failed"));
   }
   return absl::UnavailableError(absl::StrFormat(
       "lost rank %s (its process exited or its connection dropped) during %s: %s", lost, collective,

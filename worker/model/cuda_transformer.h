@@ -16,8 +16,8 @@
 // flag, read back with the results, so a bad value is reported with the
 // first layer it appeared in without a host synchronisation per layer.
 
-#ifndef LLAMA_WORKER_CUDA_TRANSFORMER_H_
-#define LLAMA_WORKER_CUDA_TRANSFORMER_H_
+#ifndef LLAMA_WORKER_MODEL_CUDA_TRANSFORMER_H_
+#define LLAMA_WORKER_MODEL_CUDA_TRANSFORMER_H_
 
 #include <memory>
 
@@ -55,4 +55,4 @@ class CudaTransformer final : public LanguageModel {
 
 }  // namespace llama
 
-#endif  // LLAMA_WORKER_CUDA_TRANSFORMER_H_
+#endif  // LLAMA_WORKER_MODEL_CUDA_TRANSFORMER_H_

@@ -1,8 +1,8 @@
 // What the generator needs from a model: run some tokens of some sequences
 // through it and get next-token logits back, or the next tokens themselves.
 
-#ifndef LLAMA_WORKER_LANGUAGE_MODEL_H_
-#define LLAMA_WORKER_LANGUAGE_MODEL_H_
+#ifndef LLAMA_WORKER_MODEL_LANGUAGE_MODEL_H_
+#define LLAMA_WORKER_MODEL_LANGUAGE_MODEL_H_
 
 #include <array>
 #include <cstdint>
@@ -118,4 +118,4 @@ class LanguageModel {
 
 }  // namespace llama
 
-#endif  // LLAMA_WORKER_LANGUAGE_MODEL_H_
+#endif  // LLAMA_WORKER_MODEL_LANGUAGE_MODEL_H_

@@ -6,8 +6,8 @@
 //   wo [dim, n_heads / ws * hd]           w1, w3 [hidden / ws, dim]
 //   w2 [dim, hidden / ws]                 output [vocab / ws, dim]
 
-#ifndef LLAMA_WORKER_MODEL_WEIGHTS_H_
-#define LLAMA_WORKER_MODEL_WEIGHTS_H_
+#ifndef LLAMA_WORKER_MODEL_MODEL_WEIGHTS_H_
+#define LLAMA_WORKER_MODEL_MODEL_WEIGHTS_H_
 
 #include <array>
 #include <memory>
@@ -58,4 +58,4 @@ absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader>
 
 }  // namespace llama
 
-#endif  // LLAMA_WORKER_MODEL_WEIGHTS_H_
+#endif  // LLAMA_WORKER_MODEL_MODEL_WEIGHTS_H_

@@ -14,8 +14,8 @@
 // reduces would wait for collectives this rank never launched (or launched
 // out of step), so the step fails and the job stops instead.
 
-#ifndef LLAMA_WORKER_STEP_GRAPHS_H_
-#define LLAMA_WORKER_STEP_GRAPHS_H_
+#ifndef LLAMA_WORKER_MODEL_STEP_GRAPHS_H_
+#define LLAMA_WORKER_MODEL_STEP_GRAPHS_H_
 
 #include <optional>
 #include <utility>
@@ -85,4 +85,4 @@ class StepGraphs {
 
 }  // namespace llama
 
-#endif  // LLAMA_WORKER_STEP_GRAPHS_H_
+#endif  // LLAMA_WORKER_MODEL_STEP_GRAPHS_H_

@@ -1,8 +1,8 @@
 // Random weights of any Llama 2 shape, held in memory: for benchmarks of
 // shapes we have no checkpoint for, and tests that need to plant a value.
 
-#ifndef LLAMA_WORKER_SYNTHETIC_WEIGHTS_H_
-#define LLAMA_WORKER_SYNTHETIC_WEIGHTS_H_
+#ifndef LLAMA_WORKER_MODEL_SYNTHETIC_WEIGHTS_H_
+#define LLAMA_WORKER_MODEL_SYNTHETIC_WEIGHTS_H_
 
 #include <cstdint>
 #include <vector>
@@ -30,4 +30,4 @@ absl::StatusOr<std::vector<Tensor>> SyntheticTensors(const ModelConfig& config, 
 
 }  // namespace llama
 
-#endif  // LLAMA_WORKER_SYNTHETIC_WEIGHTS_H_
+#endif  // LLAMA_WORKER_MODEL_SYNTHETIC_WEIGHTS_H_
