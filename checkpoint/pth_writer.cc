@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/io/durable_file.h"
+#include "checkpoint/torch_storage.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -31,23 +32,6 @@ void U32(std::string* out, uint32_t v) {
 void U64(std::string* out, uint64_t v) {
   U32(out, static_cast<uint32_t>(v));
   U32(out, static_cast<uint32_t>(v >> 32));
-}
-
-const char* StorageClass(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "FloatStorage";
-    case DType::kF16: return "HalfStorage";
-    case DType::kBF16: return "BFloat16Storage";
-    case DType::kF64: return "DoubleStorage";
-    case DType::kI64: return "LongStorage";
-    case DType::kI32: return "IntStorage";
-    case DType::kI16: return "ShortStorage";
-    case DType::kI8: return "CharStorage";
-    case DType::kU8: return "ByteStorage";
-    case DType::kBool: return "BoolStorage";
-    case DType::kQ8_0: break;  // Refused by Add: PyTorch has no such storage.
-  }
-  return "FloatStorage";
 }
 
 // Protocol-2 pickle pieces.
@@ -169,7 +153,7 @@ std::string PthWriter::StateDictPickle() const {
     PickleString(&p, t.name);
     p += "ctorch._utils\n_rebuild_tensor_v2\n((";
     PickleString(&p, "storage");
-    p += absl::StrCat("ctorch\n", StorageClass(t.dtype), "\n");
+    p += absl::StrCat("ctorch\n", TorchStorageClassName(t.dtype), "\n");  // Add refused q8_0.
     PickleString(&p, absl::StrCat(i));
     PickleString(&p, "cpu");
     PickleInt(&p, numel);

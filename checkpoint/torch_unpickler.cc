@@ -191,7 +191,7 @@ absl::Status Unpickler::PersistentLoad(const Value& pid) {
       *numel < 0) {
     return Error("persistent id is not a ('storage', class, key, location, numel) tuple");
   }
-  for (const StorageClass& c : kStorageClasses) {
+  for (const TorchStorageClass& c : kTorchStorageClasses) {
     if (cls->module == "torch" && cls->name == c.name) {
       return Push(Value{Storage{*key, c.dtype, *numel}});
     }
