@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/io/durable_file.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 
@@ -84,17 +85,16 @@ absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checkl
   }
   std::stringstream text;
   text << file.rdbuf();
-  absl::StatusOr<std::vector<ChecklistEntry>> entries = ParseChecklist(text.str(), checklist_path);
-  if (!entries.ok()) return entries.status();
+  ASSIGN_OR_RETURN(const std::vector<ChecklistEntry> entries, ParseChecklist(text.str(), checklist_path));
   const std::string dir = DirectoryOf(checklist_path);
   std::vector<FileCheck> checks;
-  for (const ChecklistEntry& entry : *entries) {
+  for (const ChecklistEntry& entry : entries) {
     absl::StatusOr<std::string> md5 = Md5File(dir + "/" + entry.file);
     if (absl::IsNotFound(md5.status())) {
       checks.push_back({entry.file, FileVerdict::kMissing, ""});
       continue;
     }
-    if (!md5.ok()) return md5.status();
+    RETURN_IF_ERROR(md5.status());
     checks.push_back({entry.file, *md5 == entry.md5 ? FileVerdict::kOk : FileVerdict::kMismatch, *md5});
   }
   return checks;

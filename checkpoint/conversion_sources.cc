@@ -17,6 +17,8 @@
 #include "checkpoint/checklist.h"
 #include "checkpoint/io/durable_file.h"
 #include "checkpoint/llama_layout.h"
+#include "checkpoint/pth_reader.h"
+#include "checkpoint/shard_format.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -128,53 +130,36 @@ absl::Status CheckAgreement(const TensorSpec& spec, const std::vector<SourcePart
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::map<int, std::string>& found) {
-  SourceSet set;
-  const std::string params_path = dir + "/params.json";
-  absl::StatusOr<ModelConfig> config = ReadParamsJson(params_path);
-  if (!config.ok()) return config.status();
-  set.config = *config;
-  absl::StatusOr<std::vector<std::string>> names = MetaShardNames(dir, found);
-  if (!names.ok()) return names.status();
-  std::vector<std::string> paths;
-  for (const std::string& name : *names) {
-    absl::StatusOr<shard::SourceFile> record = DescribeSourceFile(dir, name);
-    if (!record.ok()) return record.status();
-    set.records.push_back(*record);
-    paths.push_back(dir + "/" + name);
-    absl::StatusOr<std::unique_ptr<PthFile>> pth = PthFile::Open(paths.back());
-    if (!pth.ok()) return pth.status();
-    set.pth_files.push_back(*std::move(pth));
-  }
-  absl::StatusOr<shard::SourceFile> params_record = DescribeSourceFile(dir, "params.json");
-  if (!params_record.ok()) return params_record.status();
-  set.records.push_back(*params_record);
-  // Meta's checklist.chk gives each file's MD5 for free; keep it for whoever
-  // imports the shards later (verifying it is --verify_checklist's job).
-  if (std::ifstream checklist(dir + "/checklist.chk"); checklist) {
-    std::stringstream text;
-    text << checklist.rdbuf();
-    absl::StatusOr<std::vector<ChecklistEntry>> entries = ParseChecklist(text.str(), dir + "/checklist.chk");
-    if (entries.ok()) {
-      for (shard::SourceFile& record : set.records) {
-        for (const ChecklistEntry& entry : *entries) {
-          if (entry.file == record.name()) record.set_md5(entry.md5);
-        }
-      }
+// Meta's checklist.chk gives each file's MD5 for free; keep it for whoever
+// imports the shards later (verifying it is --verify_checklist's job).
+void AddChecklistMd5(const std::string& dir, std::vector<shard::SourceFile>& records) {
+  std::ifstream checklist(dir + "/checklist.chk");
+  if (!checklist) return;
+  std::stringstream text;
+  text << checklist.rdbuf();
+  absl::StatusOr<std::vector<ChecklistEntry>> entries = ParseChecklist(text.str(), dir + "/checklist.chk");
+  if (!entries.ok()) return;
+  for (shard::SourceFile& record : records) {
+    for (const ChecklistEntry& entry : *entries) {
+      if (entry.file == record.name()) record.set_md5(entry.md5);
     }
   }
-  const int m = set.pth_files.size();
+}
 
-  // Meta ships vocab_size -1; the embedding says how many rows there are.
-  const PthTensor* embedding = set.pth_files[0]->Find("tok_embeddings.weight");
+// Resolves the vocabulary size Meta leaves out (-1) from the embedding,
+// and checks that the shards present are all the checkpoint was split into
+// and that they split the model.
+absl::Status CheckMetaSplit(const std::string& dir, SourceSet& set) {
+  const TensorFile& first = *set.files[0];
+  const int m = set.files.size();
+  const FileTensor* embedding = first.Find("tok_embeddings.weight");
   if (embedding == nullptr || embedding->shape.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: missing tensor \"tok_embeddings.weight\"", paths[0]));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: missing tensor \"tok_embeddings.weight\"", first.path()));
   }
   if (set.config.vocab_size == -1) set.config.vocab_size = embedding->shape[0];
   // A shard's wq rows tell how many ways the checkpoint was split.
-  const PthTensor* wq = set.pth_files[0]->Find("layers.0.attention.wq.weight");
+  const FileTensor* wq = first.Find("layers.0.attention.wq.weight");
   const int64_t q_rows = set.config.n_heads * set.config.head_dim();
   if (wq != nullptr && wq->shape.size() == 2 && wq->shape[0] > 0 && q_rows / wq->shape[0] > m) {
     return absl::NotFoundError(absl::StrFormat(
@@ -187,59 +172,89 @@ absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::
         "%s: %d source shards do not split this model (%s)", dir, m,
         s.ok() ? "n_kv_heads not divisible" : std::string(s.message())));
   }
+  return absl::OkStatus();
+}
 
+// Each tensor's parts, one per shard, after checking that the shards hold
+// nothing else (but rope.freqs).
+absl::Status GatherMetaParts(const std::string& params_path, SourceSet& set) {
+  const int m = set.files.size();
   const std::vector<TensorSpec> specs = LlamaTensors(set.config);
   absl::flat_hash_set<std::string> expected;
   for (const TensorSpec& spec : specs) expected.insert(spec.name);
-  for (int s = 0; s < m; ++s) {
-    for (const PthTensor& t : set.pth_files[s]->tensors()) {
+  for (const std::unique_ptr<TensorFile>& file : set.files) {
+    for (const FileTensor& t : file->tensors()) {
       if (!expected.contains(t.name) && t.name != kRopeFreqsName) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: unexpected tensor \"%s\" (not part of the model %s describes)", paths[s], t.name, params_path));
+            "%s: unexpected tensor \"%s\" (not part of the model %s describes)", file->path(), t.name, params_path));
       }
     }
   }
+  std::vector<std::string> paths;
+  for (const std::unique_ptr<TensorFile>& file : set.files) paths.push_back(file->path());
   for (const TensorSpec& spec : specs) {
     std::vector<SourcePart> parts;
     std::vector<int64_t> shape = spec.shape;
     const int dim = spec.split_dim();
     if (dim >= 0) shape[dim] /= m;
     for (int s = 0; s < m; ++s) {
-      const PthTensor* t = set.pth_files[s]->Find(spec.name);
+      const FileTensor* t = set.files[s]->Find(spec.name);
       if (t == nullptr) {
         return absl::InvalidArgumentError(absl::StrFormat("%s: missing tensor \"%s\"", paths[s], spec.name));
       }
-      RETURN_IF_ERROR(CheckPart(paths[s], spec.name, t->shape, t->dtype, shape, absl::StrFormat("%s split %d ways", params_path, m)));
+      RETURN_IF_ERROR(CheckPart(paths[s], spec.name, t->shape, t->dtype, shape,
+                                absl::StrFormat("%s split %d ways", params_path, m)));
       const int64_t extent = dim >= 0 ? shape[dim] : 0;
       parts.push_back({t->bytes, t->dtype, t->shape, s * extent, (s + 1) * extent, {}});
     }
     RETURN_IF_ERROR(CheckAgreement(spec, parts, paths));
     set.parts[spec.name] = std::move(parts);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SourceSet> OpenMetaCheckpoint(const std::string& dir, const std::map<int, std::string>& found) {
+  SourceSet set;
+  const std::string params_path = dir + "/params.json";
+  ASSIGN_OR_RETURN(set.config, ReadParamsJson(params_path));
+  ASSIGN_OR_RETURN(const std::vector<std::string> names, MetaShardNames(dir, found));
+  for (const std::string& name : names) {
+    ASSIGN_OR_RETURN(shard::SourceFile record, DescribeSourceFile(dir, name));
+    set.records.push_back(std::move(record));
+    ASSIGN_OR_RETURN(std::unique_ptr<PthFile> pth, PthFile::Open(dir + "/" + name));
+    set.files.push_back(std::move(pth));
+  }
+  ASSIGN_OR_RETURN(shard::SourceFile params_record, DescribeSourceFile(dir, "params.json"));
+  set.records.push_back(std::move(params_record));
+  AddChecklistMd5(dir, set.records);
+  RETURN_IF_ERROR(CheckMetaSplit(dir, set));
+  RETURN_IF_ERROR(GatherMetaParts(params_path, set));
   return set;
 }
 
 absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map<int, std::string>& found) {
   SourceSet set;
   std::vector<std::string> paths;
+  std::vector<const ShardReader*> shards;  // The files, as shards.
   int world_size = 0;
   for (const auto& [rank, name] : found) {
     paths.push_back(dir + "/" + name);
-    absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(paths.back());
-    if (!reader.ok()) return reader.status();
-    const shard::ShardIndex& index = (*reader)->index();
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> reader, ShardReader::Open(paths.back()));
+    const shard::ShardIndex& index = reader->index();
     if (world_size == 0) world_size = index.world_size();
     if (index.rank() != rank || index.world_size() != world_size) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: holds rank %d of %d; expected rank %d of %d", paths.back(), index.rank(), index.world_size(), rank,
           world_size));
     }
-    absl::StatusOr<shard::SourceFile> record = DescribeSourceFile(dir, name);
-    if (!record.ok()) return record.status();
-    set.records.push_back(*record);
-    set.shards.push_back(*std::move(reader));
+    ASSIGN_OR_RETURN(shard::SourceFile record, DescribeSourceFile(dir, name));
+    set.records.push_back(std::move(record));
+    shards.push_back(reader.get());
+    set.files.push_back(std::move(reader));
   }
-  if (static_cast<int>(set.shards.size()) != world_size) {
+  if (static_cast<int>(shards.size()) != world_size) {
     for (int r = 0; r < world_size; ++r) {
       if (found.count(r) == 0) {
         return absl::NotFoundError(absl::StrFormat("%s/%s is missing", dir, ShardFileName(r, world_size)));
@@ -247,39 +262,38 @@ absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map
     }
     return absl::InvalidArgumentError(absl::StrFormat("%s: shards of different world sizes", dir));
   }
-  set.config = ModelConfigFromProto(set.shards[0]->index().config());
-  for (size_t s = 1; s < set.shards.size(); ++s) {
-    if (set.shards[s]->index().config().SerializeAsString() != set.shards[0]->index().config().SerializeAsString()) {
+  set.config = ModelConfigFromProto(shards[0]->index().config());
+  for (size_t s = 1; s < shards.size(); ++s) {
+    if (shards[s]->index().config().SerializeAsString() != shards[0]->index().config().SerializeAsString()) {
       return absl::InvalidArgumentError(absl::StrFormat("%s and %s disagree on the model config", paths[0], paths[s]));
     }
   }
   const std::vector<TensorSpec> specs = LlamaTensors(set.config);
-  for (size_t s = 0; s < set.shards.size(); ++s) {
-    if (set.shards[s]->index().tensors_size() != static_cast<int>(specs.size())) {
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (shards[s]->index().tensors_size() != static_cast<int>(specs.size())) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: %d tensors; the model has %d", paths[s],
-                                                        set.shards[s]->index().tensors_size(), specs.size()));
+                                                        shards[s]->index().tensors_size(), specs.size()));
     }
   }
   for (const TensorSpec& spec : specs) {
     std::vector<SourcePart> parts;
     for (int r = 0; r < world_size; ++r) {
-      absl::StatusOr<ShardTensor> t = set.shards[r]->Tensor(spec.name);
-      if (!t.ok()) return t.status();
-      const std::vector<int64_t> shape(t->entry->shape().begin(), t->entry->shape().end());
-      RETURN_IF_ERROR(CheckPart(paths[r], spec.name, shape, t->dtype, RankShape(spec, set.config, r, world_size), absl::StrFormat("rank %d of %d", r, world_size)));
+      ASSIGN_OR_RETURN(const ShardTensor t, shards[r]->Tensor(spec.name));
+      const std::vector<int64_t> shape(t.entry->shape().begin(), t.entry->shape().end());
+      RETURN_IF_ERROR(CheckPart(paths[r], spec.name, shape, t.dtype, RankShape(spec, set.config, r, world_size),
+                                absl::StrFormat("rank %d of %d", r, world_size)));
       const DimRange range = RankSlice(spec, set.config, r, world_size);
-      if (t->entry->split().begin() != range.begin || t->entry->split().end() != range.end) {
+      if (t.entry->split().begin() != range.begin || t.entry->split().end() != range.end) {
         return absl::InvalidArgumentError(absl::StrFormat("%s: tensor \"%s\" holds [%d, %d); expected [%d, %d)",
-                                                          paths[r], spec.name, t->entry->split().begin(),
-                                                          t->entry->split().end(), range.begin, range.end));
+                                                          paths[r], spec.name, t.entry->split().begin(),
+                                                          t.entry->split().end(), range.begin, range.end));
       }
-      parts.push_back({t->bytes, t->dtype, shape, range.begin, range.end, {}});
+      parts.push_back({t.bytes, t.dtype, shape, range.begin, range.end, {}});
     }
     RETURN_IF_ERROR(CheckAgreement(spec, parts, paths));
     set.parts[spec.name] = std::move(parts);
   }
   return set;
 }
-
 
 }  // namespace llama

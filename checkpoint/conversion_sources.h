@@ -17,10 +17,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "checkpoint/model_config.h"
-#include "checkpoint/pth_reader.h"
-#include "checkpoint/safetensors_reader.h"
 #include "checkpoint/shard.pb.h"
-#include "checkpoint/shard_format.h"
+#include "checkpoint/tensor_file.h"
 #include "ops/dtype.h"
 
 namespace llama {
@@ -41,12 +39,11 @@ struct SourcePart {
 struct SourceSet {
   ModelConfig config;
   std::vector<shard::SourceFile> records;  // For the up-to-date check.
-  std::vector<std::unique_ptr<PthFile>> pth_files;
-  std::vector<std::unique_ptr<ShardReader>> shards;
-  std::vector<std::unique_ptr<SafetensorsFile>> safetensors_files;
+  // The weight files read (.pth, shards, safetensors), kept open: the
+  // parts view their bytes.
+  std::vector<std::unique_ptr<TensorFile>> files;
 
-  // The weight files read (.pth, shards, safetensors).
-  int file_count() const { return pth_files.size() + shards.size() + safetensors_files.size(); }
+  int file_count() const { return files.size(); }
   absl::flat_hash_map<std::string, std::vector<SourcePart>> parts;
 };
 

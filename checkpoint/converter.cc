@@ -30,8 +30,8 @@
 #include "checkpoint/io/progress.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/model_config.h"
-#include "checkpoint/pth_reader.h"
 #include "checkpoint/shard_format.h"
+#include "checkpoint/tensor_file.h"
 #include "ops/cast.h"
 #include "ops/status_macros.h"
 #include "tokenizer/tokenizer.h"
@@ -60,6 +60,9 @@ const SourcePart* PartAt(const std::vector<SourcePart>& parts, int64_t at) {
   }
   return nullptr;
 }
+
+// The output type of each tensor, by name.
+using OutputDType = std::function<DType(const std::string&)>;
 
 // Where copied bytes go: a shard or a GGUF file.
 using ByteSink = std::function<absl::Status(absl::Span<const uint8_t>)>;
@@ -174,7 +177,7 @@ class SliceCopier {
 // True when `out_dir` holds a complete conversion of these sources with
 // these options (see the header).
 bool UpToDate(const ConvertOptions& options, const std::vector<shard::SourceFile>& sources,
-              const std::function<DType(const std::string&)>& dtype_of) {
+              const OutputDType& dtype_of) {
   for (int rank = 0; rank < options.world_size; ++rank) {
     absl::StatusOr<std::unique_ptr<ShardReader>> reader =
         ShardReader::Open(options.out_dir + "/" + ShardFileName(rank, options.world_size));
@@ -242,7 +245,7 @@ absl::Status CheckFreeSpace(const std::string& path, const std::string& shown, u
 // norms) in f32, as llama.cpp's own converters write them, the others in
 // the requested or the source type.
 absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet& sources,
-                                        const std::function<DType(const std::string&)>& out_dtype) {
+                                        const OutputDType& out_dtype) {
   if (options.world_size != 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s=%d: --format=gguf writes the whole model into one file; expected 1", options.world_size_flag,
@@ -266,7 +269,7 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
   // Llama 3.1's scaled RoPE reaches llama.cpp as a tensor of frequency factors.
   const std::vector<float> rope_factors = GgufRopeFactors(config);
   if (!rope_factors.empty()) {
-    tensors.push_back({"rope_freqs.weight", DType::kF32, {static_cast<int64_t>(rope_factors.size())}});
+    tensors.push_back({kGgufRopeFactorsName, DType::kF32, {static_cast<int64_t>(rope_factors.size())}});
   }
   const std::string model_name = fs::weakly_canonical(fs::absolute(options.ckpt_dir)).filename().string();
   ASSIGN_OR_RETURN(GgufMetadata metadata, LlamaGgufMetadata(config, *tokenizer, model_name, weights));
@@ -296,9 +299,8 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
   return result;
 }
 
-}  // namespace
-
-absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
+// Refuses options that cannot work before anything is read.
+absl::Status CheckOptions(const ConvertOptions& options) {
   if (options.out_dir.empty()) return absl::InvalidArgumentError("--out_dir: expected a folder");
   if (options.dtype.has_value() && !IsFloat16Or32(*options.dtype) && *options.dtype != DType::kQ8_0) {
     return absl::InvalidArgumentError("--dtype: expected bf16, fp16, fp32 or int8");
@@ -316,6 +318,17 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "--out_dir \"%s\": a file is there; expected a folder for the shards (or no such path)", options.out_dir));
   }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyChecklistOf(const std::string& ckpt_dir) {
+  const std::string checklist = ckpt_dir + "/checklist.chk";
+  ASSIGN_OR_RETURN(const std::vector<FileCheck> checks, VerifyChecklist(checklist));
+  return ChecklistStatus(checklist, checks);
+}
+
+// The checkpoint in --ckpt_dir, whichever of the three kinds it is.
+absl::StatusOr<SourceSet> OpenSources(const ConvertOptions& options) {
   const std::map<int, std::string> meta = NumberedFiles(options.ckpt_dir, "consolidated.", ".pth");
   const std::map<int, std::string> ours = ShardFiles(options.ckpt_dir);
   const bool hugging_face = meta.empty() && ours.empty() && IsHuggingFaceFolder(options.ckpt_dir);
@@ -324,49 +337,20 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
         "--ckpt_dir \"%s\": no consolidated.NN.pth (Meta's checkpoint), config.json with model.safetensors or "
         "pytorch_model.bin (Hugging Face's) or rank-R-of-N.shard files", options.ckpt_dir));
   }
-  const auto verify_checklist = [&]() -> absl::Status {
-    const std::string checklist = options.ckpt_dir + "/checklist.chk";
-    absl::StatusOr<std::vector<FileCheck>> checks = VerifyChecklist(checklist);
-    if (!checks.ok()) return checks.status();
-    return ChecklistStatus(checklist, *checks);
-  };
   absl::StatusOr<SourceSet> sources = hugging_face   ? OpenHuggingFaceCheckpoint(options.ckpt_dir)
                                       : meta.empty() ? OpenShardFolder(options.ckpt_dir, ours)
                                                      : OpenMetaCheckpoint(options.ckpt_dir, meta);
-  if (!sources.ok()) {
-    // A damaged download is best explained by its checklist.
-    if (options.verify_checklist) {
-      RETURN_IF_ERROR(verify_checklist());
-    }
-    return sources.status();
+  // A damaged download is best explained by its checklist.
+  if (!sources.ok() && options.verify_checklist) {
+    RETURN_IF_ERROR(VerifyChecklistOf(options.ckpt_dir));
   }
-  ConvertResult result;
-  result.source_shards = sources->file_count();
-  // int8 (q8_0) is for the linear layers' weights: the embedding is a
-  // lookup (kept as stored) and norms are vectors.
-  const auto out_dtype = [&](const std::string& name) {
-    const DType stored = sources->parts[name][0].dtype;
-    if (options.dtype == DType::kQ8_0) {
-      return name != "tok_embeddings.weight" && sources->parts[name][0].shape.size() == 2 ? DType::kQ8_0 : stored;
-    }
-    return options.dtype.value_or(stored);
-  };
-  if (options.format == OutputFormat::kGguf) return WriteGguf(options, *sources, out_dtype);
-  if (UpToDate(options, sources->records, out_dtype)) {
-    result.up_to_date = true;
-    return result;
-  }
-  if (options.check_only) return result;
-  // Checked once, before converting: an up-to-date conversion was checked then.
-  if (options.verify_checklist) {
-    RETURN_IF_ERROR(verify_checklist());
-  }
-  const ModelConfig& config = sources->config;
-  if (absl::Status s = CheckWorldSize(config, options.world_size); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(options.world_size_flag, ": ", s.message()));
-  }
-  const std::vector<TensorSpec> specs = LlamaTensors(config);
+  return sources;
+}
 
+// Bytes of all the shards, after checking that int8 rows split into whole
+// blocks on every rank.
+absl::StatusOr<uint64_t> ShardFolderBytes(const ConvertOptions& options, const ModelConfig& config,
+                                          const std::vector<TensorSpec>& specs, const OutputDType& out_dtype) {
   uint64_t total = 0;
   for (int rank = 0; rank < options.world_size; ++rank) {
     for (const TensorSpec& spec : specs) {
@@ -380,62 +364,121 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
       total += TensorBytes(out_dtype(spec.name), *NumElements(shape, spec.name));
     }
   }
+  return total;
+}
 
-  const std::string staging = options.out_dir + ".partial";
+// An empty staging folder with room for `total` bytes of shards.
+absl::Status CreateStaging(const std::string& staging, const ConvertOptions& options, uint64_t total,
+                           size_t tensor_count) {
   RETURN_IF_ERROR(RemoveShardFolder(staging));
+  std::error_code error;
   fs::create_directories(staging, error);
   if (error) {
     return absl::PermissionDeniedError(absl::StrFormat("cannot create \"%s\": %s", staging, error.message()));
   }
   if (absl::Status s = CheckFreeSpace(staging, DirectoryOf(options.out_dir),
-                                      total + options.world_size * (specs.size() + 2) * kShardAlignment, "shards");
+                                      total + options.world_size * (tensor_count + 2) * kShardAlignment, "shards");
       !s.ok()) {
     RemoveShardFolder(staging).IgnoreError();
     return s;
   }
+  return absl::OkStatus();
+}
+
+shard::TensorSplit SplitRecord(const TensorSpec& spec, DimRange range) {
+  shard::TensorSplit split;
+  split.set_dim(spec.split_dim());
+  split.set_begin(range.begin);
+  split.set_end(range.end);
+  split.set_full_extent(spec.split_dim() >= 0 ? spec.shape[spec.split_dim()] : range.end);
+  return split;
+}
+
+shard::ShardIndex ShardIndexOf(const SourceSet& sources, int rank, int world_size) {
+  shard::ShardIndex index;
+  *index.mutable_config() = ModelConfigToProto(sources.config);
+  index.set_rank(rank);
+  index.set_world_size(world_size);
+  index.set_rope_layout(shard::ROPE_LAYOUT_INTERLEAVED);
+  index.set_converter_version(kConverterVersion);
+  for (const shard::SourceFile& record : sources.records) *index.add_sources() = record;
+  return index;
+}
+
+// Rank `rank`'s shard, written into the folder `staging`.
+absl::Status WriteShard(const ConvertOptions& options, SourceSet& sources, const std::vector<TensorSpec>& specs,
+                        const OutputDType& out_dtype, int rank, const std::string& staging, ProgressBar& progress) {
+  const ModelConfig& config = sources.config;
+  const std::string name = ShardFileName(rank, options.world_size);
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardWriter> writer, ShardWriter::Create(staging + "/" + name));
+  SliceCopier copier([&writer](absl::Span<const uint8_t> bytes) { return writer->Append(bytes); }, &progress);
+  for (const TensorSpec& spec : specs) {
+    const DimRange range = RankSlice(spec, config, rank, options.world_size);
+    absl::Status s = writer->BeginTensor(spec.name, out_dtype(spec.name),
+                                         RankShape(spec, config, rank, options.world_size), SplitRecord(spec, range));
+    if (s.ok()) s = copier.Copy(spec, sources.parts[spec.name], range, out_dtype(spec.name));
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrFormat("%s, tensor \"%s\": %s", name, spec.name, s.message()));
+    }
+  }
+  return writer->Finish(ShardIndexOf(sources, rank, options.world_size));
+}
+
+// Every rank's shard, written into "<out_dir>.partial", which then replaces
+// out_dir; the bytes written.
+absl::StatusOr<uint64_t> WriteShardFolder(const ConvertOptions& options, SourceSet& sources,
+                                          const OutputDType& out_dtype) {
+  const ModelConfig& config = sources.config;
+  if (absl::Status s = CheckWorldSize(config, options.world_size); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(options.world_size_flag, ": ", s.message()));
+  }
+  const std::vector<TensorSpec> specs = LlamaTensors(config);
+  ASSIGN_OR_RETURN(const uint64_t total, ShardFolderBytes(options, config, specs, out_dtype));
+  const std::string staging = options.out_dir + ".partial";
+  RETURN_IF_ERROR(CreateStaging(staging, options, total, specs.size()));
   ProgressBar progress(absl::StrFormat("convert %s -> %d shard(s)", options.ckpt_dir, options.world_size), total,
                        options.show_progress ? stderr : nullptr);
-  absl::Status status = [&]() -> absl::Status {
-    for (int rank = 0; rank < options.world_size; ++rank) {
-      absl::StatusOr<std::unique_ptr<ShardWriter>> writer =
-          ShardWriter::Create(staging + "/" + ShardFileName(rank, options.world_size));
-      if (!writer.ok()) return writer.status();
-      SliceCopier copier([&writer](absl::Span<const uint8_t> bytes) { return (*writer)->Append(bytes); },
-                         &progress);
-      for (const TensorSpec& spec : specs) {
-        const DimRange range = RankSlice(spec, config, rank, options.world_size);
-        shard::TensorSplit split;
-        split.set_dim(spec.split_dim());
-        split.set_begin(range.begin);
-        split.set_end(range.end);
-        split.set_full_extent(spec.split_dim() >= 0 ? spec.shape[spec.split_dim()] : range.end);
-        absl::Status s = (*writer)->BeginTensor(spec.name, out_dtype(spec.name),
-                                                RankShape(spec, config, rank, options.world_size), split);
-        if (s.ok()) s = copier.Copy(spec, sources->parts[spec.name], range, out_dtype(spec.name));
-        if (!s.ok()) {
-          return absl::Status(s.code(), absl::StrFormat("%s, tensor \"%s\": %s",
-                                                        ShardFileName(rank, options.world_size), spec.name,
-                                                        s.message()));
-        }
-      }
-      shard::ShardIndex index;
-      *index.mutable_config() = ModelConfigToProto(config);
-      index.set_rank(rank);
-      index.set_world_size(options.world_size);
-      index.set_rope_layout(shard::ROPE_LAYOUT_INTERLEAVED);
-      index.set_converter_version(kConverterVersion);
-      for (const shard::SourceFile& record : sources->records) *index.add_sources() = record;
-      RETURN_IF_ERROR((*writer)->Finish(std::move(index)));
-    }
-    RETURN_IF_ERROR(RemoveShardFolder(options.out_dir));
-    return RenameDurably(staging, options.out_dir);
-  }();
+  absl::Status status;
+  for (int rank = 0; rank < options.world_size && status.ok(); ++rank) {
+    status = WriteShard(options, sources, specs, out_dtype, rank, staging, progress);
+  }
+  if (status.ok()) status = RemoveShardFolder(options.out_dir);
+  if (status.ok()) status = RenameDurably(staging, options.out_dir);
   if (!status.ok()) {
     RemoveShardFolder(staging).IgnoreError();
     return status;
   }
   progress.Finish();
-  result.bytes_written = total;
+  return total;
+}
+
+}  // namespace
+
+absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  ASSIGN_OR_RETURN(SourceSet sources, OpenSources(options));
+  ConvertResult result;
+  result.source_shards = sources.file_count();
+  // int8 (q8_0) is for the linear layers' weights: the embedding is a
+  // lookup (kept as stored) and norms are vectors.
+  const OutputDType out_dtype = [&](const std::string& name) {
+    const DType stored = sources.parts[name][0].dtype;
+    if (options.dtype == DType::kQ8_0) {
+      return name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2 ? DType::kQ8_0 : stored;
+    }
+    return options.dtype.value_or(stored);
+  };
+  if (options.format == OutputFormat::kGguf) return WriteGguf(options, sources, out_dtype);
+  if (UpToDate(options, sources.records, out_dtype)) {
+    result.up_to_date = true;
+    return result;
+  }
+  if (options.check_only) return result;
+  // Checked once, before converting: an up-to-date conversion was checked then.
+  if (options.verify_checklist) {
+    RETURN_IF_ERROR(VerifyChecklistOf(options.ckpt_dir));
+  }
+  ASSIGN_OR_RETURN(result.bytes_written, WriteShardFolder(options, sources, out_dtype));
   return result;
 }
 

@@ -87,7 +87,7 @@ TEST(ConverterTest, Int8QuantizesTheLinearLayers) {
       EXPECT_EQ(e.dtype(), static_cast<int>(linear ? DType::kQ8_0 : DType::kBF16)) << e.name();
       if (!linear || e.split().dim() != 0) continue;
       // Rows [begin, end) of the full tensor, quantized here from PyTorch's bf16.
-      const PthTensor* full = (*source)->Find(e.name());
+      const FileTensor* full = (*source)->Find(e.name());
       ASSERT_NE(full, nullptr);
       const int64_t in = full->shape[1], rows = e.split().end() - e.split().begin();
       std::vector<float> values(rows * in);
@@ -140,7 +140,7 @@ TEST(ConverterTest, KvHeadsAreReplicated) {
   absl::StatusOr<std::unique_ptr<PthFile>> pth =
       PthFile::Open(CheckpointFixturePath("gqa_bf16_mp1/consolidated.00.pth"));
   ASSERT_TRUE(pth.ok());
-  const PthTensor* wk = (*pth)->Find("layers.1.attention.wk.weight");
+  const FileTensor* wk = (*pth)->Find("layers.1.attention.wk.weight");
   const size_t head_bytes = 8 * 64 * 2;  // head_dim 8 rows of dim 64, bf16.
   for (int rank = 0; rank < 8; ++rank) {
     absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(out + "/" + ShardFileName(rank, 8));

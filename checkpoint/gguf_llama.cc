@@ -1,41 +1,20 @@
 #include "checkpoint/gguf_llama.h"
 
-#include "absl/strings/strip.h"
-#include "absl/strings/numbers.h"
+#include <optional>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/llama_layout.h"
 #include "ops/cpu/rope.h"
 #include "ops/status_macros.h"
 
 namespace llama {
 
 absl::StatusOr<std::string> GgufTensorName(absl::string_view name) {
-  static const std::pair<const char*, const char*> kTop[] = {
-      {"tok_embeddings.weight", "token_embd.weight"},
-      {"norm.weight", "output_norm.weight"},
-      {"output.weight", "output.weight"},
-  };
-  static const std::pair<const char*, const char*> kLayer[] = {
-      {"attention.wq.weight", "attn_q.weight"},      {"attention.wk.weight", "attn_k.weight"},
-      {"attention.wv.weight", "attn_v.weight"},      {"attention.wo.weight", "attn_output.weight"},
-      {"feed_forward.w1.weight", "ffn_gate.weight"}, {"feed_forward.w2.weight", "ffn_down.weight"},
-      {"feed_forward.w3.weight", "ffn_up.weight"},   {"attention_norm.weight", "attn_norm.weight"},
-      {"ffn_norm.weight", "ffn_norm.weight"},
-  };
-  for (const auto& [ours, theirs] : kTop) {
-    if (name == ours) return std::string(theirs);
-  }
-  absl::string_view rest = name;
-  if (absl::ConsumePrefix(&rest, "layers.")) {
-    const size_t dot = rest.find('.');
-    int layer;
-    if (dot != absl::string_view::npos && absl::SimpleAtoi(rest.substr(0, dot), &layer)) {
-      for (const auto& [ours, theirs] : kLayer) {
-        if (rest.substr(dot + 1) == ours) return absl::StrFormat("blk.%d.%s", layer, theirs);
-      }
-    }
-  }
-  return absl::InvalidArgumentError(absl::StrFormat("no GGUF name for tensor \"%s\"", name));
+  std::optional<std::string> gguf = RenameTensor(name, TensorNaming::kMeta, TensorNaming::kGguf);
+  if (!gguf.has_value()) return absl::InvalidArgumentError(absl::StrFormat("no GGUF name for tensor \"%s\"", name));
+  return *std::move(gguf);
 }
 
 namespace {
@@ -72,10 +51,9 @@ absl::Status AddBpeVocabulary(const Tokenizer& tokenizer, GgufMetadata& m) {
     tokens.push_back(special ? std::string(tokenizer.TokenBytes(id)) : ByteLevelText(tokenizer.TokenBytes(id)));
     types.push_back(special ? 3 : 1);  // llama_token_type: control, normal.
     if (special || tokenizer.TokenBytes(id).size() < 2) continue;
-    absl::StatusOr<std::pair<int, int>> merge = tokenizer.BpeMerge(id);
-    if (!merge.ok()) return merge.status();
-    merges.push_back(absl::StrCat(ByteLevelText(tokenizer.TokenBytes(merge->first)), " ",
-                                  ByteLevelText(tokenizer.TokenBytes(merge->second))));
+    ASSIGN_OR_RETURN(const auto merge, tokenizer.BpeMerge(id));  // A pair of ids.
+    merges.push_back(absl::StrCat(ByteLevelText(tokenizer.TokenBytes(merge.first)), " ",
+                                  ByteLevelText(tokenizer.TokenBytes(merge.second))));
   }
   m.AddString("tokenizer.ggml.model", "gpt2");
   m.AddString("tokenizer.ggml.pre", "llama-bpe");
@@ -84,6 +62,23 @@ absl::Status AddBpeVocabulary(const Tokenizer& tokenizer, GgufMetadata& m) {
   m.AddStringArray("tokenizer.ggml.merges", merges);
   m.AddU32("tokenizer.ggml.eot_token_id", tokenizer.SpecialId("<|eot_id|>"));
   return absl::OkStatus();
+}
+
+// llama.cpp's llama_token_type of a SentencePiece piece.
+int32_t GgufTokenType(Tokenizer::PieceKind kind) {
+  switch (kind) {
+    case Tokenizer::PieceKind::kNormal:
+      return 1;
+    case Tokenizer::PieceKind::kUnknown:
+      return 2;
+    case Tokenizer::PieceKind::kControl:
+      return 3;
+    case Tokenizer::PieceKind::kUnused:
+      return 5;
+    case Tokenizer::PieceKind::kByte:
+      return 6;
+  }
+  return 1;
 }
 
 // A SentencePiece vocabulary as llama.cpp's "llama" tokenizer.
@@ -95,24 +90,7 @@ void AddSentencePieceVocabulary(const Tokenizer& tokenizer, GgufMetadata& m) {
     Tokenizer::Piece piece = tokenizer.GetPiece(id);
     pieces.push_back(std::move(piece.text));
     scores.push_back(piece.score);
-    // llama.cpp's llama_token_type.
-    switch (piece.kind) {
-      case Tokenizer::PieceKind::kNormal:
-        types.push_back(1);
-        break;
-      case Tokenizer::PieceKind::kUnknown:
-        types.push_back(2);
-        break;
-      case Tokenizer::PieceKind::kControl:
-        types.push_back(3);
-        break;
-      case Tokenizer::PieceKind::kUnused:
-        types.push_back(5);
-        break;
-      case Tokenizer::PieceKind::kByte:
-        types.push_back(6);
-        break;
-    }
+    types.push_back(GgufTokenType(piece.kind));
   }
   m.AddString("tokenizer.ggml.model", "llama");
   m.AddStringArray("tokenizer.ggml.tokens", pieces);

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "checkpoint/pth_reader.h"
+#include "checkpoint/tensor_file.h"
 #include "ops/status_macros.h"
 
 namespace llama {

@@ -9,6 +9,8 @@
 // one rotary layout.
 
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -16,13 +18,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "checkpoint/conversion_sources.h"
 #include "checkpoint/io/durable_file.h"
 #include "checkpoint/llama_layout.h"
+#include "checkpoint/pth_reader.h"
+#include "checkpoint/safetensors_reader.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -41,37 +42,9 @@ constexpr char kBinIndex[] = "pytorch_model.bin.index.json";
 // not use (the rotary inverse frequencies older exports carry, as Meta's
 // rope.freqs); nullopt for names that are not part of a Llama model.
 std::optional<std::string> MetaName(absl::string_view name) {
-  static const std::pair<const char*, const char*> kTop[] = {
-      {"model.embed_tokens.weight", "tok_embeddings.weight"},
-      {"model.norm.weight", "norm.weight"},
-      {"lm_head.weight", "output.weight"},
-  };
-  static const std::pair<const char*, const char*> kLayer[] = {
-      {"self_attn.q_proj.weight", "attention.wq.weight"},
-      {"self_attn.k_proj.weight", "attention.wk.weight"},
-      {"self_attn.v_proj.weight", "attention.wv.weight"},
-      {"self_attn.o_proj.weight", "attention.wo.weight"},
-      {"mlp.gate_proj.weight", "feed_forward.w1.weight"},
-      {"mlp.down_proj.weight", "feed_forward.w2.weight"},
-      {"mlp.up_proj.weight", "feed_forward.w3.weight"},
-      {"input_layernorm.weight", "attention_norm.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"self_attn.rotary_emb.inv_freq", ""},
-  };
-  for (const auto& [hf, ours] : kTop) {
-    if (name == hf) return std::string(ours);
-  }
-  constexpr absl::string_view kLayers = "model.layers.";
-  if (!absl::ConsumePrefix(&name, kLayers)) return std::nullopt;
-  const size_t dot = name.find('.');
-  int layer;
-  if (dot == absl::string_view::npos || !absl::SimpleAtoi(name.substr(0, dot), &layer) || layer < 0) {
-    return std::nullopt;
-  }
-  for (const auto& [hf, ours] : kLayer) {
-    if (name.substr(dot + 1) == hf) return *ours ? absl::StrFormat("layers.%d.%s", layer, ours) : "";
-  }
-  return std::nullopt;
+  const std::optional<LayerTensorName> in_layer = ParseLayerName(name, TensorNaming::kHuggingFace);
+  if (in_layer.has_value() && in_layer->name == kHuggingFaceInverseFrequenciesName) return "";
+  return RenameTensor(name, TensorNaming::kHuggingFace, TensorNaming::kMeta);
 }
 
 // Meta row of each stored row order: row h*hd + 2i + p (head h, pair i,
@@ -111,12 +84,108 @@ absl::StatusOr<std::vector<std::string>> IndexedFiles(const std::string& dir, co
 
 // A tensor found in one of the folder's weight files.
 struct FoundTensor {
-  std::string hf_name;
+  const FileTensor* tensor;  // Under its Hugging Face name.
   std::string file;
-  DType dtype;
-  std::vector<int64_t> shape;
-  absl::Span<const uint8_t> bytes;
 };
+
+// The folder's weight files: one file, or those its index names.
+struct WeightFiles {
+  std::vector<std::string> names;
+  bool safetensors;  // Else pytorch_model*.bin (.pth format).
+};
+
+// Finds the folder's layout (IsHuggingFaceFolder found one of the four) and
+// records the index it reads.
+absl::StatusOr<WeightFiles> FindWeightFiles(const std::string& dir, std::vector<shard::SourceFile>& records) {
+  std::error_code error;
+  const auto exists = [&](const char* name) { return fs::exists(fs::path(dir) / name, error); };
+  WeightFiles files;
+  const char* index = nullptr;  // The sharded layouts' index file.
+  files.safetensors = true;
+  if (exists(kSafetensorsIndex)) {
+    index = kSafetensorsIndex;
+  } else if (exists(kSafetensors)) {
+    files.names = {kSafetensors};
+  } else if (exists(kBinIndex)) {
+    index = kBinIndex;
+    files.safetensors = false;
+  } else {
+    files.names = {kBin};
+    files.safetensors = false;
+  }
+  if (index != nullptr) {
+    ASSIGN_OR_RETURN(files.names, IndexedFiles(dir, index));
+    ASSIGN_OR_RETURN(shard::SourceFile record, DescribeSourceFile(dir, index));
+    records.push_back(std::move(record));
+  }
+  return files;
+}
+
+absl::StatusOr<std::unique_ptr<TensorFile>> OpenWeightFile(const std::string& path, bool safetensors) {
+  if (safetensors) return SafetensorsFile::Open(path);
+  return PthFile::Open(path);
+}
+
+// Opens and records every weight file; its tensors under our names.
+absl::StatusOr<absl::flat_hash_map<std::string, FoundTensor>> OpenWeightFiles(const std::string& dir,
+                                                                               const WeightFiles& files,
+                                                                               SourceSet& set) {
+  absl::flat_hash_map<std::string, FoundTensor> found;
+  for (const std::string& file : files.names) {
+    ASSIGN_OR_RETURN(shard::SourceFile record, DescribeSourceFile(dir, file));
+    set.records.push_back(std::move(record));
+    ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> opened, OpenWeightFile(dir + "/" + file, files.safetensors));
+    for (const FileTensor& t : opened->tensors()) {
+      const std::optional<std::string> name = MetaName(t.name);
+      if (!name.has_value()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s/%s: unexpected tensor \"%s\" (not part of a Llama model)", dir, file, t.name));
+      }
+      if (name->empty()) continue;
+      auto [it, inserted] = found.try_emplace(*name, FoundTensor{&t, file});
+      if (!inserted) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: tensor \"%s\" is in both %s and %s", dir, t.name, it->second.file, file));
+      }
+    }
+    set.files.push_back(std::move(opened));
+  }
+  return found;
+}
+
+// Each tensor's one part, its rows put back in Meta's rotary order; every
+// tensor found must be used.
+absl::Status GatherHfParts(const std::string& dir, const HfModelConfig& hf,
+                           const absl::flat_hash_map<std::string, FoundTensor>& found, SourceSet& set) {
+  const std::string config_path = dir + "/" + kConfig;
+  const int64_t head_dim = set.config.head_dim();
+  absl::flat_hash_set<std::string> used;
+  for (const TensorSpec& spec : LlamaTensors(set.config)) {
+    auto it = found.find(spec.name);
+    if (it == found.end() && spec.name == "output.weight" && hf.tie_word_embeddings) {
+      it = found.find("tok_embeddings.weight");  // Tied: the embedding is the output projection.
+    }
+    if (it == found.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: missing the tensor for our \"%s\" (%s)", dir, spec.name,
+          spec.name == "output.weight" ? "lm_head.weight; config.json says tie_word_embeddings is false"
+                                       : "see the weight files' tensor names"));
+    }
+    const FileTensor& t = *it->second.tensor;
+    RETURN_IF_ERROR(CheckPart(dir + "/" + it->second.file, t.name, t.shape, t.dtype, spec.shape, config_path));
+    SourcePart part{t.bytes, t.dtype, t.shape, 0, spec.split_dim() >= 0 ? spec.shape[spec.split_dim()] : 0, {}};
+    if (spec.kind->rotary_rows) part.row_order = InterleavedFromRotateHalf(spec.shape[0] / head_dim, head_dim);
+    set.parts[spec.name].push_back(std::move(part));
+    used.insert(it->first);
+  }
+  for (const auto& [name, t] : found) {
+    if (used.contains(name)) continue;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s/%s: unexpected tensor \"%s\" (config.json describes %d layers)", dir, t.file, t.tensor->name,
+        set.config.n_layers));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -131,96 +200,13 @@ bool IsHuggingFaceFolder(const std::string& dir) {
 
 absl::StatusOr<SourceSet> OpenHuggingFaceCheckpoint(const std::string& dir) {
   SourceSet set;
-  const std::string config_path = dir + "/" + kConfig;
-  ASSIGN_OR_RETURN(const HfModelConfig hf, ReadHfConfigJson(config_path));
+  ASSIGN_OR_RETURN(const HfModelConfig hf, ReadHfConfigJson(dir + "/" + kConfig));
   set.config = hf.model;
   ASSIGN_OR_RETURN(shard::SourceFile config_record, DescribeSourceFile(dir, kConfig));
-  set.records.push_back(config_record);
-
-  std::error_code error;
-  const auto exists = [&](const char* name) { return fs::exists(fs::path(dir) / name, error); };
-  std::vector<std::string> files;
-  const char* index = nullptr;  // The sharded layouts' index file.
-  bool safetensors = true;
-  if (exists(kSafetensorsIndex)) {
-    index = kSafetensorsIndex;
-  } else if (exists(kSafetensors)) {
-    files = {kSafetensors};
-  } else if (exists(kBinIndex)) {
-    index = kBinIndex;
-    safetensors = false;
-  } else {  // IsHuggingFaceFolder found one of the four.
-    files = {kBin};
-    safetensors = false;
-  }
-  if (index != nullptr) {
-    ASSIGN_OR_RETURN(files, IndexedFiles(dir, index));
-    ASSIGN_OR_RETURN(shard::SourceFile record, DescribeSourceFile(dir, index));
-    set.records.push_back(record);
-  }
-
-  // Every tensor of every file, under our names.
-  absl::flat_hash_map<std::string, FoundTensor> found;
-  const auto add = [&](const std::string& file, const std::string& hf_name, DType dtype,
-                       const std::vector<int64_t>& shape, absl::Span<const uint8_t> bytes) -> absl::Status {
-    const std::optional<std::string> name = MetaName(hf_name);
-    if (!name.has_value()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s/%s: unexpected tensor \"%s\" (not part of a Llama model)", dir, file, hf_name));
-    }
-    if (name->empty()) return absl::OkStatus();
-    auto [it, inserted] = found.try_emplace(*name, FoundTensor{hf_name, file, dtype, shape, bytes});
-    if (!inserted) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: tensor \"%s\" is in both %s and %s", dir, hf_name, it->second.file, file));
-    }
-    return absl::OkStatus();
-  };
-  for (const std::string& file : files) {
-    ASSIGN_OR_RETURN(shard::SourceFile record, DescribeSourceFile(dir, file));
-    set.records.push_back(record);
-    const std::string path = dir + "/" + file;
-    if (safetensors) {
-      ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> opened, SafetensorsFile::Open(path));
-      for (const SafetensorsTensor& t : opened->tensors()) RETURN_IF_ERROR(add(file, t.name, t.dtype, t.shape, t.bytes));
-      set.safetensors_files.push_back(std::move(opened));
-    } else {
-      ASSIGN_OR_RETURN(std::unique_ptr<PthFile> opened, PthFile::Open(path));
-      for (const PthTensor& t : opened->tensors()) RETURN_IF_ERROR(add(file, t.name, t.dtype, t.shape, t.bytes));
-      set.pth_files.push_back(std::move(opened));
-    }
-  }
-
-  const int64_t head_dim = set.config.head_dim();
-  absl::flat_hash_set<std::string> used;
-  for (const TensorSpec& spec : LlamaTensors(set.config)) {
-    auto it = found.find(spec.name);
-    if (it == found.end() && spec.name == "output.weight" && hf.tie_word_embeddings) {
-      it = found.find("tok_embeddings.weight");  // Tied: the embedding is the output projection.
-    }
-    if (it == found.end()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: missing the tensor for our \"%s\" (%s)", dir, spec.name,
-          spec.name == "output.weight" ? "lm_head.weight; config.json says tie_word_embeddings is false"
-                                       : "see the weight files' tensor names"));
-    }
-    const FoundTensor& t = it->second;
-    RETURN_IF_ERROR(CheckPart(dir + "/" + t.file, t.hf_name, t.shape, t.dtype, spec.shape, config_path));
-    SourcePart part{t.bytes, t.dtype, t.shape, 0, spec.split_dim() >= 0 ? spec.shape[spec.split_dim()] : 0, {}};
-    if (absl::EndsWith(spec.name, "attention.wq.weight")) {
-      part.row_order = InterleavedFromRotateHalf(set.config.n_heads, head_dim);
-    } else if (absl::EndsWith(spec.name, "attention.wk.weight")) {
-      part.row_order = InterleavedFromRotateHalf(set.config.n_kv_heads, head_dim);
-    }
-    set.parts[spec.name].push_back(std::move(part));
-    used.insert(it->first);
-  }
-  for (const auto& [name, t] : found) {
-    if (used.contains(name)) continue;
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s/%s: unexpected tensor \"%s\" (config.json describes %d layers)", dir, t.file, t.hf_name,
-        set.config.n_layers));
-  }
+  set.records.push_back(std::move(config_record));
+  ASSIGN_OR_RETURN(const WeightFiles files, FindWeightFiles(dir, set.records));
+  ASSIGN_OR_RETURN(const auto found, OpenWeightFiles(dir, files, set));
+  RETURN_IF_ERROR(GatherHfParts(dir, hf, found, set));
   return set;
 }
 

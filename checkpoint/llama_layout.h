@@ -1,5 +1,6 @@
-// Llama 2's tensors: their names, full (unsplit) shapes, and how fairscale
-// splits them across model-parallel ranks:
+// Llama's tensors: their names in Meta's, Hugging Face's and GGUF's
+// naming, their full (unsplit) shapes, and how fairscale splits them across
+// model-parallel ranks (LlamaTensorKinds below holds each fact once):
 //
 //   tok_embeddings.weight        [vocab, dim]          split on dim 1 (ParallelEmbedding)
 //   layers.N.attention.wq.weight [n_heads*hd, dim]     dim 0 (ColumnParallelLinear)
@@ -12,21 +13,29 @@
 //   layers.N.attention_norm, ffn_norm, norm [dim]      replicated
 //   output.weight                [vocab, dim]          dim 0
 //
-// Meta's shards also hold rope.freqs ([hd/2], the rotary frequencies),
-// which the reference ignores and we recompute from rope_theta.
+// Meta's names are ours (our shards keep them).
 
 #ifndef LLAMA_CHECKPOINT_LLAMA_LAYOUT_H_
 #define LLAMA_CHECKPOINT_LLAMA_LAYOUT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "checkpoint/model_config.h"
 
 namespace llama {
 
+// The rotary frequencies, which every format may carry and we recompute
+// from rope_theta: Meta's shards hold rope.freqs ([hd/2], ignored by the
+// reference too), older Hugging Face exports each layer's inv_freq; a GGUF
+// file of a model with Llama 3.1's scaled RoPE needs llama.cpp's
+// rope_freqs.weight (the scaling factors, gguf_llama.h).
 inline constexpr char kRopeFreqsName[] = "rope.freqs";
+inline constexpr char kHuggingFaceInverseFrequenciesName[] = "self_attn.rotary_emb.inv_freq";  // In a layer.
+inline constexpr char kGgufRopeFactorsName[] = "rope_freqs.weight";
 
 enum class SplitKind {
   kReplicated,
@@ -36,10 +45,61 @@ enum class SplitKind {
   kEmbedding,  // Columns (dim 1) split evenly (ParallelEmbedding).
 };
 
+// The formats whose tensor names we read or write.
+enum class TensorNaming { kMeta, kHuggingFace, kGguf };
+
+// What a tensor's dimensions are, in terms of the model config.
+enum class Extent {
+  kVocab,
+  kDim,
+  kQueryRows,  // n_heads * head_dim.
+  kKvRows,     // n_kv_heads * head_dim.
+  kHidden,     // The FFN width.
+};
+
+// Where a tensor sits in the state dict: around the layers or in each.
+enum class TensorScope { kBeforeLayers, kPerLayer, kAfterLayers };
+
+// One tensor of the model, or one of every layer.
+struct LlamaTensorKind {
+  TensorScope scope;
+  // Meta's, Hugging Face's and GGUF's name (by TensorNaming); a layer's
+  // tensors without their layer prefix ("attention.wq.weight").
+  const char* names[3];
+  std::vector<Extent> shape;
+  SplitKind split;
+  // Rows are query or key heads, which RoPE rotates: Hugging Face stores
+  // each head's rows in "rotate half" order (hf_sources.cc).
+  bool rotary_rows = false;
+
+  const char* name(TensorNaming naming) const { return names[static_cast<int>(naming)]; }
+};
+
+// The table: every kind of tensor, in the reference's state-dict order
+// (the per-layer ones in a layer's order).
+const std::vector<LlamaTensorKind>& LlamaTensorKinds();
+
+// A layer's tensor name split at its layer prefix ("layers.3." in Meta's
+// naming, "model.layers.3." in Hugging Face's, "blk.3." in GGUF's).
+struct LayerTensorName {
+  int layer;
+  absl::string_view name;  // Within the layer: "attention.wq.weight".
+};
+// Nullopt for a name outside the layers (or with no layer number >= 0).
+std::optional<LayerTensorName> ParseLayerName(absl::string_view name, TensorNaming naming);
+
+// `kind`'s full name in `naming` (`layer` for a per-layer kind).
+std::string LlamaTensorName(const LlamaTensorKind& kind, int layer, TensorNaming naming);
+
+// `name` of naming `from` renamed to naming `to`; nullopt when it names no
+// tensor of a Llama model (nor the layer number a tensor of one).
+std::optional<std::string> RenameTensor(absl::string_view name, TensorNaming from, TensorNaming to);
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;  // Full, as on one rank.
   SplitKind split;
+  const LlamaTensorKind* kind = nullptr;  // Its row of the table.
 
   // The dimension the split applies to, or -1 when replicated.
   int split_dim() const;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+
 namespace llama {
 namespace {
 
@@ -58,6 +60,50 @@ TEST(LlamaLayoutTest, RankSlicesTileOrReplicate) {
   }
   const TensorSpec wo = LlamaTensors(c)[4];
   EXPECT_EQ(RankShape(wo, c, 1, 4), (std::vector<int64_t>{64, 16}));
+}
+
+TEST(LlamaLayoutTest, ParsesEachNamingsLayerPrefix) {
+  const std::optional<LayerTensorName> meta = ParseLayerName("layers.12.attention.wq.weight", TensorNaming::kMeta);
+  ASSERT_TRUE(meta.has_value());
+  EXPECT_EQ(meta->layer, 12);
+  EXPECT_EQ(meta->name, "attention.wq.weight");
+  const std::optional<LayerTensorName> hf = ParseLayerName("model.layers.3.mlp.up_proj.weight", TensorNaming::kHuggingFace);
+  ASSERT_TRUE(hf.has_value());
+  EXPECT_EQ(hf->layer, 3);
+  EXPECT_EQ(hf->name, "mlp.up_proj.weight");
+  EXPECT_EQ(ParseLayerName("blk.0.attn_q.weight", TensorNaming::kGguf)->layer, 0);
+  for (const char* name : {"norm.weight", "layers.x.attention.wq.weight", "layers.-1.attention.wq.weight", "layers.3"}) {
+    EXPECT_FALSE(ParseLayerName(name, TensorNaming::kMeta).has_value()) << name;
+  }
+  EXPECT_FALSE(ParseLayerName("layers.3.attention.wq.weight", TensorNaming::kHuggingFace).has_value());
+}
+
+TEST(LlamaLayoutTest, RenamesBetweenNamings) {
+  EXPECT_EQ(*RenameTensor("model.layers.1.mlp.down_proj.weight", TensorNaming::kHuggingFace, TensorNaming::kMeta),
+            "layers.1.feed_forward.w2.weight");
+  EXPECT_EQ(*RenameTensor("lm_head.weight", TensorNaming::kHuggingFace, TensorNaming::kMeta), "output.weight");
+  EXPECT_EQ(*RenameTensor("layers.7.ffn_norm.weight", TensorNaming::kMeta, TensorNaming::kGguf),
+            "blk.7.ffn_norm.weight");
+  EXPECT_EQ(*RenameTensor("tok_embeddings.weight", TensorNaming::kMeta, TensorNaming::kGguf), "token_embd.weight");
+  EXPECT_FALSE(RenameTensor("layers.7.attention.wz.weight", TensorNaming::kMeta, TensorNaming::kGguf).has_value());
+  EXPECT_FALSE(RenameTensor(kRopeFreqsName, TensorNaming::kMeta, TensorNaming::kGguf).has_value());
+  // Every tensor of a model survives a round trip through each naming.
+  for (const TensorSpec& spec : LlamaTensors(Gqa())) {
+    for (TensorNaming naming : {TensorNaming::kHuggingFace, TensorNaming::kGguf}) {
+      const std::optional<std::string> theirs = RenameTensor(spec.name, TensorNaming::kMeta, naming);
+      ASSERT_TRUE(theirs.has_value()) << spec.name;
+      EXPECT_EQ(RenameTensor(*theirs, naming, TensorNaming::kMeta), spec.name);
+    }
+  }
+}
+
+TEST(LlamaLayoutTest, SpecsPointAtTheirKind) {
+  for (const TensorSpec& spec : LlamaTensors(Gqa())) {
+    ASSERT_NE(spec.kind, nullptr) << spec.name;
+    EXPECT_EQ(spec.split, spec.kind->split);
+    EXPECT_EQ(spec.shape.size(), spec.kind->shape.size());
+    EXPECT_EQ(spec.kind->rotary_rows, absl::EndsWith(spec.name, "wq.weight") || absl::EndsWith(spec.name, "wk.weight"));
+  }
 }
 
 }  // namespace

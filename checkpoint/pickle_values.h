@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "checkpoint/torch_storage.h"
 #include "checkpoint/torch_unpickler.h"
 #include "ops/dtype.h"
 
@@ -53,24 +54,13 @@ inline const char* TypeName(const Value& value) {
   return kNames[value.v.index()];
 }
 
-struct StorageClass {
-  const char* name;
-  DType dtype;
-};
-constexpr StorageClass kStorageClasses[] = {
-    {"FloatStorage", DType::kF32},  {"HalfStorage", DType::kF16},  {"BFloat16Storage", DType::kBF16},
-    {"DoubleStorage", DType::kF64}, {"LongStorage", DType::kI64},  {"IntStorage", DType::kI32},
-    {"ShortStorage", DType::kI16},  {"CharStorage", DType::kI8},   {"ByteStorage", DType::kU8},
-    {"BoolStorage", DType::kBool},
-};
-
 inline bool IsAllowedGlobal(const std::string& module, const std::string& name) {
   if (module == "collections" && name == "OrderedDict") return true;
   if (module == "torch._utils" && (name == "_rebuild_tensor_v2" || name == "_rebuild_parameter")) {
     return true;
   }
   if (module == "torch") {
-    for (const StorageClass& c : kStorageClasses) {
+    for (const TorchStorageClass& c : kTorchStorageClasses) {
       if (name == c.name) return true;
     }
   }

@@ -2,13 +2,13 @@
 
 #include <cstring>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/torch_unpickler.h"
 #include "checkpoint/zip_reader.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -26,35 +26,7 @@ bool IsContiguous(absl::Span<const int64_t> shape, absl::Span<const int64_t> str
   return true;
 }
 
-}  // namespace
-
-absl::StatusOr<int64_t> NumElements(absl::Span<const int64_t> shape, absl::string_view what) {
-  int64_t count = 1;
-  for (int64_t dim : shape) {
-    if (dim < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: negative dimension in shape [%s]", what, absl::StrJoin(shape, ", ")));
-    }
-    if (dim != 0 && count > INT64_MAX / dim) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: shape [%s] overflows int64", what, absl::StrJoin(shape, ", ")));
-    }
-    count *= dim;
-  }
-  return count;
-}
-
-absl::StatusOr<std::unique_ptr<PthFile>> PthFile::Open(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<std::unique_ptr<PthFile>> pth = FromBytes((*file)->bytes(), path);
-  if (!pth.ok()) return pth.status();
-  (*pth)->file_ = *std::move(file);
-  return pth;
-}
-
-absl::StatusOr<std::unique_ptr<PthFile>> PthFile::FromBytes(absl::Span<const uint8_t> bytes,
-                                                            const std::string& source) {
+absl::Status RefuseLegacyFormat(absl::Span<const uint8_t> bytes, const std::string& source) {
   if (bytes.size() >= sizeof(kLegacyMagic) &&
       std::memcmp(bytes.data(), kLegacyMagic, sizeof(kLegacyMagic)) == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -62,12 +34,14 @@ absl::StatusOr<std::unique_ptr<PthFile>> PthFile::FromBytes(absl::Span<const uin
         "executing it. Re-save it with a recent PyTorch: torch.save(torch.load(path), path)",
         source));
   }
-  absl::StatusOr<ZipArchive> archive = ZipArchive::Parse(bytes, source);
-  if (!archive.ok()) return archive.status();
+  return absl::OkStatus();
+}
 
-  // Every record sits under one top-level folder, named after the file.
+// The top-level folder every record sits under, named after the file
+// ("consolidated.00/"): the one that holds data.pkl.
+absl::StatusOr<std::string> RecordPrefix(const ZipArchive& archive, const std::string& source) {
   std::string prefix;
-  for (const ZipEntry& entry : archive->entries()) {
+  for (const ZipEntry& entry : archive.entries()) {
     if (absl::EndsWith(entry.name, "/data.pkl") &&
         entry.name.find('/') == entry.name.size() - sizeof("/data.pkl") + 1) {
       if (!prefix.empty()) {
@@ -80,67 +54,78 @@ absl::StatusOr<std::unique_ptr<PthFile>> PthFile::FromBytes(absl::Span<const uin
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: zip archive has no <name>/data.pkl record; not a torch.save checkpoint", source));
   }
-  if (const ZipEntry* byteorder = archive->Find(prefix + "byteorder"); byteorder != nullptr) {
-    absl::Span<const uint8_t> order = archive->Data(*byteorder);
+  return prefix;
+}
+
+absl::Status RefuseBigEndian(const ZipArchive& archive, const std::string& prefix, const std::string& source) {
+  if (const ZipEntry* byteorder = archive.Find(prefix + "byteorder"); byteorder != nullptr) {
+    absl::Span<const uint8_t> order = archive.Data(*byteorder);
     if (std::string(order.begin(), order.end()) != "little") {
       return absl::UnimplementedError(absl::StrFormat(
           "%s: tensors are stored %s-endian; only little-endian checkpoints are supported", source,
           std::string(order.begin(), order.end())));
     }
   }
-
-  absl::StatusOr<std::vector<PickledTensor>> pickled =
-      UnpickleStateDict(archive->Data(*archive->Find(prefix + "data.pkl")), source);
-  if (!pickled.ok()) return pickled.status();
-
-  auto pth = std::unique_ptr<PthFile>(new PthFile());
-  pth->path_ = source;
-  absl::flat_hash_set<std::string> names;
-  for (PickledTensor& t : *pickled) {
-    const std::string what = absl::StrFormat("%s: tensor \"%s\"", source, t.name);
-    if (!names.insert(t.name).second) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s appears twice in the state dict", what));
-    }
-    const ZipEntry* storage = archive->Find(prefix + "data/" + t.storage_key);
-    if (storage == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: its storage record data/%s is missing", what, t.storage_key));
-    }
-    const size_t element = DTypeSize(t.dtype);
-    if (t.storage_numel < 0 || static_cast<uint64_t>(t.storage_numel) > storage->size / element) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: storage data/%s claims %d elements of %s but the record holds %d bytes", what,
-          t.storage_key, t.storage_numel, DTypeName(t.dtype), storage->size));
-    }
-    absl::StatusOr<int64_t> numel = NumElements(t.shape, what);
-    if (!numel.ok()) return numel.status();
-    if (!IsContiguous(t.shape, t.strides)) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "%s is not contiguous (shape [%s], strides [%s]); re-save it with "
-          "tensor.contiguous()",
-          what, absl::StrJoin(t.shape, ", "), absl::StrJoin(t.strides, ", ")));
-    }
-    if (t.storage_offset < 0 || t.storage_offset > t.storage_numel ||
-        *numel > t.storage_numel - t.storage_offset) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: elements [%d, +%d) run past its storage of %d elements", what, t.storage_offset,
-          *numel, t.storage_numel));
-    }
-    PthTensor tensor;
-    tensor.name = t.name;
-    tensor.dtype = t.dtype;
-    tensor.shape = std::move(t.shape);
-    tensor.bytes = archive->Data(*storage).subspan(t.storage_offset * element, *numel * element);
-    pth->tensors_.push_back(std::move(tensor));
-  }
-  return pth;
+  return absl::OkStatus();
 }
 
-const PthTensor* PthFile::Find(absl::string_view name) const {
-  for (const PthTensor& tensor : tensors_) {
-    if (tensor.name == name) return &tensor;
+// The bytes of pickled tensor `t`, checked to lie inside its storage
+// record; `what` names it in errors.
+absl::StatusOr<FileTensor> ViewTensor(const ZipArchive& archive, const std::string& prefix, PickledTensor& t,
+                                      const std::string& what) {
+  const ZipEntry* storage = archive.Find(prefix + "data/" + t.storage_key);
+  if (storage == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: its storage record data/%s is missing", what, t.storage_key));
   }
-  return nullptr;
+  const size_t element = DTypeSize(t.dtype);
+  if (t.storage_numel < 0 || static_cast<uint64_t>(t.storage_numel) > storage->size / element) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: storage data/%s claims %d elements of %s but the record holds %d bytes", what,
+        t.storage_key, t.storage_numel, DTypeName(t.dtype), storage->size));
+  }
+  ASSIGN_OR_RETURN(const int64_t numel, NumElements(t.shape, what));
+  if (!IsContiguous(t.shape, t.strides)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s is not contiguous (shape [%s], strides [%s]); re-save it with "
+        "tensor.contiguous()",
+        what, absl::StrJoin(t.shape, ", "), absl::StrJoin(t.strides, ", ")));
+  }
+  if (t.storage_offset < 0 || t.storage_offset > t.storage_numel ||
+      numel > t.storage_numel - t.storage_offset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: elements [%d, +%d) run past its storage of %d elements", what, t.storage_offset,
+        numel, t.storage_numel));
+  }
+  return FileTensor{t.name, t.dtype, std::move(t.shape),
+                    archive.Data(*storage).subspan(t.storage_offset * element, numel * element)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PthFile>> PthFile::Open(const std::string& path) {
+  return OpenMapped<PthFile>(path);
+}
+
+absl::StatusOr<std::unique_ptr<PthFile>> PthFile::FromBytes(absl::Span<const uint8_t> bytes,
+                                                            const std::string& source) {
+  RETURN_IF_ERROR(RefuseLegacyFormat(bytes, source));
+  ASSIGN_OR_RETURN(const ZipArchive archive, ZipArchive::Parse(bytes, source));
+  ASSIGN_OR_RETURN(const std::string prefix, RecordPrefix(archive, source));
+  RETURN_IF_ERROR(RefuseBigEndian(archive, prefix, source));
+  ASSIGN_OR_RETURN(std::vector<PickledTensor> pickled,
+                   UnpickleStateDict(archive.Data(*archive.Find(prefix + "data.pkl")), source));
+
+  auto pth = std::unique_ptr<PthFile>(new PthFile(source));
+  for (PickledTensor& t : pickled) {
+    const std::string what = absl::StrFormat("%s: tensor \"%s\"", source, t.name);
+    if (pth->Find(t.name) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s appears twice in the state dict", what));
+    }
+    ASSIGN_OR_RETURN(FileTensor tensor, ViewTensor(archive, prefix, t, what));
+    pth->AddTensor(std::move(tensor));
+  }
+  return pth;
 }
 
 }  // namespace llama

@@ -22,7 +22,7 @@ TEST(PthReaderTest, EveryTensorMatchesPyTorch) {
     ASSERT_TRUE(pth.ok()) << pth.status();
     EXPECT_EQ((*pth)->tensors().size(), tensors.size()) << file;
     for (const auto& [name, expected] : tensors.items()) {
-      const PthTensor* tensor = (*pth)->Find(name);
+      const FileTensor* tensor = (*pth)->Find(name);
       ASSERT_NE(tensor, nullptr) << file << ": " << name;
       EXPECT_EQ(DTypeName(tensor->dtype), expected["dtype"].get<std::string>()) << name;
       EXPECT_EQ(tensor->shape, expected["shape"].get<std::vector<int64_t>>()) << name;
@@ -36,7 +36,7 @@ TEST(PthReaderTest, EveryTensorMatchesPyTorch) {
 TEST(PthReaderTest, ViewsIntoASharedStorageHonourOffsets) {
   absl::StatusOr<std::unique_ptr<PthFile>> pth = PthFile::Open(CheckpointFixturePath("odd/good_custom.pth"));
   ASSERT_TRUE(pth.ok()) << pth.status();
-  const PthTensor* w = (*pth)->Find("w");
+  const FileTensor* w = (*pth)->Find("w");
   ASSERT_NE(w, nullptr);
   ASSERT_EQ(w->bytes.size(), 6 * sizeof(float));
   const float* values = reinterpret_cast<const float*>(w->bytes.data());

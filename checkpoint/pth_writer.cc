@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/io/durable_file.h"
+#include "checkpoint/torch_storage.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -31,23 +32,6 @@ void U32(std::string* out, uint32_t v) {
 void U64(std::string* out, uint64_t v) {
   U32(out, static_cast<uint32_t>(v));
   U32(out, static_cast<uint32_t>(v >> 32));
-}
-
-const char* StorageClass(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "FloatStorage";
-    case DType::kF16: return "HalfStorage";
-    case DType::kBF16: return "BFloat16Storage";
-    case DType::kF64: return "DoubleStorage";
-    case DType::kI64: return "LongStorage";
-    case DType::kI32: return "IntStorage";
-    case DType::kI16: return "ShortStorage";
-    case DType::kI8: return "CharStorage";
-    case DType::kU8: return "ByteStorage";
-    case DType::kBool: return "BoolStorage";
-    case DType::kQ8_0: break;  // Refused by Add: PyTorch has no such storage.
-  }
-  return "FloatStorage";
 }
 
 // Protocol-2 pickle pieces.
@@ -153,8 +137,8 @@ absl::Status PthWriter::Add(const std::string& name, DType dtype, const std::vec
   return absl::OkStatus();
 }
 
-absl::Status PthWriter::Finish() {
-  // The state dict: {name: _rebuild_tensor_v2(storage, 0, shape, strides, False, OrderedDict())}.
+std::string PthWriter::StateDictPickle() const {
+  // {name: _rebuild_tensor_v2(storage, 0, shape, strides, False, OrderedDict())}.
   std::string p = "\x80\x02}(";
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const Tensor& t = tensors_[i];
@@ -169,7 +153,7 @@ absl::Status PthWriter::Finish() {
     PickleString(&p, t.name);
     p += "ctorch._utils\n_rebuild_tensor_v2\n((";
     PickleString(&p, "storage");
-    p += absl::StrCat("ctorch\n", StorageClass(t.dtype), "\n");
+    p += absl::StrCat("ctorch\n", TorchStorageClassName(t.dtype), "\n");  // Add refused q8_0.
     PickleString(&p, absl::StrCat(i));
     PickleString(&p, "cpu");
     PickleInt(&p, numel);
@@ -180,22 +164,14 @@ absl::Status PthWriter::Finish() {
     p += "\x89" "ccollections\nOrderedDict\n)Rt" "R";
   }
   p += "u.";
-  const auto bytes = [](const std::string& s) {
-    return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
-  };
-  for (const auto& [name, content] : {std::pair<std::string, std::string>{"data.pkl", p},
-                                      {"byteorder", "little"},
-                                      {"version", "3\n"}}) {
-    RETURN_IF_ERROR(WriteEntry(name, bytes(content)));
-  }
+  return p;
+}
 
-  // Central directory, with zip64 fields for whatever does not fit 32 bits.
-  const uint64_t directory_offset = position_;
+std::string PthWriter::CentralDirectory(bool& zip64) const {
   std::string directory;
-  bool any_zip64 = false;
   for (const Entry& e : entries_) {
     const bool big_size = e.size >= kZip32Max, big_offset = e.offset >= kZip32Max;
-    any_zip64 |= big_size || big_offset;
+    zip64 |= big_size || big_offset;
     std::string extra;
     if (big_size || big_offset) {
       U16(&extra, 0x0001);
@@ -226,10 +202,12 @@ absl::Status PthWriter::Finish() {
     directory += e.name;
     directory += extra;
   }
-  RETURN_IF_ERROR(Write(directory.data(), directory.size()));
+  return directory;
+}
+
+std::string PthWriter::EndOfDirectory(uint64_t directory_offset, uint64_t directory_size, bool zip64) const {
   std::string end;
-  any_zip64 |= directory_offset >= kZip32Max || entries_.size() >= 0xFFFF;
-  if (any_zip64) {
+  if (zip64) {
     const uint64_t record = position_;
     U32(&end, 0x06064B50);
     U64(&end, 44);
@@ -239,7 +217,7 @@ absl::Status PthWriter::Finish() {
     U32(&end, 0);
     U64(&end, entries_.size());
     U64(&end, entries_.size());
-    U64(&end, directory.size());
+    U64(&end, directory_size);
     U64(&end, directory_offset);
     U32(&end, 0x07064B50);
     U32(&end, 0);
@@ -249,12 +227,15 @@ absl::Status PthWriter::Finish() {
   U32(&end, 0x06054B50);
   U16(&end, 0);
   U16(&end, 0);
-  U16(&end, any_zip64 ? 0xFFFF : static_cast<uint16_t>(entries_.size()));
-  U16(&end, any_zip64 ? 0xFFFF : static_cast<uint16_t>(entries_.size()));
-  U32(&end, any_zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(directory.size()));
-  U32(&end, any_zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(directory_offset));
+  U16(&end, zip64 ? 0xFFFF : static_cast<uint16_t>(entries_.size()));
+  U16(&end, zip64 ? 0xFFFF : static_cast<uint16_t>(entries_.size()));
+  U32(&end, zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(directory_size));
+  U32(&end, zip64 ? 0xFFFFFFFF : static_cast<uint32_t>(directory_offset));
   U16(&end, 0);
-  RETURN_IF_ERROR(Write(end.data(), end.size()));
+  return end;
+}
+
+absl::Status PthWriter::Commit() {
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0) {
     return absl::ResourceExhaustedError(absl::StrFormat("flush \"%s.tmp\": %s", path_, std::strerror(errno)));
   }
@@ -263,6 +244,25 @@ absl::Status PthWriter::Finish() {
   RETURN_IF_ERROR(RenameDurably(path_ + ".tmp", path_));
   finished_ = true;
   return absl::OkStatus();
+}
+
+absl::Status PthWriter::Finish() {
+  const auto bytes = [](const std::string& s) {
+    return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  for (const auto& [name, content] : {std::pair<std::string, std::string>{"data.pkl", StateDictPickle()},
+                                      {"byteorder", "little"},
+                                      {"version", "3\n"}}) {
+    RETURN_IF_ERROR(WriteEntry(name, bytes(content)));
+  }
+  const uint64_t directory_offset = position_;
+  bool zip64 = false;
+  const std::string directory = CentralDirectory(zip64);
+  RETURN_IF_ERROR(Write(directory.data(), directory.size()));
+  zip64 |= directory_offset >= kZip32Max || entries_.size() >= 0xFFFF;
+  const std::string end = EndOfDirectory(directory_offset, directory.size(), zip64);
+  RETURN_IF_ERROR(Write(end.data(), end.size()));
+  return Commit();
 }
 
 }  // namespace llama

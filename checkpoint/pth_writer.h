@@ -51,6 +51,12 @@ class PthWriter {
       : path_(std::move(path)), archive_(std::move(archive_name)), file_(file) {}
   absl::Status WriteEntry(const std::string& name, absl::Span<const uint8_t> data);
   absl::Status Write(const void* data, size_t size);
+  // Finish's steps: the data.pkl record, the zip directory (`zip64` set
+  // when an entry needs zip64 fields), the end records, flush and rename.
+  std::string StateDictPickle() const;
+  std::string CentralDirectory(bool& zip64) const;
+  std::string EndOfDirectory(uint64_t directory_offset, uint64_t directory_size, bool zip64) const;
+  absl::Status Commit();
 
   std::string path_;
   std::string archive_;

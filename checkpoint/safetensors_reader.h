@@ -20,29 +20,19 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "checkpoint/mapped_file.h"
-#include "ops/dtype.h"
+#include "checkpoint/tensor_file.h"
 
 namespace llama {
 
 // The largest header accepted (the safetensors library's limit).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
-// A tensor of a .safetensors file; `bytes` is valid while the file lives.
-struct SafetensorsTensor {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  absl::Span<const uint8_t> bytes;  // Row-major, little-endian.
-};
-
-// Immutable after Open; safe to read from many threads.
-class SafetensorsFile {
+// Tensors by data offset.
+class SafetensorsFile : public TensorFile {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
 
@@ -51,19 +41,11 @@ class SafetensorsFile {
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromBytes(absl::Span<const uint8_t> bytes,
                                                                     const std::string& source);
 
-  const std::string& path() const { return path_; }
-  // By data offset.
-  const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
-  // The tensor called `name`, or null.
-  const SafetensorsTensor* Find(absl::string_view name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
-  SafetensorsFile() = default;
+  explicit SafetensorsFile(std::string path) : TensorFile(std::move(path)) {}
 
-  std::string path_;
-  std::unique_ptr<MappedFile> file_;
-  std::vector<SafetensorsTensor> tensors_;
   std::map<std::string, std::string> metadata_;
 };
 

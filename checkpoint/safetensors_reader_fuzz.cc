@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<std::unique_ptr<llama::SafetensorsFile>> file =
       llama::SafetensorsFile::FromBytes({data, size}, "fuzz");
   if (!file.ok()) return 0;
-  for (const llama::SafetensorsTensor& t : (*file)->tensors()) {
+  for (const llama::FileTensor& t : (*file)->tensors()) {
     llama::fuzz::ExpectWithin(t.bytes, data, size, "a tensor's bytes");
   }
   return 0;

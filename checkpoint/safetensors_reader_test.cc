@@ -41,7 +41,7 @@ TEST(SafetensorsReaderTest, ReadsTensorsAsPyTorchWroteThem) {
   for (const auto& [hf, ours] : {std::pair<const char*, const char*>{"model.embed_tokens.weight", "tok_embeddings.weight"},
                                  {"lm_head.weight", "output.weight"},
                                  {"model.layers.1.mlp.down_proj.weight", "layers.1.feed_forward.w2.weight"}}) {
-    const SafetensorsTensor* t = (*file)->Find(hf);
+    const FileTensor* t = (*file)->Find(hf);
     ASSERT_NE(t, nullptr) << hf;
     EXPECT_EQ(t->dtype, DType::kF32);
     EXPECT_EQ(t->shape, meta[ours]["shape"].get<std::vector<int64_t>>()) << hf;

@@ -7,12 +7,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/io/durable_file.h"
-#include "checkpoint/pth_reader.h"
 #include "ops/status_macros.h"
 
 namespace llama {
@@ -33,6 +31,10 @@ uint64_t GetU64(const uint8_t* p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
   return v;
+}
+
+absl::Status NotAShard(const std::string& source, absl::string_view what) {
+  return absl::DataLossError(absl::StrFormat("%s: not a valid shard: %s", source, what));
 }
 
 // Checks one index entry against the file; `data_end` is where the index starts.
@@ -116,21 +118,13 @@ ModelConfig ModelConfigFromProto(const shard::ModelConfig& p) {
 // ---- Reader
 
 absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<std::unique_ptr<ShardReader>> reader = FromBytes((*file)->bytes(), path);
-  if (!reader.ok()) return reader.status();
-  (*reader)->file_ = *std::move(file);
-  return reader;
+  return OpenMapped<ShardReader>(path);
 }
 
 absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::FromBytes(absl::Span<const uint8_t> bytes,
                                                                     const std::string& source) {
-  const auto corrupt = [&](absl::string_view what) {
-    return absl::DataLossError(absl::StrFormat("%s: not a valid shard: %s", source, what));
-  };
   if (bytes.size() < kShardHeaderSize || std::memcmp(bytes.data(), kShardMagic, sizeof kShardMagic) != 0) {
-    return corrupt("bad magic (expected a file written by //tools:convert)");
+    return NotAShard(source, "bad magic (expected a file written by //tools:convert)");
   }
   const uint32_t version = GetU32(bytes.data() + 8);
   if (version != kShardFormatVersion) {
@@ -142,59 +136,65 @@ absl::StatusOr<std::unique_ptr<ShardReader>> ShardReader::FromBytes(absl::Span<c
   if (GetU32(bytes.data() + 12) != kShardHeaderSize || index_size > kMaxShardIndexBytes ||
       index_offset < kShardHeaderSize || index_offset > bytes.size() ||
       index_size > bytes.size() - index_offset) {
-    return corrupt(absl::StrFormat("index [%d, +%d) is outside the file (%d bytes) or too large; "
-                                   "truncated?",
-                                   index_offset, index_size, bytes.size()));
+    return NotAShard(source, absl::StrFormat("index [%d, +%d) is outside the file (%d bytes) or too large; truncated?",
+                                             index_offset, index_size, bytes.size()));
   }
   const uint8_t* index_bytes = bytes.data() + index_offset;
   if (XXH3_64bits(index_bytes, index_size) != GetU64(bytes.data() + 32)) {
-    return corrupt("index checksum mismatch");
+    return NotAShard(source, "index checksum mismatch");
   }
-  auto reader = std::unique_ptr<ShardReader>(new ShardReader());
-  reader->path_ = source;
-  reader->bytes_ = bytes;
+  auto reader = std::unique_ptr<ShardReader>(new ShardReader(source));
   if (!reader->index_.ParseFromArray(index_bytes, static_cast<int>(index_size))) {
-    return corrupt("index does not parse");
+    return NotAShard(source, "index does not parse");
   }
   const shard::ShardIndex& index = reader->index_;
   if (index.world_size() < 1 || index.rank() < 0 || index.rank() >= index.world_size()) {
-    return corrupt(absl::StrFormat("rank %d of world size %d", index.rank(), index.world_size()));
+    return NotAShard(source, absl::StrFormat("rank %d of world size %d", index.rank(), index.world_size()));
   }
   if (index.tensors_size() > kMaxShardTensors) {
-    return corrupt(absl::StrFormat("%d tensors (limit %d)", index.tensors_size(), kMaxShardTensors));
+    return NotAShard(source, absl::StrFormat("%d tensors (limit %d)", index.tensors_size(), kMaxShardTensors));
   }
   RETURN_IF_ERROR(ValidateModelConfig(ModelConfigFromProto(index.config()), source + ": index config"));
-  uint64_t previous_end = kShardAlignment;
-  for (int i = 0; i < index.tensors_size(); ++i) {
-    const shard::TensorEntry& e = index.tensors(i);
-    RETURN_IF_ERROR(ValidateEntry(e, index_offset, source));
-    if (e.offset() < previous_end) {
-      return corrupt(absl::StrFormat("tensor \"%s\" overlaps the previous one or is out of order", e.name()));
-    }
-    previous_end = e.offset() + e.size();
-    if (!reader->by_name_.emplace(e.name(), i).second) {
-      return corrupt(absl::StrFormat("tensor \"%s\" appears twice", e.name()));
-    }
-  }
+  RETURN_IF_ERROR(reader->AddEntries(bytes, index_offset));
   return reader;
 }
 
-absl::StatusOr<ShardTensor> ShardReader::Tensor(absl::string_view name) const {
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) {
-    return absl::NotFoundError(absl::StrFormat("%s: no tensor \"%s\"", path_, name));
+absl::Status ShardReader::AddEntries(absl::Span<const uint8_t> bytes, uint64_t index_offset) {
+  uint64_t previous_end = kShardAlignment;
+  for (const shard::TensorEntry& e : index_.tensors()) {
+    RETURN_IF_ERROR(ValidateEntry(e, index_offset, path()));
+    if (e.offset() < previous_end) {
+      return NotAShard(path(), absl::StrFormat("tensor \"%s\" overlaps the previous one or is out of order", e.name()));
+    }
+    previous_end = e.offset() + e.size();
+    if (Find(e.name()) != nullptr) {
+      return NotAShard(path(), absl::StrFormat("tensor \"%s\" appears twice", e.name()));
+    }
+    AddTensor({e.name(), static_cast<DType>(e.dtype()), std::vector<int64_t>(e.shape().begin(), e.shape().end()),
+               bytes.subspan(e.offset(), e.size())});
   }
-  const shard::TensorEntry& e = index_.tensors(it->second);
-  return ShardTensor{&e, static_cast<DType>(e.dtype()), bytes_.subspan(e.offset(), e.size())};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShardTensor> ShardReader::Tensor(absl::string_view name) const {
+  const FileTensor* tensor = Find(name);
+  if (tensor == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("%s: no tensor \"%s\"", path(), name));
+  }
+  // Tensors are added in index order, one per entry.
+  const shard::TensorEntry& e = index_.tensors(static_cast<int>(tensor - tensors().data()));
+  return ShardTensor{&e, tensor->dtype, tensor->bytes};
 }
 
 absl::Status ShardReader::VerifyChecksums() const {
-  for (const shard::TensorEntry& e : index_.tensors()) {
-    if (XXH3_64bits(bytes_.data() + e.offset(), e.size()) != e.xxh3_64()) {
+  for (int i = 0; i < index_.tensors_size(); ++i) {
+    const shard::TensorEntry& e = index_.tensors(i);
+    const absl::Span<const uint8_t> bytes = tensors()[i].bytes;
+    if (XXH3_64bits(bytes.data(), bytes.size()) != e.xxh3_64()) {
       return absl::DataLossError(absl::StrFormat(
           "%s: tensor \"%s\" fails its checksum (bytes [%d, +%d)); the file is corrupt, re-run "
           "//tools:convert",
-          path_, e.name(), e.offset(), e.size()));
+          path(), e.name(), e.offset(), e.size()));
     }
   }
   return absl::OkStatus();
@@ -216,15 +216,14 @@ absl::StatusOr<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::stri
 absl::Status ShardWriter::BeginTensor(const std::string& name, DType dtype,
                                       const std::vector<int64_t>& shape, const shard::TensorSplit& split) {
   RETURN_IF_ERROR(EndTensor());
-  absl::StatusOr<int64_t> numel = NumElements(shape, name);
-  if (!numel.ok()) return numel.status();
+  ASSIGN_OR_RETURN(const int64_t numel, NumElements(shape, name));
   RETURN_IF_ERROR(file_->PadTo((file_->position() + kShardAlignment - 1) / kShardAlignment * kShardAlignment));
   shard::TensorEntry entry;
   entry.set_name(name);
   entry.set_dtype(static_cast<int>(dtype));
   for (int64_t d : shape) entry.add_shape(d);
   entry.set_offset(file_->position());
-  entry.set_size(TensorBytes(dtype, *numel));
+  entry.set_size(TensorBytes(dtype, numel));
   *entry.mutable_split() = split;
   entries_.push_back(std::move(entry));
   pending_ = entries_.back().size();

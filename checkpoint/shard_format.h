@@ -6,16 +6,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "checkpoint/mapped_file.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/io/staged_file.h"
 #include "checkpoint/shard.pb.h"
+#include "checkpoint/tensor_file.h"
 #include "ops/dtype.h"
 
 struct XXH3_state_s;
@@ -46,8 +46,8 @@ struct ShardTensor {
   absl::Span<const uint8_t> bytes;
 };
 
-// Immutable after Open; safe to read from many threads.
-class ShardReader {
+// Tensors in index order (by offset).
+class ShardReader : public TensorFile {
  public:
   // Maps `path` and validates header and index (bounds, alignment, order,
   // overlaps, sizes against shapes and dtypes, unique names). Checksums are
@@ -58,20 +58,18 @@ class ShardReader {
                                                                 const std::string& source);
 
   const shard::ShardIndex& index() const { return index_; }
-  const std::string& path() const { return path_; }
-  // The tensor called `name`, or a NotFound error naming the shard.
+  // The tensor called `name` with its index entry, or a NotFound error
+  // naming the shard.
   absl::StatusOr<ShardTensor> Tensor(absl::string_view name) const;
   // Recomputes every tensor's XXH3-64; the error names the first mismatch.
   absl::Status VerifyChecksums() const;
 
  private:
-  ShardReader() = default;
+  explicit ShardReader(std::string path) : TensorFile(std::move(path)) {}
+  // Checks the index's entries and views their bytes.
+  absl::Status AddEntries(absl::Span<const uint8_t> bytes, uint64_t index_offset);
 
-  std::string path_;
-  std::unique_ptr<MappedFile> file_;
-  absl::Span<const uint8_t> bytes_;
   shard::ShardIndex index_;
-  absl::flat_hash_map<std::string, int> by_name_;
 };
 
 // Writes one shard, streaming: tensors are appended one at a time, the

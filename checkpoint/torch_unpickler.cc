@@ -116,8 +116,38 @@ class Unpickler {
     }
     return Push(Value{Global{std::move(module), std::move(name)}});
   }
+  // The top `n` values, popped, in push order.
+  absl::StatusOr<std::vector<Value>> PopItems(size_t n) {
+    std::vector<Value> items(n);
+    for (size_t i = n; i-- > 0;) {
+      ASSIGN_OR_RETURN(items[i], Pop());
+    }
+    return items;
+  }
   absl::Status PersistentLoad(const Value& pid);
   absl::Status Reduce(const Value& callable, const Value& args);
+
+  // One opcode (after its byte), by group: Step dispatches.
+  absl::Status Step(uint8_t op);
+  absl::StatusOr<Value> Stop();
+  absl::Status CheckProtocol();
+  absl::Status Skip(size_t n);
+  absl::Status MarkedTuple();
+  absl::Status SmallTuple(size_t n);
+  absl::Status Append(bool marked);
+  absl::Status SetItems(bool marked);
+  absl::Status Build();
+  absl::Status MemoizeAt(size_t width);
+  absl::Status RecallAt(size_t width);
+  absl::Status Dup();
+  absl::Status PushInt(size_t width, bool is_signed);
+  absl::Status PushLong1();
+  absl::Status PushFloat();
+  absl::Status PushString(size_t width);
+  absl::Status LineGlobal();
+  absl::Status StackGlobal();
+  absl::Status Call();
+  absl::Status BinPersistentId();
 
   absl::Span<const uint8_t> data_;
   const std::string& source_;
@@ -141,9 +171,8 @@ absl::StatusOr<std::vector<int64_t>> AsIntTuple(const Value& value) {
   }
   std::vector<int64_t> ints;
   for (const Value& item : (*object)->items) {
-    absl::StatusOr<int64_t> i = AsInt(item);
-    if (!i.ok()) return i.status();
-    ints.push_back(*i);
+    ASSIGN_OR_RETURN(const int64_t i, AsInt(item));
+    ints.push_back(i);
   }
   return ints;
 }
@@ -162,7 +191,7 @@ absl::Status Unpickler::PersistentLoad(const Value& pid) {
       *numel < 0) {
     return Error("persistent id is not a ('storage', class, key, location, numel) tuple");
   }
-  for (const StorageClass& c : kStorageClasses) {
+  for (const TorchStorageClass& c : kTorchStorageClasses) {
     if (cls->module == "torch" && cls->name == c.name) {
       return Push(Value{Storage{*key, c.dtype, *numel}});
     }
@@ -219,213 +248,184 @@ absl::StatusOr<Value> Unpickler::Run() {
     op_offset_ = pos_;
     RETURN_IF_ERROR(Need(1));
     const uint8_t op = data_[pos_++];
-    absl::Status status;
-    switch (op) {
-      case 0x80:  // PROTO
-        if (!(status = Need(1)).ok()) return status;
-        if (data_[pos_] < 2 || data_[pos_] > 5) {
-          return Error(absl::StrFormat("pickle protocol %d (expected 2 to 5)", data_[pos_]));
-        }
-        ++pos_;
-        break;
-      case 0x95:  // FRAME: an 8-byte length; the framed bytes follow inline.
-        if (!(status = Need(8)).ok()) return status;
-        pos_ += 8;
-        break;
-      case '.': {  // STOP
-        absl::StatusOr<Value> result = Pop();
-        if (result.ok() && !stack_.empty()) return Error("items left on the stack at STOP");
-        return result;
-      }
-      case '(':
-        status = Push(Value{Mark{}});
-        break;
-      case '}':
-        status = PushObject(Object::Kind::kDict, {});
-        break;
-      case ']':
-        status = PushObject(Object::Kind::kList, {});
-        break;
-      case ')':
-        status = PushObject(Object::Kind::kTuple, {});
-        break;
-      case 't': {
-        absl::StatusOr<std::vector<Value>> items = PopToMark();
-        if (!items.ok()) return items.status();
-        status = PushObject(Object::Kind::kTuple, *std::move(items));
-        break;
-      }
-      case 0x85:
-      case 0x86:
-      case 0x87: {  // TUPLE1..3
-        const size_t n = op - 0x84;
-        std::vector<Value> items(n);
-        for (size_t i = n; i-- > 0;) {
-          absl::StatusOr<Value> v = Pop();
-          if (!v.ok()) return v.status();
-          items[i] = *std::move(v);
-        }
-        status = PushObject(Object::Kind::kTuple, std::move(items));
-        break;
-      }
-      case 'a':
-      case 'e': {  // APPEND, APPENDS
-        std::vector<Value> items;
-        if (op == 'a') {
-          absl::StatusOr<Value> v = Pop();
-          if (!v.ok()) return v.status();
-          items.push_back(*std::move(v));
-        } else {
-          absl::StatusOr<std::vector<Value>> marked = PopToMark();
-          if (!marked.ok()) return marked.status();
-          items = *std::move(marked);
-        }
-        absl::StatusOr<ObjectPtr> list = TopContainer(Object::Kind::kList, 0);
-        if (!list.ok()) return list.status();
-        for (Value& v : items) (*list)->items.push_back(std::move(v));
-        break;
-      }
-      case 's':
-      case 'u': {  // SETITEM, SETITEMS
-        std::vector<Value> items;
-        if (op == 's') {
-          absl::StatusOr<Value> value = Pop();
-          if (!value.ok()) return value.status();
-          absl::StatusOr<Value> key = Pop();
-          if (!key.ok()) return key.status();
-          items = {*std::move(key), *std::move(value)};
-        } else {
-          absl::StatusOr<std::vector<Value>> marked = PopToMark();
-          if (!marked.ok()) return marked.status();
-          items = *std::move(marked);
-          if (items.size() % 2 != 0) return Error("SETITEMS with an odd number of items");
-        }
-        absl::StatusOr<ObjectPtr> dict = TopContainer(Object::Kind::kDict, 0);
-        if (!dict.ok()) return dict.status();
-        for (Value& v : items) (*dict)->items.push_back(std::move(v));
-        break;
-      }
-      case 'q':
-        if (!(status = Need(1)).ok()) return status;
-        status = Memoize(ReadLE(1));
-        break;
-      case 'r':
-        if (!(status = Need(4)).ok()) return status;
-        status = Memoize(ReadLE(4));
-        break;
-      case 0x94:  // MEMOIZE
-        status = Memoize(memo_.size());
-        break;
-      case 'h':
-        if (!(status = Need(1)).ok()) return status;
-        status = Recall(ReadLE(1));
-        break;
-      case 'j':
-        if (!(status = Need(4)).ok()) return status;
-        status = Recall(ReadLE(4));
-        break;
-      case 'J':
-        if (!(status = Need(4)).ok()) return status;
-        status = Push(Value{static_cast<int64_t>(static_cast<int32_t>(ReadLE(4)))});
-        break;
-      case 'K':
-        if (!(status = Need(1)).ok()) return status;
-        status = Push(Value{static_cast<int64_t>(ReadLE(1))});
-        break;
-      case 'M':
-        if (!(status = Need(2)).ok()) return status;
-        status = Push(Value{static_cast<int64_t>(ReadLE(2))});
-        break;
-      case 0x8A: {  // LONG1: little-endian two's complement, up to 8 bytes here.
-        if (!(status = Need(1)).ok()) return status;
-        const size_t n = data_[pos_++];
-        if (n > 8) return Error(absl::StrFormat("LONG1 of %d bytes does not fit in 64 bits", n));
-        if (!(status = Need(n)).ok()) return status;
-        uint64_t raw = ReadLE(n);
-        if (n > 0 && n < 8 && (raw >> (8 * n - 1)) & 1) raw |= ~uint64_t{0} << (8 * n);
-        status = Push(Value{static_cast<int64_t>(raw)});
-        break;
-      }
-      case 'N':
-        status = Push(Value{None{}});
-        break;
-      case 0x88:
-      case 0x89:
-        status = Push(Value{op == 0x88});
-        break;
-      case 'G': {  // BINFLOAT, big-endian.
-        if (!(status = Need(8)).ok()) return status;
-        uint64_t bits = 0;
-        for (int i = 0; i < 8; ++i) bits = (bits << 8) | data_[pos_ + i];
-        pos_ += 8;
-        double d;
-        std::memcpy(&d, &bits, sizeof d);
-        status = Push(Value{d});
-        break;
-      }
-      case 'X':
-      case 0x8C:
-      case 0x8D: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
-        const size_t width = op == 'X' ? 4 : op == 0x8C ? 1 : 8;
-        if (!(status = Need(width)).ok()) return status;
-        absl::StatusOr<std::string> s = ReadBytes(ReadLE(width));
-        if (!s.ok()) return s.status();
-        status = Push(Value{*std::move(s)});
-        break;
-      }
-      case 'c': {  // GLOBAL "module\nname\n"
-        absl::StatusOr<std::string> module = ReadLine();
-        if (!module.ok()) return module.status();
-        absl::StatusOr<std::string> name = ReadLine();
-        if (!name.ok()) return name.status();
-        status = PushGlobal(*std::move(module), *std::move(name));
-        break;
-      }
-      case 0x93: {  // STACK_GLOBAL
-        absl::StatusOr<Value> name = Pop();
-        if (!name.ok()) return name.status();
-        absl::StatusOr<Value> module = Pop();
-        if (!module.ok()) return module.status();
-        auto* n = std::get_if<std::string>(&name->v);
-        auto* m = std::get_if<std::string>(&module->v);
-        if (n == nullptr || m == nullptr) return Error("STACK_GLOBAL without two strings");
-        status = PushGlobal(*m, *n);
-        break;
-      }
-      case 'R': {
-        absl::StatusOr<Value> args = Pop();
-        if (!args.ok()) return args.status();
-        absl::StatusOr<Value> callable = Pop();
-        if (!callable.ok()) return callable.status();
-        status = Reduce(*callable, *args);
-        break;
-      }
-      case 'Q': {  // BINPERSID
-        absl::StatusOr<Value> pid = Pop();
-        if (!pid.ok()) return pid.status();
-        status = PersistentLoad(*pid);
-        break;
-      }
-      case 'b': {  // BUILD: only a state dict's attributes (e.g. _metadata), which we drop.
-        absl::StatusOr<Value> state = Pop();
-        if (!state.ok()) return state.status();
-        absl::StatusOr<ObjectPtr> dict = TopContainer(Object::Kind::kDict, 0);
-        if (!dict.ok()) return Error("BUILD on something other than a dict");
-        break;
-      }
-      case '0':  // POP
-        status = Pop().status();
-        break;
-      case '2':  // DUP
-        if (stack_.empty()) return Error("DUP with an empty stack");
-        status = Push(stack_.back());
-        break;
-      default:
-        return Error(absl::StrFormat("opcode 0x%02x ('%c') is not allowed in a state dict", op,
-                                     (op >= 0x20 && op < 0x7F) ? op : '?'));
-    }
-    if (!status.ok()) return status;
+    if (op == '.') return Stop();
+    RETURN_IF_ERROR(Step(op));
   }
+}
+
+absl::Status Unpickler::Step(uint8_t op) {
+  switch (op) {
+    // Framing.
+    case 0x80: return CheckProtocol();  // PROTO
+    case 0x95: return Skip(8);          // FRAME: an 8-byte length; the framed bytes follow inline.
+    // Containers.
+    case '(': return Push(Value{Mark{}});                    // MARK
+    case '}': return PushObject(Object::Kind::kDict, {});   // EMPTY_DICT
+    case ']': return PushObject(Object::Kind::kList, {});   // EMPTY_LIST
+    case ')': return PushObject(Object::Kind::kTuple, {});  // EMPTY_TUPLE
+    case 't': return MarkedTuple();                         // TUPLE
+    case 0x85: case 0x86: case 0x87: return SmallTuple(op - 0x84);  // TUPLE1..3
+    case 'a': return Append(/*marked=*/false);              // APPEND
+    case 'e': return Append(/*marked=*/true);               // APPENDS
+    case 's': return SetItems(/*marked=*/false);            // SETITEM
+    case 'u': return SetItems(/*marked=*/true);             // SETITEMS
+    case 'b': return Build();                               // BUILD
+    // Memo and stack.
+    case 'q': return MemoizeAt(1);                          // BINPUT
+    case 'r': return MemoizeAt(4);                          // LONG_BINPUT
+    case 0x94: return Memoize(memo_.size());                // MEMOIZE
+    case 'h': return RecallAt(1);                           // BINGET
+    case 'j': return RecallAt(4);                           // LONG_BINGET
+    case '0': return Pop().status();                        // POP
+    case '2': return Dup();                                 // DUP
+    // Scalars.
+    case 'J': return PushInt(4, /*is_signed=*/true);        // BININT
+    case 'K': return PushInt(1, /*is_signed=*/false);       // BININT1
+    case 'M': return PushInt(2, /*is_signed=*/false);       // BININT2
+    case 0x8A: return PushLong1();                          // LONG1
+    case 'N': return Push(Value{None{}});                   // NONE
+    case 0x88: case 0x89: return Push(Value{op == 0x88});   // NEWTRUE, NEWFALSE
+    case 'G': return PushFloat();                           // BINFLOAT
+    case 'X': return PushString(4);                         // BINUNICODE
+    case 0x8C: return PushString(1);                        // SHORT_BINUNICODE
+    case 0x8D: return PushString(8);                        // BINUNICODE8
+    // Globals and calls.
+    case 'c': return LineGlobal();                          // GLOBAL
+    case 0x93: return StackGlobal();                        // STACK_GLOBAL
+    case 'R': return Call();                                // REDUCE
+    case 'Q': return BinPersistentId();                     // BINPERSID
+    default:
+      return Error(absl::StrFormat("opcode 0x%02x ('%c') is not allowed in a state dict", op,
+                                   (op >= 0x20 && op < 0x7F) ? op : '?'));
+  }
+}
+
+absl::StatusOr<Value> Unpickler::Stop() {
+  ASSIGN_OR_RETURN(Value result, Pop());
+  if (!stack_.empty()) return Error("items left on the stack at STOP");
+  return result;
+}
+
+absl::Status Unpickler::CheckProtocol() {
+  RETURN_IF_ERROR(Need(1));
+  if (data_[pos_] < 2 || data_[pos_] > 5) {
+    return Error(absl::StrFormat("pickle protocol %d (expected 2 to 5)", data_[pos_]));
+  }
+  ++pos_;
+  return absl::OkStatus();
+}
+
+absl::Status Unpickler::Skip(size_t n) {
+  RETURN_IF_ERROR(Need(n));
+  pos_ += n;
+  return absl::OkStatus();
+}
+
+absl::Status Unpickler::MarkedTuple() {
+  ASSIGN_OR_RETURN(std::vector<Value> items, PopToMark());
+  return PushObject(Object::Kind::kTuple, std::move(items));
+}
+
+absl::Status Unpickler::SmallTuple(size_t n) {
+  ASSIGN_OR_RETURN(std::vector<Value> items, PopItems(n));
+  return PushObject(Object::Kind::kTuple, std::move(items));
+}
+
+absl::Status Unpickler::Append(bool marked) {
+  ASSIGN_OR_RETURN(std::vector<Value> items, marked ? PopToMark() : PopItems(1));
+  ASSIGN_OR_RETURN(ObjectPtr list, TopContainer(Object::Kind::kList, 0));
+  for (Value& v : items) list->items.push_back(std::move(v));
+  return absl::OkStatus();
+}
+
+absl::Status Unpickler::SetItems(bool marked) {
+  ASSIGN_OR_RETURN(std::vector<Value> items, marked ? PopToMark() : PopItems(2));  // Key, value, ...
+  if (marked && items.size() % 2 != 0) return Error("SETITEMS with an odd number of items");
+  ASSIGN_OR_RETURN(ObjectPtr dict, TopContainer(Object::Kind::kDict, 0));
+  for (Value& v : items) dict->items.push_back(std::move(v));
+  return absl::OkStatus();
+}
+
+// Only a state dict's attributes (e.g. _metadata), which we drop.
+absl::Status Unpickler::Build() {
+  RETURN_IF_ERROR(Pop().status());
+  if (!TopContainer(Object::Kind::kDict, 0).ok()) return Error("BUILD on something other than a dict");
+  return absl::OkStatus();
+}
+
+absl::Status Unpickler::MemoizeAt(size_t width) {
+  RETURN_IF_ERROR(Need(width));
+  return Memoize(ReadLE(width));
+}
+
+absl::Status Unpickler::RecallAt(size_t width) {
+  RETURN_IF_ERROR(Need(width));
+  return Recall(ReadLE(width));
+}
+
+absl::Status Unpickler::Dup() {
+  if (stack_.empty()) return Error("DUP with an empty stack");
+  return Push(stack_.back());
+}
+
+absl::Status Unpickler::PushInt(size_t width, bool is_signed) {
+  RETURN_IF_ERROR(Need(width));
+  const uint64_t raw = ReadLE(width);
+  return Push(Value{is_signed ? static_cast<int64_t>(static_cast<int32_t>(raw)) : static_cast<int64_t>(raw)});
+}
+
+// Little-endian two's complement, up to 8 bytes here.
+absl::Status Unpickler::PushLong1() {
+  RETURN_IF_ERROR(Need(1));
+  const size_t n = data_[pos_++];
+  if (n > 8) return Error(absl::StrFormat("LONG1 of %d bytes does not fit in 64 bits", n));
+  RETURN_IF_ERROR(Need(n));
+  uint64_t raw = ReadLE(n);
+  if (n > 0 && n < 8 && (raw >> (8 * n - 1)) & 1) raw |= ~uint64_t{0} << (8 * n);
+  return Push(Value{static_cast<int64_t>(raw)});
+}
+
+// Big-endian.
+absl::Status Unpickler::PushFloat() {
+  RETURN_IF_ERROR(Need(8));
+  uint64_t bits = 0;
+  for (int i = 0; i < 8; ++i) bits = (bits << 8) | data_[pos_ + i];
+  pos_ += 8;
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return Push(Value{d});
+}
+
+// A string whose length comes first, in `width` bytes.
+absl::Status Unpickler::PushString(size_t width) {
+  RETURN_IF_ERROR(Need(width));
+  ASSIGN_OR_RETURN(std::string s, ReadBytes(ReadLE(width)));
+  return Push(Value{std::move(s)});
+}
+
+// "module\nname\n".
+absl::Status Unpickler::LineGlobal() {
+  ASSIGN_OR_RETURN(std::string module, ReadLine());
+  ASSIGN_OR_RETURN(std::string name, ReadLine());
+  return PushGlobal(std::move(module), std::move(name));
+}
+
+absl::Status Unpickler::StackGlobal() {
+  ASSIGN_OR_RETURN(const std::vector<Value> items, PopItems(2));  // Module, name.
+  auto* m = std::get_if<std::string>(&items[0].v);
+  auto* n = std::get_if<std::string>(&items[1].v);
+  if (n == nullptr || m == nullptr) return Error("STACK_GLOBAL without two strings");
+  return PushGlobal(*m, *n);
+}
+
+absl::Status Unpickler::Call() {
+  ASSIGN_OR_RETURN(const std::vector<Value> items, PopItems(2));  // Callable, arguments.
+  return Reduce(items[0], items[1]);
+}
+
+absl::Status Unpickler::BinPersistentId() {
+  ASSIGN_OR_RETURN(const Value pid, Pop());
+  return PersistentLoad(pid);
 }
 
 }  // namespace
@@ -433,12 +433,11 @@ absl::StatusOr<Value> Unpickler::Run() {
 absl::StatusOr<std::vector<PickledTensor>> UnpickleStateDict(absl::Span<const uint8_t> pickle,
                                                              const std::string& source) {
   Unpickler unpickler(pickle, source);
-  absl::StatusOr<Value> root = unpickler.Run();
-  if (!root.ok()) return root.status();
-  auto* dict = std::get_if<ObjectPtr>(&root->v);
+  ASSIGN_OR_RETURN(const Value root, unpickler.Run());
+  auto* dict = std::get_if<ObjectPtr>(&root.v);
   if (dict == nullptr || (*dict)->kind != Object::Kind::kDict) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: data.pkl holds a %s; expected a state dict (a dict of tensors)", source, TypeName(*root)));
+        "%s: data.pkl holds a %s; expected a state dict (a dict of tensors)", source, TypeName(root)));
   }
   std::vector<PickledTensor> tensors;
   const std::vector<Value>& items = (*dict)->items;

@@ -168,12 +168,11 @@ absl::StatusOr<ZipArchive> ZipArchive::Parse(absl::Span<const uint8_t> bytes, st
   archive.entries_.reserve(count);
   uint64_t at = cd_offset;
   for (uint64_t i = 0; i < count; ++i) {
-    absl::StatusOr<ZipEntry> entry = parser.ReadCentralEntry(&at, cd_offset + cd_size);
-    if (!entry.ok()) return entry.status();
-    if (!archive.by_name_.emplace(entry->name, archive.entries_.size()).second) {
-      return parser.Error(absl::StrFormat("entry \"%s\" appears twice", entry->name));
+    ASSIGN_OR_RETURN(ZipEntry entry, parser.ReadCentralEntry(&at, cd_offset + cd_size));
+    if (!archive.by_name_.emplace(entry.name, archive.entries_.size()).second) {
+      return parser.Error(absl::StrFormat("entry \"%s\" appears twice", entry.name));
     }
-    archive.entries_.push_back(*std::move(entry));
+    archive.entries_.push_back(std::move(entry));
   }
   return archive;
 }

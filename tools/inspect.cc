@@ -28,7 +28,7 @@ absl::Status InspectPth(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<llama::PthFile> pth, llama::PthFile::Open(path));
   std::printf("%s: PyTorch checkpoint, %zu tensors\n", path.c_str(), pth->tensors().size());
   std::printf("%-40s %-5s %-16s %s\n", "name", "dtype", "shape", "xxh3_64");
-  for (const llama::PthTensor& t : pth->tensors()) {
+  for (const llama::FileTensor& t : pth->tensors()) {
     std::printf("%-40s %-5s %-16s %016llx\n", t.name.c_str(), std::string(llama::DTypeName(t.dtype)).c_str(),
                 absl::StrCat("[", absl::StrJoin(t.shape, ", "), "]").c_str(),
                 static_cast<unsigned long long>(XXH3_64bits(t.bytes.data(), t.bytes.size())));
