@@ -27,10 +27,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "checkpoint/converter.h"
-#include "checkpoint/io/progress.h"
 #include "launcher/demo.h"
 #include "launcher/chat.h"
-#include "launcher/download.h"
 #include "launcher/download_command.h"
 #include "launcher/launch_plan.h"
 #include "launcher/launcher_flags.h"
@@ -41,10 +39,8 @@
 #include "launcher/usage.h"
 #include "launcher/world.h"
 #include "ops/device.h"
-#include "ops/dtype.h"
 #include "ops/status_macros.h"
 #include "worker/flag_help.h"
-#include "worker/job_flags.h"
 #include "worker/net/net.h"
 
 namespace llama {
