@@ -39,7 +39,9 @@ bool TakeWord(std::vector<std::string>& words, const std::string& word) {
 absl::Status PlanCommand(std::vector<std::string> words, const LauncherFlags& flags, const LaunchContext& context,
                          LaunchPlan& plan) {
   if (TakeWord(words, "download")) {
-    if (!words.empty()) return absl::InvalidArgumentError(absl::StrCat("download: unexpected argument \"", words[0], "\""));
+    if (!words.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("download: unexpected argument \"", words[0], "\""));
+    }
     plan.command = LaunchCommand::kDownload;
     return absl::OkStatus();
   }
@@ -63,7 +65,9 @@ absl::Status PlanCommand(std::vector<std::string> words, const LauncherFlags& fl
       plan.job.served_model_name = flags.ckpt_dir.empty() ? "demo" : FolderPath(flags.ckpt_dir).filename().string();
     }
   }
-  if (!words.empty()) return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", words[0], "\" (see --help)"));
+  if (!words.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", words[0], "\" (see --help)"));
+  }
   return absl::OkStatus();
 }
 
@@ -92,8 +96,10 @@ absl::Status PlanWorld(const LauncherFlags& flags, const LaunchContext& context,
   plan.store_listen_all = flags.store_listen_all;
   plan.token_file = flags.token_file;
   plan.world_size = world.nnodes * world.nproc_per_node;
+  // Checked now, before any work; a port of 0 on node 0 means any free
+  // one, which Execute binds.
   WorldOptions checked = world;
-  if (plan.bind_store && checked.master_port == 0) checked.master_port = kDefaultMasterPort;  // Any free one, bound later.
+  if (plan.bind_store && checked.master_port == 0) checked.master_port = kDefaultMasterPort;
   return ValidateWorldOptions(checked);
 }
 

@@ -208,7 +208,8 @@ TEST(PlanLaunchTest, BadFlagsAreRefusedBeforeAnyWork) {
   flags.job.device = "cuda";
   LaunchContext one_gpu = Context();
   one_gpu.visible_gpus = {"3"};
-  EXPECT_EQ(PlanLaunch({}, flags, one_gpu).status().message(), "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible");
+  EXPECT_EQ(PlanLaunch({}, flags, one_gpu).status().message(),
+            "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible");
 }
 
 TEST(PlanLaunchTest, CudaWhenBuiltInAndAGpuIsVisible) {

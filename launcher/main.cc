@@ -263,7 +263,9 @@ absl::Status ReportOutcome(const LaunchPlan& plan, const JobOutcome& outcome, si
                  plan.supervise.log_dir.c_str());
     return absl::OkStatus();
   }
-  if (outcome.interrupted) return absl::CancelledError(absl::StrFormat("interrupted; stopped all %zu workers", workers));
+  if (outcome.interrupted) {
+    return absl::CancelledError(absl::StrFormat("interrupted; stopped all %zu workers", workers));
+  }
   if (!outcome.success) {
     const std::string last = LastLogLine(outcome.failed_log);
     return absl::InternalError(absl::StrFormat("rank %d failed (%s)%s; its log: %s", outcome.failed_rank,
