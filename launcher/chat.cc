@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 
@@ -129,51 +130,118 @@ std::string Answer(httplib::Client& client, const ChatSessionOptions& options, c
   return text;
 }
 
+// The job behind a chat, supervised on its own thread, and its server's
+// port once rank 0 says where it listens.
+class ChatServer {
+ public:
+  ChatServer(const std::vector<WorkerLaunch>& workers, SupervisorOptions supervise) {
+    supervise.catch_sigint = false;
+    supervise.stop = &stop_;
+    supervise.progress = nullptr;
+    supervise.on_progress = [this](absl::string_view line) {
+      static const std::regex url("on http://[^:]+:([0-9]+)/v1");
+      std::smatch match;
+      const std::string text(line);
+      if (std::regex_search(text, match, url)) {
+        absl::MutexLock lock(&mutex_);
+        port_ = std::stoi(match[1]);
+      }
+    };
+    // SIGINT must reach the chat's thread (it interrupts the read at the
+    // prompt or the answer's stream), never the supervisor's: that thread
+    // starts with it blocked.
+    sigset_t interrupt, previous;
+    sigemptyset(&interrupt);
+    sigaddset(&interrupt, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &interrupt, &previous);
+    supervisor_ = std::thread([this, &workers, supervise] {
+      absl::StatusOr<JobOutcome> outcome = SuperviseJob(workers, supervise);
+      absl::MutexLock lock(&mutex_);
+      outcome_ = std::move(outcome);
+      ended_ = true;
+    });
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  }
+
+  // The server's port once it is up; 0 when the job ended without it.
+  int WaitForPort() {
+    absl::MutexLock lock(&mutex_);
+    mutex_.Await(absl::Condition(this, &ChatServer::ReadyOrEnded));
+    return port_;
+  }
+
+  bool Ended() {
+    absl::MutexLock lock(&mutex_);
+    return ended_;
+  }
+
+  // Ends the job; its outcome.
+  absl::StatusOr<JobOutcome> Stop() {
+    stop_ = true;
+    supervisor_.join();
+    return outcome_;
+  }
+
+ private:
+  bool ReadyOrEnded() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return port_ > 0 || ended_; }
+
+  std::atomic<bool> stop_{false};
+  absl::Mutex mutex_;
+  int port_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool ended_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::StatusOr<JobOutcome> outcome_ = absl::UnknownError("not run");
+  std::thread supervisor_;
+};
+
+// The dialog, turn by turn, until /exit, the end of input or the job's end.
+void Converse(httplib::Client& client, const ChatSessionOptions& options, ChatServer& server) {
+  const bool tty = isatty(fileno(options.in));
+  const json system = options.system_prompt.empty()
+                          ? json::array()
+                          : json::array({{{"role", "system"}, {"content", options.system_prompt}}});
+  json messages = system;
+  LineReader input(fileno(options.in));
+  std::string line;
+  while (!server.Ended()) {
+    if (tty) {
+      std::fputs("> ", options.out);
+      std::fflush(options.out);
+    }
+    g_interrupted = false;
+    if (!input.Next(line)) break;
+    const std::string turn(absl::StripAsciiWhitespace(line));
+    if (turn.empty()) {
+      if (tty) std::fputc('\n', options.out);
+      continue;
+    }
+    if (turn == "/exit") break;
+    if (turn == "/reset") {
+      messages = system;
+      std::fputs("(history cleared)\n", options.out);
+      continue;
+    }
+    messages.push_back({{"role", "user"}, {"content", turn}});
+    const std::string answer = Answer(client, options, messages);
+    // A Ctrl-C that stopped the answer is spent: the prompt must not see it.
+    for (char drain[64]; read(g_interrupt_pipe[0], drain, sizeof drain) > 0;) {
+    }
+    if (absl::StartsWith(answer, "error: ")) {
+      std::fprintf(options.out, "%s\n", answer.c_str());
+      messages.erase(messages.size() - 1);  // The turn did not happen.
+      continue;
+    }
+    std::fputs(g_interrupted ? " [stopped]\n" : "\n", options.out);
+    std::fflush(options.out);
+    messages.push_back({{"role", "assistant"}, {"content", answer}});
+  }
+}
+
 }  // namespace
 
-int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions supervise,
-                   const ChatSessionOptions& options) {
-  std::atomic<bool> stop{false};
-  absl::Mutex mutex;
-  int port = 0;
-  bool ended = false;
-  const std::regex url("on http://[^:]+:([0-9]+)/v1");
-  supervise.catch_sigint = false;
-  supervise.stop = &stop;
-  supervise.progress = nullptr;
-  supervise.on_progress = [&](absl::string_view line) {
-    std::smatch match;
-    const std::string text(line);
-    if (std::regex_search(text, match, url)) {
-      absl::MutexLock lock(&mutex);
-      port = std::stoi(match[1]);
-    }
-  };
-  absl::StatusOr<JobOutcome> outcome = absl::UnknownError("not run");
-  // SIGINT must reach this thread (it interrupts the read at the prompt or
-  // the answer's stream), never the supervisor's: that thread starts with
-  // it blocked.
-  sigset_t interrupt, previous;
-  sigemptyset(&interrupt);
-  sigaddset(&interrupt, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &interrupt, &previous);
-  std::thread supervisor([&] {
-    outcome = SuperviseJob(workers, supervise);
-    absl::MutexLock lock(&mutex);
-    ended = true;
-  });
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  // Until the server is up, or the job ended without it.
-  struct Ready {
-    const int* port;
-    const bool* ended;
-    bool Check() const { return *port > 0 || *ended; }
-  } ready{&port, &ended};
-  {
-    absl::MutexLock lock(&mutex);
-    mutex.Await(absl::Condition(&ready, &Ready::Check));
-  }
-  const bool tty = isatty(fileno(options.in));
+absl::Status RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions supervise,
+                            const ChatSessionOptions& options) {
+  ChatServer server(workers, std::move(supervise));
+  int port = server.WaitForPort();
   if (port > 0 && g_interrupt_pipe[0] < 0 && pipe2(g_interrupt_pipe, O_CLOEXEC | O_NONBLOCK) != 0) port = 0;
   if (port > 0) {
     struct sigaction action = {}, old = {};
@@ -184,62 +252,17 @@ int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions s
                  "answer\n", options.model.c_str());
     httplib::Client client("127.0.0.1", port);
     client.set_read_timeout(3600, 0);
-    const json system = options.system_prompt.empty()
-                            ? json::array()
-                            : json::array({{{"role", "system"}, {"content", options.system_prompt}}});
-    json messages = system;
-    LineReader input(fileno(options.in));
-    std::string line;
-    while (true) {
-      {
-        absl::MutexLock lock(&mutex);
-        if (ended) break;
-      }
-      if (tty) {
-        std::fputs("> ", options.out);
-        std::fflush(options.out);
-      }
-      g_interrupted = false;
-      if (!input.Next(line)) break;
-      const std::string turn(absl::StripAsciiWhitespace(line));
-      if (turn.empty()) {
-        if (tty) std::fputc('\n', options.out);
-        continue;
-      }
-      if (turn == "/exit") break;
-      if (turn == "/reset") {
-        messages = system;
-        std::fputs("(history cleared)\n", options.out);
-        continue;
-      }
-      messages.push_back({{"role", "user"}, {"content", turn}});
-      const std::string answer = Answer(client, options, messages);
-      // A Ctrl-C that stopped the answer is spent: the prompt must not see it.
-      for (char drain[64]; read(g_interrupt_pipe[0], drain, sizeof drain) > 0;) {
-      }
-      if (absl::StartsWith(answer, "error: ")) {
-        std::fprintf(options.out, "%s\n", answer.c_str());
-        messages.erase(messages.size() - 1);  // The turn did not happen.
-        continue;
-      }
-      std::fputs(g_interrupted ? " [stopped]\n" : "\n", options.out);
-      std::fflush(options.out);
-      messages.push_back({{"role", "assistant"}, {"content", answer}});
-    }
+    Converse(client, options, server);
     sigaction(SIGINT, &old, nullptr);
   }
-  stop = true;
-  supervisor.join();
-  if (!outcome.ok()) {
-    std::fprintf(stderr, "launcher: %s\n", std::string(outcome.status().message()).c_str());
-    return 1;
-  }
+  absl::StatusOr<JobOutcome> outcome = server.Stop();
+  if (!outcome.ok()) return outcome.status();
   if (outcome->failed_rank >= 0) {
-    std::fprintf(stderr, "launcher: rank %d failed (%s); its log: %s\n", outcome->failed_rank,
-                 outcome->failed_exit.Describe().c_str(), outcome->failed_log.c_str());
-    return 1;
+    return absl::InternalError(absl::StrFormat("rank %d failed (%s); its log: %s", outcome->failed_rank,
+                                               outcome->failed_exit.Describe(), outcome->failed_log));
   }
-  return port > 0 ? 0 : 1;
+  if (port == 0) return absl::UnavailableError("the chat's server ended before it listened");
+  return absl::OkStatus();
 }
 
 }  // namespace llama

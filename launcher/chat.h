@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "launcher/supervisor.h"
 
 namespace llama {
@@ -30,8 +31,9 @@ struct ChatSessionOptions {
 };
 
 // Starts the workers (`supervise` as for a job), chats until /exit or end of
-// input, then stops them; returns the launcher's exit code.
-int RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions supervise,
+// input, then stops them; an error when the job failed or its server never
+// came up.
+absl::Status RunChatSession(const std::vector<WorkerLaunch>& workers, SupervisorOptions supervise,
                    const ChatSessionOptions& options);
 
 }  // namespace llama

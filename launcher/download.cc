@@ -315,68 +315,29 @@ absl::StatusOr<std::vector<ChecklistEntry>> Checklist(Downloader& d, const std::
   return ParseChecklist(*text, relative);
 }
 
-}  // namespace
-
-namespace {
-
-absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const UrlRedactor& redact) {
-  if (options.url_template.find('*') == std::string::npos || !absl::StartsWith(options.url_template, "http")) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the presigned URL %s does not look like the one in Meta's e-mail (https://...*...?...)", redact.Template()));
-  }
-  if (options.url_template.find('?') == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the presigned URL %s has no query string (\"?Policy=...&Signature=...\"); paste the whole URL from "
-        "Meta's e-mail, quoted so the shell keeps its \"&\"s",
-        redact.Template()));
-  }
-  std::vector<MetaModel> models;
-  for (const std::string& name : options.models) {
-    absl::StatusOr<MetaModel> model = LookUpMetaModel(name);
-    if (!model.ok()) return model.status();
-    models.push_back(*model);
-  }
-  if (models.empty()) return absl::InvalidArgumentError("--models: expected at least one, e.g. 7B,13B-chat");
+// Every file to fetch, with its checklist's MD5; the small files (license,
+// policy, checklists) are fetched on the way, as download.sh does
+// (llama-stack fetches only the model's folder).
+absl::StatusOr<std::vector<Job>> ListFiles(Downloader& d, const std::vector<MetaModel>& models) {
   const MetaChannel channel = models[0].channel;
-  for (const MetaModel& model : models) {
-    if (model.channel != channel) {
-      return absl::InvalidArgumentError(
-          "--models: Llama 2, Llama 3 and Llama 3.1+ (llama-stack) models come with different URLs (one e-mail "
-          "each); download them separately");
-    }
-  }
-  std::error_code error;
-  fs::create_directories(options.target_dir, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("--target_dir \"%s\": cannot create: %s", options.target_dir, error.message()));
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  Downloader d(options);
-  DownloadReport report;
-
-  // Small files first, as download.sh: license, policy, checklists.
-  // (llama-stack fetches only the model's folder.)
   if (channel != MetaChannel::kLlamaStack) {
     for (const std::string name : {"LICENSE", channel == MetaChannel::kLlama2Script ? "USE_POLICY.md" : "USE_POLICY"}) {
-      if (absl::StatusOr<std::string> text = d.FetchText(name); !text.ok()) return text.status();
+      RETURN_IF_ERROR(d.FetchText(name).status());
     }
   }
   std::vector<Job> jobs;
   if (channel == MetaChannel::kLlama2Script) {  // One tokenizer for every model; Llama 3 has one per model folder.
-    absl::StatusOr<std::vector<ChecklistEntry>> tokenizer_checklist = Checklist(d, "tokenizer_checklist.chk");
-    if (!tokenizer_checklist.ok()) return tokenizer_checklist.status();
-    for (const ChecklistEntry& e : *tokenizer_checklist) jobs.push_back({e.file, e.md5, 0, ""});
+    ASSIGN_OR_RETURN(const std::vector<ChecklistEntry> tokenizer_checklist, Checklist(d, "tokenizer_checklist.chk"));
+    for (const ChecklistEntry& e : tokenizer_checklist) jobs.push_back({e.file, e.md5, 0, ""});
   }
   for (const MetaModel& model : models) {
     const auto remote = [&](const std::string& file) {
       return model.remote_folder.empty() ? "" : model.remote_folder + "/" + file;
     };
-    absl::StatusOr<std::vector<ChecklistEntry>> checklist =
-        Checklist(d, model.folder + "/checklist.chk", remote("checklist.chk"));
-    if (!checklist.ok()) return checklist.status();
+    ASSIGN_OR_RETURN(const std::vector<ChecklistEntry> checklist,
+                     Checklist(d, model.folder + "/checklist.chk", remote("checklist.chk")));
     std::map<std::string, std::string> md5;
-    for (const ChecklistEntry& e : *checklist) md5[e.file] = e.md5;
+    for (const ChecklistEntry& e : checklist) md5[e.file] = e.md5;
     std::vector<std::string> files = {"params.json"};
     if (model.llama_version == 3) files.push_back("tokenizer.model");
     for (int s = 0; s < model.shards; ++s) files.push_back(absl::StrFormat("consolidated.%02d.pth", s));
@@ -387,12 +348,19 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
       jobs.push_back({model.folder + "/" + file, md5[file], 0, remote(file)});
     }
   }
+  return jobs;
+}
 
-  // Skip what is already complete; size the rest; check the disk.
+// The jobs still to fetch, sized (what is complete goes to the report's
+// skipped; a wrong or truncated file is removed), once the disk is known to
+// hold them; `needed` is the bytes they add.
+absl::StatusOr<std::vector<Job>> PendingJobs(Downloader& d, std::vector<Job> jobs, const std::string& target_dir,
+                                             DownloadReport& report, uint64_t& needed) {
+  std::error_code error;
   std::vector<Job> pending;
-  uint64_t needed = 0;
+  needed = 0;
   for (Job& job : jobs) {
-    const std::string final_path = (fs::path(options.target_dir) / job.relative).string();
+    const std::string final_path = (fs::path(target_dir) / job.relative).string();
     if (fs::exists(final_path)) {
       absl::StatusOr<std::string> md5 = Md5File(final_path);
       if (md5.ok() && *md5 == job.md5) {
@@ -401,20 +369,23 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
       }
       fs::remove(final_path, error);  // Wrong or truncated: fetch again.
     }
-    absl::StatusOr<uint64_t> size = d.RemoteSize(job.url_path());
-    if (!size.ok()) return size.status();
-    job.size = *size;
+    ASSIGN_OR_RETURN(job.size, d.RemoteSize(job.url_path()));
     const uint64_t have = fs::exists(final_path + ".partial") ? fs::file_size(final_path + ".partial", error) : 0;
     needed += job.size > have ? job.size - have : 0;
     pending.push_back(job);
   }
-  const uint64_t free_bytes = FreeBytes(options.target_dir);
+  const uint64_t free_bytes = FreeBytes(target_dir);
   if (needed > free_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat("the download needs %s more in %s but only %s is free",
-                                                        HumanBytes(needed), options.target_dir, HumanBytes(free_bytes)));
+                                                        HumanBytes(needed), target_dir, HumanBytes(free_bytes)));
   }
+  return pending;
+}
 
-  // The big files, several at a time.
+// The big files, `connections` at a time, with one progress bar naming the
+// files in flight; the first failure stops new fetches.
+absl::Status FetchAll(Downloader& d, const std::vector<Job>& pending, uint64_t needed, const DownloadOptions& options,
+                      DownloadReport& report) {
   ProgressBar progress(absl::StrFormat("download %zu file(s)", pending.size()), needed,
                        options.show_progress ? stderr : nullptr);
   std::mutex mutex;
@@ -431,6 +402,27 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
   };
   size_t next = 0;
   std::vector<absl::Status> failures;
+  const auto fetch_one = [&](const Job& job) {
+    uint64_t fetched = 0;
+    absl::Status s = d.FetchFile(
+        job,
+        [&](uint64_t n) {
+          std::lock_guard<std::mutex> lock(mutex);
+          in_flight[job.relative].first += n;
+          progress.set_detail(describe());
+          progress.Add(n);
+        },
+        &fetched);
+    std::lock_guard<std::mutex> lock(mutex);
+    in_flight.erase(job.relative);
+    report.bytes_fetched += fetched;
+    if (!s.ok()) {
+      failures.push_back(s);
+      return;
+    }
+    report.fetched.push_back(job.relative);
+    progress.Note(absl::StrFormat("downloaded %s (%s), MD5 matches", job.relative, HumanBytes(job.size)));
+  };
   std::vector<std::thread> threads;
   for (int c = 0; c < std::max(1, options.connections); ++c) {
     threads.emplace_back([&] {
@@ -440,40 +432,36 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
           std::lock_guard<std::mutex> lock(mutex);
           if (next >= pending.size() || !failures.empty()) return;
           job = pending[next++];
-        }
-        {
-          std::lock_guard<std::mutex> lock(mutex);
           in_flight[job.relative] = {0, job.size};
         }
-        uint64_t fetched = 0;
-        absl::Status s = d.FetchFile(
-            job,
-            [&](uint64_t n) {
-              std::lock_guard<std::mutex> lock(mutex);
-              in_flight[job.relative].first += n;
-              progress.set_detail(describe());
-              progress.Add(n);
-            },
-            &fetched);
-        std::lock_guard<std::mutex> lock(mutex);
-        in_flight.erase(job.relative);
-        report.bytes_fetched += fetched;
-        if (s.ok()) {
-          report.fetched.push_back(job.relative);
-          progress.Note(absl::StrFormat("downloaded %s (%s), MD5 matches", job.relative, HumanBytes(job.size)));
-        } else {
-          failures.push_back(s);
-        }
+        fetch_one(job);
       }
     });
   }
   for (std::thread& t : threads) t.join();
   progress.Finish();
-  if (!failures.empty()) {
-    std::vector<std::string> messages;
-    for (const absl::Status& s : failures) messages.push_back(d.redact()(s.message()));
-    return absl::Status(failures[0].code(), absl::StrJoin(messages, "; "));
+  if (failures.empty()) return absl::OkStatus();
+  std::vector<std::string> messages;
+  for (const absl::Status& s : failures) messages.push_back(d.redact()(s.message()));
+  return absl::Status(failures[0].code(), absl::StrJoin(messages, "; "));
+}
+
+absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const UrlRedactor& redact) {
+  RETURN_IF_ERROR(CheckUrlTemplate(options.url_template, redact));
+  ASSIGN_OR_RETURN(const std::vector<MetaModel> models, LookUpMetaModels(options.models));
+  std::error_code error;
+  fs::create_directories(options.target_dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("--target_dir \"%s\": cannot create: %s", options.target_dir, error.message()));
   }
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  Downloader d(options);
+  DownloadReport report;
+  ASSIGN_OR_RETURN(std::vector<Job> jobs, ListFiles(d, models));
+  uint64_t needed = 0;
+  ASSIGN_OR_RETURN(const std::vector<Job> pending, PendingJobs(d, std::move(jobs), options.target_dir, report, needed));
+  RETURN_IF_ERROR(FetchAll(d, pending, needed, options, report));
   return report;
 }
 

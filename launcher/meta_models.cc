@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ops/status_macros.h"
 
 namespace llama {
 namespace {
@@ -97,6 +98,23 @@ absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name) {
       "Llama-3-8B, Llama-3-8B-Instruct, Llama-3-70B, Llama-3-70B-Instruct (Llama 3) or a llama-stack model id "
       "(Llama 3.1 and later%s)",
       name, llama_stack_ids));
+}
+
+absl::StatusOr<std::vector<MetaModel>> LookUpMetaModels(const std::vector<std::string>& names) {
+  std::vector<MetaModel> models;
+  for (const std::string& name : names) {
+    ASSIGN_OR_RETURN(MetaModel model, LookUpMetaModel(name));
+    models.push_back(std::move(model));
+  }
+  if (models.empty()) return absl::InvalidArgumentError("--models: expected at least one, e.g. 7B,13B-chat");
+  for (const MetaModel& model : models) {
+    if (model.channel != models[0].channel) {
+      return absl::InvalidArgumentError(
+          "--models: Llama 2, Llama 3 and Llama 3.1+ (llama-stack) models come with different URLs (one e-mail "
+          "each); download them separately");
+    }
+  }
+  return models;
 }
 
 }  // namespace llama

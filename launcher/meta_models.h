@@ -6,6 +6,7 @@
 #define LLAMA_LAUNCHER_META_MODELS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -43,6 +44,10 @@ struct MetaModel {
 // ("meta-llama/Llama-3.2-1B") -> Llama-3.1-8B-Instruct etc. Models this
 // project cannot run (vision, FP8, INT4, Llama 4) are refused, saying why.
 absl::StatusOr<MetaModel> LookUpMetaModel(absl::string_view name);
+
+// --models, each looked up: at least one, all from one channel (one
+// e-mail's URL serves one family).
+absl::StatusOr<std::vector<MetaModel>> LookUpMetaModels(const std::vector<std::string>& names);
 
 }  // namespace llama
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 
 namespace llama {
@@ -41,6 +43,21 @@ std::string FileUrl(absl::string_view url_template, absl::string_view relative) 
   const size_t star = url_template.find('*');
   if (star == absl::string_view::npos) return std::string(url_template);
   return absl::StrCat(url_template.substr(0, star), relative, url_template.substr(star + 1));
+}
+
+// The URL has the shape of the one in Meta's e-mail.
+absl::Status CheckUrlTemplate(const std::string& url_template, const UrlRedactor& redact) {
+  if (url_template.find('*') == std::string::npos || !absl::StartsWith(url_template, "http")) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the presigned URL %s does not look like the one in Meta's e-mail (https://...*...?...)", redact.Template()));
+  }
+  if (url_template.find('?') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the presigned URL %s has no query string (\"?Policy=...&Signature=...\"); paste the whole URL from "
+        "Meta's e-mail, quoted so the shell keeps its \"&\"s",
+        redact.Template()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llama

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace llama {
@@ -31,6 +32,10 @@ class UrlRedactor {
   std::vector<std::string> secrets_;  // Longest first.
   std::string shown_template_;
 };
+
+// `url_template` has the shape of the one in Meta's e-mail: http(s), a "*"
+// and a query string; errors show it through `redact`.
+absl::Status CheckUrlTemplate(const std::string& url_template, const UrlRedactor& redact);
 
 // The URL template with "*" replaced by `relative`.
 std::string FileUrl(absl::string_view url_template, absl::string_view relative);

@@ -35,7 +35,7 @@ namespace fs = std::filesystem;
 
 // The files whose flags a job takes: the job's and the launcher's own.
 bool IsJobFlagFile(const std::string& file) {
-  return absl::EndsWith(file, "worker/job_flags.cc") || absl::EndsWith(file, "launcher/main.cc");
+  return absl::EndsWith(file, "worker/job_flags.cc") || absl::EndsWith(file, "launcher/launcher_flags.cc");
 }
 
 // Flags SLURM's placement decides; given to sbatch they would fight it.

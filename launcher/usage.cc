@@ -1,5 +1,8 @@
 #include "launcher/usage.h"
 
+#include "launcher/launcher_flags.h"
+#include "worker/job_flags.h"
+
 namespace llama {
 
 const char kLauncherUsage[] = R"(Runs Llama 2 inference: converts the checkpoint to shards for the world size,
@@ -45,25 +48,23 @@ them at once).
 )";
 
 std::vector<FlagGroup> LauncherFlagGroups() {
+  using Job = JobFlagGroup;
+  using Launcher = LauncherFlagGroup;
   return {
       {"The model and the job",
-       {"ckpt_dir", "tokenizer_path", "shard_dir", "weights_dtype", "prompt", "prompts_file", "dialogs_file", "output"}},
-      {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs", "echo"}},
-      {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_cache_free_share", "kv_block_size", "enable_prefix_caching"}},
-      {"launcher chat", {"system_prompt"}},
-      {"launcher serve",
-       {"host", "port", "served_model_name", "api_key", "api_key_file", "max_queue", "max_connections",
-        "max_header_bytes", "max_headers", "max_body_bytes", "request_timeout", "keep_alive_timeout",
-        "drain_timeout"}},
-      {"Each rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"}},
+       FlagList({LauncherFlagNames(Launcher::kModel), JobFlagNames(Job::kModelFiles),
+                 LauncherFlagNames(Launcher::kConversion), JobFlagNames(Job::kInput)})},
+      {"Generation", JobFlagNames(Job::kGeneration)},
+      {"The engine", JobFlagNames(Job::kEngine)},
+      {"launcher chat", LauncherFlagNames(Launcher::kChat)},
+      {"launcher serve", JobFlagNames(Job::kServing)},
+      {"Each rank's model", JobFlagNames(Job::kRankModel)},
       {"Ranks and nodes (torchrun's flags)",
-       {"nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "store_listen_all", "token_file",
-        "node_local_shards", "rendezvous_timeout", "load_timeout", "collective_timeout"}},
-      {"Running", {"worker", "log_dir", "grace_period", "demo_dir"}},
+       FlagList({LauncherFlagNames(Launcher::kTopology), JobFlagNames(Job::kDeadlines)})},
+      {"Running", FlagList({LauncherFlagNames(Launcher::kRunning), {"log_dir"}})},
       {"launcher sbatch", {"nodes", "gpus_per_node", "partition", "time", "account", "launcher_path", "dry_run"}},
       {"launcher download", {"models", "target_dir", "url", "url_file", "connections"}},
   };
-
 }
 
 }  // namespace llama

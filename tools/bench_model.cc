@@ -8,12 +8,21 @@
 #include "worker/model/synthetic_weights.h"
 
 DEFINE_string(shard, "", "A shard to benchmark (world size 1); default: a synthetic model.");
-DEFINE_int64(dim, 2048, "Synthetic model: embedding dimension.");
-DEFINE_int64(n_layers, 22, "Synthetic model: layers.");
-DEFINE_int64(n_heads, 32, "Synthetic model: query heads.");
-DEFINE_int64(n_kv_heads, 4, "Synthetic model: key/value heads.");
-DEFINE_int64(ffn_hidden, 5632, "Synthetic model: FFN hidden size.");
-DEFINE_int64(vocab_size, 32000, "Synthetic model: vocabulary.");
+
+// The synthetic model's shape, once: X(flag, ModelConfig field, default,
+// help), for the flags, the config and --help.
+#define LLAMA_BENCH_SHAPE_FLAGS(X)                                     \
+  X(dim, dim, 2048, "Synthetic model: embedding dimension.")           \
+  X(n_layers, n_layers, 22, "Synthetic model: layers.")                \
+  X(n_heads, n_heads, 32, "Synthetic model: query heads.")             \
+  X(n_kv_heads, n_kv_heads, 4, "Synthetic model: key/value heads.")    \
+  X(ffn_hidden, hidden_dim, 5632, "Synthetic model: FFN hidden size.") \
+  X(vocab_size, vocab_size, 32000, "Synthetic model: vocabulary.")
+
+#define LLAMA_DEFINE_BENCH_SHAPE_FLAG(flag, field, default_value, help) DEFINE_int64(flag, default_value, help);
+LLAMA_BENCH_SHAPE_FLAGS(LLAMA_DEFINE_BENCH_SHAPE_FLAG)
+#undef LLAMA_DEFINE_BENCH_SHAPE_FLAG
+
 DEFINE_string(weights_dtype, "bf16",
               "Synthetic model: weights' type, bf16, fp16, fp32 or int8 (q8_0 linear layers, bf16 embedding).");
 
@@ -25,12 +34,9 @@ absl::StatusOr<ModelWeights> BenchModelWeights(int rank, int world_size) {
     return LoadModelWeights(std::shared_ptr<const ShardReader>(std::move(shard)));
   }
   ModelConfig config;
-  config.dim = FLAGS_dim;
-  config.n_layers = FLAGS_n_layers;
-  config.n_heads = FLAGS_n_heads;
-  config.n_kv_heads = FLAGS_n_kv_heads;
-  config.vocab_size = FLAGS_vocab_size;
-  config.hidden_dim = FLAGS_ffn_hidden;
+#define LLAMA_COPY_BENCH_SHAPE_FLAG(flag, field, default_value, help) config.field = FLAGS_##flag;
+  LLAMA_BENCH_SHAPE_FLAGS(LLAMA_COPY_BENCH_SHAPE_FLAG)
+#undef LLAMA_COPY_BENCH_SHAPE_FLAG
   RETURN_IF_ERROR(ValidateModelConfig(config, "synthetic model"));
   RETURN_IF_ERROR(CheckWorldSize(config, world_size));
   ASSIGN_OR_RETURN(const DType dtype, ParseWeightsDtypeFlag("weights_dtype", FLAGS_weights_dtype));
@@ -38,8 +44,12 @@ absl::StatusOr<ModelWeights> BenchModelWeights(int rank, int world_size) {
 }
 
 FlagGroup BenchModelFlags() {
-  return {"The model", {"shard", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "vocab_size",
-                        "weights_dtype"}};
+  FlagGroup group{"The model", {"shard"}};
+#define LLAMA_BENCH_SHAPE_FLAG_NAME(flag, field, default_value, help) group.flags.push_back(#flag);
+  LLAMA_BENCH_SHAPE_FLAGS(LLAMA_BENCH_SHAPE_FLAG_NAME)
+#undef LLAMA_BENCH_SHAPE_FLAG_NAME
+  group.flags.push_back("weights_dtype");
+  return group;
 }
 
 }  // namespace llama

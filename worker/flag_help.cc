@@ -29,6 +29,12 @@ std::string ShownDefault(const gflags::CommandLineFlagInfo& flag) {
 
 }  // namespace
 
+std::vector<std::string> FlagList(std::initializer_list<std::vector<std::string>> parts) {
+  std::vector<std::string> names;
+  for (const std::vector<std::string>& part : parts) names.insert(names.end(), part.begin(), part.end());
+  return names;
+}
+
 std::string FlagHelp(const std::string& usage, const std::vector<FlagGroup>& groups) {
   std::vector<gflags::CommandLineFlagInfo> all;
   gflags::GetAllFlags(&all);

@@ -6,6 +6,7 @@
 #ifndef LLAMA_WORKER_FLAG_HELP_H_
 #define LLAMA_WORKER_FLAG_HELP_H_
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ struct FlagGroup {
   std::string title;
   std::vector<std::string> flags;  // Names, in the order shown.
 };
+
+// `parts`, one after another: a group's names from several lists (a flag
+// table's group among a binary's own flags).
+std::vector<std::string> FlagList(std::initializer_list<std::vector<std::string>> parts);
 
 // --log_dir is glog's flag, reused: its description as our binaries use it.
 inline constexpr char kLogDirHelp[] =

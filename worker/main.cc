@@ -306,18 +306,17 @@ int main(int argc, char** argv) {
       "  worker --shard_dir=DIR --tokenizer_path=tokenizer.model --prompt=\"...\"\n"
       "Under //launcher (or torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/RENDEZVOUS_TOKEN),\n"
       "each rank maps DIR/rank-R-of-N.shard and rank 0 prints the results.";
+  using llama::JobFlagGroup;
+  using llama::JobFlagNames;
   llama::HandleHelpAndVersion(
       argc, argv, "worker", usage,
-      {{"The model and the job", {"shard_dir", "tokenizer_path", "prompt", "prompts_file", "dialogs_file", "output",
-                                  "summary_file"}},
-       {"Generation", {"temperature", "top_p", "max_seq_len", "max_gen_len", "max_batch_size", "seed", "logprobs",
-                       "echo"}},
-       {"The engine", {"max_num_batched_tokens", "kv_cache_gb", "kv_cache_free_share", "kv_block_size", "enable_prefix_caching"}},
-       {"Serving", {"serve", "host", "port", "served_model_name", "api_key", "api_key_file", "max_queue",
-                    "max_connections", "max_header_bytes", "max_headers", "max_body_bytes", "request_timeout",
-                    "keep_alive_timeout", "drain_timeout"}},
-       {"This rank's model", {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"}},
-       {"Deadlines between ranks", {"rendezvous_timeout", "load_timeout", "collective_timeout"}},
+      {{"The model and the job", llama::FlagList({JobFlagNames(JobFlagGroup::kModelFiles),
+                                                  JobFlagNames(JobFlagGroup::kInput), {"summary_file"}})},
+       {"Generation", JobFlagNames(JobFlagGroup::kGeneration)},
+       {"The engine", JobFlagNames(JobFlagGroup::kEngine)},
+       {"Serving", llama::FlagList({JobFlagNames(JobFlagGroup::kServeSwitch), JobFlagNames(JobFlagGroup::kServing)})},
+       {"This rank's model", JobFlagNames(JobFlagGroup::kRankModel)},
+       {"Deadlines between ranks", JobFlagNames(JobFlagGroup::kDeadlines)},
        {"Logging", {"log_dir"}}});
   gflags::SetUsageMessage(usage);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);

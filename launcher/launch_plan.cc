@@ -1,0 +1,230 @@
+#include "launcher/launch_plan.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "launcher/meta_models.h"
+#include "launcher/slurm.h"
+#include "ops/device.h"
+#include "ops/dtype.h"
+#include "ops/status_macros.h"
+
+namespace llama {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The folder `path` names, absolute and without a trailing separator:
+// "llama-2-7b/" (Meta's README, tab completion) and "." name the folder
+// itself, whose parent is where download.sh puts tokenizer.model.
+fs::path FolderPath(const std::string& path) {
+  const fs::path folder = fs::absolute(path).lexically_normal();
+  return folder.has_filename() ? folder : folder.parent_path();
+}
+
+// Removes `word` from `words`; whether it was there.
+bool TakeWord(std::vector<std::string>& words, const std::string& word) {
+  auto it = std::find(words.begin(), words.end(), word);
+  if (it == words.end()) return false;
+  words.erase(it);
+  return true;
+}
+
+// The subcommand; gflags leaves "sbatch" and the job's flags after "--" in
+// some order.
+absl::Status PlanCommand(std::vector<std::string> words, const LauncherFlags& flags, const LaunchContext& context,
+                         LaunchPlan& plan) {
+  if (TakeWord(words, "download")) {
+    if (!words.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("download: unexpected argument \"", words[0], "\""));
+    }
+    plan.command = LaunchCommand::kDownload;
+    return absl::OkStatus();
+  }
+  if (TakeWord(words, "sbatch")) {
+    plan.command = LaunchCommand::kSbatch;
+    plan.sbatch_args = std::move(words);
+    return absl::OkStatus();
+  }
+  if (TakeWord(words, "chat")) {
+    // A chat is a server on a private port, and its client.
+    plan.command = LaunchCommand::kChat;
+    plan.job.host = "127.0.0.1";
+    plan.job.port = 0;
+    plan.job.api_key = context.chat_api_key;
+  } else if (TakeWord(words, "serve")) {
+    plan.command = LaunchCommand::kServe;
+  }
+  if (plan.command != LaunchCommand::kJob) {
+    plan.job.serve = true;
+    if (plan.job.served_model_name.empty()) {
+      plan.job.served_model_name = flags.ckpt_dir.empty() ? "demo" : FolderPath(flags.ckpt_dir).filename().string();
+    }
+  }
+  if (!words.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", words[0], "\" (see --help)"));
+  }
+  return absl::OkStatus();
+}
+
+// The ranks and nodes: the flags, or SLURM's placement inside an srun step.
+absl::Status PlanWorld(const LauncherFlags& flags, const LaunchContext& context, LaunchPlan& plan) {
+  WorldOptions& world = plan.world;
+  world.nnodes = flags.nnodes;
+  world.nproc_per_node = flags.nproc_per_node;
+  // The demo shows tensor parallelism: 2 workers unless told otherwise.
+  if (flags.ckpt_dir.empty() && !flags.nproc_per_node_given) world.nproc_per_node = 2;
+  world.node_rank = flags.node_rank;
+  world.master_addr = flags.master_addr;
+  world.master_port = flags.master_port;
+  ASSIGN_OR_RETURN(const std::optional<SlurmPlacement> slurm, ReadSlurmPlacement(context.getenv));
+  if (slurm.has_value()) {
+    world.nnodes = slurm->nnodes;
+    world.node_rank = slurm->node_rank;
+    world.master_addr = slurm->master_addr;
+    if (world.master_port == 0) world.master_port = slurm->master_port;
+  }
+  // Node 0 binds the store's port and hands the socket to rank 0
+  // (RENDEZVOUS_LISTEN_FD): finding a port free and letting rank 0 bind it
+  // later would race other jobs. A job on one node takes any free port.
+  if (world.master_port == 0 && world.nnodes != 1) world.master_port = kDefaultMasterPort;
+  plan.bind_store = world.node_rank == 0;
+  plan.store_listen_all = flags.store_listen_all;
+  plan.token_file = flags.token_file;
+  plan.world_size = world.nnodes * world.nproc_per_node;
+  // Checked now, before any work; a port of 0 on node 0 means any free
+  // one, which Execute binds.
+  WorldOptions checked = world;
+  if (plan.bind_store && checked.master_port == 0) checked.master_port = kDefaultMasterPort;
+  return ValidateWorldOptions(checked);
+}
+
+// --device, else CUDA when built in and a GPU is visible; a GPU per local rank.
+absl::Status PlanDevice(const LaunchContext& context, LaunchPlan& plan) {
+  plan.device = plan.job.device;
+  if (plan.device.empty()) plan.device = context.built_with_cuda && !context.visible_gpus.empty() ? "cuda" : "cpu";
+  RETURN_IF_ERROR(ParseDevice(plan.device).status());
+  if (plan.device != "cuda") return absl::OkStatus();
+  const int ranks = plan.world.nproc_per_node;
+  if (static_cast<int>(context.visible_gpus.size()) < ranks) {
+    return absl::InvalidArgumentError(absl::StrFormat("--nproc_per_node=%d needs %d GPUs on this node; %d visible",
+                                                      ranks, ranks, context.visible_gpus.size()));
+  }
+  plan.gpus = context.visible_gpus;
+  return absl::OkStatus();
+}
+
+// Where the checkpoint comes from and how it is converted for the world size.
+absl::Status PlanModel(const LauncherFlags& flags, const LaunchContext& context, LaunchPlan& plan) {
+  plan.ckpt_dir = flags.ckpt_dir.empty() ? "" : FolderPath(flags.ckpt_dir).string();
+  plan.tokenizer_path = plan.job.tokenizer_path;
+  // No checkpoint but --models: fetch it first, as download.sh would.
+  plan.download = plan.ckpt_dir.empty() && !flags.download_models.empty();
+  plan.download_models = flags.download_models;
+  plan.download_target_dir = flags.download_target_dir;
+  plan.demo = plan.ckpt_dir.empty() && !plan.download;
+  if (plan.demo) {
+    plan.demo_dir = flags.demo_dir.empty() ? absl::StrCat(context.cache_dir, "/demo") : flags.demo_dir;
+    JobFlags& job = plan.job;
+    plan.demo_prompts = job.prompt.empty() && job.prompts_file.empty() && job.dialogs_file.empty();
+    if (plan.demo_prompts && job.max_gen_len < 0) job.max_gen_len = 32;
+  }
+  ConvertOptions& convert = plan.convert;
+  convert.out_dir = plan.job.shard_dir;
+  convert.world_size = plan.world_size;
+  if (!flags.weights_dtype.empty()) {
+    ASSIGN_OR_RETURN(convert.dtype, ParseWeightsDtypeFlag("weights_dtype", flags.weights_dtype));
+  }
+  convert.show_progress = true;
+  convert.world_size_flag =
+      absl::StrFormat("--nproc_per_node=%d x --nnodes=%d", plan.world.nproc_per_node, plan.world.nnodes);
+  plan.shard_cache_dir = absl::StrCat(context.cache_dir, "/shards");
+  // With node-local shards each node is node 0 of its own storage.
+  plan.preparation.node_rank = flags.node_local_shards ? 0 : plan.world.node_rank;
+  plan.preparation.nnodes = plan.world.nnodes;
+  plan.preparation.deadline = std::chrono::seconds(plan.job.rendezvous_timeout);
+  plan.worker_binary = flags.worker;
+  return absl::OkStatus();
+}
+
+// Logs, grace and, for a chat, the client's settings.
+void PlanSupervision(const LauncherFlags& flags, const LaunchContext& context, LaunchPlan& plan) {
+  // A folder of its own for each run's logs, so the next run keeps them.
+  // Outside the shard folder, which may be read-only and is shared by every node.
+  plan.supervise.log_dir = !flags.log_dir.empty() ? flags.log_dir
+                                                  : absl::StrFormat("%s/logs/%s-node%d-%d", context.cache_dir,
+                                                                    context.run_stamp, plan.world.node_rank,
+                                                                    context.pid);
+  plan.summary_path = plan.supervise.log_dir + "/summary.json";
+  plan.supervise.grace = std::chrono::seconds(flags.grace_period);
+  // A server drains before it exits: its grace covers the drain.
+  if (plan.command != LaunchCommand::kJob) {
+    plan.supervise.grace =
+        std::max<std::chrono::milliseconds>(plan.supervise.grace, std::chrono::seconds(plan.job.drain_timeout + 10));
+  }
+  if (plan.command == LaunchCommand::kChat) {
+    plan.chat = {plan.job.served_model_name, plan.job.api_key, flags.system_prompt,
+                 plan.job.temperature,       plan.job.top_p,   plan.job.max_gen_len};
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchPlan> PlanLaunch(std::vector<std::string> words, const LauncherFlags& flags,
+                                      const LaunchContext& context) {
+  LaunchPlan plan;
+  plan.job = flags.job;
+  RETURN_IF_ERROR(PlanCommand(std::move(words), flags, context, plan));
+  if (plan.command == LaunchCommand::kDownload || plan.command == LaunchCommand::kSbatch) return plan;
+  // Everything checkable is checked before any work.
+  const bool serving = plan.command != LaunchCommand::kJob;
+  RETURN_IF_ERROR(CheckJobFlags(plan.job, /*need_input=*/!serving && !flags.ckpt_dir.empty()));
+  if (serving && (!plan.job.prompt.empty() || !plan.job.prompts_file.empty() || !plan.job.dialogs_file.empty())) {
+    return absl::InvalidArgumentError(
+        "serve takes its prompts over HTTP: drop --prompt, --prompts_file and --dialogs_file");
+  }
+  RETURN_IF_ERROR(PlanWorld(flags, context, plan));
+  RETURN_IF_ERROR(PlanDevice(context, plan));
+  RETURN_IF_ERROR(PlanModel(flags, context, plan));
+  PlanSupervision(flags, context, plan);
+  return plan;
+}
+
+absl::StatusOr<std::string> DownloadedCheckpointDir(const std::string& models, const std::string& target_dir) {
+  ASSIGN_OR_RETURN(const MetaModel first, LookUpMetaModel(std::vector<std::string>(absl::StrSplit(models, ','))[0]));
+  return (fs::path(target_dir) / first.folder).string();
+}
+
+std::vector<WorkerLaunch> WorkerLaunches(const LaunchPlan& plan, const PreparedJob& prepared) {
+  const std::vector<std::string> job_flags = WorkerArguments(plan.job);
+  std::vector<WorkerLaunch> launches;
+  for (WorkerEnvironment rank : prepared.ranks) {
+    WorkerLaunch launch;
+    launch.rank = rank.rank;
+    std::vector<std::string>& argv = launch.process.argv;
+    argv = {prepared.worker_binary, "--shard_dir=" + prepared.shard_dir,
+            "--tokenizer_path=" + fs::absolute(prepared.tokenizer_path).string()};
+    argv.insert(argv.end(), job_flags.begin(), job_flags.end());
+    argv.push_back("--device=" + plan.device);
+    argv.push_back("--summary_file=" + plan.summary_path);
+    rank.token = prepared.token;
+    if (rank.rank == 0 && prepared.store_fd >= 0) {
+      launch.process.inherit_fd = prepared.store_fd;
+      rank.listen_fd = prepared.store_fd;
+    }
+    for (const auto& [name, value] : WorkerEnvironmentVariables(rank)) launch.process.env.push_back(name + "=" + value);
+    if (!plan.gpus.empty()) launch.process.env.push_back("CUDA_VISIBLE_DEVICES=" + plan.gpus[rank.local_rank]);
+    // The API key reaches rank 0 in its environment, never on a command line.
+    if (rank.rank == 0 && !plan.job.api_key.empty()) {
+      launch.process.env.push_back(absl::StrCat(kApiKeyVariable, "=", plan.job.api_key));
+    }
+    launches.push_back(std::move(launch));
+  }
+  return launches;
+}
+
+}  // namespace llama

@@ -1,0 +1,277 @@
+#include "launcher/launch_plan.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace llama {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+LaunchContext Context() {
+  LaunchContext context;
+  context.cache_dir = "/home/me/.cache/llama2-cpp";
+  context.run_stamp = "20261201-231000";
+  context.pid = 42;
+  context.chat_api_key = "fresh-key";
+  return context;
+}
+
+LauncherFlags Checkpoint(const std::string& dir) {
+  LauncherFlags flags;
+  flags.ckpt_dir = dir;
+  flags.job.prompt = "I believe the meaning of life is";
+  return flags;
+}
+
+TEST(PlanLaunchTest, TheDemoRunsTwoRanksOnItsOwnPrompts) {
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, LauncherFlags(), Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->command, LaunchCommand::kJob);
+  EXPECT_TRUE(plan->demo);
+  EXPECT_FALSE(plan->download);
+  EXPECT_EQ(plan->demo_dir, "/home/me/.cache/llama2-cpp/demo");
+  EXPECT_TRUE(plan->demo_prompts);
+  EXPECT_EQ(plan->job.max_gen_len, 32);
+  EXPECT_EQ(plan->world.nproc_per_node, 2);
+  EXPECT_EQ(plan->world_size, 2);
+  EXPECT_EQ(plan->device, "cpu");
+  EXPECT_TRUE(plan->bind_store);
+  EXPECT_EQ(plan->world.master_port, 0);  // Any free port, bound by Execute.
+  EXPECT_EQ(plan->convert.world_size, 2);
+  EXPECT_EQ(plan->convert.world_size_flag, "--nproc_per_node=2 x --nnodes=1");
+  EXPECT_EQ(plan->supervise.log_dir, "/home/me/.cache/llama2-cpp/logs/20261201-231000-node0-42");
+  EXPECT_EQ(plan->summary_path, plan->supervise.log_dir + "/summary.json");
+  EXPECT_EQ(plan->supervise.grace, std::chrono::seconds(5));
+}
+
+TEST(PlanLaunchTest, TheDemoKeepsTheJobsOwnPromptAndRankCount) {
+  LauncherFlags flags;
+  flags.job.prompt = "Hello";
+  flags.nproc_per_node = 1;
+  flags.nproc_per_node_given = true;
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->demo_prompts);
+  EXPECT_EQ(plan->job.max_gen_len, -1);
+  EXPECT_EQ(plan->world_size, 1);
+}
+
+TEST(PlanLaunchTest, ACheckpointOnLocalRanks) {
+  LauncherFlags flags = Checkpoint("/data/llama-2-7b/");
+  flags.nproc_per_node = 4;
+  flags.weights_dtype = "int8";
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->demo);
+  EXPECT_EQ(plan->ckpt_dir, "/data/llama-2-7b");  // The folder itself, without the slash.
+  EXPECT_EQ(plan->world_size, 4);
+  EXPECT_TRUE(plan->convert.dtype.has_value());
+  EXPECT_TRUE(plan->convert.out_dir.empty());  // Chosen beside the checkpoint or in the cache.
+  EXPECT_EQ(plan->shard_cache_dir, "/home/me/.cache/llama2-cpp/shards");
+  EXPECT_FALSE(plan->job.serve);
+}
+
+TEST(PlanLaunchTest, NodesBeyondTheFirstJoinNodeZerosStore) {
+  LauncherFlags flags = Checkpoint("/data/llama-2-70b");
+  flags.nnodes = 2;
+  flags.node_rank = 1;
+  flags.nproc_per_node = 8;
+  flags.master_addr = "node0";
+  flags.token_file = "/shared/token";
+  flags.job.rendezvous_timeout = 60;
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->bind_store);
+  EXPECT_EQ(plan->world.master_port, kDefaultMasterPort);
+  EXPECT_EQ(plan->world_size, 16);
+  EXPECT_EQ(plan->preparation.node_rank, 1);
+  EXPECT_EQ(plan->preparation.nnodes, 2);
+  EXPECT_EQ(plan->preparation.deadline, std::chrono::seconds(60));
+  EXPECT_EQ(plan->token_file, "/shared/token");
+  EXPECT_EQ(plan->supervise.log_dir, "/home/me/.cache/llama2-cpp/logs/20261201-231000-node1-42");
+  flags.node_local_shards = true;
+  plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->preparation.node_rank, 0);  // Each node converts its own.
+}
+
+TEST(PlanLaunchTest, SlurmPlacesTheNode) {
+  const std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "1234"},     {"SLURM_PROCID", "1"},
+                                                  {"SLURM_NNODES", "2"},        {"SLURM_NTASKS", "2"},
+                                                  {"SLURM_JOB_NODELIST", "gpu[01-02]"}};
+  LaunchContext context = Context();
+  context.getenv = [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, Checkpoint("/data/m"), context);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->world.nnodes, 2);
+  EXPECT_EQ(plan->world.node_rank, 1);
+  EXPECT_EQ(plan->world.master_addr, "gpu01");
+  EXPECT_GT(plan->world.master_port, 0);
+}
+
+TEST(PlanLaunchTest, ServeSetsTheWorkersServingAndLongerGrace) {
+  LauncherFlags flags;
+  flags.ckpt_dir = "/data/llama-2-7b-chat";
+  flags.job.drain_timeout = 30;
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({"serve"}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->command, LaunchCommand::kServe);
+  EXPECT_TRUE(plan->job.serve);
+  EXPECT_EQ(plan->job.served_model_name, "llama-2-7b-chat");
+  EXPECT_EQ(plan->job.host, "127.0.0.1");
+  EXPECT_EQ(plan->job.port, 8000);
+  EXPECT_EQ(plan->supervise.grace, std::chrono::seconds(40));
+  EXPECT_EQ(PlanLaunch({"serve"}, LauncherFlags(), Context())->job.served_model_name, "demo");
+}
+
+TEST(PlanLaunchTest, ServeRefusesPrompts) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, Context()).status().message(),
+            "serve takes its prompts over HTTP: drop --prompt, --prompts_file and --dialogs_file");
+}
+
+TEST(PlanLaunchTest, ChatIsAPrivateServerAndItsClient) {
+  LauncherFlags flags;
+  flags.ckpt_dir = "/data/llama-2-7b-chat";
+  flags.system_prompt = "Answer briefly.";
+  flags.job.port = 9000;
+  flags.job.temperature = 0.2;
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({"chat"}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->command, LaunchCommand::kChat);
+  EXPECT_TRUE(plan->job.serve);
+  EXPECT_EQ(plan->job.host, "127.0.0.1");
+  EXPECT_EQ(plan->job.port, 0);
+  EXPECT_EQ(plan->job.api_key, "fresh-key");
+  EXPECT_EQ(plan->chat.model, "llama-2-7b-chat");
+  EXPECT_EQ(plan->chat.api_key, "fresh-key");
+  EXPECT_EQ(plan->chat.system_prompt, "Answer briefly.");
+  EXPECT_EQ(plan->chat.temperature, 0.2);
+  EXPECT_EQ(plan->chat.max_tokens, -1);
+}
+
+TEST(PlanLaunchTest, SubcommandsAndStrayWords) {
+  absl::StatusOr<LaunchPlan> download = PlanLaunch({"download"}, LauncherFlags(), Context());
+  ASSERT_TRUE(download.ok());
+  EXPECT_EQ(download->command, LaunchCommand::kDownload);
+  EXPECT_EQ(PlanLaunch({"download", "7B"}, LauncherFlags(), Context()).status().message(),
+            "download: unexpected argument \"7B\"");
+  absl::StatusOr<LaunchPlan> sbatch = PlanLaunch({"--prompt=hi", "sbatch", "serve"}, LauncherFlags(), Context());
+  ASSERT_TRUE(sbatch.ok());
+  EXPECT_EQ(sbatch->command, LaunchCommand::kSbatch);
+  EXPECT_THAT(sbatch->sbatch_args, ElementsAre("--prompt=hi", "serve"));
+  EXPECT_EQ(PlanLaunch({"generate"}, LauncherFlags(), Context()).status().message(),
+            "unexpected argument \"generate\" (see --help)");
+}
+
+TEST(PlanLaunchTest, ModelsWithoutACheckpointDownloadFirst) {
+  LauncherFlags flags;
+  flags.job.prompt = "hi";
+  flags.download_models = "7B,13B";
+  flags.download_target_dir = "/data/llama";
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->download);
+  EXPECT_FALSE(plan->demo);
+  EXPECT_EQ(plan->world.nproc_per_node, 2);  // As for the demo: no --ckpt_dir.
+  absl::StatusOr<std::string> dir = DownloadedCheckpointDir(plan->download_models, plan->download_target_dir);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_EQ(*dir, "/data/llama/llama-2-7b");
+}
+
+TEST(PlanLaunchTest, BadFlagsAreRefusedBeforeAnyWork) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.nproc_per_node = 0;
+  EXPECT_EQ(PlanLaunch({}, flags, Context()).status().message(), "--nproc_per_node=0: expected at least 1");
+  flags = Checkpoint("/data/m");
+  flags.job.top_p = 0;
+  EXPECT_EQ(PlanLaunch({}, flags, Context()).status().message(), "--top_p=0: expected a value in (0, 1]");
+  flags = Checkpoint("/data/m");
+  flags.job.prompt.clear();
+  EXPECT_THAT(std::string(PlanLaunch({}, flags, Context()).status().message()), HasSubstr("give exactly one of"));
+  flags = Checkpoint("/data/m");
+  flags.weights_dtype = "int4";
+  EXPECT_THAT(std::string(PlanLaunch({}, flags, Context()).status().message()), HasSubstr("weights_dtype"));
+  flags = Checkpoint("/data/m");
+  flags.nproc_per_node = 2;
+  flags.job.device = "cuda";
+  LaunchContext one_gpu = Context();
+  one_gpu.visible_gpus = {"3"};
+  EXPECT_EQ(PlanLaunch({}, flags, one_gpu).status().message(),
+            "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible");
+}
+
+TEST(PlanLaunchTest, CudaWhenBuiltInAndAGpuIsVisible) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.nproc_per_node = 2;
+  LaunchContext context = Context();
+  context.built_with_cuda = true;
+  context.visible_gpus = {"4", "5", "6"};
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, context);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->device, "cuda");
+  EXPECT_THAT(plan->gpus, ElementsAre("4", "5", "6"));
+  context.visible_gpus.clear();
+  EXPECT_EQ(PlanLaunch({}, flags, context)->device, "cpu");
+}
+
+TEST(WorkerLaunchesTest, CommandLinesAndEnvironment) {
+  LauncherFlags flags;
+  flags.ckpt_dir = "/data/m";
+  flags.nproc_per_node = 2;
+  flags.job.api_key = "s3cret";
+  LaunchContext context = Context();
+  context.built_with_cuda = true;
+  context.visible_gpus = {"4", "5"};
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({"serve"}, flags, context);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  PreparedJob prepared;
+  prepared.worker_binary = "/bin/worker";
+  prepared.shard_dir = "/data/m/shards/tp2";
+  prepared.tokenizer_path = "/data/tokenizer.model";
+  prepared.token = "job-token";
+  prepared.store_fd = 7;
+  WorldOptions world = plan->world;
+  world.master_port = 29501;
+  for (int local_rank = 0; local_rank < 2; ++local_rank) {
+    WorkerEnvironment env;
+    env.rank = env.local_rank = local_rank;
+    env.world_size = env.local_world_size = 2;
+    env.master_port = world.master_port;
+    env.distributed = true;
+    prepared.ranks.push_back(env);
+  }
+  const std::vector<WorkerLaunch> launches = WorkerLaunches(*plan, prepared);
+  ASSERT_EQ(launches.size(), 2u);
+  for (const WorkerLaunch& launch : launches) {
+    const std::vector<std::string>& argv = launch.process.argv;
+    ASSERT_GE(argv.size(), 5u);
+    EXPECT_EQ(argv[0], "/bin/worker");
+    EXPECT_EQ(argv[1], "--shard_dir=/data/m/shards/tp2");
+    EXPECT_EQ(argv[2], "--tokenizer_path=/data/tokenizer.model");
+    EXPECT_THAT(argv, Contains("--serve=true"));
+    EXPECT_EQ(argv[argv.size() - 2], "--device=cuda");
+    EXPECT_EQ(argv.back(), "--summary_file=" + plan->summary_path);
+    for (const std::string& arg : argv) EXPECT_THAT(arg, Not(HasSubstr("s3cret")));
+    EXPECT_THAT(launch.process.env, Contains("RENDEZVOUS_TOKEN=job-token"));
+    EXPECT_THAT(launch.process.env, Contains(absl::StrCat("CUDA_VISIBLE_DEVICES=", 4 + launch.rank)));
+  }
+  EXPECT_EQ(launches[0].process.inherit_fd, 7);
+  EXPECT_THAT(launches[0].process.env, Contains("LLAMA_API_KEY=s3cret"));
+  EXPECT_THAT(launches[1].process.env, Not(Contains("LLAMA_API_KEY=s3cret")));
+  EXPECT_NE(launches[1].process.inherit_fd, 7);
+}
+
+}  // namespace
+}  // namespace llama

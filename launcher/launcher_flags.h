@@ -1,0 +1,89 @@
+// The launcher's own flags, once: a table (as worker/job_flags.h's) that
+// generates their definitions (launcher/main.cc), LauncherFlags' fields
+// and defaults, and their --help groups (launcher/usage.cc).
+
+#ifndef LLAMA_LAUNCHER_LAUNCHER_FLAGS_H_
+#define LLAMA_LAUNCHER_LAUNCHER_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "worker/job_flags.h"
+
+namespace llama {
+
+// Where --help lists a launcher flag.
+enum class LauncherFlagGroup {
+  kModel,       // The checkpoint.
+  kConversion,  // What its shards hold.
+  kChat,
+  kTopology,    // Ranks and nodes, torchrun's flags and ours.
+  kRunning,
+};
+
+}  // namespace llama
+
+// X(gflags type, name, default, LauncherFlagGroup, help); --help lists a
+// group's flags in this order.
+#define LLAMA_LAUNCHER_FLAGS(X) \
+  X(string, ckpt_dir, "", kModel, \
+    "Meta's checkpoint folder (consolidated.NN.pth, params.json) or a Hugging Face one (config.json, " \
+    "safetensors). Empty: the demo job.") \
+  X(string, weights_dtype, "", kConversion, \
+    "Convert the weights to bf16, fp16, fp32 or int8 (8-bit blocks for the linear layers, CPU only). " \
+    "Default: as stored. Shards of another type live in their own folder (shards/tp<N>-<type>).") \
+  X(string, system_prompt, "", kChat, \
+    "launcher chat: the system message that opens the dialog.") \
+  X(int32, nproc_per_node, 1, kTopology, \
+    "Workers (ranks) on this node; one per GPU on GPU machines.") \
+  X(int32, nnodes, 1, kTopology, \
+    "Nodes in the job.") \
+  X(int32, node_rank, 0, kTopology, \
+    "This node's index, 0 <= node_rank < nnodes.") \
+  X(string, master_addr, "127.0.0.1", kTopology, \
+    "Host of node 0, where rank 0 hosts the rendezvous store.") \
+  X(int32, master_port, 0, kTopology, \
+    "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.") \
+  X(bool, store_listen_all, false, kTopology, \
+    "Node 0's rendezvous store listens on every interface, not only on the one that reaches " \
+    "--master_addr (for nodes that reach node 0 through another address, e.g. across NAT).") \
+  X(string, token_file, "", kTopology, \
+    "File holding the job's shared secret (else $RENDEZVOUS_TOKEN, else a fresh one on one node).") \
+  X(bool, node_local_shards, false, kTopology, \
+    "Multi-node: every node converts its own shards (nodes that share no storage). By default node 0 " \
+    "converts and the other nodes wait for its shards on the shared storage.") \
+  X(string, worker, "", kRunning, \
+    "The worker binary. Default: //worker from this binary's runfiles.") \
+  X(int32, grace_period, 5, kRunning, \
+    "Seconds between SIGTERM and SIGKILL when stopping workers.") \
+  X(string, demo_dir, "", kRunning, \
+    "Where the demo job keeps its checkpoint. Default: ~/.cache/llama2-cpp/demo " \
+    "($XDG_CACHE_HOME/llama2-cpp/demo when set).")
+
+namespace llama {
+
+// Everything the launcher reads from its command line, read once.
+struct LauncherFlags {
+#define LLAMA_LAUNCHER_FLAG_FIELD(type, name, default_value, group, help) \
+  LLAMA_FLAG_CPP_TYPE_##type name = default_value;
+  LLAMA_LAUNCHER_FLAGS(LLAMA_LAUNCHER_FLAG_FIELD)
+#undef LLAMA_LAUNCHER_FLAG_FIELD
+  // Given on the command line (the demo runs 2 workers unless told).
+  bool nproc_per_node_given = false;
+  // glog's --log_dir, reused for the per-rank logs; empty: a folder per run.
+  std::string log_dir;
+  // `launcher download`'s --models and --target_dir: a job without
+  // --ckpt_dir downloads them first.
+  std::string download_models, download_target_dir;
+  JobFlags job;
+};
+
+// Binaries only (it reads gflags).
+LauncherFlags LauncherFlagsFromCommandLine();
+
+// The names of `group`'s flags, in the table's order, for --help.
+std::vector<std::string> LauncherFlagNames(LauncherFlagGroup group);
+
+}  // namespace llama
+
+#endif  // LLAMA_LAUNCHER_LAUNCHER_FLAGS_H_
