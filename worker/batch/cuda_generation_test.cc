@@ -24,7 +24,7 @@
 #include "worker/dist/nccl_communicator.h"
 #include "worker/dist/one_rank_nccl.h"
 #include "worker/dist/rendezvous.h"
-#include "worker/engine/generator.h"
+#include "worker/batch/generator.h"
 #include "worker/model/synthetic_weights.h"
 #include "worker/model/transformer.h"
 
