@@ -42,39 +42,55 @@
 #include "worker/model/model_options.h"
 #include "worker/rank_model.h"
 
-DEFINE_int32(requests, 16, "Requests to send.");
-DEFINE_double(request_rate, 0, "Requests per second, Poisson arrivals; 0: all at once.");
-DEFINE_int32(max_concurrency, 0, "Most requests in flight from the client's side; 0: no limit.");
-DEFINE_int32(prompt_tokens, 128, "Prompt length: uniform in [prompt_tokens / 2, 3 * prompt_tokens / 2].");
-DEFINE_int32(shared_prefix_tokens, 0, "Leading prompt tokens that every request shares.");
-DEFINE_int32(output_tokens, 64, "Tokens each request generates.");
-DEFINE_uint64(bench_seed, 1, "Seeds the prompts and arrival times.");
-DEFINE_string(url, "",
-              "Load a running server (launcher serve) at this address, e.g. http://127.0.0.1:8000, through its "
-              "streamed completions, instead of an engine in this process.");
-DEFINE_string(model, "", "With --url: the model's name; default: the server's (GET /v1/models).");
-DEFINE_int32(health_probe_ms, 100, "With --url: GET /health this often during the load (0: never); reports p50/p99.");
-DEFINE_int32(idle_connections, 0, "With --url: connections held open during the load that never send a byte.");
-DEFINE_int32(slow_connections, 0,
-             "With --url: connections held open during the load that send one header byte every 3 s (slowloris); "
-             "reopened when the server closes them.");
-DEFINE_int32(server_pid, 0, "With --url: the server's process (rank 0), whose resident memory is reported.");
+// serve_bench's flags, each written once (type, name, default, help): the
+// load's are the fields of the same name in LoadShape, the HTTP mode's in
+// HttpLoadOptions, and both are copied from here.
+#define SERVE_BENCH_LOAD_FLAGS(X)                                                                           \
+  X(int32, requests, 16, "Requests to send.")                                                               \
+  X(double, request_rate, 0, "Requests per second, Poisson arrivals; 0: all at once.")                      \
+  X(int32, max_concurrency, 0, "Most requests in flight from the client's side; 0: no limit.")              \
+  X(int32, prompt_tokens, 128, "Prompt length: uniform in [prompt_tokens / 2, 3 * prompt_tokens / 2].")     \
+  X(int32, shared_prefix_tokens, 0, "Leading prompt tokens that every request shares.")                     \
+  X(int32, output_tokens, 64, "Tokens each request generates.")                                             \
+  X(uint64, bench_seed, 1, "Seeds the prompts and arrival times.")
+#define SERVE_BENCH_HTTP_FLAGS(X)                                                                           \
+  X(string, url, "",                                                                                        \
+    "Load a running server (launcher serve) at this address, e.g. http://127.0.0.1:8000, through its "      \
+    "streamed completions, instead of an engine in this process.")                                          \
+  X(string, model, "", "With --url: the model's name; default: the server's (GET /v1/models).")             \
+  X(int32, health_probe_ms, 100,                                                                            \
+    "With --url: GET /health this often during the load (0: never); reports p50/p99.")                      \
+  X(int32, idle_connections, 0,                                                                             \
+    "With --url: connections held open during the load that never send a byte.")                            \
+  X(int32, slow_connections, 0,                                                                             \
+    "With --url: connections held open during the load that send one header byte every 3 s (slowloris); "   \
+    "reopened when the server closes them.")                                                                \
+  X(int32, server_pid, 0, "With --url: the server's process (rank 0), whose resident memory is reported.")
+
+#define SERVE_BENCH_DEFINE_FLAG(type, name, default_value, help) DEFINE_##type(name, default_value, help);
+SERVE_BENCH_LOAD_FLAGS(SERVE_BENCH_DEFINE_FLAG)
+SERVE_BENCH_HTTP_FLAGS(SERVE_BENCH_DEFINE_FLAG)
+#undef SERVE_BENCH_DEFINE_FLAG
 
 namespace llama {
 namespace {
 
+#define SERVE_BENCH_COPY_FLAG(type, name, default_value, help) to.name = FLAGS_##name;
+
 LoadShape LoadFromFlags() {
-  LoadShape load;
-  load.requests = FLAGS_requests;
-  load.request_rate = FLAGS_request_rate;
-  load.max_concurrency = FLAGS_max_concurrency;
-  load.prompt_tokens = FLAGS_prompt_tokens;
-  load.shared_prefix_tokens = FLAGS_shared_prefix_tokens;
-  load.output_tokens = FLAGS_output_tokens;
-  load.prompts_file = FLAGS_prompts_file;
-  load.seed = FLAGS_bench_seed;
-  return load;
+  LoadShape to;
+  SERVE_BENCH_LOAD_FLAGS(SERVE_BENCH_COPY_FLAG)
+  to.prompts_file = FLAGS_prompts_file;  // A job flag (worker/job_flags.h).
+  return to;
 }
+
+HttpLoadOptions HttpLoadFromFlags() {
+  HttpLoadOptions to;
+  SERVE_BENCH_HTTP_FLAGS(SERVE_BENCH_COPY_FLAG)
+  return to;
+}
+
+#undef SERVE_BENCH_COPY_FLAG
 
 // The load's flags, and that its longest request fits in the context.
 absl::Status CheckLoad(const JobFlags& flags, const LoadShape& load) {
@@ -210,7 +226,7 @@ absl::Status Run() {
   engine_options.prefix_caching = flags.enable_prefix_caching;
   Engine engine(made.model.get(), engine_options);
 
-  std::mt19937_64 random(load.seed);
+  std::mt19937_64 random(load.bench_seed);
   const std::vector<std::vector<int>> prompts = RandomPrompts(load, config.vocab_size, random);
   const std::vector<double> arrival = Arrivals(load, random);
   std::vector<Timing> timing(load.requests);
@@ -223,16 +239,6 @@ absl::Status Run() {
   return absl::OkStatus();
 }
 
-absl::Status RunHttp() {
-  HttpLoadOptions options;
-  options.url = FLAGS_url;
-  options.model = FLAGS_model;
-  options.health_probe_ms = FLAGS_health_probe_ms;
-  options.idle_connections = FLAGS_idle_connections;
-  options.slow_connections = FLAGS_slow_connections;
-  options.server_pid = FLAGS_server_pid;
-  return RunHttpLoad(LoadFromFlags(), options);
-}
 
 }  // namespace
 }  // namespace llama
@@ -241,7 +247,10 @@ int main(int argc, char** argv) {
   return llama::ToolMain(
       argc, argv, "serve_bench",
       "Measures the serving engine under a stream of requests: in this process, or a server over HTTP (--url).",
-      [](const std::vector<std::string>&) { return FLAGS_url.empty() ? llama::Run() : llama::RunHttp(); },
+      [](const std::vector<std::string>&) {
+        return FLAGS_url.empty() ? llama::Run()
+                                 : llama::RunHttpLoad(llama::LoadFromFlags(), llama::HttpLoadFromFlags());
+      },
       {"prompts_file", "max_seq_len", "max_batch_size", "max_num_batched_tokens", "kv_cache_gb", "kv_block_size",
        "enable_prefix_caching", "device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"},
       {llama::BenchModelFlags()});

@@ -306,7 +306,7 @@ absl::Status RunHttpLoad(const LoadShape& load, const HttpLoadOptions& options) 
   int port = 80;
   RETURN_IF_ERROR(ParseUrl(options.url, &host, &port));
   ASSIGN_OR_RETURN(const std::string model, ServedModel(host, port, options));
-  std::mt19937_64 random(load.seed);
+  std::mt19937_64 random(load.bench_seed);
   ASSIGN_OR_RETURN(const std::vector<std::string> bodies, RequestBodies(load, host, port, options.url, model, random));
   const std::vector<double> arrival = Arrivals(load, random);
   std::vector<Timing> timing(load.requests);

@@ -13,13 +13,14 @@
 
 namespace llama {
 
+// Filled from serve_bench's flags, which hold the defaults.
 struct HttpLoadOptions {
   std::string url;    // http://host:port
   std::string model;  // Empty: the server's (GET /v1/models).
-  int health_probe_ms = 100;  // 0: no probe.
-  int idle_connections = 0;   // Held open, never sending a byte.
-  int slow_connections = 0;   // Held open, sending one header byte every 3 s.
-  int server_pid = 0;         // The server's process, whose resident memory is reported; 0: none.
+  int health_probe_ms = 0;   // 0: no probe.
+  int idle_connections = 0;  // Held open, never sending a byte.
+  int slow_connections = 0;  // Held open, sending one header byte every 3 s.
+  int server_pid = 0;        // The server's process, whose resident memory is reported; 0: none.
 };
 
 // Sends the load, then prints the report.

@@ -14,15 +14,16 @@
 
 namespace llama {
 
+// Filled from serve_bench's flags, which hold the defaults.
 struct LoadShape {
-  int requests = 16;
+  int requests = 0;
   double request_rate = 0;  // Per second, Poisson arrivals; 0: all at once.
   int max_concurrency = 0;  // Most requests in flight from the client's side; 0: no limit.
-  int prompt_tokens = 128;  // About: uniform in [prompt_tokens / 2, 3 * prompt_tokens / 2].
+  int prompt_tokens = 0;    // About: uniform in [prompt_tokens / 2, 3 * prompt_tokens / 2].
   int shared_prefix_tokens = 0;
-  int output_tokens = 64;
+  int output_tokens = 0;
   std::string prompts_file;  // Prompts given instead of random ones (over HTTP).
-  uint64_t seed = 1;         // Seeds the prompts and arrival times.
+  uint64_t bench_seed = 0;   // Seeds the prompts and arrival times.
 };
 
 using Clock = std::chrono::steady_clock;
