@@ -40,7 +40,7 @@
 #include "worker/job.h"
 #include "worker/job_flags.h"
 #include "worker/engine/engine.h"
-#include "worker/engine/generator.h"
+#include "worker/batch/generator.h"
 #include "worker/engine/lockstep.h"
 #include "worker/model/rank_plan.h"
 #include "worker/serve/run_server.h"

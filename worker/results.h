@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tokenizer/chat_format.h"
-#include "worker/engine/generator.h"
+#include "worker/batch/generator.h"
 
 namespace llama {
 

@@ -34,7 +34,7 @@ readonly WORKER_JOB_FLAGS="--temperature=0 --max_gen_len=32 --max_seq_len=128 --
 
 readonly TEST_TARGETS=(//ops/cuda:toolkit_test //ops/cuda:parity_test //ops/cuda:sampling_parity_test
                       //worker/dist:nccl_communicator_test
-                      //worker/engine:cuda_generation_test)
+                      //worker/batch:cuda_generation_test)
 readonly TOOL_TARGETS=(//tools:bench //worker)
 readonly BUNDLE="${GPU_BUNDLE:-.gpu_bundle}"
 

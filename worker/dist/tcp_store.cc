@@ -71,15 +71,13 @@ TcpStoreServer::TcpStoreServer(net::Socket listener, int port, std::string token
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, int port,
                                                                       std::string token) {
-  absl::StatusOr<net::Socket> listener = net::Listen(host, port);
-  if (!listener.ok()) return listener.status();
-  return Start(*std::move(listener), std::move(token));
+  ASSIGN_OR_RETURN(net::Socket listener, net::Listen(host, port));
+  return Start(std::move(listener), std::move(token));
 }
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(net::Socket listener, std::string token) {
-  absl::StatusOr<int> bound = net::LocalPort(listener);
-  if (!bound.ok()) return bound.status();
-  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(listener), *bound, std::move(token)));
+  ASSIGN_OR_RETURN(const int bound, net::LocalPort(listener));
+  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(listener), bound, std::move(token)));
 }
 
 int TcpStoreServer::waiting() {
@@ -193,70 +191,14 @@ bool TcpStoreServer::HandleRequest(const net::Socket& client, const std::string&
   absl::StatusOr<std::string> key = net::RecvString(client, kMaxKey, deadline, peer);
   if (!key.ok()) return false;
   switch (*op) {
-    case kSet: {
-      absl::StatusOr<std::string> value = net::RecvString(client, kMaxValue, deadline, peer);
-      if (!value.ok()) return false;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        data_[*key] = *std::move(value);
-      }
-      changed_.notify_all();
-      return SendByte(client, 0, deadline, peer).ok();
-    }
-    case kGet: {
-      absl::StatusOr<uint32_t> timeout_ms = net::RecvU32(client, deadline, peer);
-      if (!timeout_ms.ok()) return false;
-      std::string value;
-      bool found;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        const bool must_wait = data_.count(*key) == 0;
-        waiting_ += must_wait;
-        // In slices, so that a rank that dies while it waits is reported
-        // lost at once, not when its wait would have ended.
-        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(*timeout_ms);
-        bool left = false;
-        do {
-          found = changed_.wait_until(lock, std::min(end, std::chrono::steady_clock::now() + kGetSlice),
-                                      [&] { return stopping_ || data_.count(*key) > 0; });
-          left = !found && PeerClosed(client);
-        } while (!found && !left && std::chrono::steady_clock::now() < end);
-        waiting_ -= must_wait;
-        if (left) return false;
-        found = found && !stopping_;
-        if (found) value = data_[*key];
-      }
-      if (!found) return SendByte(client, 1, net::After(kIoTimeout), peer).ok();
-      const net::Deadline reply = net::After(kIoTimeout);
-      return SendByte(client, 0, reply, peer).ok() && net::SendString(client, value, reply, peer).ok();
-    }
-    case kAdd: {
-      absl::StatusOr<uint64_t> delta = RecvU64(client, deadline, peer);
-      if (!delta.ok()) return false;
-      int64_t result = 0;
-      bool numeric;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        std::string& slot = data_[*key];
-        int64_t current = 0;
-        numeric = slot.empty() || absl::SimpleAtoi(slot, &current);
-        if (numeric) {
-          result = current + static_cast<int64_t>(*delta);
-          slot = std::to_string(result);
-        }
-      }
-      if (!numeric) return SendByte(client, 1, deadline, peer).ok();
-      changed_.notify_all();
-      return SendByte(client, 0, deadline, peer).ok() && SendU64(client, static_cast<uint64_t>(result), deadline, peer).ok();
-    }
-    case kCheck: {
-      bool present;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        present = data_.count(*key) > 0;
-      }
-      return SendByte(client, present ? 1 : 0, deadline, peer).ok();
-    }
+    case kSet:
+      return ServeSet(client, *key, deadline, peer);
+    case kGet:
+      return ServeGet(client, *key, deadline, peer);
+    case kAdd:
+      return ServeAdd(client, *key, deadline, peer);
+    case kCheck:
+      return ServeCheck(client, *key, deadline, peer);
     case kBye:
       // Acknowledged, so that once Close returns the rank is known to have
       // left cleanly: a disconnect after it is never reported as a loss.
@@ -268,6 +210,78 @@ bool TcpStoreServer::HandleRequest(const net::Socket& client, const std::string&
                    << "; closing its connection";
       return false;
   }
+}
+
+bool TcpStoreServer::ServeSet(const net::Socket& client, const std::string& key, net::Deadline deadline,
+                              const std::string& peer) {
+  absl::StatusOr<std::string> value = net::RecvString(client, kMaxValue, deadline, peer);
+  if (!value.ok()) return false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    data_[key] = *std::move(value);
+  }
+  changed_.notify_all();
+  return SendByte(client, 0, deadline, peer).ok();
+}
+
+bool TcpStoreServer::ServeGet(const net::Socket& client, const std::string& key, net::Deadline deadline,
+                              const std::string& peer) {
+  absl::StatusOr<uint32_t> timeout_ms = net::RecvU32(client, deadline, peer);
+  if (!timeout_ms.ok()) return false;
+  std::string value;
+  bool found;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool must_wait = data_.count(key) == 0;
+    waiting_ += must_wait;
+    // In slices, so that a rank that dies while it waits is reported
+    // lost at once, not when its wait would have ended.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(*timeout_ms);
+    bool left = false;
+    do {
+      found = changed_.wait_until(lock, std::min(end, std::chrono::steady_clock::now() + kGetSlice),
+                                  [&] { return stopping_ || data_.count(key) > 0; });
+      left = !found && PeerClosed(client);
+    } while (!found && !left && std::chrono::steady_clock::now() < end);
+    waiting_ -= must_wait;
+    if (left) return false;
+    found = found && !stopping_;
+    if (found) value = data_[key];
+  }
+  if (!found) return SendByte(client, 1, net::After(kIoTimeout), peer).ok();
+  const net::Deadline reply = net::After(kIoTimeout);
+  return SendByte(client, 0, reply, peer).ok() && net::SendString(client, value, reply, peer).ok();
+}
+
+bool TcpStoreServer::ServeAdd(const net::Socket& client, const std::string& key, net::Deadline deadline,
+                              const std::string& peer) {
+  absl::StatusOr<uint64_t> delta = RecvU64(client, deadline, peer);
+  if (!delta.ok()) return false;
+  int64_t result = 0;
+  bool numeric;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string& slot = data_[key];
+    int64_t current = 0;
+    numeric = slot.empty() || absl::SimpleAtoi(slot, &current);
+    if (numeric) {
+      result = current + static_cast<int64_t>(*delta);
+      slot = std::to_string(result);
+    }
+  }
+  if (!numeric) return SendByte(client, 1, deadline, peer).ok();
+  changed_.notify_all();
+  return SendByte(client, 0, deadline, peer).ok() && SendU64(client, static_cast<uint64_t>(result), deadline, peer).ok();
+}
+
+bool TcpStoreServer::ServeCheck(const net::Socket& client, const std::string& key, net::Deadline deadline,
+                                const std::string& peer) {
+  bool present;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    present = data_.count(key) > 0;
+  }
+  return SendByte(client, present ? 1 : 0, deadline, peer).ok();
 }
 
 // ---- Client
@@ -285,14 +299,13 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const st
   if (status.ok()) status = net::SendU32(*socket, kVersion, hello, peer);
   if (status.ok()) status = net::SendU32(*socket, static_cast<uint32_t>(rank), hello, peer);
   if (status.ok()) status = net::SendString(*socket, token, hello, peer);
-  if (!status.ok()) return status;
-  absl::StatusOr<uint8_t> answer = RecvByte(*socket, hello, peer);
-  if (!answer.ok()) return answer.status();
-  if (*answer == 2) {
+  RETURN_IF_ERROR(status);
+  ASSIGN_OR_RETURN(const uint8_t answer, RecvByte(*socket, hello, peer));
+  if (answer == 2) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "%s refused our job token: every rank must have the same RENDEZVOUS_TOKEN", peer));
   }
-  if (*answer != 0) {
+  if (answer != 0) {
     return absl::FailedPreconditionError(absl::StrFormat("%s speaks another protocol version", peer));
   }
   return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(*std::move(socket), peer));

@@ -72,6 +72,13 @@ class TcpStoreServer {
   void Serve(uint64_t id, std::shared_ptr<net::Socket> client);
   // Handles one request; false closes the connection.
   bool HandleRequest(const net::Socket& client, const std::string& peer, bool* said_bye);
+  // The requests' bodies and answers, after the op and key; false closes
+  // the connection.
+  bool ServeSet(const net::Socket& client, const std::string& key, net::Deadline deadline, const std::string& peer);
+  bool ServeGet(const net::Socket& client, const std::string& key, net::Deadline deadline, const std::string& peer);
+  bool ServeAdd(const net::Socket& client, const std::string& key, net::Deadline deadline, const std::string& peer);
+  bool ServeCheck(const net::Socket& client, const std::string& key, net::Deadline deadline,
+                  const std::string& peer);
 
   net::Socket listener_;
   int port_;

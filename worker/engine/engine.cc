@@ -6,23 +6,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "ops/kv_cache_view.h"
 #include "ops/status_macros.h"
 
 namespace llama {
-
-const char* FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kError:
-      return "error";
-  }
-  return "unknown";
-}
 
 struct Engine::Sequence {
   RequestId id = 0;
@@ -175,7 +162,7 @@ void Engine::ReportPromptLogprobs(Sequence& s) {
 }
 
 bool Engine::Grow(Sequence& s, int64_t positions) {
-  const int64_t needed = (positions + pool_.block_size() - 1) / pool_.block_size();
+  const int64_t needed = KvBlocksFor(positions, pool_.block_size());
   while (static_cast<int64_t>(s.blocks.size()) < needed) {
     std::optional<int32_t> block = pool_.Allocate();
     if (!block.has_value()) return false;
@@ -216,7 +203,7 @@ bool Engine::Admit(Sequence& s) {
   s.computed = static_cast<int64_t>(s.blocks.size()) * block_size;
   // Admitted only if every block of what it has to compute is free, so a
   // prompt, once started, is never preempted by its own growth.
-  const int64_t needed = (s.length() + block_size - 1) / block_size - static_cast<int64_t>(s.blocks.size());
+  const int64_t needed = KvBlocksFor(s.length(), block_size) - static_cast<int64_t>(s.blocks.size());
   if (pool_.available() < needed) {
     for (int32_t b : s.blocks) pool_.Release(b);
     s.blocks.clear();
@@ -310,87 +297,102 @@ void Engine::CacheFullBlocks(Sequence& s) {
   }
 }
 
-absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
+absl::StatusOr<int64_t> Engine::ScorePrompts(const std::vector<Scheduled>& plan) {
   const int64_t vocab = model_->limits().vocab_size;
-  int64_t computed = 0, generated = 0;
-  // Prompt pieces whose every position's logits are wanted.
   chunks_.clear();
   for (const Scheduled& p : plan) {
     if (!p.scoring) continue;
     Sequence& s = *p.sequence;
     chunks_.push_back({s.blocks, s.computed, absl::MakeConstSpan(s.tokens).subspan(s.computed, p.take), true});
   }
-  if (!chunks_.empty()) {
-    ASSIGN_OR_RETURN(absl::Span<const float> logits, model_->Forward(chunks_));
-    const float* row = logits.data();
-    for (const Scheduled& p : plan) {
-      if (!p.scoring) continue;
-      Sequence& s = *p.sequence;
-      // Logits at position q score the prompt token at q + 1.
-      for (int64_t i = 0; i < p.take; ++i, row += vocab) {
-        const int64_t q = s.computed + i;
-        s.prompt_logprobs[q + 1] = cpu::LogProb(row, vocab, s.tokens[q + 1]);
-      }
-      s.computed += p.take;
-      computed += p.take;
+  if (chunks_.empty()) return 0;
+  ASSIGN_OR_RETURN(absl::Span<const float> logits, model_->Forward(chunks_));
+  const float* row = logits.data();
+  int64_t computed = 0;
+  for (const Scheduled& p : plan) {
+    if (!p.scoring) continue;
+    Sequence& s = *p.sequence;
+    // Logits at position q score the prompt token at q + 1.
+    for (int64_t i = 0; i < p.take; ++i, row += vocab) {
+      const int64_t q = s.computed + i;
+      s.prompt_logprobs[q + 1] = cpu::LogProb(row, vocab, s.tokens[q + 1]);
     }
+    s.computed += p.take;
+    computed += p.take;
   }
-  // Everything else: pieces that end where the sequence ends pick its next token.
+  return computed;
+}
+
+TokenChoice Engine::NextChoice(Sequence& s, bool chooses) {
+  TokenChoice choice;
+  choice.temperature = s.request.temperature;
+  choice.top_p = s.request.top_p;
+  choice.top_logprobs = s.request.top_logprobs;
+  choice.top_k = s.request.top_k;
+  choice.min_p = s.request.min_p;
+  // One draw per token the request samples, whatever the step's shape.
+  if (s.request.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();
+  if (s.adjusted() && chooses) {
+    s.UpdateAdjustments();
+    choice.adjustments = s.adjustments;
+  }
+  return choice;
+}
+
+absl::Status Engine::ChooseTokens(const std::vector<Scheduled>& plan) {
   chunks_.clear();
   choices_.clear();
   for (const Scheduled& p : plan) {
     if (p.scoring) continue;
     Sequence& s = *p.sequence;
     chunks_.push_back({s.blocks, s.computed, absl::MakeConstSpan(s.tokens).subspan(s.computed, p.take), false});
-    TokenChoice choice;
-    choice.temperature = s.request.temperature;
-    choice.top_p = s.request.top_p;
-    choice.top_logprobs = s.request.top_logprobs;
-    choice.top_k = s.request.top_k;
-    choice.min_p = s.request.min_p;
-    const bool chooses = s.computed + p.take == s.length();
-    // One draw per token the request samples, whatever the step's shape.
-    if (s.request.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();
-    if (s.adjusted() && chooses) {
-      s.UpdateAdjustments();
-      choice.adjustments = s.adjustments;
-    }
-    choices_.push_back(choice);
+    choices_.push_back(NextChoice(s, /*chooses=*/s.computed + p.take == s.length()));
   }
-  if (!chunks_.empty()) {
-    chosen_.resize(chunks_.size());
-    RETURN_IF_ERROR(model_->ForwardAndChoose(chunks_, choices_, absl::MakeSpan(chosen_)));
+  if (chunks_.empty()) return absl::OkStatus();
+  chosen_.resize(chunks_.size());
+  return model_->ForwardAndChoose(chunks_, choices_, absl::MakeSpan(chosen_));
+}
+
+void Engine::AfterScoring(Sequence& s) {
+  CacheFullBlocks(s);
+  // Scored to its end: reported once, before its first token.
+  ReportPromptLogprobs(s);
+  if (s.prompt_scored && s.prompt_len >= s.limit) Finish(s, FinishReason::kLength);
+}
+
+bool Engine::AcceptChosen(Sequence& s, int64_t take, const ChosenToken& chosen) {
+  s.computed += take;
+  CacheFullBlocks(s);
+  if (s.computed < s.length()) return false;  // More prompt to feed.
+  ReportPromptLogprobs(s);  // A one-token prompt's: nothing was scored.
+  s.tokens.push_back(chosen.token);
+  if (s.penalized()) ++s.generated_counts[chosen.token];
+  RequestEvent event;
+  event.token = chosen.token;
+  event.logprob = chosen.logprob;
+  event.top = absl::MakeConstSpan(chosen.top.data(), chosen.top_count);
+  if (s.request.sink) s.request.sink(event);
+  const std::vector<int>& stops = s.request.stop_ids;
+  if (std::find(stops.begin(), stops.end(), chosen.token) != stops.end()) {
+    Finish(s, FinishReason::kStop);
+  } else if (s.length() >= s.limit) {
+    Finish(s, FinishReason::kLength);
   }
+  return true;
+}
+
+absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
+  ASSIGN_OR_RETURN(int64_t computed, ScorePrompts(plan));
+  RETURN_IF_ERROR(ChooseTokens(plan));
+  int64_t generated = 0;
   size_t c = 0;
   for (const Scheduled& p : plan) {
-    Sequence& s = *p.sequence;
     if (p.scoring) {
-      CacheFullBlocks(s);
-      // Scored to its end: reported once, before its first token.
-      ReportPromptLogprobs(s);
-      if (s.prompt_scored && s.prompt_len >= s.limit) Finish(s, FinishReason::kLength);
+      AfterScoring(*p.sequence);
       continue;
     }
-    const ChosenToken chosen = chosen_[c++];
-    s.computed += p.take;
     computed += p.take;
-    CacheFullBlocks(s);
-    if (s.computed < s.length()) continue;  // More prompt to feed.
-    ReportPromptLogprobs(s);  // A one-token prompt's: nothing was scored.
-    s.tokens.push_back(chosen.token);
-    if (s.penalized()) ++s.generated_counts[chosen.token];
-    ++generated;
-    RequestEvent event;
-    event.token = chosen.token;
-    event.logprob = chosen.logprob;
-    event.top = absl::MakeConstSpan(chosen.top.data(), chosen.top_count);
-    if (s.request.sink) s.request.sink(event);
-    const std::vector<int>& stops = s.request.stop_ids;
-    if (std::find(stops.begin(), stops.end(), chosen.token) != stops.end()) {
-      Finish(s, FinishReason::kStop);
-    } else if (s.length() >= s.limit) {
-      Finish(s, FinishReason::kLength);
-    }
+    generated += AcceptChosen(*p.sequence, p.take, chosen_[c++]);
   }
   absl::MutexLock lock(&mutex_);
   stats_.computed_tokens += computed;

@@ -44,7 +44,6 @@ enum class FinishReason {
   kCancelled,  // Cancel was called.
   kError,      // The engine failed; the event's status says why.
 };
-const char* FinishReasonName(FinishReason reason);
 
 // What a request's sink receives, in order: kScheduled when it first
 // leaves the queue, its prompt's log-probabilities once if asked, each
@@ -173,7 +172,24 @@ class Engine {
   // Sends s's prompt log-probabilities once they are complete, if asked.
   void ReportPromptLogprobs(Sequence& s);
   void Schedule(std::vector<Scheduled>& plan);
+  // One step's model work: the scored prompt pieces, then the pieces that
+  // feed or choose, each sequence updated from what came back.
   absl::Status Run(const std::vector<Scheduled>& plan);
+  // Prompt pieces whose every position's logits are wanted: each prompt
+  // token's log-probability; returns the positions computed.
+  absl::StatusOr<int64_t> ScorePrompts(const std::vector<Scheduled>& plan);
+  // Everything else, into chosen_: pieces that end where their sequence
+  // ends pick its next token.
+  absl::Status ChooseTokens(const std::vector<Scheduled>& plan);
+  // How s picks its next token; `chooses`: this step does pick it (its
+  // random draw and penalties are taken only then).
+  TokenChoice NextChoice(Sequence& s, bool chooses);
+  // After a scored piece: its blocks cached, its prompt's log-probabilities
+  // reported once whole.
+  void AfterScoring(Sequence& s);
+  // After a fed piece of `take` positions: the chosen token appended and
+  // reported if the piece reached the end; false while prompt is left.
+  bool AcceptChosen(Sequence& s, int64_t take, const ChosenToken& chosen);
   void CacheFullBlocks(Sequence& s);
   void Fail(const absl::Status& status);
   int64_t PieceOf(const Sequence& s, int64_t budget, bool& scoring) const;

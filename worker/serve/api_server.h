@@ -28,8 +28,10 @@
 #include "tokenizer/tokenizer.h"
 #include "worker/engine/engine_loop.h"
 #include "worker/http/http_server.h"
+#include "worker/serve/api_call.h"
 #include "worker/serve/generation.h"
 #include "worker/serve/metrics.h"
+#include "worker/serve/openai_api.h"
 
 namespace llama {
 
@@ -69,8 +71,8 @@ class ApiServer {
   ServerMetrics& metrics() { return metrics_; }
 
  private:
-  class Call;
-
+  // POST /v1/completions (chat: /v1/chat/completions): parsed, checked and
+  // planned here, then answered by an ApiCall.
   void HandleCompletions(const std::shared_ptr<http::Exchange>& exchange, bool chat);
   void HandleTokenize(const std::shared_ptr<http::Exchange>& exchange);
   void HandleDetokenize(const std::shared_ptr<http::Exchange>& exchange);
@@ -80,7 +82,22 @@ class ApiServer {
   std::optional<http::Response> CheckKey(const http::Request& head);
   // A 400 for text that cannot fit in the context, before tokenizing it.
   std::optional<ApiError> CheckPromptBytes(size_t bytes, const char* param) const;
-  void Finished(Call* call);
+  // A prompt's text (the 400s name "prompt") and chat messages ("messages")
+  // as tokens; text that cannot fit is refused before it is tokenized.
+  std::optional<ApiError> EncodeText(const std::string& text, bool bos, std::vector<int>* ids) const;
+  std::optional<ApiError> EncodeMessages(const Dialog& messages, ChatPrompt* prompt) const;
+  // A completions request's prompts: text (BOS added) or token ids (as given).
+  std::optional<ApiError> EncodeCompletionPrompts(const CompletionRequest& request,
+                                                  std::vector<ChoicePlan>* prompts) const;
+  // Each prompt's max_tokens, checked against the context: never cut silently.
+  std::optional<ApiError> PlanLengths(const GenerationParams& params, bool chat,
+                                      std::vector<ChoicePlan>& prompts) const;
+  // A place in the queue, taken only if one is free (a hard limit).
+  std::optional<ApiError> TakeQueuePlace();
+  // Submits prompts x n choices and hands the answer to a new ApiCall.
+  void StartCall(const std::shared_ptr<http::Exchange>& exchange, const std::string& id, bool chat,
+                 const GenerationParams& params, const std::vector<ChoicePlan>& prompts);
+  void Finished(ApiCall* call);
 
   EngineLoop* loop_;
   const Tokenizer* tokenizer_;
@@ -89,13 +106,14 @@ class ApiServer {
   int64_t created_;
   size_t max_token_bytes_;  // The most bytes one vocabulary entry stands for.
   ServerMetrics metrics_;
+  ApiCallHost call_host_;  // Outlives http_, whose worker threads run the calls' pumps until it stops.
   http::Server http_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{0};
   std::atomic<int> waiting_requests_{0};
   absl::Mutex mutex_;
-  std::map<Call*, std::shared_ptr<Call>> calls_ ABSL_GUARDED_BY(mutex_);
+  std::map<ApiCall*, std::shared_ptr<ApiCall>> calls_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace llama

@@ -21,7 +21,7 @@
 #include "worker/dist/communicator.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/engine_loop.h"
-#include "worker/engine/generator.h"
+#include "worker/batch/generator.h"
 #include "worker/serve/serving_fixture.h"
 
 namespace llama {

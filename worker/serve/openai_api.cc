@@ -114,8 +114,11 @@ bool ParseRequest(const std::string& text, Request* out, ApiError* error, Read r
   return f.ok();
 }
 
-// The fields both endpoints share.
-void ParseGeneration(Fields& f, GenerationParams* p) {
+// The steps of ParseGeneration, in the order the fields are read. After a
+// failure the steps that follow read nothing (Fields stops at the first bad
+// field), so the error names the first bad field.
+
+void ParseLengthAndSampling(Fields& f, GenerationParams* p) {
   if (f.Has("max_tokens")) {
     int64_t max_tokens = 0;
     f.Integer("max_tokens", &max_tokens, 0, INT32_MAX);
@@ -133,6 +136,9 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
     if (!IsTokenIds(ids)) return void(f.Fail("stop_token_ids", "expected an array of token ids"));
     p->stop_token_ids = ids.get<std::vector<int>>();
   }
+}
+
+void ParsePenalties(Fields& f, GenerationParams* p) {
   f.Number("presence_penalty", &p->presence_penalty, -2, 2, /*open_low=*/false);
   f.Number("frequency_penalty", &p->frequency_penalty, -2, 2, /*open_low=*/false);
   if (f.ok() && f.Has("logit_bias")) {
@@ -150,22 +156,27 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
       p->logit_bias.emplace_back(token, value.get<float>());
     }
   }
-  if (f.ok() && f.Has("stop")) {
-    const json& stop = f.Get("stop");
-    if (stop.is_string()) {
-      p->stop = {stop.get<std::string>()};
-    } else if (stop.is_array() && stop.size() <= 4) {
-      for (const json& s : stop) {
-        if (!s.is_string()) return void(f.Fail("stop", "expected a string or an array of up to 4 strings"));
-        p->stop.push_back(s.get<std::string>());
-      }
-    } else {
-      return void(f.Fail("stop", "expected a string or an array of up to 4 strings"));
+}
+
+void ParseStop(Fields& f, GenerationParams* p) {
+  if (!f.ok() || !f.Has("stop")) return;
+  const json& stop = f.Get("stop");
+  if (stop.is_string()) {
+    p->stop = {stop.get<std::string>()};
+  } else if (stop.is_array() && stop.size() <= 4) {
+    for (const json& s : stop) {
+      if (!s.is_string()) return void(f.Fail("stop", "expected a string or an array of up to 4 strings"));
+      p->stop.push_back(s.get<std::string>());
     }
-    for (const std::string& s : p->stop) {
-      if (s.empty()) return void(f.Fail("stop", "an empty stop string"));
-    }
+  } else {
+    return void(f.Fail("stop", "expected a string or an array of up to 4 strings"));
   }
+  for (const std::string& s : p->stop) {
+    if (s.empty()) return void(f.Fail("stop", "an empty stop string"));
+  }
+}
+
+void ParseSeedAndStream(Fields& f, GenerationParams* p) {
   if (f.Has("seed")) {
     int64_t seed = 0;
     f.Integer("seed", &seed, INT64_MIN, INT64_MAX);
@@ -183,9 +194,12 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
       p->include_usage = options["include_usage"].get<bool>();
     }
   }
-  // Fields that other servers honour and that change what comes back: an
-  // error rather than an answer that silently ignores them (their neutral
-  // values pass).
+}
+
+// Fields that other servers honour and that change what comes back: an
+// error rather than an answer that silently ignores them (their neutral
+// values pass). Then the fields accepted and unused.
+void RefuseUnsupported(Fields& f) {
   const std::pair<const char*, bool (*)(const json&)> unsupported[] = {
       {"response_format", [](const json& v) { return v.is_object() && v.contains("type") && v["type"] == "text"; }},
       {"tools", [](const json& v) { return v.is_array() && v.empty(); }},
@@ -206,6 +220,15 @@ void ParseGeneration(Fields& f, GenerationParams* p) {
   for (const char* name : {"user", "store", "metadata", "service_tier", "parallel_tool_calls", "stream_options"}) {
     f.Has(name);  // Accepted, unused (stream_options is read above).
   }
+}
+
+// The fields both endpoints share.
+void ParseGeneration(Fields& f, GenerationParams* p) {
+  ParseLengthAndSampling(f, p);
+  ParsePenalties(f, p);
+  ParseStop(f, p);
+  ParseSeedAndStream(f, p);
+  RefuseUnsupported(f);
   f.Bool("ignore_eos", &p->ignore_eos);
   f.Bool("return_tokens_as_token_ids", &p->return_tokens_as_token_ids);
 }

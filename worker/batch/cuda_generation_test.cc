@@ -25,7 +25,7 @@
 #include "worker/dist/nccl_communicator.h"
 #include "worker/dist/one_rank_nccl.h"
 #include "worker/dist/rendezvous.h"
-#include "worker/engine/generator.h"
+#include "worker/batch/generator.h"
 #include "worker/model/planned_transformer.h"
 #include "worker/model/rank_plan.h"
 #include "worker/model/synthetic_weights.h"

@@ -3,7 +3,7 @@
 // arrives after a known number of steps for each row, and the model counts
 // the work it is given.
 
-#include "worker/engine/generator.h"
+#include "worker/batch/generator.h"
 
 #include <cmath>
 #include <limits>

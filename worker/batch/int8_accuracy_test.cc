@@ -28,7 +28,7 @@
 #include "checkpoint/converter.h"
 #include "ops/cpu/linear.h"
 #include "worker/dist/communicator.h"
-#include "worker/engine/generator.h"
+#include "worker/batch/generator.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/planned_transformer.h"
 #include "worker/model/transformer.h"

@@ -16,8 +16,8 @@
 // log-probabilities with echo are never shifted by one position, and bad
 // input is an error naming what is wrong, never an assert.
 
-#ifndef LLAMA_WORKER_ENGINE_GENERATOR_H_
-#define LLAMA_WORKER_ENGINE_GENERATOR_H_
+#ifndef LLAMA_WORKER_BATCH_GENERATOR_H_
+#define LLAMA_WORKER_BATCH_GENERATOR_H_
 
 #include <cstdint>
 #include <optional>
@@ -95,6 +95,13 @@ class Generator {
  private:
   struct Row;
   absl::Status CheckOptions(const SamplingOptions& options) const;
+  // Each prompt non-empty, within max_seq_len and the vocabulary.
+  absl::Status CheckPrompts(const std::vector<std::vector<int>>& prompts) const;
+  // One engine request per prompt, whose events fill rows[i].
+  absl::Status SubmitRows(Engine& engine, const std::vector<std::vector<int>>& prompts,
+                          const SamplingOptions& options, std::vector<Row>& rows) const;
+  // A finished row as the reference returns it.
+  Generation Output(const Row& row, size_t prompt_len, const SamplingOptions& options) const;
   absl::StatusOr<std::vector<Completion>> Decode(absl::Span<const Generation> generations,
                                                  const SamplingOptions& options);
   // Generate, decoding each batch as it finishes; `unsafe[i]` replaces
@@ -111,4 +118,4 @@ class Generator {
 
 }  // namespace llama
 
-#endif  // LLAMA_WORKER_ENGINE_GENERATOR_H_
+#endif  // LLAMA_WORKER_BATCH_GENERATOR_H_

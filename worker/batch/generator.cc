@@ -1,4 +1,4 @@
-#include "worker/engine/generator.h"
+#include "worker/batch/generator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,10 +39,7 @@ absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<std::vector<int>>& prompts,
-                                                            const SamplingOptions& options,
-                                                            const GenerationsDone& on_batch) {
-  RETURN_IF_ERROR(CheckOptions(options));
+absl::Status Generator::CheckPrompts(const std::vector<std::vector<int>>& prompts) const {
   if (prompts.empty()) return absl::InvalidArgumentError("no prompts: expected at least one");
   const int64_t max_seq_len = model_->limits().max_seq_len;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -61,9 +58,11 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  Engine engine(model_, engine_options_);
-  std::vector<Row> rows(prompts.size());
+absl::Status Generator::SubmitRows(Engine& engine, const std::vector<std::vector<int>>& prompts,
+                                   const SamplingOptions& options, std::vector<Row>& rows) const {
   for (size_t i = 0; i < prompts.size(); ++i) {
     Row& row = rows[i];
     row.tokens = prompts[i];
@@ -74,7 +73,7 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
     request.top_p = options.top_p;
     // A row's stream does not depend on the other rows or the batch size.
     request.seed = cpu::StreamSeed(options.seed, i);
-    request.max_new_tokens = options.max_gen_len.value_or(max_seq_len - 1);
+    request.max_new_tokens = options.max_gen_len.value_or(model_->limits().max_seq_len - 1);
     request.stop_ids = stop_ids_;
     request.prompt_logprobs = options.logprobs && options.echo;
     request.sink = [&row, &options](const RequestEvent& event) {
@@ -96,6 +95,33 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
     };
     RETURN_IF_ERROR(engine.Submit(std::move(request)).status());
   }
+  return absl::OkStatus();
+}
+
+Generation Generator::Output(const Row& row, size_t prompt_len, const SamplingOptions& options) const {
+  // The reference's post-processing: drop the prompt unless echo, then cut
+  // at the first stop token.
+  const size_t start = options.echo ? 0 : prompt_len;
+  Generation out;
+  out.tokens.assign(row.tokens.begin() + start, row.tokens.end());
+  if (options.logprobs) out.logprobs.assign(row.logprobs.begin() + start, row.logprobs.end());
+  auto eos = std::find_first_of(out.tokens.begin(), out.tokens.end(), stop_ids_.begin(), stop_ids_.end());
+  if (eos != out.tokens.end()) {
+    const size_t cut = eos - out.tokens.begin();
+    out.tokens.resize(cut);
+    if (options.logprobs) out.logprobs.resize(cut);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<std::vector<int>>& prompts,
+                                                            const SamplingOptions& options,
+                                                            const GenerationsDone& on_batch) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  RETURN_IF_ERROR(CheckPrompts(prompts));
+  Engine engine(model_, engine_options_);
+  std::vector<Row> rows(prompts.size());  // Never resized: the requests' sinks hold its rows.
+  RETURN_IF_ERROR(SubmitRows(engine, prompts, options, rows));
 
   std::vector<Generation> results(prompts.size());
   const size_t batch = model_->limits().max_batch_size;
@@ -108,18 +134,7 @@ absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<st
       if (!std::all_of(rows.begin() + reported, rows.begin() + end, [](const Row& r) { return r.done; })) break;
       for (size_t i = reported; i < end; ++i) {
         RETURN_IF_ERROR(rows[i].status);
-        // The reference's post-processing: drop the prompt unless echo,
-        // then cut at the first stop token.
-        const size_t start = options.echo ? 0 : prompts[i].size();
-        Generation& out = results[i];
-        out.tokens.assign(rows[i].tokens.begin() + start, rows[i].tokens.end());
-        if (options.logprobs) out.logprobs.assign(rows[i].logprobs.begin() + start, rows[i].logprobs.end());
-        auto eos = std::find_first_of(out.tokens.begin(), out.tokens.end(), stop_ids_.begin(), stop_ids_.end());
-        if (eos != out.tokens.end()) {
-          const size_t cut = eos - out.tokens.begin();
-          out.tokens.resize(cut);
-          if (options.logprobs) out.logprobs.resize(cut);
-        }
+        results[i] = Output(rows[i], prompts[i].size(), options);
       }
       if (on_batch) RETURN_IF_ERROR(on_batch(reported, absl::MakeConstSpan(results).subspan(reported, end - reported)));
       reported = end;
@@ -133,16 +148,13 @@ absl::StatusOr<std::vector<Completion>> Generator::Decode(absl::Span<const Gener
   std::vector<Completion> completions;
   for (const Generation& g : generations) {
     Completion c;
-    absl::StatusOr<std::string> text = tokenizer_->Decode(g.tokens);
-    if (!text.ok()) return text.status();
-    c.generation = *std::move(text);
+    ASSIGN_OR_RETURN(c.generation, tokenizer_->Decode(g.tokens));
     c.token_ids = g.tokens;
     c.logprobs = g.logprobs;
     if (options.logprobs) {
       for (int id : g.tokens) {
-        absl::StatusOr<std::string> piece = tokenizer_->Decode({id});
-        if (!piece.ok()) return piece.status();
-        c.tokens.push_back(*std::move(piece));
+        ASSIGN_OR_RETURN(std::string piece, tokenizer_->Decode({id}));
+        c.tokens.push_back(std::move(piece));
       }
     }
     completions.push_back(std::move(c));
