@@ -33,6 +33,8 @@ TEST(DeviceTest, RejectsUnknownNames) {
     EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(device.status().message(), HasSubstr("expected \"cpu\" or \"cuda\"")) << bad;
   }
+  EXPECT_EQ(ParseDevice("gpu").status(), absl::InvalidArgumentError("--device=\"gpu\": expected \"cpu\" or \"cuda\""));
+  EXPECT_EQ(DeviceName(Device::kCuda), "cuda");
 }
 
 }  // namespace

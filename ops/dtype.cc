@@ -1,9 +1,26 @@
 #include "ops/dtype.h"
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "ops/named_values.h"
 
 namespace llama {
+namespace {
+
+// Each dtype's short name (DTypeName) first, then the long spellings users
+// type.
+constexpr NamedValues<DType, 17> kDTypeNames({
+    {"f32", DType::kF32},   {"fp32", DType::kF32},      {"float32", DType::kF32},
+    {"f16", DType::kF16},   {"fp16", DType::kF16},      {"float16", DType::kF16},
+    {"bf16", DType::kBF16}, {"bfloat16", DType::kBF16}, {"f64", DType::kF64},
+    {"i64", DType::kI64},   {"i32", DType::kI32},       {"i16", DType::kI16},
+    {"i8", DType::kI8},     {"u8", DType::kU8},         {"bool", DType::kBool},
+    {"q8_0", DType::kQ8_0}, {"int8", DType::kQ8_0},
+});
+
+}  // namespace
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
@@ -32,50 +49,10 @@ uint64_t TensorBytes(DType dtype, int64_t numel) {
   return static_cast<uint64_t>(numel) * DTypeSize(dtype);
 }
 
-absl::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF64:
-      return "f64";
-    case DType::kI64:
-      return "i64";
-    case DType::kI32:
-      return "i32";
-    case DType::kI16:
-      return "i16";
-    case DType::kI8:
-      return "i8";
-    case DType::kU8:
-      return "u8";
-    case DType::kBool:
-      return "bool";
-    case DType::kQ8_0:
-      return "q8_0";
-  }
-  return "unknown";
-}
+absl::string_view DTypeName(DType dtype) { return kDTypeNames.Name(dtype); }
 
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
-  struct Spelling {
-    absl::string_view name;
-    DType dtype;
-  };
-  static constexpr Spelling kSpellings[] = {
-      {"f32", DType::kF32},   {"fp32", DType::kF32},      {"float32", DType::kF32},
-      {"f16", DType::kF16},   {"fp16", DType::kF16},      {"float16", DType::kF16},
-      {"bf16", DType::kBF16}, {"bfloat16", DType::kBF16}, {"f64", DType::kF64},
-      {"i64", DType::kI64},   {"i32", DType::kI32},       {"i16", DType::kI16},
-      {"i8", DType::kI8},     {"u8", DType::kU8},         {"bool", DType::kBool},
-      {"q8_0", DType::kQ8_0}, {"int8", DType::kQ8_0},
-  };
-  for (const Spelling& s : kSpellings) {
-    if (s.name == name) return s.dtype;
-  }
+  if (const std::optional<DType> dtype = kDTypeNames.Find(name)) return *dtype;
   return absl::InvalidArgumentError(
       absl::StrFormat("dtype \"%s\": expected one of bf16, fp16, fp32, int8", name));
 }

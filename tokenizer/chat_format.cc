@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ops/named_values.h"
 #include "tokenizer/utf8.h"
 
 namespace llama {
@@ -17,6 +18,11 @@ constexpr absl::string_view kEndInst = "[/INST]";
 constexpr absl::string_view kBeginSys = "<<SYS>>\n";
 constexpr absl::string_view kEndSys = "\n<</SYS>>\n\n";
 constexpr absl::string_view kSpecialTags[] = {"[INST]", "[/INST]", "<<SYS>>", "<</SYS>>"};
+constexpr NamedValues<Role, 3> kRoleNames({
+    {"system", Role::kSystem},
+    {"user", Role::kUser},
+    {"assistant", Role::kAssistant},
+});
 
 absl::Status RoleError(const Dialog& dialog, size_t index, absl::string_view expected) {
   return absl::InvalidArgumentError(absl::StrFormat(
@@ -27,25 +33,9 @@ absl::Status RoleError(const Dialog& dialog, size_t index, absl::string_view exp
 
 }  // namespace
 
-absl::string_view RoleName(Role role) {
-  switch (role) {
-    case Role::kSystem:
-      return "system";
-    case Role::kUser:
-      return "user";
-    case Role::kAssistant:
-      return "assistant";
-  }
-  return "unknown";
-}
+absl::string_view RoleName(Role role) { return kRoleNames.Name(role); }
 
-absl::StatusOr<Role> ParseRole(absl::string_view name) {
-  if (name == "system") return Role::kSystem;
-  if (name == "user") return Role::kUser;
-  if (name == "assistant") return Role::kAssistant;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "role \"%s\": expected \"system\", \"user\" or \"assistant\"", name));
-}
+absl::StatusOr<Role> ParseRole(absl::string_view name) { return kRoleNames.Parse("role", name); }
 
 absl::string_view StripPythonWhitespace(absl::string_view text) {
   size_t begin = text.size(), end = 0;  // First and past-the-last non-space character.

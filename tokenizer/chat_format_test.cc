@@ -105,6 +105,9 @@ TEST(ChatFormatTest, StripMatchesPythonStrip) {
 TEST(ChatFormatTest, ParseRole) {
   EXPECT_EQ(*ParseRole("assistant"), Role::kAssistant);
   EXPECT_THAT(ParseRole("bot").status().message(), HasSubstr("role \"bot\""));
+  EXPECT_EQ(ParseRole("bot").status(),
+            absl::InvalidArgumentError("role \"bot\": expected \"system\", \"user\" or \"assistant\""));
+  for (const Role role : {Role::kSystem, Role::kUser, Role::kAssistant}) EXPECT_EQ(*ParseRole(RoleName(role)), role);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "ops/cast.h"
 #include "ops/status_macros.h"
+#include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/linear_q8.h"
 #include "ops/cpu/panels.h"
@@ -81,9 +81,7 @@ __attribute__((always_inline)) inline void PanelTimesXImpl(const float* x, int64
   }
 }
 
-// One instance per instruction set, picked once (PrefillKernel): 16 zmm
-// sums on AVX-512, 12 ymm sums on AVX2, and the AVX2 shape (as xmm pairs)
-// for any other x86-64.
+// One instance per instruction set (ChosenPanelKernels).
 __attribute__((target("arch=x86-64-v4"))) void PanelTimesXAvx512(const float* x, int64_t n, int64_t in,
                                                                  const float* panel, int columns, float* y,
                                                                  int64_t out, int64_t first) {
@@ -99,36 +97,6 @@ __attribute__((target("arch=x86-64-v3"))) void PanelTimesXAvx2(const float* x, i
 void PanelTimesXBaseline(const float* x, int64_t n, int64_t in, const float* panel, int columns, float* y,
                          int64_t out, int64_t first) {
   PanelTimesXImpl<Float8, 3>(x, n, in, panel, columns, y, out, first);
-}
-
-using PanelTimesXFn = void (*)(const float*, int64_t, int64_t, const float*, int, float*, int64_t, int64_t);
-
-struct PrefillKernelChoice {
-  std::string_view name;
-  PanelTimesXFn run;
-};
-
-const PrefillKernelChoice kPrefillKernels[] = {
-    {"avx512", PanelTimesXAvx512}, {"avx2", PanelTimesXAvx2}, {"baseline", PanelTimesXBaseline}};
-
-bool CpuRuns(std::string_view name) {
-  __builtin_cpu_init();
-  if (name == "avx512") {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2");
-  }
-  if (name == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return name == "baseline";
-}
-
-std::atomic<const PrefillKernelChoice*>& ChosenPrefillKernel() {
-  static std::atomic<const PrefillKernelChoice*> chosen = [] {
-    for (const PrefillKernelChoice& k : kPrefillKernels) {
-      if (CpuRuns(k.name)) return &k;
-    }
-    return &kPrefillKernels[2];
-  }();
-  return chosen;
 }
 
 // Up to this many rows of x, q8_0 weights take the integer decode kernels
@@ -194,67 +162,40 @@ __attribute__((always_inline)) inline void PackedTile(const float* const* x, con
   }
 }
 
-// Rows [0, rows) of x (rows <= kMaxRows) times one panel.
-template <typename Vec, int kMaxRows, typename Weight>
-__attribute__((always_inline)) inline void PanelRows(const float* const* xs, int rows, const Weight* panel,
-                                                     int64_t depth, float* const* ys, int columns) {
-  const Weight* panels[1] = {panel};
-  const int cols[1] = {columns};
-  if constexpr (kMaxRows > 3) {
-    switch (rows) {
-      case 8:
-        return PackedTile<Vec, 8, 1>(xs, panels, depth, ys, cols);
-      case 7:
-        return PackedTile<Vec, 7, 1>(xs, panels, depth, ys, cols);
-      case 6:
-        return PackedTile<Vec, 6, 1>(xs, panels, depth, ys, cols);
-      case 5:
-        return PackedTile<Vec, 5, 1>(xs, panels, depth, ys, cols);
-      case 4:
-        return PackedTile<Vec, 4, 1>(xs, panels, depth, ys, cols);
-      default:
-        break;
-    }
+// The decode tiles in the walk's two shapes (ForEachPanelTile, panels.h):
+// one row of x times a pair of panels, in ymm sums whatever Vec, and up to
+// kMaxRows rows times one panel (PanelTile1::Run<kRows>).
+template <typename Vec>
+struct PanelTile1 {
+  template <int kRows, typename Weight>
+  __attribute__((always_inline)) static void Run(const float* const* xs, const Weight* panel, int64_t depth,
+                                                 float* const* ys, int columns) {
+    const Weight* panels[1] = {panel};
+    const int cols[1] = {columns};
+    PackedTile<Vec, kRows, 1>(xs, panels, depth, ys, cols);
   }
-  switch (rows) {
-    case 3:
-      return PackedTile<Vec, 3, 1>(xs, panels, depth, ys, cols);
-    case 2:
-      return PackedTile<Vec, 2, 1>(xs, panels, depth, ys, cols);
-    default:
-      return PackedTile<Vec, 1, 1>(xs, panels, depth, ys, cols);
+};
+
+template <typename Vec, int kMaxRows>
+struct PackedTiles {
+  template <typename Weight>
+  __attribute__((always_inline)) static void Pair(const float* const* xs, const Weight* const* panels, int64_t depth,
+                                                  float* const* ys, const int* columns) {
+    PackedTile<Float8, 1, 2>(xs, panels, depth, ys, columns);
   }
-}
+  template <typename Weight>
+  __attribute__((always_inline)) static void Rows(const float* const* xs, int rows, const Weight* panel,
+                                                  int64_t depth, float* const* ys, int columns) {
+    TileOfRows<PanelTile1<Vec>, kMaxRows>(rows, xs, panel, depth, ys, columns);
+  }
+};
 
 // y rows [0, n) for output panels [first, last) of `packed`.
 template <typename Vec, int kMaxRows, typename Weight>
 __attribute__((always_inline)) inline void PackedTimesXImpl(const float* x, int64_t n, int64_t in,
                                                             const Weight* packed, int64_t first, int64_t last,
                                                             int64_t out, float* y) {
-  const auto panel = [&](int64_t p) { return packed + p * in * kPanelWidth; };
-  if (n == 1) {
-    const float* xs[1] = {x};
-    for (int64_t p = first; p < last; p += 2) {
-      const int64_t q = std::min(p + 1, last - 1);  // An odd last panel pairs with itself.
-      const Weight* panels[2] = {panel(p), panel(q)};
-      float* ys[2] = {y + p * kPanelWidth, q != p ? y + q * kPanelWidth : nullptr};
-      const int cols[2] = {PanelColumns(out, p), PanelColumns(out, q)};
-      PackedTile<Float8, 1, 2>(xs, panels, in, ys, cols);
-    }
-    return;
-  }
-  for (int64_t p = first; p < last; ++p) {
-    for (int64_t i = 0; i < n; i += kMaxRows) {
-      const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, n - i));
-      const float* xs[kMaxRows];
-      float* ys[kMaxRows];
-      for (int r = 0; r < rows; ++r) {
-        xs[r] = x + (i + r) * in;
-        ys[r] = y + (i + r) * out + p * kPanelWidth;
-      }
-      PanelRows<Vec, kMaxRows>(xs, rows, panel(p), in, ys, PanelColumns(out, p));
-    }
-  }
+  ForEachPanelTile<PackedTiles<Vec, kMaxRows>, kMaxRows>(x, in, n, in, packed, first, last, out, y);
 }
 
 // The decode kernel of each prefill kernel: the same arithmetic, fused
@@ -308,6 +249,17 @@ void WidenBaseline(const Tensor& w, int64_t offset, int64_t count, float* dst) {
   WidenImpl(static_cast<const simd::F16*>(w.raw()) + offset, count, dst);
 }
 
+using PanelTimesXFn = void (*)(const float*, int64_t, int64_t, const float*, int, float*, int64_t, int64_t);
+using PackedTimesXFn = void (*)(const float*, int64_t, int64_t, const Tensor&, int64_t, int64_t, float*);
+
+// One instruction set's prefill kernel and its decode kernel, and the most
+// rows of x a call takes through the decode kernel.
+struct PanelKernels {
+  PanelTimesXFn prefill;
+  PackedTimesXFn decode;
+  int64_t decode_rows;
+};
+
 // Rows of x per call that the decode kernels take; more go through f32
 // panels. Measured on the bench model (bf16): with AVX2-shaped tiles at
 // batch 8 the zmm tiles took 166-186 ms/step where widening into f32
@@ -318,14 +270,23 @@ void WidenBaseline(const Tensor& w, int64_t offset, int64_t count, float* dst) {
 constexpr int64_t kPackedDecodeRowsAvx512 = 32;
 constexpr int64_t kPackedDecodeRows = 12;
 
+// Picked once (PrefillKernel): 16 zmm sums on AVX-512, 12 ymm sums on AVX2,
+// and the AVX2 shape (as xmm pairs) for any other x86-64.
+KernelDispatch<PanelKernels, 3>& ChosenPanelKernels() {
+  static KernelDispatch<PanelKernels, 3> kernels({{
+      {"avx512", CpuRunsAvx512, {PanelTimesXAvx512, PackedTimesXAvx512, kPackedDecodeRowsAvx512}},
+      {"avx2", CpuRunsAvx2Fma, {PanelTimesXAvx2, PackedTimesXAvx2, kPackedDecodeRows}},
+      {"baseline", AnyX86_64, {PanelTimesXBaseline, PackedTimesXBaseline, kPackedDecodeRows}},
+  }});
+  return kernels;
+}
+
 void LinearPacked(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
   const int64_t out = w.dim(0), in = w.dim(1);
   const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
-  const PrefillKernelChoice* kernel = ChosenPrefillKernel().load();
-  if (n <= (kernel->name == "avx512" ? kPackedDecodeRowsAvx512 : kPackedDecodeRows)) {
-    const auto decode = kernel->name == "avx512" ? PackedTimesXAvx512
-                        : kernel->name == "avx2" ? PackedTimesXAvx2
-                                                 : PackedTimesXBaseline;
+  const PanelKernels& kernels = ChosenPanelKernels().kernel();
+  if (n <= kernels.decode_rows) {
+    const PackedTimesXFn decode = kernels.decode;
     // Pairs of panels for one row (see PackedTimesXImpl): tasks split on pairs.
     const int64_t step = n == 1 ? 2 : 1;
     pool.ParallelFor((panels + step - 1) / step, 1, [&](int64_t begin, int64_t end) {
@@ -350,7 +311,7 @@ void LinearPacked(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
         }
         panel = widened.data();
       }
-      kernel->run(x, n, in, panel, static_cast<int>(count), y, out, first);
+      kernels.prefill(x, n, in, panel, static_cast<int>(count), y, out, first);
     }
   });
 }
@@ -369,21 +330,13 @@ void PackPanelBits(const Bits* w, int64_t out, int64_t in, int64_t p, Bits* pack
 
 }  // namespace
 
-std::string_view PrefillKernel() { return ChosenPrefillKernel().load()->name; }
+std::string_view PrefillKernel() { return ChosenPanelKernels().name(); }
 
 std::string_view Int8Kernel() { return Q8Kernel(); }
 
 bool ForceInt8KernelForTesting(std::string_view name) { return ForceQ8KernelForTesting(name); }
 
-bool ForcePrefillKernelForTesting(std::string_view name) {
-  for (const PrefillKernelChoice& k : kPrefillKernels) {
-    if (k.name == name && CpuRuns(name)) {
-      ChosenPrefillKernel().store(&k);
-      return true;
-    }
-  }
-  return false;
-}
+bool ForcePrefillKernelForTesting(std::string_view name) { return ChosenPanelKernels().ForceForTesting(name); }
 
 absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool) {
   if (w.layout() == TensorLayout::kLinearPanels) return w;
@@ -419,7 +372,7 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
       LinearQ8(x, n, w, y, pool);
       return absl::OkStatus();
     }
-    const PanelTimesXFn run = ChosenPrefillKernel().load()->run;
+    const PanelTimesXFn run = ChosenPanelKernels().kernel().prefill;
     const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
     pool.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> panel;

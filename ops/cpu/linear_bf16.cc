@@ -4,11 +4,10 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "ops/cast.h"
+#include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/panels.h"
 
 namespace llama::cpu {
@@ -72,55 +71,33 @@ LLAMA_AVX512_BF16 inline void DotTile(const uint32_t* const* xs, const uint16_t*
   }
 }
 
-// Rows [0, rows) of x (rows <= 8) times one panel: 16 sums in registers.
-LLAMA_AVX512_BF16 void DotRows(const uint32_t* const* xs, int rows, const uint16_t* panel, int64_t in,
-                               float* const* ys, int columns) {
-  const uint16_t* panels[1] = {panel};
-  const int cols[1] = {columns};
-  switch (rows) {
-    case 8:
-      return DotTile<8, 1>(xs, panels, in, ys, cols);
-    case 7:
-      return DotTile<7, 1>(xs, panels, in, ys, cols);
-    case 6:
-      return DotTile<6, 1>(xs, panels, in, ys, cols);
-    case 5:
-      return DotTile<5, 1>(xs, panels, in, ys, cols);
-    case 4:
-      return DotTile<4, 1>(xs, panels, in, ys, cols);
-    case 3:
-      return DotTile<3, 1>(xs, panels, in, ys, cols);
-    case 2:
-      return DotTile<2, 1>(xs, panels, in, ys, cols);
-    default:
-      return DotTile<1, 1>(xs, panels, in, ys, cols);
-  }
-}
-
 constexpr int kMaxTileRows = 8;
 
-struct Bf16DotChoice {
-  std::string_view name;
-  bool (*runs)();
+// DotTile in the shapes ForEachPanelTile and TileOfRows (panels.h) take.
+struct DotTiles {
+  template <int kRows>
+  LLAMA_AVX512_BF16 static void Run(const uint32_t* const* xs, const uint16_t* panel, int64_t in, float* const* ys,
+                                    int columns) {
+    const uint16_t* panels[1] = {panel};
+    const int cols[1] = {columns};
+    DotTile<kRows, 1>(xs, panels, in, ys, cols);
+  }
+  // Two panels at once: four independent sums hide vdpbf16ps's latency.
+  LLAMA_AVX512_BF16 static void Pair(const uint32_t* const* xs, const uint16_t* const* panels, int64_t in,
+                                     float* const* ys, const int* columns) {
+    DotTile<1, 2>(xs, panels, in, ys, columns);
+  }
+  // Rows [0, rows) of x (rows <= 8) times one panel: 16 sums in registers.
+  LLAMA_AVX512_BF16 static void Rows(const uint32_t* const* xs, int rows, const uint16_t* panel, int64_t in,
+                                     float* const* ys, int columns) {
+    TileOfRows<DotTiles, kMaxTileRows>(rows, xs, panel, in, ys, columns);
+  }
 };
 
-bool HasAvx512Bf16() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-}
-bool Always() { return true; }
-
-const Bf16DotChoice kBf16DotKernels[] = {{"avx512bf16", HasAvx512Bf16}, {"f32", Always}};
-
-std::atomic<const Bf16DotChoice*>& ChosenKernel() {
-  static std::atomic<const Bf16DotChoice*> chosen = [] {
-    for (const Bf16DotChoice& k : kBf16DotKernels) {
-      if (k.runs()) return &k;
-    }
-    return &kBf16DotKernels[1];
-  }();
-  return chosen;
+// The kernel is whether this CPU has the bf16 dot product.
+KernelDispatch<bool, 2>& ChosenKernel() {
+  static KernelDispatch<bool, 2> kernels({{{"avx512bf16", CpuRunsAvx512Bf16, true}, {"f32", AnyX86_64, false}}});
+  return kernels;
 }
 
 }  // namespace
@@ -131,50 +108,16 @@ void RoundToBf16Pairs(const float* x, int64_t n, int64_t in, uint32_t* pairs) {
   }
 }
 
-std::string_view Bf16DotKernel() { return ChosenKernel().load()->name; }
+std::string_view Bf16DotKernel() { return ChosenKernel().name(); }
 
-bool ForceBf16DotKernelForTesting(std::string_view name) {
-  for (const Bf16DotChoice& k : kBf16DotKernels) {
-    if (k.name == name && k.runs()) {
-      ChosenKernel().store(&k);
-      return true;
-    }
-  }
-  return false;
-}
+bool ForceBf16DotKernelForTesting(std::string_view name) { return ChosenKernel().ForceForTesting(name); }
 
 LLAMA_AVX512_BF16 void Bf16DotPanels(const uint32_t* pairs, int64_t n, int64_t in, const Tensor& w, int64_t first,
                                      int64_t last, float* y) {
-  const int64_t out = w.dim(0), half = in / 2;
-  const uint16_t* packed = static_cast<const uint16_t*>(w.raw());
-  const auto panel = [&](int64_t p) { return packed + p * in * kPanelWidth; };
-  // The walk of PackedTimesXImpl (linear.cc), written again: its tiles are
-  // inlined into target-specific code, which a shared walk taking lambdas
-  // would not be (lambdas do not inherit a function's target).
-  if (n == 1) {
-    // Two panels at once: four independent sums hide vdpbf16ps's latency.
-    const uint32_t* xs[1] = {pairs};
-    for (int64_t p = first; p < last; p += 2) {
-      const int64_t q = std::min(p + 1, last - 1);  // An odd last panel pairs with itself.
-      const uint16_t* panels[2] = {panel(p), panel(q)};
-      float* ys[2] = {y + p * kPanelWidth, q != p ? y + q * kPanelWidth : nullptr};
-      const int cols[2] = {PanelColumns(out, p), PanelColumns(out, q)};
-      DotTile<1, 2>(xs, panels, in, ys, cols);
-    }
-    return;
-  }
-  for (int64_t p = first; p < last; ++p) {
-    for (int64_t i = 0; i < n; i += kMaxTileRows) {
-      const int rows = static_cast<int>(std::min<int64_t>(kMaxTileRows, n - i));
-      const uint32_t* xs[kMaxTileRows];
-      float* ys[kMaxTileRows];
-      for (int r = 0; r < rows; ++r) {
-        xs[r] = pairs + (i + r) * half;
-        ys[r] = y + (i + r) * out + p * kPanelWidth;
-      }
-      DotRows(xs, rows, panel(p), in, ys, PanelColumns(out, p));
-    }
-  }
+  // The walk of linear.cc's decode kernels, its tiles compiled here for
+  // AVX-512 BF16.
+  ForEachPanelTile<DotTiles, kMaxTileRows>(pairs, in / 2, n, in, static_cast<const uint16_t*>(w.raw()), first, last,
+                                           w.dim(0), y);
 }
 
 }  // namespace llama::cpu

@@ -3,13 +3,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ops/cast.h"
+#include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 #include "ops/quantize.h"
@@ -78,6 +78,9 @@ using GroupRowsFn = void (*)(const QuantizedRows& x, const PackedQ8& w, int64_t 
 
 // AVX2: x stays signed; |w| (unsigned) times sign(w) x (signed) by
 // vpmaddubsw, whose pairs fit in int16 as |w| <= 127, then vpmaddwd.
+// GroupVnniRows is its twin for AVX-512 VNNI, the same loop with another
+// block product: written twice because a shared body would take one target
+// attribute, and the intrinsics of the other set cannot be inlined into it.
 template <int kRows>
 __attribute__((target("avx2,fma,f16c"))) void GroupAvx2Rows(const QuantizedRows& x, const PackedQ8& w, int64_t g,
                                                              float (*y)[kGroupRows]) {
@@ -117,6 +120,7 @@ __attribute__((target("avx2,fma,f16c"))) void GroupAvx2Rows(const QuantizedRows&
 // once per call), so vpdpbusd multiplies it by w as it is, one instruction
 // a row and chunk; 128 times each row's weight sum (one more vpdpbusd, by
 // ones, shared by every row of x) comes off each block's exact int32 sums.
+// The twin of GroupAvx2Rows (see there).
 template <int kRows>
 __attribute__((target("avx2,fma,f16c,avx512vnni,avx512vl"))) void GroupVnniRows(const QuantizedRows& x,
                                                                                  const PackedQ8& w, int64_t g,
@@ -159,38 +163,25 @@ void GroupScalarRows(const QuantizedRows& x, const PackedQ8& w, int64_t g, float
   GroupScalar(x, kRows, w, g, y);
 }
 
-struct Q8KernelChoice {
-  std::string_view name;
+// One instruction set's kernels, by row count.
+struct Q8Kernels {
   GroupRowsFn rows[kMaxRows];  // [kRows - 1]
   bool unsigned_x;             // x's int8 offset by 128 (sign bit flipped).
 };
 
 // Four rows of x a call: eight (VNNI has 32 ymm registers) was no faster at
 // batch 8 (103-118 vs 98-106 ms/step on the bench model).
-const Q8KernelChoice kQ8Kernels[] = {
-    {"avx512vnni", {GroupVnniRows<1>, GroupVnniRows<2>, GroupVnniRows<3>, GroupVnniRows<4>}, true},
-    {"avx2", {GroupAvx2Rows<1>, GroupAvx2Rows<2>, GroupAvx2Rows<3>, GroupAvx2Rows<4>}, false},
-    {"scalar", {GroupScalarRows<1>, GroupScalarRows<2>, GroupScalarRows<3>, GroupScalarRows<4>}, false},
-};
-
-bool CpuRuns(std::string_view name) {
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  if (name == "avx512vnni") {
-    return avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-  }
-  if (name == "avx2") return avx2;
-  return name == "scalar";
-}
-
-std::atomic<const Q8KernelChoice*>& ChosenKernel() {
-  static std::atomic<const Q8KernelChoice*> chosen = [] {
-    for (const Q8KernelChoice& k : kQ8Kernels) {
-      if (CpuRuns(k.name)) return &k;
-    }
-    return &kQ8Kernels[2];
-  }();
-  return chosen;
+KernelDispatch<Q8Kernels, 3>& ChosenKernels() {
+  static KernelDispatch<Q8Kernels, 3> kernels({{
+      {"avx512vnni",
+       CpuRunsAvx512Vnni,
+       {{GroupVnniRows<1>, GroupVnniRows<2>, GroupVnniRows<3>, GroupVnniRows<4>}, true}},
+      {"avx2", CpuRunsAvx2FmaF16c, {{GroupAvx2Rows<1>, GroupAvx2Rows<2>, GroupAvx2Rows<3>, GroupAvx2Rows<4>}, false}},
+      {"scalar",
+       AnyX86_64,
+       {{GroupScalarRows<1>, GroupScalarRows<2>, GroupScalarRows<3>, GroupScalarRows<4>}, false}},
+  }});
+  return kernels;
 }
 
 // Groups of eight rows per task.
@@ -238,17 +229,9 @@ __attribute__((target("avx2,f16c"))) void WidenGroupAvx2(const PackedQ8& w, int6
 
 }  // namespace
 
-std::string_view Q8Kernel() { return ChosenKernel().load()->name; }
+std::string_view Q8Kernel() { return ChosenKernels().name(); }
 
-bool ForceQ8KernelForTesting(std::string_view name) {
-  for (const Q8KernelChoice& k : kQ8Kernels) {
-    if (k.name == name && CpuRuns(name)) {
-      ChosenKernel().store(&k);
-      return true;
-    }
-  }
-  return false;
-}
+bool ForceQ8KernelForTesting(std::string_view name) { return ChosenKernels().ForceForTesting(name); }
 
 absl::StatusOr<Tensor> PackQ8Weight(const Tensor& w, ThreadPool& pool) {
   const int64_t out = w.dim(0), in = w.dim(1);
@@ -307,7 +290,7 @@ void LinearQ8(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& 
       xd[r * blocks + b] = QuantizeBlock(x + r * in + b * kQ8BlockElements, xq.data() + r * in + b * kQ8BlockElements);
     }
   }
-  const Q8KernelChoice& kernel = *ChosenKernel().load();
+  const Q8Kernels& kernel = ChosenKernels().kernel();
   if (kernel.unsigned_x) {
     for (int8_t& v : xq) v = static_cast<int8_t>(static_cast<uint8_t>(v) ^ 0x80);
   }

@@ -1,33 +1,24 @@
 #include "ops/cpu/simd.h"
 
-#include <atomic>
+#include "ops/cpu/kernel_dispatch.h"
 
 namespace llama::cpu::simd {
 namespace {
 
-// x86-64-v3 as GCC's target attribute means it (the instructions the
-// kernels' v3 versions may use).
-bool CpuRunsV3() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-         __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("movbe");
-}
+constexpr std::string_view kV3 = "x86-64-v3", kBaseline = "baseline";
 
-std::atomic<bool>& V3() {
-  static std::atomic<bool> v3{CpuRunsV3()};
-  return v3;
+// The kernel is whether to take the x86-64-v3 versions.
+KernelDispatch<bool, 2>& Versions() {
+  static KernelDispatch<bool, 2> versions({{{kV3, CpuRunsX86_64V3, true}, {kBaseline, AnyX86_64, false}}});
+  return versions;
 }
 
 }  // namespace
 
-bool UseV3() { return V3().load(std::memory_order_relaxed); }
+bool UseV3() { return Versions().kernel(); }
 
-bool ForceV3ForTesting(bool v3) {
-  if (v3 && !CpuRunsV3()) return false;
-  V3().store(v3);
-  return true;
-}
+bool ForceV3ForTesting(bool v3) { return Versions().ForceForTesting(v3 ? kV3 : kBaseline); }
 
-const char* KernelVersion() { return UseV3() ? "x86-64-v3" : "baseline"; }
+const char* KernelVersion() { return UseV3() ? kV3.data() : kBaseline.data(); }
 
 }  // namespace llama::cpu::simd

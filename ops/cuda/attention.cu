@@ -83,6 +83,32 @@ constexpr int kRowsPerWarp = kCoreTileRows / (kTileThreads / 32);
 static_assert(kAttentionTileRows % kCoreTileRows == 0);
 constexpr int kMaxDimsPerLane = 4;  // head_dim <= 128.
 
+// Helpers of AttentionTileKernel, called by every thread of the block.
+
+// The tile's query rows, pre-scaled, zeros past its rows.
+__device__ __forceinline__ void StageTileQueries(const float* q, int64_t first, int64_t rows, int64_t n_heads,
+                                                 int64_t head, int64_t head_dim, int64_t stride, float scale,
+                                                 float* q_tile) {
+  for (int64_t i = threadIdx.x; i < kCoreTileRows * head_dim; i += blockDim.x) {
+    const int64_t r = i / head_dim, d = i % head_dim;
+    q_tile[r * stride + d] = r < rows ? q[((first + r) * n_heads + head) * head_dim + d] * scale : 0.0f;
+  }
+}
+
+// Keys and values t0 .. t0 + kKeyBlock - 1 from the paged cache, zeros past
+// `last`.
+template <typename T>
+__device__ __forceinline__ void StageKeyBlock(int64_t t0, int64_t last, const int32_t* table, int64_t block_size,
+                                              int64_t kv_stride, const T* k_cache, const T* v_cache,
+                                              int64_t head_dim, int64_t stride, float* k_block, float* v_block) {
+  for (int64_t i = threadIdx.x; i < kKeyBlock * head_dim; i += blockDim.x) {
+    const int64_t j = i / head_dim, d = i % head_dim, t = t0 + j;
+    const int64_t cache_row = t <= last ? CacheRowOf(table, block_size, t) : 0;
+    k_block[j * stride + d] = t <= last ? ToFloat(k_cache[cache_row * kv_stride + d]) : 0.0f;
+    v_block[j * stride + d] = t <= last ? ToFloat(v_cache[cache_row * kv_stride + d]) : 0.0f;
+  }
+}
+
 // One block per (16 rows of a tile, head); see AttentionTiles. Shared rows
 // are padded to head_dim + 1 floats, so the 32 lanes reading one column of
 // the key block (a key each) hit 32 different banks.
@@ -105,10 +131,7 @@ __global__ void __launch_bounds__(kTileThreads)
   const T* k_cache = k_base + kv * head_dim;
   const T* v_cache = v_base + kv * head_dim;
   const float scale = rsqrtf(static_cast<float>(head_dim));
-  for (int64_t i = threadIdx.x; i < kCoreTileRows * head_dim; i += blockDim.x) {
-    const int64_t r = i / head_dim, d = i % head_dim;
-    q_tile[r * stride + d] = r < rows ? q[((first + r) * n_heads + head) * head_dim + d] * scale : 0.0f;
-  }
+  StageTileQueries(q, first, rows, n_heads, head, head_dim, stride, scale, q_tile);
   int64_t last = 0;  // The last position any row of the tile attends to.
   for (int64_t r = 0; r < rows; ++r) last = max(last, static_cast<int64_t>(positions[first + r]));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -125,12 +148,7 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   for (int64_t t0 = 0; t0 <= last; t0 += kKeyBlock) {
     __syncthreads();  // The previous round's keys and values are no longer read.
-    for (int64_t i = threadIdx.x; i < kKeyBlock * head_dim; i += blockDim.x) {
-      const int64_t j = i / head_dim, d = i % head_dim, t = t0 + j;
-      const int64_t cache_row = t <= last ? CacheRowOf(table, block_size, t) : 0;
-      k_block[j * stride + d] = t <= last ? ToFloat(k_cache[cache_row * kv_stride + d]) : 0.0f;
-      v_block[j * stride + d] = t <= last ? ToFloat(v_cache[cache_row * kv_stride + d]) : 0.0f;
-    }
+    StageKeyBlock(t0, last, table, block_size, kv_stride, k_cache, v_cache, head_dim, stride, k_block, v_block);
     __syncthreads();
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -170,7 +188,6 @@ __global__ void __launch_bounds__(kTileThreads)
     }
   }
 }
-
 
 constexpr int kDecodeThreads = 128;  // Four warps.
 constexpr int kDecodeMaxSplits = 64;

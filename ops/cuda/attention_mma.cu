@@ -64,165 +64,183 @@ __device__ __forceinline__ void LoadA(const __nv_bfloat16* m, int ld, int column
   a[3] = LoadPair(p + 8 * ld + 8);
 }
 
+// Shared rows are padded by 8 bf16, so the fragments' loads fall in
+// different banks.
+constexpr int PaddedRow(int head_dim) { return head_dim + 8; }
+
 template <bool kSplitKv>
 constexpr int SharedBytes(int head_dim) {
-  return (2 * kAttentionTileRows + (kSplitKv ? 4 : 2) * kKeys) * (head_dim + 8) * 2;
+  return (2 * kAttentionTileRows + (kSplitKv ? 4 : 2) * kKeys) * PaddedRow(head_dim) * 2;
 }
 
-// Block (tile, head). The tile's queries, pre-scaled and split, stay in
-// shared memory; each round stages kKeys keys and values (split too) from
-// the paged cache, and each warp takes its 16 rows through s = q k^T, the
-// causal mask, the online softmax (running max and sum per row, the output
-// rescaled when the max grows) and o += p v, the scores never leaving
-// registers. Rows are padded by 8 bf16, so the fragments' loads fall in
-// different banks.
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kMmaThreads)
-    TensorCoreTileKernel(const float* q, const int32_t* tile_first, const int32_t* tile_rows, KvBlockTables tables,
-                         const int32_t* positions, const T* k_base, const T* v_base, int64_t block_size,
-                         const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, float* out) {
-  constexpr bool kSplitKv = !std::is_same_v<T, __nv_bfloat16>;  // A bf16 cache's remainders are zero.
-  constexpr int kLd = kHeadDim + 8;
-  constexpr int kScoreTiles = kKeys / 8, kOutTiles = kHeadDim / 8;
-  extern __shared__ __align__(16) unsigned char shared[];
-  __nv_bfloat16* q_hi = reinterpret_cast<__nv_bfloat16*>(shared);  // [kAttentionTileRows][kLd]
-  __nv_bfloat16* q_lo = q_hi + kAttentionTileRows * kLd;
-  __nv_bfloat16* k_hi = q_lo + kAttentionTileRows * kLd;  // [kKeys][kLd]
-  __nv_bfloat16* v_hi = k_hi + kKeys * kLd;
-  __nv_bfloat16* k_lo = v_hi + kKeys * kLd;  // Only with kSplitKv.
-  __nv_bfloat16* v_lo = k_lo + kKeys * kLd;
+// The kernel's shared memory: the tile's queries and a round's keys and
+// values, each split in a high and a low part (the keys' and values' low
+// parts only with kSplitKv).
+struct SharedTile {
+  __nv_bfloat16* q_hi;  // [kAttentionTileRows][PaddedRow]
+  __nv_bfloat16* q_lo;
+  __nv_bfloat16* k_hi;  // [kKeys][PaddedRow]
+  __nv_bfloat16* v_hi;
+  __nv_bfloat16* k_lo;
+  __nv_bfloat16* v_lo;
+};
 
-  const int64_t first = tile_first[blockIdx.x], rows = tile_rows[blockIdx.x], head = blockIdx.y;
-  const int64_t kv_stride = n_kv_heads * kHeadDim;
-  const int32_t* table = tables.tables + static_cast<int64_t>(tables.table_of[first]) * tables.table_stride;
-  const T* k_cache = k_base + kv_head_of[head] * kHeadDim;
-  const T* v_cache = v_base + kv_head_of[head] * kHeadDim;
-  const float scale = rsqrtf(static_cast<float>(kHeadDim));
+// Helpers of TensorCoreTileKernel, in its order. Those taking threadIdx.x
+// over the block are called by all its threads; the others by each warp as
+// a whole (their shuffles and mma.sync take every lane).
+
+// The tile's queries, pre-scaled and split, zeros past its rows.
+template <int kHeadDim>
+__device__ __forceinline__ void StageQueries(const float* q, int64_t first, int64_t rows, int64_t n_heads,
+                                             int64_t head, float scale, SharedTile sh) {
+  constexpr int kLd = PaddedRow(kHeadDim);
   for (int i = threadIdx.x; i < kAttentionTileRows * kHeadDim; i += kMmaThreads) {
     const int r = i / kHeadDim, d = i % kHeadDim;
     const SplitBf16 s = Split(r < rows ? q[((first + r) * n_heads + head) * kHeadDim + d] * scale : 0.0f);
-    q_hi[r * kLd + d] = s.hi;
-    q_lo[r * kLd + d] = s.lo;
+    sh.q_hi[r * kLd + d] = s.hi;
+    sh.q_lo[r * kLd + d] = s.lo;
   }
-  int64_t last = 0;  // The last position any row of the tile attends to.
-  for (int64_t r = 0; r < rows; ++r) last = max(last, static_cast<int64_t>(positions[first + r]));
+}
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row[2] = {warp * kWarpRows + g, warp * kWarpRows + g + 8};  // This thread's two rows.
-  const int pos[2] = {row[0] < rows ? positions[first + row[0]] : -1, row[1] < rows ? positions[first + row[1]] : -1};
-  const int warp_last = __reduce_max_sync(0xffffffff, max(pos[0], pos[1]));
-  const __nv_bfloat16* warp_q_hi = q_hi + warp * kWarpRows * kLd;
-  const __nv_bfloat16* warp_q_lo = q_lo + warp * kWarpRows * kLd;
-  float o[kOutTiles][4] = {};
-  float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.0f, 0.0f};
+// Keys and values t0 .. t0 + kKeys - 1 from the paged cache, split.
+template <typename T, int kHeadDim, bool kSplitKv>
+__device__ __forceinline__ void StageKeysValues(int64_t t0, int64_t last, const int32_t* table, int64_t block_size,
+                                                int64_t kv_stride, const T* k_cache, const T* v_cache,
+                                                SharedTile sh) {
+  constexpr int kLd = PaddedRow(kHeadDim);
+  for (int i = threadIdx.x; i < kKeys * kHeadDim; i += kMmaThreads) {
+    const int j = i / kHeadDim, d = i % kHeadDim;
+    float key = 0.0f, value = 0.0f;  // Past `last`: zeros, as the products must stay finite.
+    if (t0 + j <= last) {
+      const int64_t at = CacheRowOf(table, block_size, t0 + j) * kv_stride + d;
+      key = ToFloat(k_cache[at]);
+      value = ToFloat(v_cache[at]);
+    }
+    const SplitBf16 ks = Split(key), vs = Split(value);
+    sh.k_hi[j * kLd + d] = ks.hi;
+    sh.v_hi[j * kLd + d] = vs.hi;
+    if constexpr (kSplitKv) {
+      sh.k_lo[j * kLd + d] = ks.lo;
+      sh.v_lo[j * kLd + d] = vs.lo;
+    }
+  }
+}
 
-  for (int64_t t0 = 0; t0 <= last; t0 += kKeys) {
-    __syncthreads();  // The queries are written; the last round's keys and values are no longer read.
-    for (int i = threadIdx.x; i < kKeys * kHeadDim; i += kMmaThreads) {
-      const int j = i / kHeadDim, d = i % kHeadDim;
-      float key = 0.0f, value = 0.0f;  // Past `last`: zeros, as the products must stay finite.
-      if (t0 + j <= last) {
-        const int64_t at = CacheRowOf(table, block_size, t0 + j) * kv_stride + d;
-        key = ToFloat(k_cache[at]);
-        value = ToFloat(v_cache[at]);
-      }
-      const SplitBf16 ks = Split(key), vs = Split(value);
-      k_hi[j * kLd + d] = ks.hi;
-      v_hi[j * kLd + d] = vs.hi;
+// s = q k^T for the warp's 16 rows and the round's keys.
+template <int kHeadDim, bool kSplitKv>
+__device__ __forceinline__ void Scores(const __nv_bfloat16* warp_q_hi, const __nv_bfloat16* warp_q_lo, SharedTile sh,
+                                       int g, int t, float (&s)[kKeys / 8][4]) {
+  constexpr int kLd = PaddedRow(kHeadDim);
+  constexpr int kScoreTiles = kKeys / 8;
+  const __nv_bfloat16* k_hi = sh.k_hi;
+  const __nv_bfloat16* k_lo = sh.k_lo;
+#pragma unroll
+  for (int c = 0; c < kHeadDim; c += 16) {
+    uint32_t a_hi[4], a_lo[4];
+    LoadA(warp_q_hi, kLd, c, g, t, a_hi);
+    LoadA(warp_q_lo, kLd, c, g, t, a_lo);
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+      // b = k^T: dimensions c + 2t.. of key 8n + g, adjacent in its row.
+      const int at = (8 * n + g) * kLd + c + 2 * t;
+      const uint32_t b_hi[2] = {LoadPair(k_hi + at), LoadPair(k_hi + at + 8)};
+      Mma(s[n], a_hi, b_hi);
+      Mma(s[n], a_lo, b_hi);
       if constexpr (kSplitKv) {
-        k_lo[j * kLd + d] = ks.lo;
-        v_lo[j * kLd + d] = vs.lo;
+        const uint32_t b_lo[2] = {LoadPair(k_lo + at), LoadPair(k_lo + at + 8)};
+        Mma(s[n], a_hi, b_lo);
       }
     }
-    __syncthreads();
-    if (t0 > warp_last) continue;  // Every row of this warp ends before these keys.
+  }
+}
 
-    float s[kScoreTiles][4] = {};
+// The causal mask, then the online softmax of rows row[0] (s[.][0..1]) and
+// row[1] (s[.][2..3]): s becomes the weights, the running max and sum move
+// on, and o is rescaled to the new max. A row's four threads (t = 0..3)
+// agree on its max.
+template <int kOutTiles>
+__device__ __forceinline__ void OnlineSoftmax(int64_t t0, int t, const int (&pos)[2], float (&s)[kKeys / 8][4],
+                                              float (&running_max)[2], float (&running_sum)[2],
+                                              float (&o)[kOutTiles][4]) {
+  constexpr int kScoreTiles = kKeys / 8;
+  float block_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int c = 0; c < kHeadDim; c += 16) {
-      uint32_t a_hi[4], a_lo[4];
-      LoadA(warp_q_hi, kLd, c, g, t, a_hi);
-      LoadA(warp_q_lo, kLd, c, g, t, a_lo);
+  for (int n = 0; n < kScoreTiles; ++n) {
 #pragma unroll
-      for (int n = 0; n < kScoreTiles; ++n) {
-        // b = k^T: dimensions c + 2t.. of key 8n + g, adjacent in its row.
-        const int at = (8 * n + g) * kLd + c + 2 * t;
-        const uint32_t b_hi[2] = {LoadPair(k_hi + at), LoadPair(k_hi + at + 8)};
-        Mma(s[n], a_hi, b_hi);
-        Mma(s[n], a_lo, b_hi);
-        if constexpr (kSplitKv) {
-          const uint32_t b_lo[2] = {LoadPair(k_lo + at), LoadPair(k_lo + at + 8)};
-          Mma(s[n], a_hi, b_lo);
-        }
-      }
+    for (int e = 0; e < 4; ++e) {
+      if (t0 + 8 * n + 2 * t + (e & 1) > pos[e / 2]) s[n][e] = -INFINITY;
+      block_max[e / 2] = fmaxf(block_max[e / 2], s[n][e]);
     }
+  }
+  float new_max[2], correction[2], added[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffff, block_max[h], 1));
+    block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffff, block_max[h], 2));
+    new_max[h] = fmaxf(running_max[h], block_max[h]);
+    // No key seen yet (a padding row, or all masked): nothing to rescale.
+    correction[h] = new_max[h] == -INFINITY ? 1.0f : __expf(running_max[h] - new_max[h]);
+    running_max[h] = new_max[h];
+  }
+#pragma unroll
+  for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2;
+      s[n][e] = new_max[h] == -INFINITY ? 0.0f : __expf(s[n][e] - new_max[h]);
+      added[h] += s[n][e];
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) running_sum[h] = running_sum[h] * correction[h] + added[h];
+#pragma unroll
+  for (int n = 0; n < kOutTiles; ++n) {
+    o[n][0] *= correction[0];
+    o[n][1] *= correction[0];
+    o[n][2] *= correction[1];
+    o[n][3] *= correction[1];
+  }
+}
 
-    // Causal mask, then the online softmax of rows row[0] (s[.][0..1]) and
-    // row[1] (s[.][2..3]); a row's four threads (t = 0..3) agree on its max.
-    float block_max[2] = {-INFINITY, -INFINITY};
+// o += p v: the scores of keys [16j, 16j + 16) are, as they lie in s[2j]
+// and s[2j + 1], exactly an a fragment.
+template <int kHeadDim, bool kSplitKv>
+__device__ __forceinline__ void AccumulateValues(const float (&s)[kKeys / 8][4], SharedTile sh, int g, int t,
+                                                 float (&o)[kHeadDim / 8][4]) {
+  constexpr int kLd = PaddedRow(kHeadDim);
+  constexpr int kOutTiles = kHeadDim / 8;
+  const __nv_bfloat16* v_hi = sh.v_hi;
+  const __nv_bfloat16* v_lo = sh.v_lo;
 #pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
+  for (int j = 0; j < kKeys / 16; ++j) {
+    uint32_t p_hi[4], p_lo[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (t0 + 8 * n + 2 * t + (e & 1) > pos[e / 2]) s[n][e] = -INFINITY;
-        block_max[e / 2] = fmaxf(block_max[e / 2], s[n][e]);
-      }
+    for (int i = 0; i < 4; ++i) {
+      const SplitBf16 x = Split(s[2 * j + i / 2][2 * (i % 2)]), y = Split(s[2 * j + i / 2][2 * (i % 2) + 1]);
+      p_hi[i] = Pack(x.hi, y.hi);
+      p_lo[i] = Pack(x.lo, y.lo);
     }
-    float new_max[2], correction[2], added[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffff, block_max[h], 1));
-      block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffff, block_max[h], 2));
-      new_max[h] = fmaxf(running_max[h], block_max[h]);
-      // No key seen yet (a padding row, or all masked): nothing to rescale.
-      correction[h] = new_max[h] == -INFINITY ? 1.0f : __expf(running_max[h] - new_max[h]);
-      running_max[h] = new_max[h];
-    }
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        s[n][e] = new_max[h] == -INFINITY ? 0.0f : __expf(s[n][e] - new_max[h]);
-        added[h] += s[n][e];
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) running_sum[h] = running_sum[h] * correction[h] + added[h];
 #pragma unroll
     for (int n = 0; n < kOutTiles; ++n) {
-      o[n][0] *= correction[0];
-      o[n][1] *= correction[0];
-      o[n][2] *= correction[1];
-      o[n][3] *= correction[1];
-    }
-
-    // o += p v: the scores of keys [16j, 16j + 16) are, as they lie in
-    // s[2j] and s[2j + 1], exactly an a fragment.
-#pragma unroll
-    for (int j = 0; j < kKeys / 16; ++j) {
-      uint32_t p_hi[4], p_lo[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const SplitBf16 x = Split(s[2 * j + i / 2][2 * (i % 2)]), y = Split(s[2 * j + i / 2][2 * (i % 2) + 1]);
-        p_hi[i] = Pack(x.hi, y.hi);
-        p_lo[i] = Pack(x.lo, y.lo);
-      }
-#pragma unroll
-      for (int n = 0; n < kOutTiles; ++n) {
-        // b = v: dimension 8n + g of keys 16j + 2t, +1 (b[0]) and +8, +9 (b[1]).
-        const int at = (16 * j + 2 * t) * kLd + 8 * n + g;
-        const uint32_t b_hi[2] = {Pack(v_hi[at], v_hi[at + kLd]), Pack(v_hi[at + 8 * kLd], v_hi[at + 9 * kLd])};
-        Mma(o[n], p_hi, b_hi);
-        Mma(o[n], p_lo, b_hi);
-        if constexpr (kSplitKv) {
-          const uint32_t b_lo[2] = {Pack(v_lo[at], v_lo[at + kLd]), Pack(v_lo[at + 8 * kLd], v_lo[at + 9 * kLd])};
-          Mma(o[n], p_hi, b_lo);
-        }
+      // b = v: dimension 8n + g of keys 16j + 2t, +1 (b[0]) and +8, +9 (b[1]).
+      const int at = (16 * j + 2 * t) * kLd + 8 * n + g;
+      const uint32_t b_hi[2] = {Pack(v_hi[at], v_hi[at + kLd]), Pack(v_hi[at + 8 * kLd], v_hi[at + 9 * kLd])};
+      Mma(o[n], p_hi, b_hi);
+      Mma(o[n], p_lo, b_hi);
+      if constexpr (kSplitKv) {
+        const uint32_t b_lo[2] = {Pack(v_lo[at], v_lo[at + kLd]), Pack(v_lo[at + 8 * kLd], v_lo[at + 9 * kLd])};
+        Mma(o[n], p_hi, b_lo);
       }
     }
   }
+}
 
+// This thread's two rows of the output, o over each row's sum.
+template <int kHeadDim>
+__device__ __forceinline__ void WriteRows(const float (&o)[kHeadDim / 8][4], float (&running_sum)[2],
+                                          const int (&row)[2], int64_t first, int64_t rows, int64_t n_heads,
+                                          int64_t head, int t, float* out) {
+  constexpr int kOutTiles = kHeadDim / 8;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     running_sum[h] += __shfl_xor_sync(0xffffffff, running_sum[h], 1);
@@ -235,6 +253,62 @@ __global__ void __launch_bounds__(kMmaThreads)
       o_row[8 * n + 2 * t + 1] = o[n][2 * h + 1] / running_sum[h];
     }
   }
+}
+
+// Block (tile, head). The tile's queries, pre-scaled and split, stay in
+// shared memory; each round stages kKeys keys and values (split too) from
+// the paged cache, and each warp takes its 16 rows through s = q k^T, the
+// causal mask, the online softmax (running max and sum per row, the output
+// rescaled when the max grows) and o += p v, the scores never leaving
+// registers.
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kMmaThreads)
+    TensorCoreTileKernel(const float* q, const int32_t* tile_first, const int32_t* tile_rows, KvBlockTables tables,
+                         const int32_t* positions, const T* k_base, const T* v_base, int64_t block_size,
+                         const int32_t* kv_head_of, int64_t n_heads, int64_t n_kv_heads, float* out) {
+  constexpr bool kSplitKv = !std::is_same_v<T, __nv_bfloat16>;  // A bf16 cache's remainders are zero.
+  constexpr int kLd = PaddedRow(kHeadDim);
+  constexpr int kScoreTiles = kKeys / 8, kOutTiles = kHeadDim / 8;
+  extern __shared__ __align__(16) unsigned char shared[];
+  SharedTile sh;
+  sh.q_hi = reinterpret_cast<__nv_bfloat16*>(shared);
+  sh.q_lo = sh.q_hi + kAttentionTileRows * kLd;
+  sh.k_hi = sh.q_lo + kAttentionTileRows * kLd;
+  sh.v_hi = sh.k_hi + kKeys * kLd;
+  sh.k_lo = sh.v_hi + kKeys * kLd;
+  sh.v_lo = sh.k_lo + kKeys * kLd;
+
+  const int64_t first = tile_first[blockIdx.x], rows = tile_rows[blockIdx.x], head = blockIdx.y;
+  const int64_t kv_stride = n_kv_heads * kHeadDim;
+  const int32_t* table = tables.tables + static_cast<int64_t>(tables.table_of[first]) * tables.table_stride;
+  const T* k_cache = k_base + kv_head_of[head] * kHeadDim;
+  const T* v_cache = v_base + kv_head_of[head] * kHeadDim;
+  const float scale = rsqrtf(static_cast<float>(kHeadDim));
+  StageQueries<kHeadDim>(q, first, rows, n_heads, head, scale, sh);
+  int64_t last = 0;  // The last position any row of the tile attends to.
+  for (int64_t r = 0; r < rows; ++r) last = max(last, static_cast<int64_t>(positions[first + r]));
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row[2] = {warp * kWarpRows + g, warp * kWarpRows + g + 8};  // This thread's two rows.
+  const int pos[2] = {row[0] < rows ? positions[first + row[0]] : -1, row[1] < rows ? positions[first + row[1]] : -1};
+  const int warp_last = __reduce_max_sync(0xffffffff, max(pos[0], pos[1]));
+  const __nv_bfloat16* warp_q_hi = sh.q_hi + warp * kWarpRows * kLd;
+  const __nv_bfloat16* warp_q_lo = sh.q_lo + warp * kWarpRows * kLd;
+  float o[kOutTiles][4] = {};
+  float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.0f, 0.0f};
+
+  for (int64_t t0 = 0; t0 <= last; t0 += kKeys) {
+    __syncthreads();  // The queries are written; the last round's keys and values are no longer read.
+    StageKeysValues<T, kHeadDim, kSplitKv>(t0, last, table, block_size, kv_stride, k_cache, v_cache, sh);
+    __syncthreads();
+    if (t0 > warp_last) continue;  // Every row of this warp ends before these keys.
+
+    float s[kScoreTiles][4] = {};
+    Scores<kHeadDim, kSplitKv>(warp_q_hi, warp_q_lo, sh, g, t, s);
+    OnlineSoftmax<kOutTiles>(t0, t, pos, s, running_max, running_sum, o);
+    AccumulateValues<kHeadDim, kSplitKv>(s, sh, g, t, o);
+  }
+  WriteRows<kHeadDim>(o, running_sum, row, first, rows, n_heads, head, t, out);
 }
 
 template <typename T, int kHeadDim>
