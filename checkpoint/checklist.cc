@@ -14,8 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/io/durable_file.h"
-#include "ops/status_macros.h"
+#include "base/durable_file.h"
+#include "base/status_macros.h"
 
 namespace llama {
 

@@ -26,14 +26,14 @@
 #include "checkpoint/conversion_sources.h"
 #include "checkpoint/gguf_llama.h"
 #include "checkpoint/gguf_writer.h"
-#include "checkpoint/io/durable_file.h"
-#include "checkpoint/io/progress.h"
+#include "base/durable_file.h"
+#include "base/progress.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/shard_format.h"
 #include "checkpoint/tensor_file.h"
 #include "ops/cast.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llama {

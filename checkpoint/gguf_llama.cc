@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/llama_layout.h"
-#include "ops/cpu/rope.h"
-#include "ops/status_macros.h"
+#include "ops/rope_table.h"
+#include "base/status_macros.h"
 
 namespace llama {
 
@@ -120,8 +120,8 @@ absl::StatusOr<uint32_t> GgufFileType(DType weights) {
 
 std::vector<float> GgufRopeFactors(const ModelConfig& config) {
   if (!config.rope_scaling.has_value()) return {};
-  const std::vector<float> plain = cpu::RopeFrequencies(config.head_dim(), config.rope_theta, std::nullopt);
-  const std::vector<float> scaled = cpu::RopeFrequencies(config.head_dim(), config.rope_theta, config.rope_scaling);
+  const std::vector<float> plain = RopeFrequencies(config.head_dim(), config.rope_theta, std::nullopt);
+  const std::vector<float> scaled = RopeFrequencies(config.head_dim(), config.rope_theta, config.rope_scaling);
   std::vector<float> factors(plain.size());
   for (size_t i = 0; i < plain.size(); ++i) factors[i] = plain[i] / scaled[i];
   return factors;

@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "checkpoint/io/staged_file.h"
+#include "base/staged_file.h"
 #include "ops/dtype.h"
 
 namespace llama {

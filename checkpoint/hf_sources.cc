@@ -20,11 +20,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/conversion_sources.h"
-#include "checkpoint/io/durable_file.h"
+#include "base/durable_file.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/pth_reader.h"
 #include "checkpoint/safetensors_reader.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {

@@ -11,9 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint/io/durable_file.h"
+#include "base/durable_file.h"
 #include "checkpoint/torch_storage.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {

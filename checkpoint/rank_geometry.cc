@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "checkpoint/llama_layout.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 

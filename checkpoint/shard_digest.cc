@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/shard_format.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama::testing {
 

@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/io/durable_file.h"
-#include "ops/status_macros.h"
+#include "base/durable_file.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "checkpoint/model_config.h"
-#include "checkpoint/io/staged_file.h"
+#include "base/staged_file.h"
 #include "checkpoint/shard.pb.h"
 #include "checkpoint/tensor_file.h"
 #include "ops/dtype.h"

@@ -17,7 +17,7 @@
 #include "absl/types/span.h"
 #include "checkpoint/mapped_file.h"
 #include "ops/dtype.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 

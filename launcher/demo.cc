@@ -11,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/checklist.h"
-#include "checkpoint/io/durable_file.h"
+#include "base/durable_file.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/pth_writer.h"
 #include "launcher/demo_tokenizer.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/model/synthetic_weights.h"
 

@@ -26,10 +26,10 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/checklist.h"
-#include "checkpoint/io/durable_file.h"
-#include "checkpoint/io/progress.h"
+#include "base/durable_file.h"
+#include "base/progress.h"
 #include "launcher/presigned_url.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {

@@ -12,9 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "checkpoint/io/progress.h"
+#include "base/progress.h"
 #include "launcher/download.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 DEFINE_string(models, "",
               "download: models to fetch, comma-separated: 7B,13B,70B,7B-chat,13B-chat,70B-chat (Llama 2) or "

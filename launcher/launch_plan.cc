@@ -11,7 +11,7 @@
 #include "launcher/slurm.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {

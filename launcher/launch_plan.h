@@ -20,7 +20,7 @@
 #include "launcher/shard_preparation.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
-#include "worker/dist/environment.h"
+#include "worker/collectives/environment.h"
 #include "worker/job_flags.h"
 
 namespace llama {

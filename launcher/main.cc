@@ -39,9 +39,9 @@
 #include "launcher/usage.h"
 #include "launcher/world.h"
 #include "ops/device.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "worker/flag_help.h"
-#include "worker/net/net.h"
+#include "base/net.h"
 
 namespace llama {
 namespace {

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_format.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/job.h"
 

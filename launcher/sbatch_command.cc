@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "launcher/slurm.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "worker/job_flags.h"
 
 DEFINE_int32(nodes, 1, "sbatch: nodes to allocate.");

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint/io/durable_file.h"
-#include "ops/status_macros.h"
+#include "base/durable_file.h"
+#include "base/status_macros.h"
 #include "xxhash.h"
 
 namespace llama {

@@ -9,7 +9,7 @@
 // - SIGINT / SIGTERM to the launcher stop every worker the same way; a
 //   second one kills them at once.
 // Workers run in their own process groups and die with the launcher
-// (launcher/process.h), so none outlives it.
+// (base/process.h), so none outlives it.
 
 #ifndef LLAMA_LAUNCHER_SUPERVISOR_H_
 #define LLAMA_LAUNCHER_SUPERVISOR_H_
@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "launcher/process/process.h"
+#include "base/process.h"
 
 namespace llama {
 

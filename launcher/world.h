@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/dist/environment.h"
+#include "worker/collectives/environment.h"
 
 namespace llama {
 

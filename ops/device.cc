@@ -2,8 +2,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "ops/named_values.h"
-#include "ops/status_macros.h"
+#include "base/named_values.h"
+#include "base/status_macros.h"
 #include "third_party/cuda/cuda_build_info.h"
 
 namespace llama {

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "ops/named_values.h"
+#include "base/named_values.h"
 
 namespace llama {
 namespace {

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checklist.h"
 #include "checkpoint/checkpoint_fixture.h"
-#include "launcher/process/process.h"
+#include "base/process.h"
 #include "tests/fixtures/http_test_server.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/shard_format.h"
-#include "launcher/process/process.h"
+#include "base/process.h"
 #include "ops/cast.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer.h"

@@ -22,12 +22,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "checkpoint/checkpoint_fixture.h"
-#include "launcher/process/process.h"
+#include "base/process.h"
 #include "ops/device.h"
 #include "tests/fixtures/test_util.h"
 #include "tests/launcher_run.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/net/net.h"
+#include "base/net.h"
 
 namespace llama {
 namespace {

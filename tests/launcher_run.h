@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/process/process.h"
+#include "base/process.h"
 
 namespace llama::testing {
 

@@ -27,7 +27,7 @@
 #include "tests/fixtures/test_util.h"
 #include "tests/launcher_run.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/net/net.h"
+#include "base/net.h"
 
 namespace llama {
 namespace {

@@ -20,11 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
-#include "launcher/process/process.h"
+#include "base/process.h"
 #include "tests/fixtures/sampled_golden.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/net/net.h"
+#include "base/net.h"
 
 namespace llama {
 namespace {

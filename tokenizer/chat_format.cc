@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ops/named_values.h"
+#include "base/named_values.h"
 #include "tokenizer/utf8.h"
 
 namespace llama {

@@ -6,7 +6,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tokenizer/prompt_files.h"
 #include "tokenizer/tokenizer_fixture.h"
 
 namespace llama {
@@ -14,27 +13,6 @@ namespace {
 
 using ::llama::testing::FixtureTokenizer;
 using ::testing::HasSubstr;
-
-// Token ids equal the Python transcription of the reference's
-// chat_completion prompt building (tests/fixtures/tokenizer_fixture.py) for every
-// dialog in testdata/dialogs.json, including the invalid ones.
-TEST(ChatFormatTest, MatchesTheReferenceForEveryDialog) {
-  absl::StatusOr<std::vector<Dialog>> dialogs = ReadDialogsFile("tokenizer/testdata/dialogs.json");
-  ASSERT_TRUE(dialogs.ok()) << dialogs.status();
-  const nlohmann::json golden = testing::ReadGolden("chat_golden.json");
-  ASSERT_EQ(golden.size(), dialogs->size());
-  for (size_t i = 0; i < dialogs->size(); ++i) {
-    absl::StatusOr<ChatPrompt> prompt = EncodeDialog(FixtureTokenizer(), (*dialogs)[i]);
-    if (golden[i].contains("error")) {
-      EXPECT_EQ(prompt.status().code(), absl::StatusCode::kInvalidArgument)
-          << "dialog " << i << " (reference: " << golden[i]["error"] << ")";
-      continue;
-    }
-    ASSERT_TRUE(prompt.ok()) << "dialog " << i << ": " << prompt.status();
-    EXPECT_EQ(prompt->tokens, golden[i]["tokens"].get<std::vector<int>>()) << "dialog " << i;
-    EXPECT_EQ(prompt->unsafe, golden[i]["unsafe"].get<bool>()) << "dialog " << i;
-  }
-}
 
 // The text the tokens stand for, as a golden string.
 TEST(ChatFormatTest, SystemPromptIsFoldedIntoTheFirstTurn) {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "tokenizer/sentencepiece_model.h"
 #include "tokenizer/tiktoken_model.h"
 #include "tokenizer/utf8.h"

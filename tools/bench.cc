@@ -31,7 +31,7 @@
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/dtype.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "third_party/cuda/cuda_build_info.h"
 #include "tools/bench_model.h"
 #include "tools/local_ranks.h"

@@ -16,11 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/local_ranks.h"
 #include "tools/tool_main.h"
-#include "worker/dist/rendezvous.h"
-#include "worker/dist/tcp_communicator.h"
+#include "worker/collectives/rendezvous.h"
+#include "worker/collectives/tcp_communicator.h"
 
 DEFINE_int32(world_size, 2, "Processes (ranks) on this machine.");
 DEFINE_double(seconds_per_size, 0.3, "Time spent measuring each size.");

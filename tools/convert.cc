@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/converter.h"
-#include "checkpoint/io/progress.h"
-#include "ops/status_macros.h"
+#include "base/progress.h"
+#include "base/status_macros.h"
 #include "tools/tool_main.h"
 
 DEFINE_string(ckpt_dir, "",

@@ -26,8 +26,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/converter.h"
-#include "checkpoint/io/progress.h"
-#include "ops/status_macros.h"
+#include "base/progress.h"
+#include "base/status_macros.h"
 #include "tools/tool_main.h"
 
 DEFINE_string(ckpt_dir, "", "Checkpoint folder to convert (Meta's layout). Required.");

@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checklist.h"
 #include "launcher/download.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "tests/fixtures/http_test_server.h"
 #include "tools/tool_main.h"
 

@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/pth_reader.h"
 #include "checkpoint/shard_format.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/tool_main.h"
 
 DEFINE_bool(verify, false, "For a shard: recompute every tensor's checksum.");

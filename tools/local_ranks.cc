@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "worker/net/net.h"
+#include "base/net.h"
 
 namespace llama {
 

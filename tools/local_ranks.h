@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "worker/dist/rendezvous.h"
+#include "worker/collectives/rendezvous.h"
 
 namespace llama {
 

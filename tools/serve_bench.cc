@@ -31,7 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/bench_model.h"
 #include "tools/serve_bench_http.h"
 #include "tools/serve_load.h"

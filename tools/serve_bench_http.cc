@@ -28,8 +28,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "ops/status_macros.h"
-#include "tokenizer/prompt_files.h"
+#include "base/status_macros.h"
+#include "worker/prompt_files.h"
 
 namespace llama {
 namespace {

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
-#include "ops/status_macros.h"
-#include "tokenizer/prompt_files.h"
+#include "base/status_macros.h"
+#include "worker/prompt_files.h"
 
 namespace llama {
 

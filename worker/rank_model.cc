@@ -4,15 +4,15 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "third_party/cuda/cuda_build_info.h"
-#include "worker/dist/tcp_communicator.h"
+#include "worker/collectives/tcp_communicator.h"
 #include "worker/model/transformer.h"
 #if LLAMA_WITH_CUDA
 #include <cuda_runtime.h>
 
 #include "ops/cuda/cuda_status.h"
-#include "worker/dist/nccl_communicator.h"
+#include "worker/collectives/nccl_communicator.h"
 #include "worker/model/cuda_transformer.h"
 #endif
 

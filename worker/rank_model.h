@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "ops/device.h"
-#include "worker/dist/communicator.h"
-#include "worker/dist/rendezvous.h"
+#include "worker/collectives/communicator.h"
+#include "worker/collectives/rendezvous.h"
 #include "worker/job_flags.h"
 #include "worker/model/language_model.h"
 #include "worker/model/model_weights.h"

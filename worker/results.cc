@@ -14,7 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint/io/durable_file.h"
+#include "base/durable_file.h"
 
 namespace llama {
 namespace {

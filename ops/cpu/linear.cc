@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/cast.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/linear_q8.h"

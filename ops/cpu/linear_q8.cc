@@ -13,7 +13,7 @@
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 #include "ops/quantize.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama::cpu {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "ops/cuda/attention_mma.h"
 #include "ops/cuda/device_util.cuh"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama::cuda {
 namespace {

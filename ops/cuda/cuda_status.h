@@ -2,7 +2,7 @@
 //
 // Every call into those libraries goes through one of these, so an error
 // names the call that failed and the library's own text for the code:
-//   RETURN_IF_ERROR(CudaCall(cudaMalloc(&p, n), "cudaMalloc"));  (ops/status_macros.h)
+//   RETURN_IF_ERROR(CudaCall(cudaMalloc(&p, n), "cudaMalloc"));  (base/status_macros.h)
 
 #ifndef LLAMA_OPS_CUDA_CUDA_STATUS_H_
 #define LLAMA_OPS_CUDA_CUDA_STATUS_H_

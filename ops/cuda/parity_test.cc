@@ -22,7 +22,7 @@
 #include "ops/cpu/attention.h"
 #include "ops/random_values.h"
 #include "ops/cpu/elementwise.h"
-#include "ops/cpu/rope.h"
+#include "ops/rope_table.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/attention_mma.h"
@@ -218,7 +218,7 @@ TEST_F(ParityTest, RmsNormRopeSwiGluEmbedding) {
   ASSERT_TRUE(RmsNorm(Upload(x), Upload(w16), DType::kBF16, n, dim, 1e-5f, out, nullptr).ok());
   ExpectClose(Download(out, n * dim), expected, 1e-5, 1e-5, "rms_norm");
 
-  cpu::RopeTable table(hd, 4096, 10000.0);
+  RopeTable table(hd, 4096, 10000.0);
   std::vector<float> q = Random(n * heads * hd, 5), q_cpu = q;
   const std::vector<int32_t> positions = {0, 1, 17, 1000, 4095};
   for (int64_t r = 0; r < n; ++r) table.Apply(q_cpu.data() + r * heads * hd, heads, positions[r]);

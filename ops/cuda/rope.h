@@ -1,4 +1,4 @@
-// CUDA twin of ops/cpu/rope.h, with the same contracts, on device pointers.
+// CUDA twin of ops/rope_table.h, with the same contracts, on device pointers.
 // Host-only header: callers need not be nvcc. Every launcher enqueues on
 // `stream` and returns the launch's status with the kernel named.
 

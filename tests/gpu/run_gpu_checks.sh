@@ -33,7 +33,7 @@ readonly GOLDEN_MODELS=(tiny_fp32_mp1 gqa_bf16_mp1)
 readonly WORKER_JOB_FLAGS="--temperature=0 --max_gen_len=32 --max_seq_len=128 --logprobs"
 
 readonly TEST_TARGETS=(//ops/cuda:toolkit_test //ops/cuda:parity_test //ops/cuda:sampling_parity_test
-                      //worker/dist:nccl_communicator_test
+                      //worker/collectives:nccl_communicator_test
                       //worker/batch:cuda_generation_test)
 readonly TOOL_TARGETS=(//tools:bench //worker)
 readonly BUNDLE="${GPU_BUNDLE:-.gpu_bundle}"

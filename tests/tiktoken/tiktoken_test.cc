@@ -14,10 +14,10 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "launcher/process/process.h"
+#include "base/process.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/chat_format.h"
-#include "tokenizer/prompt_files.h"
+#include "worker/prompt_files.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"

@@ -20,11 +20,11 @@
 #include <gtest/gtest.h>
 
 #include "ops/cuda/cuda_status.h"
-#include "ops/status_macros.h"
-#include "worker/dist/communicator.h"
-#include "worker/dist/nccl_communicator.h"
-#include "worker/dist/one_rank_nccl.h"
-#include "worker/dist/rendezvous.h"
+#include "base/status_macros.h"
+#include "worker/collectives/communicator.h"
+#include "worker/collectives/nccl_communicator.h"
+#include "worker/collectives/one_rank_nccl.h"
+#include "worker/collectives/rendezvous.h"
 #include "worker/batch/generator.h"
 #include "worker/model/planned_transformer.h"
 #include "worker/model/rank_plan.h"

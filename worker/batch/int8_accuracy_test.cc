@@ -27,7 +27,7 @@
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
 #include "ops/cpu/linear.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/batch/generator.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/planned_transformer.h"

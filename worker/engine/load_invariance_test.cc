@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/cpu/linear.h"
-#include "worker/dist/thread_ranks.h"
+#include "worker/collectives/thread_ranks.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/lockstep.h"
 #include "worker/model/golden_fixture.h"

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/model/language_model.h"
 
 namespace llama {

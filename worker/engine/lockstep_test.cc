@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "worker/dist/thread_ranks.h"
+#include "worker/collectives/thread_ranks.h"
 #include "worker/engine/cache_checking_model.h"
 #include "worker/engine/engine.h"
 

@@ -7,7 +7,7 @@
 #include "ops/cpu/attention.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 

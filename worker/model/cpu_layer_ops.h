@@ -9,9 +9,9 @@
 
 #include "checkpoint/rank_geometry.h"
 #include "ops/cpu/linear.h"
-#include "ops/cpu/rope.h"
+#include "ops/rope_table.h"
 #include "ops/cpu/thread_pool.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/model/layer_ops.h"
 #include "worker/model/rank_plan.h"
 
@@ -42,7 +42,7 @@ class CpuLayerOps final : public LayerOps {
   ThreadPool& pool_;
   float* gathered_;
   cpu::LinearOptions linear_options_;
-  cpu::RopeTable rope_;
+  RopeTable rope_;
   std::vector<int> kv_head_of_;
 };
 

@@ -7,7 +7,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/rope.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 

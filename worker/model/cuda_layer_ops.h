@@ -13,7 +13,7 @@
 #include "checkpoint/rank_geometry.h"
 #include "ops/cuda/cublas_linear.h"
 #include "ops/kv_cache_view.h"
-#include "worker/dist/nccl_communicator.h"
+#include "worker/collectives/nccl_communicator.h"
 #include "worker/model/layer_ops.h"
 
 struct CUstream_st;

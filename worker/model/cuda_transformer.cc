@@ -17,7 +17,7 @@
 #include "ops/cuda/cuda_graph.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/sampling.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "worker/model/cuda_layer_ops.h"
 #include "worker/model/llama_forward.h"
 #include "worker/model/rank_plan.h"
@@ -133,7 +133,7 @@ absl::Status CudaTransformer::State::AllocateKvCache() {
 
 absl::Status CudaTransformer::State::UploadTables() {
   const RankGeometry& g = geometry();
-  const cpu::RopeTable rope = RopeTableOf(plan);
+  const RopeTable rope = RopeTableOf(plan);
   RETURN_IF_ERROR(rope_cos.Upload(rope.cos_table().data(), rope.cos_table().size() * sizeof(float)));
   RETURN_IF_ERROR(rope_sin.Upload(rope.sin_table().data(), rope.sin_table().size() * sizeof(float)));
   RETURN_IF_ERROR(kv_head_of.Upload(g.kv_head_of.data(), g.kv_head_of.size() * sizeof(int32_t)));

@@ -22,7 +22,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "worker/dist/nccl_communicator.h"
+#include "worker/collectives/nccl_communicator.h"
 #include "worker/model/language_model.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/rank_plan.h"

@@ -26,7 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/planned_transformer.h"
 #include "worker/model/transformer.h"

@@ -1,6 +1,6 @@
 #include "worker/model/llama_forward.h"
 
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "ops/status_macros.h"
-#include "worker/dist/communicator.h"
+#include "base/status_macros.h"
+#include "worker/collectives/communicator.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/rank_plan.h"
 #include "worker/model/transformer.h"

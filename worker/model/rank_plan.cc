@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "checkpoint/llama_layout.h"
 #include "ops/kv_cache_view.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {
@@ -157,9 +157,9 @@ absl::Status CheckMemory(const RankPlan& plan, Sampling sampling, double weight_
       work_bytes / 1e9, free_bytes / 1e9, where));
 }
 
-cpu::RopeTable RopeTableOf(const RankPlan& plan) {
+RopeTable RopeTableOf(const RankPlan& plan) {
   const ModelConfig& c = plan.config();
-  return cpu::RopeTable(plan.geometry.head_dim, 2 * plan.limits.max_seq_len, c.rope_theta, c.rope_scaling);
+  return RopeTable(plan.geometry.head_dim, 2 * plan.limits.max_seq_len, c.rope_theta, c.rope_scaling);
 }
 
 double AvailableHostMemoryBytes() {

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/rank_geometry.h"
-#include "ops/cpu/rope.h"
+#include "ops/rope_table.h"
 #include "ops/dtype.h"
 #include "worker/model/language_model.h"
 #include "worker/model/layer_ops.h"
@@ -104,7 +104,7 @@ absl::Status CheckMemory(const RankPlan& plan, Sampling sampling, double weight_
 
 // The rotary table of the plan's positions (twice max_seq_len, as the
 // reference's freqs_cis), on the host; a device uploads it.
-cpu::RopeTable RopeTableOf(const RankPlan& plan);
+RopeTable RopeTableOf(const RankPlan& plan);
 
 // MemAvailable from /proc/meminfo, in bytes; 0 if unknown.
 double AvailableHostMemoryBytes();

@@ -9,7 +9,7 @@
 #include "checkpoint/llama_layout.h"
 #include "ops/cast.h"
 #include "ops/quantize.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 

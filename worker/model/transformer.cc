@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "ops/cpu/linear.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "worker/model/llama_forward.h"
 
 namespace llama {

@@ -16,7 +16,7 @@
 #include "checkpoint/rank_geometry.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/model/cpu_layer_ops.h"
 #include "worker/model/language_model.h"
 #include "worker/model/model_weights.h"

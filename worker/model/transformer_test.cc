@@ -12,7 +12,7 @@
 
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/model/golden_fixture.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/synthetic_weights.h"

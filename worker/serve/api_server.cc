@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "tokenizer/chat_format.h"
-#include "worker/net/net.h"
+#include "base/net.h"
 #include "worker/serve/api_response.h"
 
 namespace llama {

@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_split.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/engine_loop.h"
 #include "worker/batch/generator.h"

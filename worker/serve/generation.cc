@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/cpu/sampling.h"
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {

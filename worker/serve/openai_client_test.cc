@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/process/process.h"
+#include "base/process.h"
 #include "tests/fixtures/test_util.h"
 #include "worker/serve/serving_fixture.h"
 

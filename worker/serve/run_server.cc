@@ -5,7 +5,7 @@
 
 #include <glog/logging.h>
 
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 #include "worker/engine/engine_loop.h"
 #include "worker/engine/lockstep.h"
 

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "tokenizer/tokenizer.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/engine/engine.h"
 #include "worker/model/language_model.h"
 #include "worker/serve/api_server.h"

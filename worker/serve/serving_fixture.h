@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/dist/communicator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/engine_loop.h"
 #include "worker/model/golden_fixture.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ops/status_macros.h"
+#include "base/status_macros.h"
 
 namespace llama {
 

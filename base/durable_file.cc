@@ -1,0 +1,55 @@
+#include "base/durable_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+
+namespace llama {
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::NotFoundError(absl::StrFormat("\"%s\": cannot open (%s)", path, std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  if (file.bad()) return absl::DataLossError(absl::StrFormat("\"%s\": read failed", path));
+  return text.str();
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+absl::Status FsyncDirectory(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrFormat("open directory \"%s\": %s", path, std::strerror(errno)));
+  }
+  const int result = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (result != 0) {
+    return absl::InternalError(absl::StrFormat("fsync directory \"%s\": %s", path, std::strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RenameDurably(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0) {
+    return absl::InternalError(
+        absl::StrFormat("rename \"%s\" to \"%s\": %s", from, to, std::strerror(errno)));
+  }
+  return FsyncDirectory(DirectoryOf(to));
+}
+
+}  // namespace llama
