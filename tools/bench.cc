@@ -238,5 +238,5 @@ int main(int argc, char** argv) {
           return llama::ReportFailure("bench", RunRank(join));
         });
     return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
-  }, {"device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"}, {llama::BenchModelFlags()});
+  }, llama::JobFlagNames(llama::JobFlagGroup::kRankModel), {llama::BenchModelFlags()});
 }

@@ -249,7 +249,11 @@ int main(int argc, char** argv) {
         return FLAGS_url.empty() ? llama::Run()
                                  : llama::RunHttpLoad(llama::LoadFromFlags(), llama::HttpLoadFromFlags());
       },
-      {"prompts_file", "max_seq_len", "max_batch_size", "max_num_batched_tokens", "kv_cache_gb", "kv_block_size",
-       "enable_prefix_caching", "device", "kv_cache_dtype", "cuda_graphs", "int8_prefill", "bf16_activations", "threads"},
+      [] {
+        std::vector<std::string> shared = {"prompts_file", "max_seq_len", "max_batch_size", "max_num_batched_tokens",
+                                           "kv_cache_gb", "kv_block_size", "enable_prefix_caching"};
+        for (std::string& name : llama::JobFlagNames(llama::JobFlagGroup::kRankModel)) shared.push_back(name);
+        return shared;
+      }(),
       {llama::BenchModelFlags()});
 }

@@ -40,14 +40,14 @@ struct LinearOptions {
   // (activations quantized to int8 per block of 32, as decode does and as
   // llama.cpp does for Q8_0): 1.2-1.5x the f32-panel prefill, and a row's
   // outputs no longer depend on the rows computed with it, at some accuracy
-  // (worker/engine/int8_accuracy_test.cc measures both ways).
+  // (worker/batch/int8_accuracy_test.cc measures both ways).
   bool int8_activations = false;
   // bf16 weights: x rounded to bf16 before it is multiplied (llama.cpp's
   // way with BF16 weights), every row whatever n, so rows stay independent
   // of their batch. With AVX-512 BF16 the products go two a lane per
   // instruction (vdpbf16ps): prefill and batched decode, bound by the
   // multiply-adds, run faster; the cost in accuracy is measured in
-  // worker/engine/int8_accuracy_test.cc. Other weights ignore it.
+  // worker/batch/int8_accuracy_test.cc. Other weights ignore it.
   bool bf16_activations = false;
 };
 

@@ -2,7 +2,7 @@
 // (tests/fixtures/reference_model.py) on the fixture checkpoints, converted to
 // shards by //tools:convert's library; tolerances in golden_fixture.h. The
 // generation goldens are tested through the engine in
-// worker/engine/generation_golden_test.cc.
+// worker/batch/generation_golden_test.cc.
 
 #include <cmath>
 #include <memory>
