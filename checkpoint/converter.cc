@@ -282,10 +282,9 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
   SliceCopier copier([&writer](absl::Span<const uint8_t> bytes) { return writer->Append(bytes); }, &progress);
   for (size_t i = 0; i < specs.size(); ++i) {
     const TensorSpec& spec = specs[i];
-    if (absl::Status s = copier.Copy(spec, sources.parts[spec.name], RankSlice(spec, config, 0, 1), tensors[i].dtype);
-        !s.ok()) {
-      return absl::Status(s.code(), absl::StrFormat("%s, tensor \"%s\": %s", options.out_dir, spec.name, s.message()));
-    }
+    const absl::Status copied =
+        copier.Copy(spec, sources.parts[spec.name], RankSlice(spec, config, 0, 1), tensors[i].dtype);
+    RETURN_IF_ERROR(Annotate(copied, absl::StrFormat("%s, tensor \"%s\"", options.out_dir, spec.name)));
   }
   if (!rope_factors.empty()) {
     RETURN_IF_ERROR(writer->Append(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(rope_factors.data()),
@@ -417,9 +416,7 @@ absl::Status WriteShard(const ConvertOptions& options, SourceSet& sources, const
     absl::Status s = writer->BeginTensor(spec.name, out_dtype(spec.name),
                                          RankShape(spec, config, rank, options.world_size), SplitRecord(spec, range));
     if (s.ok()) s = copier.Copy(spec, sources.parts[spec.name], range, out_dtype(spec.name));
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrFormat("%s, tensor \"%s\": %s", name, spec.name, s.message()));
-    }
+    RETURN_IF_ERROR(Annotate(s, absl::StrFormat("%s, tensor \"%s\"", name, spec.name)));
   }
   return writer->Finish(ShardIndexOf(sources, rank, options.world_size));
 }
