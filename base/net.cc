@@ -77,13 +77,12 @@ void Socket::Shutdown() {
 }
 
 absl::StatusOr<Socket> Listen(const std::string& host, int port, int backlog) {
-  absl::StatusOr<sockaddr_in> address = Resolve(host, port);
-  if (!address.ok()) return address.status();
+  ASSIGN_OR_RETURN(sockaddr_in address, Resolve(host, port));
   Socket socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!socket.valid()) return Errno("socket", errno);
   const int one = 1;
   setsockopt(socket.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(socket.fd(), reinterpret_cast<sockaddr*>(&*address), sizeof *address) != 0) {
+  if (::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     const int error = errno;
     if (error == EADDRINUSE) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -169,14 +168,13 @@ absl::StatusOr<Socket> Accept(const Socket& listener, Deadline deadline) {
 
 absl::StatusOr<Socket> Connect(const std::string& host, int port, Deadline deadline) {
   const auto start = Clock::now();
-  absl::StatusOr<sockaddr_in> address = Resolve(host, port);
-  if (!address.ok()) return address.status();
+  ASSIGN_OR_RETURN(sockaddr_in address, Resolve(host, port));
   std::chrono::milliseconds backoff(20);
   std::string last_error;
   while (true) {
     Socket socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!socket.valid()) return Errno("socket", errno);
-    if (::connect(socket.fd(), reinterpret_cast<sockaddr*>(&*address), sizeof *address) == 0) {
+    if (::connect(socket.fd(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
       SetNoDelay(socket.fd());
       return socket;
     }
@@ -269,13 +267,12 @@ absl::Status SendString(const Socket& s, const std::string& v, Deadline d, const
 }
 
 absl::StatusOr<std::string> RecvString(const Socket& s, size_t max_size, Deadline d, const std::string& peer) {
-  absl::StatusOr<uint32_t> size = RecvU32(s, d, peer);
-  if (!size.ok()) return size.status();
-  if (*size > max_size) {
+  ASSIGN_OR_RETURN(uint32_t size, RecvU32(s, d, peer));
+  if (size > max_size) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s sent a %d-byte field; at most %d allowed", peer, *size, max_size));
+        absl::StrFormat("%s sent a %d-byte field; at most %d allowed", peer, size, max_size));
   }
-  std::string v(*size, '\0');
+  std::string v(size, '\0');
   RETURN_IF_ERROR(RecvAll(s, v.data(), v.size(), d, peer));
   return v;
 }

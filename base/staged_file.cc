@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/durable_file.h"
+#include "base/status_macros.h"
 
 namespace llama {
 
@@ -45,8 +46,7 @@ absl::Status StagedFile::Write(const void* data, size_t size) {
 absl::Status StagedFile::PadTo(uint64_t offset) {
   static const uint8_t kZeros[4096] = {};
   while (position_ < offset) {
-    const absl::Status status = Write(kZeros, std::min<uint64_t>(offset - position_, sizeof kZeros));
-    if (!status.ok()) return status;
+    RETURN_IF_ERROR(Write(kZeros, std::min<uint64_t>(offset - position_, sizeof kZeros)));
   }
   return absl::OkStatus();
 }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {
@@ -255,11 +256,10 @@ absl::Status RunChatSession(const std::vector<WorkerLaunch>& workers, Supervisor
     Converse(client, options, server);
     sigaction(SIGINT, &old, nullptr);
   }
-  absl::StatusOr<JobOutcome> outcome = server.Stop();
-  if (!outcome.ok()) return outcome.status();
-  if (outcome->failed_rank >= 0) {
-    return absl::InternalError(absl::StrFormat("rank %d failed (%s); its log: %s", outcome->failed_rank,
-                                               outcome->failed_exit.Describe(), outcome->failed_log));
+  ASSIGN_OR_RETURN(JobOutcome outcome, server.Stop());
+  if (outcome.failed_rank >= 0) {
+    return absl::InternalError(absl::StrFormat("rank %d failed (%s); its log: %s", outcome.failed_rank,
+                                               outcome.failed_exit.Describe(), outcome.failed_log));
   }
   if (port == 0) return absl::UnavailableError("the chat's server ended before it listened");
   return absl::OkStatus();

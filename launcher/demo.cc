@@ -64,8 +64,7 @@ absl::Status Build(const std::string& dir) {
   if (!internal_demo::TrainTokenizer(Corpus(), 512, tokenizer_path, &trainer_error)) {
     return absl::InternalError(absl::StrCat("training the demo tokenizer failed: ", trainer_error));
   }
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(tokenizer_path);
-  if (!tokenizer.ok()) return tokenizer.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(tokenizer_path));
 
   ModelConfig config;
   config.dim = 256;
@@ -74,7 +73,7 @@ absl::Status Build(const std::string& dir) {
   config.n_kv_heads = 4;
   config.multiple_of = 128;
   config.norm_eps = 1e-5;
-  config.vocab_size = (*tokenizer)->vocab_size();
+  config.vocab_size = tokenizer->vocab_size();
   const std::string model_dir = dir + "/llama-2-demo";
   nlohmann::ordered_json params = {{"dim", config.dim},           {"multiple_of", config.multiple_of},
                                    {"n_heads", config.n_heads},   {"n_kv_heads", config.n_kv_heads},
@@ -82,27 +81,26 @@ absl::Status Build(const std::string& dir) {
                                    {"vocab_size", -1}};
   std::ofstream(model_dir + "/params.json") << params.dump();
 
-  absl::StatusOr<std::unique_ptr<PthWriter>> writer = PthWriter::Create(model_dir + "/consolidated.00.pth", "consolidated.00");
-  if (!writer.ok()) return writer.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<PthWriter> writer,
+                   PthWriter::Create(model_dir + "/consolidated.00.pth", "consolidated.00"));
   const std::vector<TensorSpec> specs = LlamaTensors(config);
   ASSIGN_OR_RETURN(const std::vector<Tensor> tensors, SyntheticTensors(config, DType::kBF16, /*seed=*/2023));
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto* bytes = static_cast<const uint8_t*>(tensors[i].raw());
-    RETURN_IF_ERROR((*writer)->Add(specs[i].name, DType::kBF16, specs[i].shape, {bytes, tensors[i].bytes()}));
+    RETURN_IF_ERROR(writer->Add(specs[i].name, DType::kBF16, specs[i].shape, {bytes, tensors[i].bytes()}));
   }
   // Meta's shards carry the rotary frequencies too (f32, head_dim / 2).
   std::vector<float> freqs(config.head_dim() / 2);
   for (size_t i = 0; i < freqs.size(); ++i) {
     freqs[i] = static_cast<float>(1.0 / std::pow(config.rope_theta, 2.0 * i / config.head_dim()));
   }
-  RETURN_IF_ERROR((*writer)->Add(kRopeFreqsName, DType::kF32, {static_cast<int64_t>(freqs.size())}, {reinterpret_cast<const uint8_t*>(freqs.data()), freqs.size() * sizeof(float)}));
-  RETURN_IF_ERROR((*writer)->Finish());
+  RETURN_IF_ERROR(writer->Add(kRopeFreqsName, DType::kF32, {static_cast<int64_t>(freqs.size())}, {reinterpret_cast<const uint8_t*>(freqs.data()), freqs.size() * sizeof(float)}));
+  RETURN_IF_ERROR(writer->Finish());
 
   std::ofstream checklist(model_dir + "/checklist.chk");
   for (const char* name : {"consolidated.00.pth", "params.json"}) {
-    absl::StatusOr<std::string> md5 = Md5File(model_dir + "/" + name);
-    if (!md5.ok()) return md5.status();
-    checklist << *md5 << "  " << name << "\n";
+    ASSIGN_OR_RETURN(const std::string md5, Md5File(model_dir + "/" + name));
+    checklist << md5 << "  " << name << "\n";
   }
   checklist.close();
   std::ofstream(dir + "/prompts.json") << nlohmann::json(std::vector<std::string>(std::begin(kPrompts), std::end(kPrompts))).dump(2);

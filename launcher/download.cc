@@ -298,8 +298,7 @@ absl::Status Downloader::FetchFile(const Job& job, const std::function<void(uint
     }
     return RenameDurably(partial_path, final_path);
   }
-  return absl::Status(last.code(), absl::StrFormat("gave up on %s after %d attempts: %s", job.relative,
-                                                   options_.max_attempts, last.message()));
+  return Annotate(last, absl::StrFormat("gave up on %s after %d attempts", job.relative, options_.max_attempts));
 }
 
 uint64_t FreeBytes(const std::string& dir) {
@@ -310,9 +309,8 @@ uint64_t FreeBytes(const std::string& dir) {
 
 absl::StatusOr<std::vector<ChecklistEntry>> Checklist(Downloader& d, const std::string& relative,
                                                       const std::string& remote = "") {
-  absl::StatusOr<std::string> text = d.FetchText(relative, remote);
-  if (!text.ok()) return text.status();
-  return ParseChecklist(*text, relative);
+  ASSIGN_OR_RETURN(const std::string text, d.FetchText(relative, remote));
+  return ParseChecklist(text, relative);
 }
 
 // Every file to fetch, with its checklist's MD5; the small files (license,

@@ -77,9 +77,7 @@ absl::Status RunDownloadCommand() {
   options.connections = FLAGS_connections;
   options.show_progress = true;
   absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(options);
-  if (!report.ok()) {
-    return absl::Status(report.status().code(), absl::StrCat("download: ", report.status().message()));
-  }
+  if (!report.ok()) return Annotate(report.status(), "download");
   std::printf("downloaded %zu file(s) (%s), %zu already complete, into %s; every file matches its checklist\n",
               report->fetched.size(), HumanBytes(report->bytes_fetched).c_str(), report->skipped.size(),
               FLAGS_target_dir.c_str());

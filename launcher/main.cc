@@ -163,8 +163,7 @@ absl::StatusOr<net::Socket> BindStore(const LaunchPlan& plan, WorldOptions& worl
   absl::StatusOr<std::string> listen_address =
       plan.store_listen_all ? absl::StatusOr<std::string>("0.0.0.0") : net::AddressReaching(world.master_addr);
   if (!listen_address.ok()) {
-    return absl::Status(listen_address.status().code(), absl::StrFormat("--master_addr=%s: %s", world.master_addr,
-                                                                        listen_address.status().message()));
+    return Annotate(listen_address.status(), absl::StrFormat("--master_addr=%s", world.master_addr));
   }
   absl::StatusOr<net::Socket> listener = net::Listen(*listen_address, world.master_port);
   if (absl::IsFailedPrecondition(listener.status())) {

@@ -57,12 +57,12 @@ absl::StatusOr<std::vector<std::string>> ExpandHost(absl::string_view host, absl
     if (open == absl::string_view::npos) break;
     const size_t close = host.find(']', open);
     if (close == absl::string_view::npos) return BadList(list, "unbalanced '['");
-    absl::StatusOr<std::vector<std::string>> numbers = ExpandRanges(host.substr(open + 1, close - open - 1), list);
-    if (!numbers.ok()) return numbers.status();
-    if (names.size() * numbers->size() > kMaxNodes) return BadList(list, "too many nodes");
+    ASSIGN_OR_RETURN(const std::vector<std::string> numbers,
+                     ExpandRanges(host.substr(open + 1, close - open - 1), list));
+    if (names.size() * numbers.size() > kMaxNodes) return BadList(list, "too many nodes");
     std::vector<std::string> product;
     for (const std::string& n : names) {
-      for (const std::string& number : *numbers) product.push_back(n + number);
+      for (const std::string& number : numbers) product.push_back(n + number);
     }
     names = std::move(product);
     host.remove_prefix(close + 1);
@@ -86,9 +86,8 @@ absl::StatusOr<std::vector<std::string>> ExpandNodeList(absl::string_view list) 
     if (i == list.size() || (list[i] == ',' && depth == 0)) {
       const absl::string_view host = list.substr(start, i - start);
       if (host.empty()) return BadList(list, "empty host name");
-      absl::StatusOr<std::vector<std::string>> expanded = ExpandHost(host, list);
-      if (!expanded.ok()) return expanded.status();
-      nodes.insert(nodes.end(), expanded->begin(), expanded->end());
+      ASSIGN_OR_RETURN(const std::vector<std::string> expanded, ExpandHost(host, list));
+      nodes.insert(nodes.end(), expanded.begin(), expanded.end());
       start = i + 1;
     }
   }
@@ -124,9 +123,8 @@ absl::StatusOr<std::optional<SlurmPlacement>> ReadSlurmPlacement(const std::func
   p.job_id = get("SLURM_JOB_ID");
   const char* list = get("SLURM_STEP_NODELIST") != nullptr ? get("SLURM_STEP_NODELIST") : get("SLURM_JOB_NODELIST");
   if (list == nullptr) return absl::InvalidArgumentError("SLURM_JOB_NODELIST is not set");
-  absl::StatusOr<std::vector<std::string>> hosts = ExpandNodeList(list);
-  if (!hosts.ok()) return hosts.status();
-  p.master_addr = hosts->front();
+  ASSIGN_OR_RETURN(const std::vector<std::string> hosts, ExpandNodeList(list));
+  p.master_addr = hosts.front();
   // A port per job, so jobs sharing a node do not collide: 20000-31999,
   // below Linux's ephemeral range (32768-60999), so no outgoing
   // connection's local port can already hold it.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/named_values.h"
+#include "base/status_macros.h"
 #include "tokenizer/utf8.h"
 
 namespace llama {
@@ -68,23 +69,22 @@ absl::StatusOr<ChatPrompt> EncodeLlama3Dialog(const Tokenizer& tokenizer, const 
   ChatPrompt prompt;
   prompt.tokens.push_back(tokenizer.bos_id());
   const auto append = [&](absl::string_view text) -> absl::Status {
-    absl::StatusOr<std::vector<int>> ids = tokenizer.Encode(text, /*bos=*/false, /*eos=*/false);
-    if (!ids.ok()) return ids.status();
-    prompt.tokens.insert(prompt.tokens.end(), ids->begin(), ids->end());
+    ASSIGN_OR_RETURN(std::vector<int> ids, tokenizer.Encode(text, /*bos=*/false, /*eos=*/false));
+    prompt.tokens.insert(prompt.tokens.end(), ids.begin(), ids.end());
     return absl::OkStatus();
   };
   const auto header = [&](Role role) -> absl::Status {
     prompt.tokens.push_back(tokenizer.SpecialId("<|start_header_id|>"));
-    if (absl::Status s = append(RoleName(role)); !s.ok()) return s;
+    RETURN_IF_ERROR(append(RoleName(role)));
     prompt.tokens.push_back(tokenizer.SpecialId("<|end_header_id|>"));
     return append("\n\n");
   };
   for (const Message& message : dialog) {
-    if (absl::Status s = header(message.role); !s.ok()) return s;
-    if (absl::Status s = append(StripPythonWhitespace(message.content)); !s.ok()) return s;
+    RETURN_IF_ERROR(header(message.role));
+    RETURN_IF_ERROR(append(StripPythonWhitespace(message.content)));
     prompt.tokens.push_back(tokenizer.SpecialId("<|eot_id|>"));
   }
-  if (absl::Status s = header(Role::kAssistant); !s.ok()) return s;
+  RETURN_IF_ERROR(header(Role::kAssistant));
   return prompt;
 }
 
@@ -120,18 +120,16 @@ absl::StatusOr<ChatPrompt> EncodeDialog(const Tokenizer& tokenizer, const Dialog
   ChatPrompt prompt;
   prompt.unsafe = HasSpecialTags(dialog);
   for (size_t i = 0; i + 1 < turns.size(); i += 2) {
-    absl::StatusOr<std::vector<int>> pair = tokenizer.Encode(
-        absl::StrCat(kBeginInst, " ", StripPythonWhitespace(turns[i]), " ", kEndInst, " ",
-                     StripPythonWhitespace(turns[i + 1]), " "),
-        /*bos=*/true, /*eos=*/true);
-    if (!pair.ok()) return pair.status();
-    prompt.tokens.insert(prompt.tokens.end(), pair->begin(), pair->end());
+    ASSIGN_OR_RETURN(std::vector<int> pair,
+                     tokenizer.Encode(absl::StrCat(kBeginInst, " ", StripPythonWhitespace(turns[i]), " ", kEndInst,
+                                                   " ", StripPythonWhitespace(turns[i + 1]), " "),
+                                      /*bos=*/true, /*eos=*/true));
+    prompt.tokens.insert(prompt.tokens.end(), pair.begin(), pair.end());
   }
-  absl::StatusOr<std::vector<int>> last = tokenizer.Encode(
-      absl::StrCat(kBeginInst, " ", StripPythonWhitespace(turns.back()), " ", kEndInst),
-      /*bos=*/true, /*eos=*/false);
-  if (!last.ok()) return last.status();
-  prompt.tokens.insert(prompt.tokens.end(), last->begin(), last->end());
+  ASSIGN_OR_RETURN(std::vector<int> last,
+                   tokenizer.Encode(absl::StrCat(kBeginInst, " ", StripPythonWhitespace(turns.back()), " ", kEndInst),
+                                    /*bos=*/true, /*eos=*/false));
+  prompt.tokens.insert(prompt.tokens.end(), last.begin(), last.end());
   return prompt;
 }
 

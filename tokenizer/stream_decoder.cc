@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "base/status_macros.h"
 #include "tokenizer/utf8.h"
 
 namespace llama {
@@ -26,16 +27,14 @@ absl::StatusOr<std::string> StreamDecoder::EmitUpTo(size_t end) {
   while (start > 0 && !tokenizer_.IsTextAnchor(ids_[start - 1])) --start;
   if (start > 0) --start;
   const absl::Span<const int> ids(ids_);
-  absl::StatusOr<std::string> before = tokenizer_.Decode(ids.subspan(start, emitted_ - start));
-  if (!before.ok()) return before.status();
-  absl::StatusOr<std::string> after = tokenizer_.Decode(ids.subspan(start, end - start));
-  if (!after.ok()) return after.status();
-  if (after->compare(0, before->size(), *before) != 0) {
+  ASSIGN_OR_RETURN(std::string before, tokenizer_.Decode(ids.subspan(start, emitted_ - start)));
+  ASSIGN_OR_RETURN(std::string after, tokenizer_.Decode(ids.subspan(start, end - start)));
+  if (after.compare(0, before.size(), before) != 0) {
     return absl::InternalError(absl::StrFormat(
         "stream decoder: decoding ids [%d, %d) changed text already returned", start, end));
   }
   emitted_ = end;
-  return after->substr(before->size());
+  return after.substr(before.size());
 }
 
 absl::StatusOr<std::string> StreamDecoder::Push(int id) {

@@ -40,8 +40,7 @@ namespace {
 // the token's text decoded alone.
 absl::Status PrintTokens(const llama::Tokenizer& tokenizer, const std::vector<int>& ids) {
   for (int id : ids) {
-    absl::StatusOr<std::string> text = tokenizer.Decode({id});
-    if (!text.ok()) return text.status();
+    ASSIGN_OR_RETURN(std::string text, tokenizer.Decode({id}));
     const std::string piece = tokenizer.family() == llama::Tokenizer::Family::kTiktoken
                                   ? absl::CHexEscape(tokenizer.TokenBytes(id))
                                   : tokenizer.GetPiece(id).text;
@@ -49,7 +48,7 @@ absl::Status PrintTokens(const llama::Tokenizer& tokenizer, const std::vector<in
     const int width = static_cast<int>(
         std::count_if(piece.begin(), piece.end(), [](char c) { return (c & 0xC0) != 0x80; }));
     std::printf("%6d  %s%*s \"%s\"\n", id, piece.c_str(), std::max(0, 16 - width), "",
-                absl::Utf8SafeCEscape(*text).c_str());
+                absl::Utf8SafeCEscape(text).c_str());
   }
   return absl::OkStatus();
 }
@@ -80,34 +79,29 @@ absl::Status Tokenize() {
   }
 
   if (!FLAGS_dialogs_file.empty()) {
-    absl::StatusOr<std::vector<llama::Dialog>> dialogs = llama::ReadDialogsFile(FLAGS_dialogs_file);
-    if (!dialogs.ok()) return dialogs.status();
-    for (size_t i = 0; i < dialogs->size(); ++i) {
-      absl::StatusOr<llama::ChatPrompt> prompt = llama::EncodeDialog(*tokenizer, (*dialogs)[i]);
+    ASSIGN_OR_RETURN(std::vector<llama::Dialog> dialogs, llama::ReadDialogsFile(FLAGS_dialogs_file));
+    for (size_t i = 0; i < dialogs.size(); ++i) {
+      absl::StatusOr<llama::ChatPrompt> prompt = llama::EncodeDialog(*tokenizer, dialogs[i]);
       if (!prompt.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat(FLAGS_dialogs_file, ": dialog ", i, ": ", prompt.status().message()));
       }
-      absl::StatusOr<std::string> text = tokenizer->Decode(prompt->tokens);
-      if (!text.ok()) return text.status();
+      ASSIGN_OR_RETURN(std::string text, tokenizer->Decode(prompt->tokens));
       std::printf("dialog %zu: %zu tokens%s\n  ids: [%s]\n  text: \"%s\"\n", i,
                   prompt->tokens.size(), prompt->unsafe ? " (contains special tags: refused)" : "",
-                  absl::StrJoin(prompt->tokens, ", ").c_str(), absl::CEscape(*text).c_str());
+                  absl::StrJoin(prompt->tokens, ", ").c_str(), absl::CEscape(text).c_str());
     }
     return absl::OkStatus();
   }
 
   std::vector<std::string> prompts = {FLAGS_prompt};
   if (!FLAGS_prompts_file.empty()) {
-    absl::StatusOr<std::vector<std::string>> read = llama::ReadPromptsFile(FLAGS_prompts_file);
-    if (!read.ok()) return read.status();
-    prompts = *std::move(read);
+    ASSIGN_OR_RETURN(prompts, llama::ReadPromptsFile(FLAGS_prompts_file));
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
-    absl::StatusOr<std::vector<int>> ids = tokenizer->Encode(prompts[i], true, false);
-    if (!ids.ok()) return ids.status();
-    std::printf("prompt %zu: %zu tokens\n", i, ids->size());
-    RETURN_IF_ERROR(PrintTokens(*tokenizer, *ids));
+    ASSIGN_OR_RETURN(std::vector<int> ids, tokenizer->Encode(prompts[i], true, false));
+    std::printf("prompt %zu: %zu tokens\n", i, ids.size());
+    RETURN_IF_ERROR(PrintTokens(*tokenizer, ids));
   }
   return absl::OkStatus();
 }

@@ -72,9 +72,8 @@ absl::StatusOr<std::shared_ptr<const ShardReader>> OpenShard(const WorkerEnviron
         "//tools:convert -- --ckpt_dir=<checkpoint> --out_dir=%s --world_size=%d",
         env.rank, env.world_size, path, FLAGS_shard_dir, env.world_size));
   }
-  absl::StatusOr<std::unique_ptr<ShardReader>> shard = ShardReader::Open(path);
-  if (!shard.ok()) return shard.status();
-  return std::shared_ptr<const ShardReader>(*std::move(shard));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> shard, ShardReader::Open(path));
+  return std::shared_ptr<const ShardReader>(std::move(shard));
 }
 
 // The server's settings from the flags: keys from --api_key, $LLAMA_API_KEY

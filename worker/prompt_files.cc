@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {
@@ -107,26 +108,22 @@ absl::StatusOr<std::vector<std::string>> ParsePrompts(absl::string_view text,
                                                       absl::string_view source) {
   std::vector<std::string> prompts;
   if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(text), "[")) {
-    absl::StatusOr<json> array = ParseJson(text, source, 1);
-    if (!array.ok()) return array.status();
-    for (size_t i = 0; i < array->size(); ++i) {
-      if (!(*array)[i].is_string()) {
+    ASSIGN_OR_RETURN(json array, ParseJson(text, source, 1));
+    for (size_t i = 0; i < array.size(); ++i) {
+      if (!array[i].is_string()) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: element %d of the prompts array is a %s; expected a string", source, i,
-            (*array)[i].type_name()));
+            array[i].type_name()));
       }
-      prompts.push_back((*array)[i].get<std::string>());
+      prompts.push_back(array[i].get<std::string>());
     }
   } else {
     size_t line_number = 0;
     for (absl::string_view line : absl::StrSplit(text, '\n')) {
       ++line_number;
       if (absl::StripAsciiWhitespace(line).empty()) continue;
-      absl::StatusOr<json> value = ParseJson(line, source, line_number);
-      if (!value.ok()) return value.status();
-      absl::Status status =
-          ExpectPromptString(*value, absl::StrFormat("%s:%d", source, line_number), &prompts);
-      if (!status.ok()) return status;
+      ASSIGN_OR_RETURN(json value, ParseJson(line, source, line_number));
+      RETURN_IF_ERROR(ExpectPromptString(value, absl::StrFormat("%s:%d", source, line_number), &prompts));
     }
   }
   if (prompts.empty()) {
@@ -137,15 +134,14 @@ absl::StatusOr<std::vector<std::string>> ParsePrompts(absl::string_view text,
 
 absl::StatusOr<std::vector<Dialog>> ParseDialogs(absl::string_view text,
                                                  absl::string_view source) {
-  absl::StatusOr<json> root = ParseJson(text, source, 1);
-  if (!root.ok()) return root.status();
-  if (!root->is_array()) {
+  ASSIGN_OR_RETURN(json root, ParseJson(text, source, 1));
+  if (!root.is_array()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: top level is a %s; expected an array of dialogs", source, root->type_name()));
+        "%s: top level is a %s; expected an array of dialogs", source, root.type_name()));
   }
   std::vector<Dialog> dialogs;
-  for (size_t d = 0; d < root->size(); ++d) {
-    const json& messages = (*root)[d];
+  for (size_t d = 0; d < root.size(); ++d) {
+    const json& messages = root[d];
     if (!messages.is_array()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: dialog %d is a %s; expected an array of messages", source, d,
@@ -153,10 +149,9 @@ absl::StatusOr<std::vector<Dialog>> ParseDialogs(absl::string_view text,
     }
     Dialog dialog;
     for (size_t m = 0; m < messages.size(); ++m) {
-      absl::StatusOr<Message> message =
-          ParseMessage(messages[m], absl::StrFormat("%s: dialog %d, message %d", source, d, m));
-      if (!message.ok()) return message.status();
-      dialog.push_back(*std::move(message));
+      ASSIGN_OR_RETURN(Message message,
+                       ParseMessage(messages[m], absl::StrFormat("%s: dialog %d, message %d", source, d, m)));
+      dialog.push_back(std::move(message));
     }
     dialogs.push_back(std::move(dialog));
   }
@@ -167,15 +162,13 @@ absl::StatusOr<std::vector<Dialog>> ParseDialogs(absl::string_view text,
 }
 
 absl::StatusOr<std::vector<std::string>> ReadPromptsFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path, "prompts file");
-  if (!text.ok()) return text.status();
-  return ParsePrompts(*text, path);
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, "prompts file"));
+  return ParsePrompts(text, path);
 }
 
 absl::StatusOr<std::vector<Dialog>> ReadDialogsFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path, "dialogs file");
-  if (!text.ok()) return text.status();
-  return ParseDialogs(*text, path);
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, "dialogs file"));
+  return ParseDialogs(text, path);
 }
 
 }  // namespace llama

@@ -26,13 +26,12 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rende
     RETURN_IF_ERROR(NcclCall(ncclGetUniqueId(&id), "ncclGetUniqueId"));
     RETURN_IF_ERROR(rendezvous->store().Set("nccl/id", std::string(id.internal, sizeof id.internal)));
   } else {
-    absl::StatusOr<std::string> shared = rendezvous->store().Get("nccl/id", o.join_timeout);
-    if (!shared.ok()) return shared.status();
-    if (shared->size() != sizeof id.internal) {
-      return absl::DataLossError(absl::StrFormat("NCCL id from rank 0 has %d bytes; expected %d", shared->size(),
+    ASSIGN_OR_RETURN(std::string shared, rendezvous->store().Get("nccl/id", o.join_timeout));
+    if (shared.size() != sizeof id.internal) {
+      return absl::DataLossError(absl::StrFormat("NCCL id from rank 0 has %d bytes; expected %d", shared.size(),
                                                  sizeof id.internal));
     }
-    std::memcpy(id.internal, shared->data(), sizeof id.internal);
+    std::memcpy(id.internal, shared.data(), sizeof id.internal);
   }
   cudaStream_t stream = nullptr;
   RETURN_IF_ERROR(CudaCall(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));

@@ -71,16 +71,14 @@ absl::Status Rendezvous::WaitForAll(const std::string& prefix, std::chrono::mill
   while (true) {
     for (int r = 0; r < options_.world_size; ++r) {
       if (seen[r]) continue;
-      absl::StatusOr<bool> present = client_->Check(absl::StrCat(prefix, r));
-      if (!present.ok()) return present.status();
-      if (*present) {
+      ASSIGN_OR_RETURN(bool present, client_->Check(absl::StrCat(prefix, r)));
+      if (present) {
         seen[r] = true;
         ++count;
         continue;
       }
-      absl::StatusOr<bool> lost = client_->Check(absl::StrCat("lost/", r));
-      if (!lost.ok()) return lost.status();
-      if (*lost) {
+      ASSIGN_OR_RETURN(bool lost, client_->Check(absl::StrCat("lost/", r)));
+      if (lost) {
         return absl::UnavailableError(absl::StrFormat(
             "rank %d disconnected before it was ready (%s: %d/%d); see its log", r, what, count,
             options_.world_size));
@@ -104,13 +102,12 @@ absl::Status Rendezvous::AgreeOnModel(const std::string& fingerprint) {
   RETURN_IF_ERROR(client_->Set(absl::StrCat("model/", options_.rank), fingerprint));
   RETURN_IF_ERROR(WaitForAll("model/", options_.load_timeout, "ranks loaded their shard"));
   for (int r = 0; r < options_.world_size; ++r) {
-    absl::StatusOr<std::string> theirs = client_->Get(absl::StrCat("model/", r), std::chrono::seconds(10));
-    if (!theirs.ok()) return theirs.status();
-    if (*theirs != fingerprint) {
+    ASSIGN_OR_RETURN(std::string theirs, client_->Get(absl::StrCat("model/", r), std::chrono::seconds(10)));
+    if (theirs != fingerprint) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "rank %d loaded a different model than rank %d (%s vs %s); every rank must use shards of one "
           "conversion",
-          r, options_.rank, *theirs, fingerprint));
+          r, options_.rank, theirs, fingerprint));
     }
   }
   return absl::OkStatus();

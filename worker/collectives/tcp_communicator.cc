@@ -33,34 +33,27 @@ absl::StatusOr<std::unique_ptr<TcpCommunicator>> TcpCommunicator::Create(Rendezv
   if (o.world_size == 1) return comm;
   TcpStoreClient& store = rendezvous->store();
   // Peers reach us on the interface that reaches the store.
-  absl::StatusOr<std::string> address = store.LocalAddress();
-  if (!address.ok()) return address.status();
-  absl::StatusOr<net::Socket> listener = net::Listen(*address, 0);
-  if (!listener.ok()) return listener.status();
-  absl::StatusOr<int> port = net::LocalPort(*listener);
-  if (!port.ok()) return port.status();
-  RETURN_IF_ERROR(store.Set(absl::StrCat("ring/", o.rank), absl::StrCat(*address, ":", *port)));
+  ASSIGN_OR_RETURN(std::string address, store.LocalAddress());
+  ASSIGN_OR_RETURN(net::Socket listener, net::Listen(address, 0));
+  ASSIGN_OR_RETURN(int port, net::LocalPort(listener));
+  RETURN_IF_ERROR(store.Set(absl::StrCat("ring/", o.rank), absl::StrCat(address, ":", port)));
   const int next = (o.rank + 1) % o.world_size, prev = Mod(o.rank - 1, o.world_size);
   comm->next_name_ = absl::StrCat("rank ", next);
   comm->prev_name_ = absl::StrCat("rank ", prev);
-  absl::StatusOr<std::string> next_address = store.Get(absl::StrCat("ring/", next), o.join_timeout);
-  if (!next_address.ok()) return next_address.status();
-  const std::vector<std::string> host_port = absl::StrSplit(*next_address, ':');
+  ASSIGN_OR_RETURN(std::string next_address, store.Get(absl::StrCat("ring/", next), o.join_timeout));
+  const std::vector<std::string> host_port = absl::StrSplit(next_address, ':');
   int next_port = 0;
   if (host_port.size() != 2 || !absl::SimpleAtoi(host_port[1], &next_port)) {
-    return absl::InvalidArgumentError(absl::StrFormat("rank %d published a bad address \"%s\"", next, *next_address));
+    return absl::InvalidArgumentError(absl::StrFormat("rank %d published a bad address \"%s\"", next, next_address));
   }
   const net::Deadline deadline = net::After(o.join_timeout);
-  absl::StatusOr<net::Socket> out = net::Connect(host_port[0], next_port, deadline);
-  if (!out.ok()) return out.status();
-  comm->next_ = *std::move(out);
-  absl::Status hello = net::SendU32(comm->next_, kPeerMagic, deadline, comm->next_name_);
-  if (hello.ok()) hello = net::SendU32(comm->next_, o.rank, deadline, comm->next_name_);
-  if (hello.ok()) hello = net::SendString(comm->next_, o.token, deadline, comm->next_name_);
-  if (!hello.ok()) return hello;
+  ASSIGN_OR_RETURN(comm->next_, net::Connect(host_port[0], next_port, deadline));
+  RETURN_IF_ERROR(net::SendU32(comm->next_, kPeerMagic, deadline, comm->next_name_));
+  RETURN_IF_ERROR(net::SendU32(comm->next_, o.rank, deadline, comm->next_name_));
+  RETURN_IF_ERROR(net::SendString(comm->next_, o.token, deadline, comm->next_name_));
   // Only our ring predecessor, with the job's token, may connect.
   while (true) {
-    absl::StatusOr<net::Socket> in = net::Accept(*listener, deadline);
+    absl::StatusOr<net::Socket> in = net::Accept(listener, deadline);
     if (!in.ok()) {
       return absl::DeadlineExceededError(absl::StrFormat("rank %d never connected to rank %d: %s", prev, o.rank,
                                                          in.status().message()));

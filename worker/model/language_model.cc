@@ -52,10 +52,9 @@ absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chu
                                              absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
   const int64_t vocab = limits().vocab_size;
   RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen, vocab));
-  absl::StatusOr<absl::Span<const float>> logits = Forward(chunks);
-  if (!logits.ok()) return logits.status();
+  ASSIGN_OR_RETURN(absl::Span<const float> logits, Forward(chunks));
   for (size_t i = 0; i < chunks.size(); ++i) {
-    const float* row = logits->data() + i * vocab;
+    const float* row = logits.data() + i * vocab;
     const TokenChoice& c = choices[i];
     const float* choose_from = row;
     if (!c.adjustments.empty()) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "ops/kv_cache_view.h"
+#include "base/status_macros.h"
 #include "ops/tensor.h"
 #include "worker/model/step_plan.h"
 
@@ -70,8 +71,7 @@ class LayerOps {
   // run them as one launch; each y is what Linear gives it.
   virtual absl::Status Linears(const float* x, int64_t n, absl::Span<const LinearTarget> targets) {
     for (const LinearTarget& t : targets) {
-      absl::Status status = Linear(x, n, *t.weight, t.y);
-      if (!status.ok()) return status;
+      RETURN_IF_ERROR(Linear(x, n, *t.weight, t.y));
     }
     return absl::OkStatus();
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/llama_layout.h"
+#include "base/status_macros.h"
 
 namespace llama {
 
@@ -40,10 +41,9 @@ absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader>
     return absl::FailedPreconditionError(absl::StrCat(shard->path(), ": ", s.message()));
   }
   const auto view = [&](const TensorSpec& spec) -> absl::StatusOr<Tensor> {
-    absl::StatusOr<ShardTensor> t = shard->Tensor(spec.name);
-    if (!t.ok()) return t.status();
+    ASSIGN_OR_RETURN(ShardTensor t, shard->Tensor(spec.name));
     const std::vector<int64_t> expected = RankShape(spec, weights.config, weights.rank, weights.world_size);
-    const std::vector<int64_t> shape(t->entry->shape().begin(), t->entry->shape().end());
+    const std::vector<int64_t> shape(t.entry->shape().begin(), t.entry->shape().end());
     if (shape != expected) {
       return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" has shape [%s]; expected [%s]",
                                                            shard->path(), spec.name, absl::StrJoin(shape, ", "),
@@ -51,19 +51,18 @@ absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader>
     }
     // int8 (q8_0) only where //tools:convert --dtype=int8 puts it: the linear layers.
     const bool linear = spec.shape.size() == 2 && spec.name != "tok_embeddings.weight";
-    if (!IsFloat16Or32(t->dtype) && !(t->dtype == DType::kQ8_0 && linear)) {
+    if (!IsFloat16Or32(t.dtype) && !(t.dtype == DType::kQ8_0 && linear)) {
       return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" is %s; expected f32, f16 or bf16%s",
-                                                           shard->path(), spec.name, DTypeName(t->dtype),
+                                                           shard->path(), spec.name, DTypeName(t.dtype),
                                                            linear ? " or q8_0" : ""));
     }
-    return Tensor::View(t->dtype, shape, t->bytes.data());
+    return Tensor::View(t.dtype, shape, t.bytes.data());
   };
   const std::vector<TensorSpec> specs = LlamaTensors(weights.config);
   std::vector<Tensor> tensors;
   for (const TensorSpec& spec : specs) {
-    absl::StatusOr<Tensor> t = view(spec);
-    if (!t.ok()) return t.status();
-    tensors.push_back(*std::move(t));
+    ASSIGN_OR_RETURN(Tensor t, view(spec));
+    tensors.push_back(std::move(t));
   }
   ModelWeights assembled = AssembleModelWeights(weights.config, std::move(tensors));
   assembled.rank = weights.rank;

@@ -11,6 +11,7 @@
 
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/shard_format.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {
@@ -48,9 +49,8 @@ std::string WriteShard(const std::string& name, const std::vector<std::string>& 
 }
 
 absl::StatusOr<ModelWeights> Load(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<ShardReader>> shard = ShardReader::Open(path);
-  if (!shard.ok()) return shard.status();
-  return LoadModelWeights(std::shared_ptr<const ShardReader>(*std::move(shard)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> shard, ShardReader::Open(path));
+  return LoadModelWeights(std::shared_ptr<const ShardReader>(std::move(shard)));
 }
 
 TEST(ModelWeightsTest, Int8OnlyInTheLinearLayers) {
