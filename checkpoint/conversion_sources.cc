@@ -14,12 +14,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/checklist.h"
 #include "base/durable_file.h"
+#include "base/status_macros.h"
+#include "checkpoint/checklist.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/pth_reader.h"
 #include "checkpoint/shard_format.h"
-#include "base/status_macros.h"
 
 namespace llama {
 

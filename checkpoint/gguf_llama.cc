@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "checkpoint/llama_layout.h"
 #include "ops/rope_table.h"
-#include "base/status_macros.h"
 
 namespace llama {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "checkpoint/tensor_file.h"
 #include "base/status_macros.h"
+#include "checkpoint/tensor_file.h"
 
 namespace llama {
 namespace {

@@ -19,12 +19,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint/conversion_sources.h"
 #include "base/durable_file.h"
+#include "base/status_macros.h"
+#include "checkpoint/conversion_sources.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/pth_reader.h"
 #include "checkpoint/safetensors_reader.h"
-#include "base/status_macros.h"
 
 namespace llama {
 namespace {

@@ -6,9 +6,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "checkpoint/torch_unpickler.h"
 #include "checkpoint/zip_reader.h"
-#include "base/status_macros.h"
 
 namespace llama {
 namespace {

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/durable_file.h"
-#include "checkpoint/torch_storage.h"
 #include "base/status_macros.h"
+#include "checkpoint/torch_storage.h"
 
 namespace llama {
 namespace {

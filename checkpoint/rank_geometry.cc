@@ -1,8 +1,8 @@
 #include "checkpoint/rank_geometry.h"
 
 #include "absl/strings/str_format.h"
-#include "checkpoint/llama_layout.h"
 #include "base/status_macros.h"
+#include "checkpoint/llama_layout.h"
 
 namespace llama {
 

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/shard_format.h"
-#include "base/status_macros.h"
 
 namespace llama::testing {
 

@@ -15,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "base/status_macros.h"
 #include "checkpoint/mapped_file.h"
 #include "ops/dtype.h"
-#include "base/status_macros.h"
 
 namespace llama {
 

@@ -9,8 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint/pickle_values.h"
 #include "base/status_macros.h"
+#include "checkpoint/pickle_values.h"
 
 namespace llama {
 namespace {

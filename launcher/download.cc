@@ -25,11 +25,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/checklist.h"
 #include "base/durable_file.h"
 #include "base/progress.h"
-#include "launcher/presigned_url.h"
 #include "base/status_macros.h"
+#include "checkpoint/checklist.h"
+#include "launcher/presigned_url.h"
 
 namespace llama {
 namespace {

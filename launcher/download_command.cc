@@ -13,8 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/progress.h"
-#include "launcher/download.h"
 #include "base/status_macros.h"
+#include "launcher/download.h"
 
 DEFINE_string(models, "",
               "download: models to fetch, comma-separated: 7B,13B,70B,7B-chat,13B-chat,70B-chat (Llama 2) or "

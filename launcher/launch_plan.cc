@@ -7,11 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "launcher/meta_models.h"
 #include "launcher/slurm.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
-#include "base/status_macros.h"
 
 namespace llama {
 namespace {

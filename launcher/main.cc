@@ -26,9 +26,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/net.h"
+#include "base/status_macros.h"
 #include "checkpoint/converter.h"
-#include "launcher/demo.h"
 #include "launcher/chat.h"
+#include "launcher/demo.h"
 #include "launcher/download_command.h"
 #include "launcher/launch_plan.h"
 #include "launcher/launcher_flags.h"
@@ -39,9 +41,7 @@
 #include "launcher/usage.h"
 #include "launcher/world.h"
 #include "ops/device.h"
-#include "base/status_macros.h"
 #include "worker/flag_help.h"
-#include "base/net.h"
 
 namespace llama {
 namespace {

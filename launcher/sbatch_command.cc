@@ -14,8 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "launcher/slurm.h"
 #include "base/status_macros.h"
+#include "launcher/slurm.h"
 #include "worker/job_flags.h"
 
 DEFINE_int32(nodes, 1, "sbatch: nodes to allocate.");

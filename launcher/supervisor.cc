@@ -16,8 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/status_macros.h"
 #include "base/progress_line.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {

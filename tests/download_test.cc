@@ -13,9 +13,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/process.h"
 #include "checkpoint/checklist.h"
 #include "checkpoint/checkpoint_fixture.h"
-#include "base/process.h"
 #include "tests/fixtures/http_test_server.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/process.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/shard_format.h"
-#include "base/process.h"
 #include "ops/cast.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer.h"

@@ -21,13 +21,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "checkpoint/checkpoint_fixture.h"
+#include "base/net.h"
 #include "base/process.h"
+#include "checkpoint/checkpoint_fixture.h"
 #include "ops/device.h"
 #include "tests/fixtures/test_util.h"
 #include "tests/launcher_run.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "base/net.h"
 
 namespace llama {
 namespace {

@@ -19,15 +19,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/net.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "tests/fixtures/test_util.h"
 #include "tests/launcher_run.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "base/net.h"
 
 namespace llama {
 namespace {

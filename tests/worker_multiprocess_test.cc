@@ -18,13 +18,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/net.h"
+#include "base/process.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
-#include "base/process.h"
 #include "tests/fixtures/sampled_golden.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "base/net.h"
 
 namespace llama {
 namespace {

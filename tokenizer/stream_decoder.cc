@@ -1,8 +1,8 @@
 #include "tokenizer/stream_decoder.h"
 
 #include "absl/status/status.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "tokenizer/utf8.h"

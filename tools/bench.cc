@@ -26,12 +26,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "checkpoint/shard_format.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/dtype.h"
-#include "base/status_macros.h"
 #include "third_party/cuda/cuda_build_info.h"
 #include "tools/bench_model.h"
 #include "tools/local_ranks.h"

@@ -2,9 +2,9 @@
 
 #include <memory>
 
+#include "base/status_macros.h"
 #include "checkpoint/shard_format.h"
 #include "ops/dtype.h"
-#include "base/status_macros.h"
 #include "worker/model/synthetic_weights.h"
 
 DEFINE_string(shard, "", "A shard to benchmark (world size 1); default: a synthetic model.");

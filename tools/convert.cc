@@ -13,9 +13,9 @@
 #include <gflags/gflags.h>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/converter.h"
 #include "base/progress.h"
 #include "base/status_macros.h"
+#include "checkpoint/converter.h"
 #include "tools/tool_main.h"
 
 DEFINE_string(ckpt_dir, "",

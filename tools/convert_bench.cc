@@ -25,9 +25,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint/converter.h"
 #include "base/progress.h"
 #include "base/status_macros.h"
+#include "checkpoint/converter.h"
 #include "tools/tool_main.h"
 
 DEFINE_string(ckpt_dir, "", "Checkpoint folder to convert (Meta's layout). Required.");

@@ -17,9 +17,9 @@
 #include <gflags/gflags.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "checkpoint/checklist.h"
 #include "launcher/download.h"
-#include "base/status_macros.h"
 #include "tests/fixtures/http_test_server.h"
 #include "tools/tool_main.h"
 

@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "checkpoint/pth_reader.h"
 #include "checkpoint/shard_format.h"
-#include "base/status_macros.h"
 #include "tools/tool_main.h"
 
 DEFINE_bool(verify, false, "For a shard: recompute every tensor's checksum.");

@@ -23,10 +23,10 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "tokenizer/chat_format.h"
-#include "worker/prompt_files.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/tool_main.h"
 #include "worker/job_flags.h"
+#include "worker/prompt_files.h"
 
 // --tokenizer_path, --prompt, --prompts_file and --dialogs_file are the
 // job's flags (worker/job_flags.h): the prompt is encoded with BOS, as

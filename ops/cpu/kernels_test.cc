@@ -15,10 +15,10 @@
 #include "ops/cpu/attention.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
-#include "ops/rope_table.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/random_values.h"
+#include "ops/rope_table.h"
 
 namespace llama::cpu {
 namespace {

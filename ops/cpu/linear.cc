@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ops/cast.h"
 #include "base/status_macros.h"
+#include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/linear_q8.h"

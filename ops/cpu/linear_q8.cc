@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 #include "ops/quantize.h"
-#include "base/status_macros.h"
 
 namespace llama::cpu {
 namespace {

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
+#include "base/status_macros.h"
 #include "ops/cuda/attention_mma.h"
 #include "ops/cuda/device_util.cuh"
-#include "base/status_macros.h"
 
 namespace llama::cuda {
 namespace {

@@ -4,10 +4,10 @@
 #include <cuda_runtime.h>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/gemv.h"
-#include "base/status_macros.h"
 
 namespace llama::cuda {
 

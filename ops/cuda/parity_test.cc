@@ -20,17 +20,17 @@
 #include "absl/strings/str_format.h"
 #include "ops/cast.h"
 #include "ops/cpu/attention.h"
-#include "ops/random_values.h"
 #include "ops/cpu/elementwise.h"
-#include "ops/rope_table.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/attention_mma.h"
 #include "ops/cuda/cublas_linear.h"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/parity_fixture.h"
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/parity_fixture.h"
 #include "ops/cuda/rope.h"
+#include "ops/random_values.h"
+#include "ops/rope_table.h"
 
 namespace llama::cuda {
 namespace {

@@ -17,10 +17,10 @@
 #include "base/process.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/chat_format.h"
-#include "worker/prompt_files.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "worker/prompt_files.h"
 
 namespace llama {
 namespace {

@@ -19,13 +19,13 @@
 
 #include <gtest/gtest.h>
 
-#include "ops/cuda/cuda_status.h"
 #include "base/status_macros.h"
+#include "ops/cuda/cuda_status.h"
+#include "worker/batch/generator.h"
 #include "worker/collectives/communicator.h"
 #include "worker/collectives/nccl_communicator.h"
 #include "worker/collectives/one_rank_nccl.h"
 #include "worker/collectives/rendezvous.h"
-#include "worker/batch/generator.h"
 #include "worker/model/planned_transformer.h"
 #include "worker/model/rank_plan.h"
 #include "worker/model/synthetic_weights.h"

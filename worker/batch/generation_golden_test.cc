@@ -13,8 +13,8 @@
 
 #include "tests/fixtures/sampled_golden.h"
 #include "tokenizer/tokenizer_fixture.h"
-#include "worker/collectives/communicator.h"
 #include "worker/batch/generator.h"
+#include "worker/collectives/communicator.h"
 #include "worker/model/golden_fixture.h"
 #include "worker/model/transformer.h"
 

@@ -6,8 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ops/cpu/sampling.h"
 #include "base/status_macros.h"
+#include "ops/cpu/sampling.h"
 
 namespace llama {
 

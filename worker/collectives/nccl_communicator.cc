@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "ops/cuda/cuda_status.h"
 #include "base/status_macros.h"
+#include "ops/cuda/cuda_status.h"
 
 namespace llama {
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/net.h"
 #include "worker/collectives/communicator.h"
 #include "worker/collectives/rendezvous.h"
-#include "base/net.h"
 
 namespace llama {
 

@@ -6,8 +6,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
-#include "ops/kv_cache_view.h"
 #include "base/status_macros.h"
+#include "ops/kv_cache_view.h"
 
 namespace llama {
 

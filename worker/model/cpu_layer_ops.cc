@@ -3,11 +3,11 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "ops/cast.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/linear.h"
-#include "base/status_macros.h"
 
 namespace llama {
 

@@ -9,8 +9,8 @@
 
 #include "checkpoint/rank_geometry.h"
 #include "ops/cpu/linear.h"
-#include "ops/rope_table.h"
 #include "ops/cpu/thread_pool.h"
+#include "ops/rope_table.h"
 #include "worker/collectives/communicator.h"
 #include "worker/model/layer_ops.h"
 #include "worker/model/rank_plan.h"

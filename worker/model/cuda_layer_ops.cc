@@ -3,11 +3,11 @@
 #include <cuda_runtime.h>
 
 #include "absl/container/inlined_vector.h"
+#include "base/status_macros.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/rope.h"
-#include "base/status_macros.h"
 
 namespace llama {
 

@@ -19,8 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
-#include "ops/kv_cache_view.h"
 #include "base/status_macros.h"
+#include "ops/kv_cache_view.h"
 #include "ops/tensor.h"
 #include "worker/model/step_plan.h"
 

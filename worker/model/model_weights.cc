@@ -4,8 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "checkpoint/llama_layout.h"
 #include "base/status_macros.h"
+#include "checkpoint/llama_layout.h"
 
 namespace llama {
 

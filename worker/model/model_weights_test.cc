@@ -9,9 +9,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/status_macros.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/shard_format.h"
-#include "base/status_macros.h"
 
 namespace llama {
 namespace {

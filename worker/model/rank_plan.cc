@@ -5,9 +5,9 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "checkpoint/llama_layout.h"
 #include "ops/kv_cache_view.h"
-#include "base/status_macros.h"
 
 namespace llama {
 namespace {

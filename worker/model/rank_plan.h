@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/rank_geometry.h"
-#include "ops/rope_table.h"
 #include "ops/dtype.h"
+#include "ops/rope_table.h"
 #include "worker/model/language_model.h"
 #include "worker/model/layer_ops.h"
 #include "worker/model/model_weights.h"

@@ -6,10 +6,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "checkpoint/llama_layout.h"
 #include "ops/cast.h"
 #include "ops/quantize.h"
-#include "base/status_macros.h"
 
 namespace llama {
 

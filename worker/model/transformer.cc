@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "ops/cpu/linear.h"
 #include "base/status_macros.h"
+#include "ops/cpu/linear.h"
 #include "worker/model/llama_forward.h"
 
 namespace llama {

@@ -15,8 +15,8 @@
 #include "worker/collectives/communicator.h"
 #include "worker/model/golden_fixture.h"
 #include "worker/model/model_weights.h"
-#include "worker/model/synthetic_weights.h"
 #include "worker/model/planned_transformer.h"
+#include "worker/model/synthetic_weights.h"
 #include "worker/model/transformer.h"
 
 namespace llama {

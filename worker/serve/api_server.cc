@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "tokenizer/chat_format.h"
 #include "base/net.h"
+#include "tokenizer/chat_format.h"
 #include "worker/serve/api_response.h"
 
 namespace llama {

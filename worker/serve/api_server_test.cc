@@ -18,10 +18,10 @@
 
 #include "absl/strings/str_split.h"
 #include "tokenizer/tokenizer_fixture.h"
+#include "worker/batch/generator.h"
 #include "worker/collectives/communicator.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/engine_loop.h"
-#include "worker/batch/generator.h"
 #include "worker/serve/serving_fixture.h"
 
 namespace llama {

@@ -6,8 +6,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "ops/cpu/sampling.h"
 #include "base/status_macros.h"
+#include "ops/cpu/sampling.h"
 
 namespace llama {
 namespace {
