@@ -24,6 +24,7 @@
 #include "base/net.h"
 #include "base/process.h"
 #include "checkpoint/checkpoint_fixture.h"
+#include "checkpoint/shard_format.h"
 #include "ops/device.h"
 #include "tests/fixtures/test_util.h"
 #include "tests/launcher_run.h"
@@ -90,6 +91,40 @@ TEST(LauncherTest, CheckpointFolderWithATrailingSlashOrDot) {
     EXPECT_EQ(ExitCodeOf(run, 120s), 0) << ckpt_dir << ": " << run.err();
     EXPECT_THAT(run.out(), HasSubstr("I believe the meaning of life is")) << ckpt_dir;
   }
+}
+
+// Shards are found up to date by their index; their bytes are checked as
+// each rank loads them, so a byte changed since conversion stops the job
+// with the file and tensor named, instead of running a wrong model.
+TEST(LauncherTest, AShardChangedSinceConversionIsRefused) {
+  std::vector<std::string> args = FixtureJob("changed_shard", 1);
+  const std::string shard_dir = TempDir() + "/shards_changed";
+  for (std::string& arg : args) {
+    if (absl::StartsWith(arg, "--shard_dir=")) arg = "--shard_dir=" + shard_dir;
+  }
+  LauncherRun first = Launch("changed_shard", args);
+  ASSERT_EQ(ExitCodeOf(first, 120s), 0) << first.err();
+
+  const std::string shard = shard_dir + "/" + ShardFileName(0, 1);
+  int64_t offset = 0;
+  {
+    absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(shard);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    const auto& tensors = (*reader)->index().tensors();
+    offset = tensors[tensors.size() - 1].offset() + 3;
+  }
+  std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(offset);
+  const char byte = static_cast<char>(file.get() ^ 0x40);
+  file.seekp(offset);
+  file.put(byte);
+  file.close();
+
+  LauncherRun second = Launch("changed_shard_again", args);
+  EXPECT_EQ(ExitCodeOf(second, 120s), 1);
+  EXPECT_THAT(second.err(), HasSubstr("launcher: shards up to date in"));
+  EXPECT_THAT(second.err(), HasSubstr("fails its checksum"));
+  EXPECT_THAT(second.err(), HasSubstr("re-run //tools:convert"));
 }
 
 // A 2-worker job long enough to interrupt, once both workers are

@@ -54,6 +54,9 @@ enum class WorkerForwarding {
     "Folder of rank-R-of-N.shard files (//tools:convert). Launcher default: <ckpt_dir>/shards/tp<world " \
     "size>, or ~/.cache/llama2-cpp/shards/<checkpoint>-<hash>/tp<world size> when the checkpoint " \
     "folder is read-only; required by the worker.") \
+  X(bool, verify_shards, true, kModelFiles, kAlways, \
+    "Check every tensor of each rank's shard against the checksum conversion recorded, while loading (one " \
+    "more read of the weights); false skips it, for storage already checked.") \
   X(string, prompt, "", kInput, kIfSet, \
     "One prompt for text completion.") \
   X(string, prompts_file, "", kInput, kPathIfSet, \

@@ -138,6 +138,9 @@ absl::StatusOr<LoadedRank> LoadRank(const JobFlags& flags, const WorkerEnvironme
   LoadedRank loaded;
   ASSIGN_OR_RETURN(loaded.tokenizer, Tokenizer::Load(FLAGS_tokenizer_path));
   ASSIGN_OR_RETURN(std::shared_ptr<const ShardReader> shard, OpenShard(env));
+  // The launcher finds shards up to date by their index alone (the sources'
+  // names, sizes and times): a byte changed since would run as a wrong model.
+  if (flags.verify_shards) RETURN_IF_ERROR(shard->VerifyChecksums());
   const std::string fingerprint = Fingerprint(*shard);
   ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(shard));
   if (weights.config.vocab_size != loaded.tokenizer->vocab_size()) {
