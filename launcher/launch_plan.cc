@@ -48,6 +48,8 @@ absl::Status PlanCommand(std::vector<std::string> words, const LauncherFlags& fl
   if (TakeWord(words, "sbatch")) {
     plan.command = LaunchCommand::kSbatch;
     plan.sbatch_args = std::move(words);
+    plan.sbatch_options = flags.sbatch_options;
+    plan.worker_environment = flags.worker_environment;
     return absl::OkStatus();
   }
   if (TakeWord(words, "chat")) {
@@ -81,11 +83,19 @@ absl::Status PlanWorld(const LauncherFlags& flags, const LaunchContext& context,
   world.node_rank = flags.node_rank;
   world.master_addr = flags.master_addr;
   world.master_port = flags.master_port;
+  plan.master_addr_origin = absl::StrCat("--master_addr=", world.master_addr);
   ASSIGN_OR_RETURN(const std::optional<SlurmPlacement> slurm, ReadSlurmPlacement(context.getenv));
   if (slurm.has_value()) {
     world.nnodes = slurm->nnodes;
     world.node_rank = slurm->node_rank;
-    world.master_addr = slurm->master_addr;
+    // The first node's name, unless the user knows better (node names that
+    // do not resolve where Slurm's NodeAddr is set, another network).
+    if (!flags.master_addr_given) {
+      world.master_addr = slurm->master_addr;
+      plan.master_addr_origin = absl::StrFormat(
+          "node 0's address \"%s\" (the first node of SLURM_JOB_NODELIST; pass --master_addr=<its address>)",
+          world.master_addr);
+    }
     if (world.master_port == 0) world.master_port = slurm->master_port;
   }
   // Node 0 binds the store's port and hands the socket to rank 0
@@ -101,6 +111,30 @@ absl::Status PlanWorld(const LauncherFlags& flags, const LaunchContext& context,
   WorldOptions checked = world;
   if (plan.bind_store && checked.master_port == 0) checked.master_port = kDefaultMasterPort;
   return ValidateWorldOptions(checked);
+}
+
+// The launcher's environment, then each --worker_env, a name once (the
+// last value wins).
+absl::Status PlanWorkerEnvironment(const LauncherFlags& flags, const LaunchContext& context, LaunchPlan& plan) {
+  std::vector<std::string>& env = plan.worker_environment;
+  const auto set = [&env](const std::string& entry) {
+    const std::string name = entry.substr(0, entry.find('=') + 1);
+    env.erase(std::remove_if(env.begin(), env.end(),
+                             [&](const std::string& e) { return e.compare(0, name.size(), name) == 0; }),
+              env.end());
+    env.push_back(entry);
+  };
+  for (const std::string& entry : context.environment) {
+    if (entry.find('=') != std::string::npos) env.push_back(entry);
+  }
+  for (const std::string& entry : flags.worker_environment) {
+    const size_t eq = entry.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrFormat("--worker_env=%s: expected NAME=value", entry));
+    }
+    set(entry);
+  }
+  return absl::OkStatus();
 }
 
 // --device, else CUDA when built in and a GPU is visible; a GPU per local rank.
@@ -188,10 +222,23 @@ absl::StatusOr<LaunchPlan> PlanLaunch(std::vector<std::string> words, const Laun
         "serve takes its prompts over HTTP: drop --prompt, --prompts_file and --dialogs_file");
   }
   RETURN_IF_ERROR(PlanWorld(flags, context, plan));
+  RETURN_IF_ERROR(PlanWorkerEnvironment(flags, context, plan));
   RETURN_IF_ERROR(PlanDevice(context, plan));
   RETURN_IF_ERROR(PlanModel(flags, context, plan));
   PlanSupervision(flags, context, plan);
   return plan;
+}
+
+bool LauncherSetsVariable(const std::string& name, bool gpus) {
+  // Every rank variable, whether or not this rank gets it (only rank 0 has
+  // a listening socket or the API key: the others must not inherit one).
+  WorkerEnvironment all;
+  all.token = "x";
+  all.listen_fd = 0;
+  for (const auto& [variable, value] : WorkerEnvironmentVariables(all)) {
+    if (variable == name) return true;
+  }
+  return name == kApiKeyVariable || (gpus && name == "CUDA_VISIBLE_DEVICES");
 }
 
 absl::StatusOr<std::string> DownloadedCheckpointDir(const std::string& models, const std::string& target_dir) {
@@ -216,12 +263,16 @@ std::vector<WorkerLaunch> WorkerLaunches(const LaunchPlan& plan, const PreparedJ
       launch.process.inherit_fd = prepared.store_fd;
       rank.listen_fd = prepared.store_fd;
     }
-    for (const auto& [name, value] : WorkerEnvironmentVariables(rank)) launch.process.env.push_back(name + "=" + value);
-    if (!plan.gpus.empty()) launch.process.env.push_back("CUDA_VISIBLE_DEVICES=" + plan.gpus[rank.local_rank]);
+    std::vector<std::string> own;  // What the launcher sets.
+    for (const auto& [name, value] : WorkerEnvironmentVariables(rank)) own.push_back(name + "=" + value);
+    if (!plan.gpus.empty()) own.push_back("CUDA_VISIBLE_DEVICES=" + plan.gpus[rank.local_rank]);
     // The API key reaches rank 0 in its environment, never on a command line.
-    if (rank.rank == 0 && !plan.job.api_key.empty()) {
-      launch.process.env.push_back(absl::StrCat(kApiKeyVariable, "=", plan.job.api_key));
+    if (rank.rank == 0 && !plan.job.api_key.empty()) own.push_back(absl::StrCat(kApiKeyVariable, "=", plan.job.api_key));
+    for (const std::string& entry : plan.worker_environment) {
+      const std::string name = entry.substr(0, entry.find('='));
+      if (!LauncherSetsVariable(name, !plan.gpus.empty())) launch.process.env.push_back(entry);
     }
+    launch.process.env.insert(launch.process.env.end(), own.begin(), own.end());
     launches.push_back(std::move(launch));
   }
   return launches;

@@ -37,6 +37,7 @@ enum class LaunchCommand {
 struct LaunchContext {
   // The environment (SLURM's variables).
   std::function<const char*(const char*)> getenv = [](const char*) -> const char* { return nullptr; };
+  std::vector<std::string> environment;  // All of it, "NAME=value", which the workers inherit.
   std::vector<std::string> visible_gpus;  // CUDA_VISIBLE_DEVICES, else the driver's list.
   bool built_with_cuda = false;
   std::string cache_dir;       // Our folder in the user's cache: <cache>/llama2-cpp.
@@ -48,18 +49,25 @@ struct LaunchContext {
 struct LaunchPlan {
   LaunchCommand command = LaunchCommand::kJob;
   std::vector<std::string> sbatch_args;  // kSbatch: the job's arguments, after "--".
+  std::vector<std::string> sbatch_options;  // kSbatch: every --sbatch_arg.
 
   // The job's flags as every worker gets them: set for serve and chat
   // (--serve, and chat's loopback host, any port and random key) and for
   // the demo (its prompts unless the job has its own, 32 tokens each).
   JobFlags job;
   WorldOptions world;     // master_port 0: node 0 binds any free port.
+  // Where world.master_addr came from, for errors: "--master_addr=h", or
+  // the first node of SLURM's node list.
+  std::string master_addr_origin;
   int world_size = 1;
   bool bind_store = false;        // Node 0 binds the rendezvous store's port and hands it to rank 0.
   bool store_listen_all = false;  // On every interface, not only the one that reaches master_addr.
   std::string token_file;         // The job's secret; empty: $RENDEZVOUS_TOKEN, else a fresh one on one node.
   std::string device;             // "cpu" or "cuda".
   std::vector<std::string> gpus;  // CUDA: each local rank's CUDA_VISIBLE_DEVICES.
+  // Every worker's environment before the launcher's own variables: the
+  // launcher's, then each --worker_env ("NAME=value", a name once).
+  std::vector<std::string> worker_environment;
 
   // The model: downloaded first, the demo's, or the checkpoint folder.
   bool download = false;        // Fetch --models into --target_dir, then run the first one.
@@ -101,9 +109,14 @@ struct PreparedJob {
 };
 
 // Each local rank's process: its command line (the job's flags, the node's
-// shards, tokenizer and device, the summary file) and a clean, explicit
-// environment (nothing from the launcher's shell; the API key for rank 0
-// only, never on a command line).
+// shards, tokenizer and device, the summary file) and its environment: the
+// plan's worker_environment without any variable the launcher sets itself
+// (the rank's variables, its GPU, the API key, which only rank 0 gets and
+// never on a command line), then those.
+// Whether the launcher sets `name` in a worker's environment itself (with
+// `gpus`, CUDA_VISIBLE_DEVICES too), so that the worker does not inherit it.
+bool LauncherSetsVariable(const std::string& name, bool gpus);
+
 std::vector<WorkerLaunch> WorkerLaunches(const LaunchPlan& plan, const PreparedJob& prepared);
 
 }  // namespace llama

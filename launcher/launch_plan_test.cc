@@ -24,6 +24,20 @@ LaunchContext Context() {
   return context;
 }
 
+// Node 1 of a 2-node srun step.
+LaunchContext SrunStep() {
+  LaunchContext context = Context();
+  context.getenv = [](const char* name) -> const char* {
+    static const std::map<std::string, std::string> env = {
+        {"SLURM_JOB_ID", "1234"},         {"SLURM_STEP_ID", "0"},         {"SLURM_PROCID", "1"},
+        {"SLURM_STEP_NUM_NODES", "2"},    {"SLURM_STEP_NUM_TASKS", "2"},  {"SLURM_NNODES", "2"},
+        {"SLURM_NTASKS", "2"},            {"SLURM_JOB_NODELIST", "gpu[01-02]"}};
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  return context;
+}
+
 LauncherFlags Checkpoint(const std::string& dir) {
   LauncherFlags flags;
   flags.ckpt_dir = dir;
@@ -104,20 +118,41 @@ TEST(PlanLaunchTest, NodesBeyondTheFirstJoinNodeZerosStore) {
 }
 
 TEST(PlanLaunchTest, SlurmPlacesTheNode) {
-  const std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "1234"},     {"SLURM_PROCID", "1"},
-                                                  {"SLURM_NNODES", "2"},        {"SLURM_NTASKS", "2"},
-                                                  {"SLURM_JOB_NODELIST", "gpu[01-02]"}};
-  LaunchContext context = Context();
-  context.getenv = [&env](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
+  LaunchContext context = SrunStep();
   absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, Checkpoint("/data/m"), context);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->world.nnodes, 2);
   EXPECT_EQ(plan->world.node_rank, 1);
   EXPECT_EQ(plan->world.master_addr, "gpu01");
+  EXPECT_THAT(plan->master_addr_origin, HasSubstr("SLURM_JOB_NODELIST"));
   EXPECT_GT(plan->world.master_port, 0);
+}
+
+// Where node names do not resolve (Slurm's NodeAddr), the user's address wins.
+TEST(PlanLaunchTest, MasterAddrOverridesTheFirstNodesName) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.master_addr = "10.0.0.1";
+  flags.master_addr_given = true;
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, SrunStep());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->world.master_addr, "10.0.0.1");
+  EXPECT_EQ(plan->master_addr_origin, "--master_addr=10.0.0.1");
+  EXPECT_EQ(plan->world.nnodes, 2);
+}
+
+// `sbatch -N2 --wrap "launcher ..."`: the batch script is not node 0 of a step.
+TEST(PlanLaunchTest, ABatchScriptIsAPlainLauncher) {
+  LaunchContext context = Context();
+  context.getenv = [](const char* name) -> const char* {
+    static const std::map<std::string, std::string> env = {
+        {"SLURM_JOB_ID", "1234"}, {"SLURM_PROCID", "0"}, {"SLURM_NNODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"}};
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, Checkpoint("/data/m"), context);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->world.nnodes, 1);
+  EXPECT_EQ(plan->world.master_addr, "127.0.0.1");
 }
 
 TEST(PlanLaunchTest, ServeSetsTheWorkersServingAndLongerGrace) {
@@ -190,6 +225,12 @@ TEST(PlanLaunchTest, ModelsWithoutACheckpointDownloadFirst) {
   EXPECT_EQ(*dir, "/data/llama/llama-2-7b");
 }
 
+TEST(PlanLaunchTest, WorkerEnvNeedsANameAndAValue) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.worker_environment = {"NOVALUE"};
+  EXPECT_EQ(PlanLaunch({}, flags, Context()).status().message(), "--worker_env=NOVALUE: expected NAME=value");
+}
+
 TEST(PlanLaunchTest, BadFlagsAreRefusedBeforeAnyWork) {
   LauncherFlags flags = Checkpoint("/data/m");
   flags.nproc_per_node = 0;
@@ -234,6 +275,9 @@ TEST(WorkerLaunchesTest, CommandLinesAndEnvironment) {
   LaunchContext context = Context();
   context.built_with_cuda = true;
   context.visible_gpus = {"4", "5"};
+  context.environment = {"NCCL_SOCKET_IFNAME=ib0", "OMP_PROC_BIND=false", "RANK=99", "CUDA_VISIBLE_DEVICES=0,1,2",
+                         "RENDEZVOUS_LISTEN_FD=3", "LLAMA_API_KEY=from-shell"};
+  flags.worker_environment = {"OMP_PROC_BIND=close", "EXTRA=a=b"};
   absl::StatusOr<LaunchPlan> plan = PlanLaunch({"serve"}, flags, context);
   ASSERT_TRUE(plan.ok()) << plan.status();
   PreparedJob prepared;
@@ -268,6 +312,18 @@ TEST(WorkerLaunchesTest, CommandLinesAndEnvironment) {
     EXPECT_THAT(launch.process.env, Contains(absl::StrCat("CUDA_VISIBLE_DEVICES=", 4 + launch.rank)));
   }
   EXPECT_EQ(launches[0].process.inherit_fd, 7);
+  // Inherited (NCCL_SOCKET_IFNAME), overridden by --worker_env, added by it;
+  // what the launcher sets is never inherited.
+  for (const WorkerLaunch& launch : launches) {
+    EXPECT_THAT(launch.process.env, Contains("NCCL_SOCKET_IFNAME=ib0"));
+    EXPECT_THAT(launch.process.env, Contains("OMP_PROC_BIND=close"));
+    EXPECT_THAT(launch.process.env, Not(Contains("OMP_PROC_BIND=false")));
+    EXPECT_THAT(launch.process.env, Contains("EXTRA=a=b"));
+    EXPECT_THAT(launch.process.env, Not(Contains("RANK=99")));
+    EXPECT_THAT(launch.process.env, Not(Contains("CUDA_VISIBLE_DEVICES=0,1,2")));
+    EXPECT_THAT(launch.process.env, Not(Contains("RENDEZVOUS_LISTEN_FD=3")));
+    EXPECT_THAT(launch.process.env, Not(Contains("LLAMA_API_KEY=from-shell")));
+  }
   EXPECT_THAT(launches[0].process.env, Contains("LLAMA_API_KEY=s3cret"));
   EXPECT_THAT(launches[1].process.env, Not(Contains("LLAMA_API_KEY=s3cret")));
   EXPECT_NE(launches[1].process.inherit_fd, 7);

@@ -52,6 +52,10 @@ enum class LauncherFlagGroup {
   X(bool, node_local_shards, false, kTopology, \
     "Multi-node: every node converts its own shards (nodes that share no storage). By default node 0 " \
     "converts and the other nodes wait for its shards on the shared storage.") \
+  X(string, worker_env, "", kRunning, \
+    "NAME=value in every worker's environment; repeat it for more. Workers inherit the launcher's " \
+    "environment (NCCL_*, CUDA_*, UCX_*, OMP_*, LD_LIBRARY_PATH, PATH, HOME, SLURM_*, ...) but the variables " \
+    "the launcher sets itself (RANK, WORLD_SIZE, MASTER_ADDR, RENDEZVOUS_TOKEN, CUDA_VISIBLE_DEVICES, ...).") \
   X(string, worker, "", kRunning, \
     "The worker binary. Default: //worker from this binary's runfiles.") \
   X(int32, grace_period, 5, kRunning, \
@@ -70,6 +74,12 @@ struct LauncherFlags {
 #undef LLAMA_LAUNCHER_FLAG_FIELD
   // Given on the command line (the demo runs 2 workers unless told).
   bool nproc_per_node_given = false;
+  // Given on the command line (under srun it then overrides the first node's name).
+  bool master_addr_given = false;
+  // Every --worker_env, in order (gflags keeps only the last).
+  std::vector<std::string> worker_environment;
+  // Every --sbatch_arg (launcher sbatch), in order.
+  std::vector<std::string> sbatch_options;
   // glog's --log_dir, reused for the per-rank logs; empty: a folder per run.
   std::string log_dir;
   // `launcher download`'s --models and --target_dir: a job without
@@ -78,8 +88,12 @@ struct LauncherFlags {
   JobFlags job;
 };
 
-// Binaries only (it reads gflags).
-LauncherFlags LauncherFlagsFromCommandLine();
+// Binaries only (it reads gflags). `given` is the command line as it came,
+// before gflags took the flags out, for the repeatable flags.
+LauncherFlags LauncherFlagsFromCommandLine(const std::vector<std::string>& given);
+
+// The value of every `--name=value` (or `-name=value`) in `given`, in order.
+std::vector<std::string> RepeatedFlagValues(const std::vector<std::string>& given, const std::string& name);
 
 // The names of `group`'s flags, in the table's order, for --help.
 std::vector<std::string> LauncherFlagNames(LauncherFlagGroup group);

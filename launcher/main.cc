@@ -144,6 +144,7 @@ absl::StatusOr<std::string> JobToken(const std::string& token_file, bool single_
 LaunchContext CurrentContext() {
   LaunchContext context;
   context.getenv = [](const char* name) { return std::getenv(name); };
+  for (char** entry = environ; *entry != nullptr; ++entry) context.environment.emplace_back(*entry);
   context.visible_gpus = VisibleGpus();
   context.built_with_cuda = BuiltWithCuda();
   context.cache_dir = CacheDir();
@@ -163,7 +164,7 @@ absl::StatusOr<net::Socket> BindStore(const LaunchPlan& plan, WorldOptions& worl
   absl::StatusOr<std::string> listen_address =
       plan.store_listen_all ? absl::StatusOr<std::string>("0.0.0.0") : net::AddressReaching(world.master_addr);
   if (!listen_address.ok()) {
-    return Annotate(listen_address.status(), absl::StrFormat("--master_addr=%s", world.master_addr));
+    return Annotate(listen_address.status(), plan.master_addr_origin);
   }
   absl::StatusOr<net::Socket> listener = net::Listen(*listen_address, world.master_port);
   if (absl::IsFailedPrecondition(listener.status())) {
@@ -289,7 +290,9 @@ absl::Status ReportOutcome(const LaunchPlan& plan, const JobOutcome& outcome, si
 // report.
 absl::Status Execute(LaunchPlan plan) {
   if (plan.command == LaunchCommand::kDownload) return RunDownloadCommand();
-  if (plan.command == LaunchCommand::kSbatch) return RunSbatchCommand(SelfPath(), plan.sbatch_args);
+  if (plan.command == LaunchCommand::kSbatch) {
+    return RunSbatchCommand(SelfPath(), {plan.sbatch_args, plan.worker_environment, plan.sbatch_options});
+  }
   PreparedJob prepared;
   net::Socket store_listener;
   WorldOptions world = plan.world;
@@ -325,13 +328,14 @@ int ExitCode(const absl::Status& status) {
 int main(int argc, char** argv) {
   llama::HandleHelpAndVersion(argc, argv, "launcher", llama::kLauncherUsage, llama::LauncherFlagGroups());
   gflags::SetUsageMessage(llama::kLauncherUsage);
+  const std::vector<std::string> given(argv, argv + argc);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   std::vector<std::string> words(argv + 1, argv + argc);
   words.erase(std::remove(words.begin(), words.end(), "--"), words.end());
   absl::StatusOr<llama::LaunchPlan> plan =
-      llama::PlanLaunch(std::move(words), llama::LauncherFlagsFromCommandLine(), llama::CurrentContext());
+      llama::PlanLaunch(std::move(words), llama::LauncherFlagsFromCommandLine(given), llama::CurrentContext());
   if (!plan.ok()) return llama::ExitCode(plan.status());
   return llama::ExitCode(llama::Execute(*std::move(plan)));
 }

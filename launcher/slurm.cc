@@ -96,7 +96,7 @@ absl::StatusOr<std::vector<std::string>> ExpandNodeList(absl::string_view list) 
 }
 
 absl::StatusOr<std::optional<SlurmPlacement>> ReadSlurmPlacement(const std::function<const char*(const char*)>& get) {
-  if (get("SLURM_JOB_ID") == nullptr || get("SLURM_PROCID") == nullptr) return std::nullopt;
+  if (get("SLURM_JOB_ID") == nullptr || get("SLURM_STEP_ID") == nullptr) return std::nullopt;
   const auto read_int = [&](const char* name, int* out) -> absl::Status {
     const char* value = get(name);
     if (value == nullptr || !absl::SimpleAtoi(value, out) || *out < 0) {
@@ -105,12 +105,17 @@ absl::StatusOr<std::optional<SlurmPlacement>> ReadSlurmPlacement(const std::func
     }
     return absl::OkStatus();
   };
+  // The step's own counts; SLURM_NTASKS and SLURM_NNODES are the job's
+  // where the step is not the whole allocation. Slurm before 20.11 set only
+  // those.
+  const auto step_or_job = [&](const char* step, const char* job) { return get(step) != nullptr ? step : job; };
   SlurmPlacement p;
   int tasks = 0, nodes = 0, job = 0;
-  for (const auto& [name, out] : {std::pair<const char*, int*>{"SLURM_PROCID", &p.node_rank},
-                                  {"SLURM_NTASKS", &tasks},
-                                  {"SLURM_NNODES", &nodes},
-                                  {"SLURM_JOB_ID", &job}}) {
+  for (const auto& [name, out] :
+       {std::pair<const char*, int*>{"SLURM_PROCID", &p.node_rank},
+        {step_or_job("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"), &tasks},
+        {step_or_job("SLURM_STEP_NUM_NODES", "SLURM_NNODES"), &nodes},
+        {"SLURM_JOB_ID", &job}}) {
     RETURN_IF_ERROR(read_int(name, out));
   }
   if (tasks != nodes) {
@@ -132,29 +137,35 @@ absl::StatusOr<std::optional<SlurmPlacement>> ReadSlurmPlacement(const std::func
   return p;
 }
 
+std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 std::string SbatchScript(const SbatchOptions& o, const std::string& launcher, const std::vector<std::string>& args) {
   std::string script = "#!/bin/bash\n";
   // --exclusive: every CPU of each node (the launcher's workers and, on CPU
   // nodes, the model use them all). --output: one log per job in the folder
   // sbatch was run from.
   absl::StrAppend(&script, "#SBATCH --job-name=", o.job_name, "\n#SBATCH --nodes=", o.nodes,
-                  "\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=", o.gpus_per_node,
-                  "\n#SBATCH --exclusive\n#SBATCH --output=", o.job_name, "-%j.out\n");
+                  "\n#SBATCH --ntasks-per-node=1\n");
+  if (o.gpus_per_node > 0) absl::StrAppend(&script, "#SBATCH --gpus-per-node=", o.gpus_per_node, "\n");
+  absl::StrAppend(&script, "#SBATCH --exclusive\n#SBATCH --output=", o.job_name, "-%j.out\n");
   if (!o.partition.empty()) absl::StrAppend(&script, "#SBATCH --partition=", o.partition, "\n");
   if (!o.time.empty()) absl::StrAppend(&script, "#SBATCH --time=", o.time, "\n");
   if (!o.account.empty()) absl::StrAppend(&script, "#SBATCH --account=", o.account, "\n");
+  for (const std::string& option : o.extra) absl::StrAppend(&script, "#SBATCH ", option, "\n");
+  // --kill-on-bad-exit: a node that fails ends the others at once, instead
+  // of leaving them waiting out --rendezvous_timeout for it. --label: each
+  // line of the job's output says which node wrote it.
   absl::StrAppend(&script,
                   "set -euo pipefail\n"
                   "# One secret per job, shared by every node's launcher through the environment.\n"
                   "export RENDEZVOUS_TOKEN=\"$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n')\"\n"
-                  "srun --ntasks-per-node=1 ",
-                  launcher, " --nproc_per_node=", o.gpus_per_node);
-  for (const std::string& arg : args) {
-    // Single-quote each argument for the shell.
-    std::string quoted = "'";
-    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    absl::StrAppend(&script, " ", quoted, "'");
-  }
+                  "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label ",
+                  ShellQuote(launcher), " --nproc_per_node=", o.workers_per_node);
+  for (const std::string& arg : args) absl::StrAppend(&script, " ", ShellQuote(arg));
   absl::StrAppend(&script, "\n");
   return script;
 }

@@ -10,6 +10,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(SlurmTest, ExpandsNodeLists) {
   struct Case {
@@ -65,8 +66,8 @@ absl::StatusOr<std::optional<SlurmPlacement>> Read(const std::map<std::string, s
 
 TEST(SlurmTest, PlacementFromSrunVariables) {
   absl::StatusOr<std::optional<SlurmPlacement>> p =
-      Read({{"SLURM_JOB_ID", "4242"}, {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_NNODES", "4"},
-            {"SLURM_JOB_NODELIST", "gpu[07-10]"}});
+      Read({{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"},
+            {"SLURM_NNODES", "4"}, {"SLURM_JOB_NODELIST", "gpu[07-10]"}});
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_TRUE(p->has_value());
   EXPECT_EQ((*p)->node_rank, 2);
@@ -76,24 +77,47 @@ TEST(SlurmTest, PlacementFromSrunVariables) {
   // Whatever the job id, below the ephemeral port range (32768-60999).
   for (const char* id : {"11999", "12000", "987654321", "31999"}) {
     absl::StatusOr<std::optional<SlurmPlacement>> q =
-        Read({{"SLURM_JOB_ID", id}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_NNODES", "1"},
-              {"SLURM_JOB_NODELIST", "gpu01"}});
+        Read({{"SLURM_JOB_ID", id}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"},
+              {"SLURM_NNODES", "1"}, {"SLURM_JOB_NODELIST", "gpu01"}});
     ASSERT_TRUE(q.ok() && q->has_value()) << id;
     EXPECT_GE((*q)->master_port, 20000) << id;
     EXPECT_LT((*q)->master_port, 32768) << id;
   }
   EXPECT_FALSE(Read({})->has_value());
-  EXPECT_THAT(Read({{"SLURM_JOB_ID", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_NNODES", "2"},
-                    {"SLURM_JOB_NODELIST", "a,b"}})
+  EXPECT_THAT(Read({{"SLURM_JOB_ID", "1"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"},
+                    {"SLURM_NNODES", "2"}, {"SLURM_JOB_NODELIST", "a,b"}})
                   .status()
                   .message(),
               HasSubstr("--ntasks-per-node=1"));
+}
+
+// A batch script (`sbatch --wrap "launcher ..."`) has SLURM_PROCID=0 and the
+// job's counts but no step: it is a plain launcher, not node 0 of a step.
+TEST(SlurmTest, TheBatchScriptIsNotAStepTask) {
+  absl::StatusOr<std::optional<SlurmPlacement>> p =
+      Read({{"SLURM_JOB_ID", "7"}, {"SLURM_PROCID", "0"}, {"SLURM_NNODES", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->has_value());
+}
+
+// A step on part of the allocation: the step's counts and nodes, not the job's.
+TEST(SlurmTest, AStepUsesItsOwnCounts) {
+  absl::StatusOr<std::optional<SlurmPlacement>> p =
+      Read({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "3"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"},
+            {"SLURM_NNODES", "4"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NUM_NODES", "2"},
+            {"SLURM_JOB_NODELIST", "n[1-4]"}, {"SLURM_STEP_NODELIST", "n[3-4]"}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(p->has_value());
+  EXPECT_EQ((*p)->nnodes, 2);
+  EXPECT_EQ((*p)->node_rank, 1);
+  EXPECT_EQ((*p)->master_addr, "n3");
 }
 
 TEST(SlurmTest, SbatchScript) {
   SbatchOptions o;
   o.nodes = 2;
   o.gpus_per_node = 8;
+  o.workers_per_node = 8;
   o.partition = "gpu";
   const std::string script = SbatchScript(o, "/opt/llama/launcher", {"--ckpt_dir=/data/llama-2-70b", "--prompt=it's"});
   EXPECT_THAT(script, HasSubstr("#SBATCH --nodes=2\n"));
@@ -102,8 +126,21 @@ TEST(SlurmTest, SbatchScript) {
   EXPECT_THAT(script, HasSubstr("#SBATCH --exclusive\n"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --output=llama2-%j.out\n"));
   EXPECT_THAT(script, HasSubstr("export RENDEZVOUS_TOKEN="));
-  EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 /opt/llama/launcher --nproc_per_node=8 "
-                                "'--ckpt_dir=/data/llama-2-70b' '--prompt=it'\\''s'\n"));
+  EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label '/opt/llama/launcher' "
+                                "--nproc_per_node=8 '--ckpt_dir=/data/llama-2-70b' '--prompt=it'\\''s'\n"));
+}
+
+// A partition without GPUs: workers per node, and no gres request (sbatch
+// refuses --gpus-per-node there: "Invalid generic resource specification").
+TEST(SlurmTest, SbatchScriptForCpuNodes) {
+  SbatchOptions o;
+  o.nodes = 2;
+  o.workers_per_node = 3;
+  o.extra = {"--qos=high", "--mem=0"};
+  const std::string script = SbatchScript(o, "/shared/my tools/launcher", {});
+  EXPECT_THAT(script, Not(HasSubstr("gpus")));
+  EXPECT_THAT(script, HasSubstr("#SBATCH --qos=high\n#SBATCH --mem=0\n"));
+  EXPECT_THAT(script, HasSubstr("--label '/shared/my tools/launcher' --nproc_per_node=3\n"));
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ using ::llama::testing::ReadFileOrEmpty;
 using ::llama::testing::RunProgram;
 using ::llama::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::EndsWith;
 using ::testing::Not;
 using namespace std::chrono_literals;
 
@@ -366,7 +367,7 @@ TEST(LauncherMultiNodeTest, NodesWithoutASharedTokenAreRefused) {
 TEST(LauncherSlurmTest, SrunPlacement) {
   // A job id of our own, so concurrent test runs get different derived ports.
   LauncherRun run = Launch("slurm", FixtureJob("slurm", 2),
-                   {absl::StrCat("SLURM_JOB_ID=", 1000 + getpid() % 25000), "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NNODES=1",
+                   {absl::StrCat("SLURM_JOB_ID=", 1000 + getpid() % 25000), "SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NNODES=1",
                     "SLURM_JOB_NODELIST=localhost", "RENDEZVOUS_TOKEN=slurm-secret"});
   absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
   ASSERT_TRUE(exit.ok());
@@ -380,12 +381,20 @@ TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
   std::filesystem::create_directories(bin);
   const std::string submitted = TempDir() + "/submitted.sh";
   // The fake sbatch keeps a copy of the script and says where it read it.
-  std::ofstream(bin + "/sbatch") << "#!/bin/sh\ncp \"$1\" " << submitted << "\necho \"$1\" > " << submitted
-                                 << ".path\necho Submitted batch job 42\n";
+  // --parsable: it prints the job id alone.
+  std::ofstream(bin + "/sbatch") << "#!/bin/sh\nfor a; do f=\"$a\"; done\ncp \"$f\" " << submitted
+                                 << "\necho \"$f\" > " << submitted << ".path\necho 42\n";
   chmod((bin + "/sbatch").c_str(), 0755);
+  // The launcher the nodes run, with its worker beside it (checked at submission).
+  const std::string shared = TempDir() + "/shared tools";
+  std::filesystem::create_directories(shared);
+  for (const char* binary : {"/launcher", "/worker"}) {
+    std::ofstream(shared + binary) << "#!/bin/sh\n";
+    chmod((shared + binary).c_str(), 0755);
+  }
   // Job flags before "--" are passed on as well as those after it.
   LauncherRun run = Launch("sbatch", {"sbatch", "--nodes=2", "--gpus_per_node=4", "--partition=gpu",
-                                      "--launcher_path=/opt/llama/launcher", "--max_gen_len=64", "--",
+                                      "--launcher_path=" + shared + "/launcher", "--max_gen_len=64", "--",
                                       "--ckpt_dir=/data/llama-2-13b", "--prompt=hello"},
                            {"PATH=" + bin + ":/usr/bin:/bin"});
   absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
@@ -395,11 +404,14 @@ TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
   EXPECT_THAT(script, HasSubstr("#SBATCH --nodes=2"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --gpus-per-node=4"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --exclusive"));
-  EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 /opt/llama/launcher --nproc_per_node=4 "));
+  EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label '" + shared +
+                                "/launcher' --nproc_per_node=4 "));
   EXPECT_THAT(script, HasSubstr("'--ckpt_dir=/data/llama-2-13b'"));
   EXPECT_THAT(script, HasSubstr("'--prompt=hello'"));
   EXPECT_THAT(script, HasSubstr("'--max_gen_len=64'"));
-  EXPECT_THAT(run.out(), HasSubstr("Submitted batch job 42"));
+  // The job id alone on the last line, for scripts.
+  EXPECT_THAT(run.out(), EndsWith("\n42\n"));
+  EXPECT_THAT(run.err(), HasSubstr("submitted batch job 42"));
   // Submitted from a private file, gone afterwards.
   std::string path = ReadFileOrEmpty(submitted + ".path");
   while (!path.empty() && path.back() == '\n') path.pop_back();
@@ -430,6 +442,20 @@ TEST(LauncherSlurmTest, SbatchServesToo) {
   EXPECT_THAT(run.out(), HasSubstr("--host=0.0.0.0"));
 }
 
+// Repeatable flags: every --worker_env (before or after "--") reaches the
+// job's launchers, every --sbatch_arg its own #SBATCH line; no GPU request
+// unless asked.
+TEST(LauncherSlurmTest, SbatchRepeatableFlagsAndCpuNodes) {
+  LauncherRun run = Launch("sbatch_repeat", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--nodes=2",
+                                             "--nproc_per_node=3", "--worker_env=A=1", "--sbatch_arg=--qos=high",
+                                             "--sbatch_arg=--mem=0", "--", "--worker_env=B=2"},
+                           {"PATH=/nonexistent"});
+  ASSERT_EQ(ExitCodeOf(run), 0) << run.err();
+  EXPECT_THAT(run.out(), HasSubstr("#SBATCH --qos=high\n#SBATCH --mem=0\n"));
+  EXPECT_THAT(run.out(), HasSubstr("--nproc_per_node=3 '--worker_env=A=1' '--worker_env=B=2'\n"));
+  EXPECT_THAT(run.out(), Not(HasSubstr("gpus-per-node")));
+}
+
 TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
   const struct {
     const char* name;
@@ -438,8 +464,14 @@ TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
   } cases[] = {
       {"bazel_path", {"sbatch", "--dry_run", "--", "--ckpt_dir=/x"}, "runs from Bazel's output tree"},
       {"nnodes", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--nnodes=2"}, "--nnodes is decided by SLURM"},
-      {"nproc", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--nproc_per_node=8"},
-       "--nproc_per_node is decided by SLURM"},
+      {"master_addr", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--master_addr=h"},
+       "--master_addr is decided by SLURM"},
+      {"no_launcher", {"sbatch", "--launcher_path=/nonexistent/launcher", "--", "--ckpt_dir=/x"},
+       "--launcher_path=/nonexistent/launcher: no such executable"},
+      {"prompts_file", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--prompts_file=/nonexistent.txt"},
+       "--prompts_file=/nonexistent.txt: no such file"},
+      {"serve_prompt", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "serve", "--prompt=hi"},
+       "serve takes its prompts over HTTP"},
       {"unknown", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--tempreature=0"},
        "unknown job flag --tempreature"},
       {"bad_value", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--max_gen_len=-5"},

@@ -1,9 +1,9 @@
 #include "worker/rank_model.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "absl/strings/str_format.h"
+#include "base/allowed_cpus.h"
 #include "base/status_macros.h"
 #include "third_party/cuda/cuda_build_info.h"
 #include "worker/collectives/tcp_communicator.h"
@@ -48,9 +48,8 @@ absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& f
   options.max_step_tokens = std::max(flags.max_num_batched_tokens, flags.max_batch_size);
   options.kv_block_size = flags.kv_block_size;
   options.kv_cache_bytes = flags.kv_cache_gb * 1e9;
-  options.threads = flags.threads > 0 ? flags.threads
-                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                        std::max(1, local_world_size));
+  // The CPUs this process may use (Slurm's allocation), shared by the node's ranks.
+  options.threads = flags.threads > 0 ? flags.threads : std::max(1, AllowedCpuCount() / std::max(1, local_world_size));
   return options;
 }
 

@@ -1,0 +1,117 @@
+#!/bin/bash
+# A real Slurm on one host (#32): munged, slurmctld and two slurmd (nodes
+# named after this host, whose name resolves for the job's master address,
+# and <host>2, after it in the node list; their own ports and spool folders
+# under a temporary folder), a CPU-only partition. Submits a 2-node demo
+# job with `launcher sbatch` (its text must be the single-node run's) and a
+# failing 2-node job (it must end within seconds: srun --kill-on-bad-exit),
+# then stops every daemon it started. Skips, saying why, without root or
+# Debian's slurm-wlm and munge packages.
+set -u
+skip() { echo "SKIPPED: $*"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root (slurmd runs jobs as root here)"
+for tool in munged slurmctld slurmd sbatch squeue scontrol; do
+  command -v "$tool" >/dev/null || skip "$tool not installed (apt-get install slurm-wlm munge)"
+done
+host="$(hostname -s)"
+getent hosts "$host" >/dev/null || skip "this host's name $host does not resolve"
+
+T="$(mktemp -d /tmp/llama-slurm-XXXXXX)"  # Short: the munge socket path must fit a sockaddr_un.
+pids=()  # Every daemon started (slurmctld and slurmd: from their pid files at the end).
+cleanup() {
+  for pidfile in "$T"/run/*.pid; do [ -f "$pidfile" ] && pids+=("$(cat "$pidfile")"); done
+  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
+  for i in $(seq 20); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.5
+  done
+  [ ${#pids[@]} -gt 0 ] && kill -9 "${pids[@]}" 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAILED: $*"; for f in "$T"/log/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
+
+runfiles="${TEST_SRCDIR:-$PWD/..}/llama2_cpp"
+mkdir -p "$T/bin" "$T/state" "$T/spool/$host" "$T/spool/${host}2" "$T/munge" "$T/log" "$T/run" "$T/home" "$T/jobs"
+cp "$runfiles/launcher/launcher" "$runfiles/worker/worker" "$T/bin/"
+base=$((20000 + RANDOM % 10000))
+cat > "$T/slurm.conf" <<CONF
+ClusterName=llamatest
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$T/munge/munge.socket
+SlurmctldPort=$base
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool/%n
+SlurmctldPidFile=$T/run/slurmctld.pid
+SlurmdPidFile=$T/run/slurmd-%n.pid
+SlurmctldLogFile=$T/log/slurmctld.log
+SlurmdLogFile=$T/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+InactiveLimit=0
+KillWait=5
+NodeName=$host NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=2 RealMemory=2000
+NodeName=${host}2 NodeHostname=${host}2 NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=2 RealMemory=2000
+PartitionName=cpu Nodes=$host,${host}2 Default=YES MaxTime=INFINITE State=UP
+CONF
+export SLURM_CONF="$T/slurm.conf" HOME="$T/home"
+head -c 1024 /dev/urandom > "$T/munge/munge.key"
+chmod 700 "$T/munge"; chmod 400 "$T/munge/munge.key"
+munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/munge.socket" --pid-file="$T/munge/munged.pid" \
+  --log-file="$T/log/munged.log" --seed-file="$T/munge/seed" || fail "munged did not start"
+pids+=("$(cat "$T/munge/munged.pid")")
+slurmctld -f "$T/slurm.conf" || fail "slurmctld did not start"
+sleep 1
+slurmd -f "$T/slurm.conf" -N "$host" || fail "slurmd $host did not start"
+slurmd -f "$T/slurm.conf" -N "${host}2" || fail "slurmd ${host}2 did not start"
+for i in $(seq 30); do
+  [ "$(sinfo -h -o %T -p cpu 2>/dev/null | sort -u)" = idle ] && break
+  sleep 1
+done
+[ "$(sinfo -h -o %T -p cpu | sort -u)" = idle ] || fail "nodes not idle: $(sinfo)"
+
+# The single-node text, which also makes the demo checkpoint.
+"$T/bin/launcher" --nproc_per_node=2 > "$T/local.out" 2> "$T/local.err" || fail "local demo: $(cat "$T/local.err")"
+
+wait_for() {  # job id, seconds: its final state
+  for i in $(seq "$2"); do
+    squeue -h -j "$1" 2>/dev/null | grep -q . || break
+    sleep 1
+  done
+  scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z]*\).*/\1/p'
+}
+
+cd "$T/jobs"
+# A 2-node job on a partition without GPUs: 2 workers per node.
+"$T/bin/launcher" sbatch --nodes=2 --nproc_per_node=2 --launcher_path="$T/bin/launcher" > submit.out 2> submit.err ||
+  fail "launcher sbatch: $(cat submit.err)"
+grep -q -- '--gpus-per-node' submit.out && fail "a gres line in a CPU job's script"
+job="$(tail -n1 submit.out)"
+[ "$(wait_for "$job" 90)" = COMPLETED ] || fail "job $job: $(cat llama2-$job.out)"
+grep '^0: ' "llama2-$job.out" | sed 's/^0: \{0,1\}//' | grep -v '^launcher:\|^convert\|^          the\|^$' > job.text
+diff <(grep -v '^$' "$T/local.out") job.text || fail "the 2-node text differs from the single-node one"
+echo "PASS: 2-node job $job gives the single-node text"
+
+# A job that fails: both nodes' launchers end at once (the step is killed
+# on the first bad exit), not after --rendezvous_timeout.
+mkdir -p "$T/empty"
+"$T/bin/launcher" sbatch --nodes=2 --nproc_per_node=1 --launcher_path="$T/bin/launcher" -- \
+  --ckpt_dir="$T/empty" --prompt=hi > fail.out 2> fail.err || fail "launcher sbatch: $(cat fail.err)"
+job="$(tail -n1 fail.out)"
+start=$SECONDS
+[ "$(wait_for "$job" 60)" = FAILED ] || fail "job $job did not fail: $(cat llama2-$job.out)"
+[ $((SECONDS - start)) -lt 30 ] || fail "the failing job took $((SECONDS - start)) s"
+grep -q "no tokenizer.model" "llama2-$job.out" || fail "job $job's error: $(cat llama2-$job.out)"
+echo "PASS: failing job $job ended FAILED in $((SECONDS - start)) s"
