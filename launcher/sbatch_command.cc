@@ -13,12 +13,11 @@
 
 #include <gflags/gflags.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
-#include "launcher/slurm.h"
 #include "base/status_macros.h"
 #include "launcher/slurm.h"
 #include "worker/job_flags.h"
