@@ -348,9 +348,14 @@ absl::Status Run() {
   const bool leader = env.rank == 0;
   if (!leader) FLAGS_minloglevel = google::GLOG_WARNING;  // Other ranks speak only of problems.
   ASSIGN_OR_RETURN(const Device device, ChooseDevice(flags.device));
-  LOG(INFO) << "rank " << env.rank << ": device " << DeviceName(device)
-            << (flags.device.empty() ? " (chosen: " : " (asked: ")
-            << (BuiltWithCuda() ? "this binary has the CUDA backend" : "this binary has no CUDA backend") << ")";
+  // Chosen, the device says why: ChooseDevice takes CUDA when the backend
+  // is built in and a GPU is visible.
+  const char* why = !flags.device.empty()              ? (BuiltWithCuda() ? "asked: this binary has the CUDA backend"
+                                                                          : "asked: this binary has no CUDA backend")
+                    : device == Device::kCuda ? "chosen: a GPU is visible"
+                    : BuiltWithCuda()         ? "chosen: no GPU visible"
+                                              : "chosen: this binary has no CUDA backend";
+  LOG(INFO) << "rank " << env.rank << ": device " << DeviceName(device) << " (" << why << ")";
 
   // Join first: loading can take minutes and has its own deadline.
   ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(JoinOptions(flags, env), env.local_rank));
