@@ -194,15 +194,17 @@ class ChatServer {
   std::thread supervisor_;
 };
 
-// The dialog, turn by turn, until /exit, the end of input or the job's end.
-void Converse(httplib::Client& client, const ChatSessionOptions& options, ChatServer& server) {
+// The dialog, turn by turn, until /exit, the end of input or the job's end;
+// the last turn's error if it failed (the chat then exits non-zero, so a
+// script sees it), or "".
+std::string Converse(httplib::Client& client, const ChatSessionOptions& options, ChatServer& server) {
   const bool tty = isatty(fileno(options.in));
   const json system = options.system_prompt.empty()
                           ? json::array()
                           : json::array({{{"role", "system"}, {"content", options.system_prompt}}});
   json messages = system;
   LineReader input(fileno(options.in));
-  std::string line;
+  std::string line, last_error;
   while (!server.Ended()) {
     if (tty) {
       std::fputs("> ", options.out);
@@ -216,6 +218,7 @@ void Converse(httplib::Client& client, const ChatSessionOptions& options, ChatSe
       continue;
     }
     if (turn == "/exit") break;
+    last_error.clear();
     if (turn == "/reset") {
       messages = system;
       std::fputs("(history cleared)\n", options.out);
@@ -229,12 +232,14 @@ void Converse(httplib::Client& client, const ChatSessionOptions& options, ChatSe
     if (absl::StartsWith(answer, "error: ")) {
       std::fprintf(options.out, "%s\n", answer.c_str());
       messages.erase(messages.size() - 1);  // The turn did not happen.
+      last_error = std::string(absl::StripPrefix(answer, "error: "));
       continue;
     }
     std::fputs(g_interrupted ? " [stopped]\n" : "\n", options.out);
     std::fflush(options.out);
     messages.push_back({{"role", "assistant"}, {"content", answer}});
   }
+  return last_error;
 }
 
 }  // namespace
@@ -243,6 +248,7 @@ absl::Status RunChatSession(const std::vector<WorkerLaunch>& workers, Supervisor
                             const ChatSessionOptions& options) {
   ChatServer server(workers, std::move(supervise));
   int port = server.WaitForPort();
+  std::string last_error;
   if (port > 0 && g_interrupt_pipe[0] < 0 && pipe2(g_interrupt_pipe, O_CLOEXEC | O_NONBLOCK) != 0) port = 0;
   if (port > 0) {
     struct sigaction action = {}, old = {};
@@ -253,7 +259,7 @@ absl::Status RunChatSession(const std::vector<WorkerLaunch>& workers, Supervisor
                  "answer\n", options.model.c_str());
     httplib::Client client("127.0.0.1", port);
     client.set_read_timeout(3600, 0);
-    Converse(client, options, server);
+    last_error = Converse(client, options, server);
     sigaction(SIGINT, &old, nullptr);
   }
   ASSIGN_OR_RETURN(JobOutcome outcome, server.Stop());
@@ -262,6 +268,7 @@ absl::Status RunChatSession(const std::vector<WorkerLaunch>& workers, Supervisor
                                                outcome.failed_exit.Describe(), outcome.failed_log));
   }
   if (port == 0) return absl::UnavailableError("the chat's server ended before it listened");
+  if (!last_error.empty()) return absl::FailedPreconditionError("the chat ended on a turn that failed: " + last_error);
   return absl::OkStatus();
 }
 

@@ -218,8 +218,11 @@ absl::StatusOr<LaunchPlan> PlanLaunch(std::vector<std::string> words, const Laun
   const bool serving = plan.command != LaunchCommand::kJob;
   RETURN_IF_ERROR(CheckJobFlags(plan.job, /*need_input=*/!serving && !flags.ckpt_dir.empty()));
   if (serving && (!plan.job.prompt.empty() || !plan.job.prompts_file.empty() || !plan.job.dialogs_file.empty())) {
-    return absl::InvalidArgumentError(
-        "serve takes its prompts over HTTP: drop --prompt, --prompts_file and --dialogs_file");
+    return absl::InvalidArgumentError(plan.command == LaunchCommand::kChat
+                                          ? "chat takes its turns from the terminal (or stdin): drop --prompt, "
+                                            "--prompts_file and --dialogs_file"
+                                          : "serve takes its prompts over HTTP: drop --prompt, --prompts_file and "
+                                            "--dialogs_file");
   }
   RETURN_IF_ERROR(PlanWorld(flags, context, plan));
   RETURN_IF_ERROR(PlanWorkerEnvironment(flags, context, plan));

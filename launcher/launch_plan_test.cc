@@ -176,6 +176,11 @@ TEST(PlanLaunchTest, ServeRefusesPrompts) {
             "serve takes its prompts over HTTP: drop --prompt, --prompts_file and --dialogs_file");
 }
 
+TEST(PlanLaunchTest, ChatRefusesPromptsNamingChat) {
+  EXPECT_EQ(PlanLaunch({"chat"}, Checkpoint("/data/m"), Context()).status().message(),
+            "chat takes its turns from the terminal (or stdin): drop --prompt, --prompts_file and --dialogs_file");
+}
+
 TEST(PlanLaunchTest, ChatIsAPrivateServerAndItsClient) {
   LauncherFlags flags;
   flags.ckpt_dir = "/data/llama-2-7b-chat";

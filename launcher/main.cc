@@ -326,7 +326,8 @@ int ExitCode(const absl::Status& status) {
 }  // namespace llama
 
 int main(int argc, char** argv) {
-  llama::HandleHelpAndVersion(argc, argv, "launcher", llama::kLauncherUsage, llama::LauncherFlagGroups());
+  const llama::LauncherHelp help = llama::HelpFor(llama::SubcommandOf(argc, argv));
+  llama::HandleHelpAndVersion(argc, argv, "launcher", help.usage, help.groups);
   gflags::SetUsageMessage(llama::kLauncherUsage);
   const std::vector<std::string> given(argv, argv + argc);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);

@@ -47,24 +47,92 @@ job is interrupted (Ctrl-C or SIGTERM stop every worker; a second one kills
 them at once).
 )";
 
+namespace {
+
+using Job = JobFlagGroup;
+using Launcher = LauncherFlagGroup;
+
+FlagGroup ModelGroup(bool with_input) {
+  std::vector<std::string> flags = FlagList({LauncherFlagNames(Launcher::kModel), JobFlagNames(Job::kModelFiles),
+                                             LauncherFlagNames(Launcher::kConversion)});
+  if (with_input) flags = FlagList({flags, JobFlagNames(Job::kInput)});
+  return {with_input ? "The model and the job" : "The model", flags};
+}
+
+// What every command that starts ranks reads after the model.
+std::vector<FlagGroup> RankGroups() {
+  return {{"The engine", JobFlagNames(Job::kEngine)},
+          {"Each rank's model", JobFlagNames(Job::kRankModel)},
+          {"Ranks and nodes (torchrun's flags)",
+           FlagList({LauncherFlagNames(Launcher::kTopology), JobFlagNames(Job::kDeadlines)})},
+          {"Running", FlagList({LauncherFlagNames(Launcher::kRunning), {"log_dir"}})}};
+}
+
+const FlagGroup kSbatchGroup = {"launcher sbatch",
+                                {"nodes", "gpus_per_node", "partition", "time", "account", "launcher_path", "dry_run"}};
+const FlagGroup kDownloadGroup = {"launcher download", {"models", "target_dir", "url", "url_file", "connections"}};
+
+std::vector<FlagGroup> Concat(std::vector<FlagGroup> head, const std::vector<FlagGroup>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+}  // namespace
+
 std::vector<FlagGroup> LauncherFlagGroups() {
-  using Job = JobFlagGroup;
-  using Launcher = LauncherFlagGroup;
-  return {
-      {"The model and the job",
-       FlagList({LauncherFlagNames(Launcher::kModel), JobFlagNames(Job::kModelFiles),
-                 LauncherFlagNames(Launcher::kConversion), JobFlagNames(Job::kInput)})},
-      {"Generation", JobFlagNames(Job::kGeneration)},
-      {"The engine", JobFlagNames(Job::kEngine)},
-      {"launcher chat", LauncherFlagNames(Launcher::kChat)},
-      {"launcher serve", JobFlagNames(Job::kServing)},
-      {"Each rank's model", JobFlagNames(Job::kRankModel)},
-      {"Ranks and nodes (torchrun's flags)",
-       FlagList({LauncherFlagNames(Launcher::kTopology), JobFlagNames(Job::kDeadlines)})},
-      {"Running", FlagList({LauncherFlagNames(Launcher::kRunning), {"log_dir"}})},
-      {"launcher sbatch", {"nodes", "gpus_per_node", "partition", "time", "account", "launcher_path", "dry_run"}},
-      {"launcher download", {"models", "target_dir", "url", "url_file", "connections"}},
-  };
+  std::vector<FlagGroup> groups = {ModelGroup(/*with_input=*/true),
+                                   {"Generation", JobFlagNames(Job::kGeneration)}};
+  const std::vector<FlagGroup> ranks = RankGroups();
+  groups.push_back(ranks[0]);
+  groups.push_back({"launcher chat", LauncherFlagNames(Launcher::kChat)});
+  groups.push_back({"launcher serve", JobFlagNames(Job::kServing)});
+  groups.insert(groups.end(), ranks.begin() + 1, ranks.end());
+  groups.push_back(kSbatchGroup);
+  groups.push_back(kDownloadGroup);
+  return groups;
+}
+
+LauncherHelp HelpFor(const std::string& subcommand) {
+  if (subcommand == "serve") {
+    return {"launcher serve: serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models) from the\n"
+            "model the flags choose, on the same ranks as a job; rank 0 listens. Ctrl-C or SIGTERM drains the\n"
+            "requests in flight, then exits 0.\n"
+            "  launcher serve --ckpt_dir=llama-2-7b-chat --nproc_per_node=2 --port=8000 [--api_key=...]\n",
+            Concat({ModelGroup(false), {"launcher serve", JobFlagNames(Job::kServing)}}, RankGroups())};
+  }
+  if (subcommand == "chat") {
+    return {"launcher chat: chats with the model in the terminal (the answer streams; /reset clears the history,\n"
+            "/exit leaves; Ctrl-C stops an answer; with stdin not a terminal, one user turn per line). Exits 1\n"
+            "when the last turn failed.\n"
+            "  launcher chat --ckpt_dir=llama-2-7b-chat [--system_prompt=\"Answer briefly.\"]\n",
+            Concat({ModelGroup(false), {"Generation", {"temperature", "top_p", "max_gen_len"}},
+                    {"launcher chat", LauncherFlagNames(Launcher::kChat)}},
+                   RankGroups())};
+  }
+  if (subcommand == "download") {
+    return {"launcher download: downloads Meta's checkpoints (download.sh's job: same files and layout,\n"
+            "resumable, parallel, MD5-checked while downloading; the URL is read from --url, --url_file,\n"
+            "$PRESIGNED_URL or typed at the terminal, and never printed).\n"
+            "  launcher download --models=7B,13B-chat --target_dir=$HOME/llama\n",
+            {kDownloadGroup}};
+  }
+  if (subcommand == "sbatch") {
+    return {"launcher sbatch: writes the Slurm batch script that runs this launcher on each node, and submits\n"
+            "it (--dry_run prints it instead); the job's own flags go into the script.\n"
+            "  launcher sbatch --nodes=2 --gpus_per_node=8 --partition=gpu --time=1:00:00 \\\n"
+            "      --launcher_path=/shared/llama/launcher --ckpt_dir=/data/llama-2-70b --prompt=\"...\"\n",
+            Concat({kSbatchGroup, ModelGroup(true), {"Generation", JobFlagNames(Job::kGeneration)}}, RankGroups())};
+  }
+  return {kLauncherUsage, LauncherFlagGroups()};
+}
+
+std::string SubcommandOf(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (!arg.empty() && arg[0] != '-') return arg;
+  }
+  return "";
 }
 
 }  // namespace llama

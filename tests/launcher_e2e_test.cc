@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -515,6 +516,35 @@ TEST(LauncherHelpTest, HelpAndVersion) {
   EXPECT_THAT(version.out(), HasSubstr("launcher (llama2-cpp "));
   EXPECT_THAT(version.out(), HasSubstr("commit "));
   EXPECT_THAT(version.out(), HasSubstr("CPU kernels: "));
+}
+
+// A subcommand's --help says what it does first and lists only its flags.
+TEST(LauncherHelpTest, SubcommandHelpIsItsOwn) {
+  struct Case {
+    const char* command;
+    const char* first_line_start;
+    std::vector<const char*> has;
+    std::vector<const char*> lacks;
+  };
+  const Case cases[] = {
+      {"serve", "launcher serve: serves the OpenAI API", {"--port", "--ckpt_dir", "--max_batch_size"},
+       {"--prompts_file", "--system_prompt", "--models", "--partition"}},
+      {"chat", "launcher chat: chats with the model", {"--system_prompt", "--temperature", "--ckpt_dir"},
+       {"--prompts_file", "--port", "--models", "--partition"}},
+      {"download", "launcher download: downloads Meta's checkpoints", {"--models", "--target_dir"},
+       {"--ckpt_dir", "--temperature", "--port"}},
+      {"sbatch", "launcher sbatch: writes the Slurm batch script", {"--partition", "--ckpt_dir", "--prompt"},
+       {"--system_prompt", "--models", "--port "}},
+  };
+  for (const Case& c : cases) {
+    LauncherRun run = RunProgram(absl::StrCat("help_", c.command), {"launcher/launcher", c.command, "--help"}, {});
+    EXPECT_EQ(ExitCodeOf(run), 0) << c.command;
+    const std::string out = run.out();
+    EXPECT_TRUE(absl::StartsWith(out, c.first_line_start)) << out.substr(0, 200);
+    for (const char* flag : c.has) EXPECT_THAT(out, HasSubstr(flag)) << c.command;
+    for (const char* flag : c.lacks) EXPECT_THAT(out, Not(HasSubstr(flag))) << c.command;
+    EXPECT_LT(std::count(out.begin(), out.end(), '\n'), 150) << c.command;
+  }
 }
 
 // The README's first command: the demo job, with no checkpoint at all.

@@ -240,7 +240,7 @@ TEST(LauncherChatTest, ScriptedTurnsKeepTheHistoryAndMatchTheBatchJob) {
 }
 
 // A turn past the context gets the server's reason and what to do, not an
-// empty "error: ".
+// empty "error: "; the chat ends on it, so it exits 1.
 TEST(LauncherChatTest, ATurnPastTheContextSaysWhy) {
   const std::string input = absl::StrCat(TempDir(), "/chat_long_input.txt");
   std::string turn;
@@ -253,9 +253,10 @@ TEST(LauncherChatTest, ATurnPastTheContextSaysWhy) {
                                  TempDir(), "/serve_shards_tiny_fp32_mp1_1 --log_dir=", TempDir(),
                                  "/chat_long/logs --nproc_per_node=1 --max_seq_len=128 --temperature=0 < ", input)},
       {"HOME=" + TempDir(), "PATH=/usr/bin:/bin"});
-  ExitCodeOf(chat, 60s);
+  EXPECT_EQ(ExitCodeOf(chat, 60s), 1) << chat.err();
   const std::string said = chat.out() + chat.err();
   EXPECT_THAT(said, HasSubstr("context of 128 tokens")) << said;
+  EXPECT_THAT(chat.err(), HasSubstr("the chat ended on a turn that failed")) << said;
   EXPECT_THAT(said, HasSubstr("/reset starts a new dialog")) << said;
 }
 

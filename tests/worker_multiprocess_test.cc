@@ -265,6 +265,55 @@ TEST(WorkerFaultTest, SampledTokensAgreeAcrossRanksAndWorldSizes) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["token_ids"], b[i]["token_ids"]) << i;
 }
 
+// A prompt that cannot run costs its own answer: the others run, its line
+// in --output carries the error, every line its index, and the job exits 1
+// saying how many failed. A rerun resumes (the answered prompts are not run
+// again); a different prompts file is refused, not resumed.
+TEST(WorkerFaultTest, ABadPromptCostsOneAnswerAndARerunResumes) {
+  const std::string shards = Shards("tiny_fp32_mp1", 1);
+  nlohmann::json prompts = nlohmann::json::array();
+  for (const auto& c : Golden("tiny_fp32_mp1")["text_completions"]) prompts.push_back(c["prompt"]);
+  std::string too_long;
+  for (int i = 0; i < 100; ++i) too_long += "the meaning of life ";
+  prompts.insert(prompts.begin() + 2, too_long);
+  const std::string path = TempDir() + "/with_a_bad_prompt.json";
+  std::ofstream(path) << prompts.dump();
+  const std::vector<std::string> flags = {"--prompts_file=" + path, "--temperature=0", "--max_seq_len=128",
+                                          "--max_gen_len=8"};
+  Job first = Start("bad_prompt", shards, 1, flags);
+  ExpectEveryRankFails(first);
+  EXPECT_THAT(first.Log(0), HasSubstr("error: prompt 2 cannot run: prompt 2 has"));
+  EXPECT_THAT(first.Log(0), HasSubstr("1 of 5 prompts could not run"));
+  // No GPU here: the device line says so, whatever the binary was built with.
+  EXPECT_THAT(first.Log(0), ::testing::AnyOf(HasSubstr("device cpu (chosen: no GPU visible)"),
+                                           HasSubstr("device cpu (chosen: this binary has no CUDA backend)")));
+  const std::vector<nlohmann::json> rows = ReadJsonl(first.dir + "/out.jsonl");
+  ASSERT_EQ(rows.size(), 5u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i]["index"], i);
+    EXPECT_EQ(rows[i].contains("error"), i == 2) << rows[i];
+  }
+  EXPECT_THAT(rows[2]["error"].get<std::string>(), HasSubstr("more than max_seq_len 128"));
+
+  Job again = Start("bad_prompt", shards, 1, flags);
+  ExpectEveryRankFails(again);
+  EXPECT_THAT(again.Log(0), HasSubstr("resuming: 4 of 5 prompts done"));
+  EXPECT_THAT(again.Log(0), HasSubstr("generating for 1 prompt(s)"));
+  const std::vector<nlohmann::json> resumed = ReadJsonl(again.dir + "/out.jsonl");
+  ASSERT_EQ(resumed.size(), 5u);
+  for (size_t i : {0, 1, 3, 4}) {
+    EXPECT_EQ(resumed[i < 2 ? i : i - 1], rows[i]) << i;
+  }
+  EXPECT_EQ(resumed[4]["index"], 2);
+
+  prompts.erase(prompts.begin() + 2);
+  std::ofstream(path) << prompts.dump();
+  Job other = Start("bad_prompt", shards, 1, flags);
+  ExpectEveryRankFails(other);
+  EXPECT_THAT(other.Log(0), HasSubstr("is of another job"));
+  EXPECT_EQ(ReadJsonl(other.dir + "/out.jsonl"), resumed);
+}
+
 // --kv_cache_free_share sizes the pool from free memory, and the ranks agree
 // on the smallest (rank 0 hands out block ids every rank's pool must have):
 // the job runs at 2 ranks with a larger pool than the default.

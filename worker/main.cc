@@ -171,45 +171,6 @@ absl::Status Serve(const JobFlags& flags, const WorkerEnvironment& env, LoadedRa
   return RunServer(*loaded.model.model, *peers.host, *loaded.tokenizer, serving);
 }
 
-// Rank 0 prints and writes each batch as it finishes: Ctrl-C or a later
-// failure keeps what is done, and a long job shows its progress.
-class BatchResults {
- public:
-  BatchResults(const Job& job, bool logprobs, std::unique_ptr<ResultsFile> output)
-      : job_(job), logprobs_(logprobs), output_(std::move(output)), start_(std::chrono::steady_clock::now()) {}
-
-  absl::Status Keep(size_t first, absl::Span<const Completion> batch) {
-    std::vector<std::string> lines;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const Completion& c = batch[i];
-      tokens_ += c.token_ids.size();
-      std::fputs((job_.chat ? FormatChatCompletion(job_.dialogs[first + i], c)
-                            : FormatTextCompletion(job_.prompts[first + i], c))
-                     .c_str(),
-                 stdout);
-      lines.push_back(CompletionJson(c, job_.chat, logprobs_));
-    }
-    std::fflush(stdout);
-    if (output_) RETURN_IF_ERROR(output_->Append(lines));
-    std::fprintf(stderr, "%s%zu/%zu %s done, %zu tokens generated, %.1f tokens/s\n", kProgressPrefix,
-                 first + batch.size(), total(), job_.chat ? "dialogs" : "prompts", tokens_,
-                 tokens_ / std::max(seconds(), 1e-9));
-    std::fflush(stderr);
-    return absl::OkStatus();
-  }
-
-  size_t total() const { return job_.chat ? job_.dialogs.size() : job_.prompts.size(); }
-  size_t tokens() const { return tokens_; }
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
-
- private:
-  const Job& job_;
-  const bool logprobs_;
-  const std::unique_ptr<ResultsFile> output_;
-  const std::chrono::steady_clock::time_point start_;
-  size_t tokens_ = 0;
-};
-
 SamplingOptions SamplingFromFlags(const JobFlags& flags) {
   SamplingOptions sampling;
   sampling.temperature = static_cast<float>(flags.temperature);
@@ -220,6 +181,105 @@ SamplingOptions SamplingFromFlags(const JobFlags& flags) {
   sampling.seed = flags.seed;
   return sampling;
 }
+
+// Names a batch job's inputs in each line of its --output, so a rerun
+// resumes only the same job: the prompts or dialogs and the flags that
+// shape their answers.
+std::string JobKey(const Job& job, const JobFlags& flags) {
+  const std::string inputs =
+      absl::StrCat(SerializeJob(job), "\n", flags.temperature, " ", flags.top_p, " ", flags.max_gen_len, " ",
+                   flags.seed, " ", flags.logprobs, " ", flags.echo);
+  return absl::StrFormat("%016x", XXH3_64bits(inputs.data(), inputs.size()));
+}
+
+// The prompts a batch job still has to run: all, or on a rerun with the same
+// --output those without an answer there.
+struct BatchOutput {
+  std::string job_key;
+  std::vector<size_t> todo;
+  std::unique_ptr<ResultsFile> file;  // Null without --output.
+};
+
+// Checked before loading: another job's --output is refused in seconds.
+absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, const Job& job) {
+  BatchOutput output;
+  output.job_key = JobKey(job, flags);
+  const size_t total = job.chat ? job.dialogs.size() : job.prompts.size();
+  PreviousResults previous;
+  if (!flags.output.empty()) {
+    ASSIGN_OR_RETURN(previous, ResumeResults(flags.output, output.job_key, total));
+    ASSIGN_OR_RETURN(output.file, ResultsFile::Create(flags.output, previous.lines));
+  }
+  for (size_t i = 0; i < total; ++i) {
+    if (previous.done.count(i) == 0) output.todo.push_back(i);
+  }
+  if (!previous.done.empty()) {
+    std::fprintf(stderr, "%sresuming: %zu of %zu %s done (in %s)\n", kProgressPrefix, previous.done.size(), total,
+                 job.chat ? "dialogs" : "prompts", flags.output.c_str());
+    std::fflush(stderr);
+  }
+  return output;
+}
+
+// Rank 0 prints and writes each batch as it finishes: Ctrl-C or a later
+// failure keeps what is done, and a long job shows its progress. A prompt
+// that could not run is reported and written as an error line.
+class BatchResults {
+ public:
+  BatchResults(const Job& job, bool logprobs, BatchOutput output)
+      : job_(job), logprobs_(logprobs), output_(std::move(output)), start_(std::chrono::steady_clock::now()) {}
+
+  // `first` counts in todo().
+  absl::Status Keep(size_t first, absl::Span<const Completion> batch) {
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Completion& c = batch[i];
+      const size_t index = output_.todo[first + i];
+      if (c.status.ok()) {
+        tokens_ += c.token_ids.size();
+        std::fputs((job_.chat ? FormatChatCompletion(job_.dialogs[index], c)
+                              : FormatTextCompletion(job_.prompts[index], c))
+                       .c_str(),
+                   stdout);
+      } else {
+        ++failed_;
+        std::fprintf(stderr, "error: %s %zu cannot run: %s\n", job_.chat ? "dialog" : "prompt", index,
+                     std::string(c.status.message()).c_str());
+      }
+      lines.push_back(ResultLine(index, output_.job_key, c, job_.chat, logprobs_));
+    }
+    std::fflush(stdout);
+    if (output_.file) RETURN_IF_ERROR(output_.file->Append(lines));
+    std::fprintf(stderr, "%s%zu/%zu %s done, %zu tokens generated, %.1f tokens/s\n", kProgressPrefix,
+                 total() - output_.todo.size() + first + batch.size(), total(), kind(), tokens_,
+                 tokens_ / std::max(seconds(), 1e-9));
+    std::fflush(stderr);
+    return absl::OkStatus();
+  }
+
+  // The job's end: an error saying how many prompts failed, if any did.
+  absl::Status Outcome() const {
+    if (failed_ == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%zu of %zu %s could not run (above, and as \"error\" lines%s); the others completed", failed_, total(),
+        kind(), output_.file ? " in --output" : ""));
+  }
+
+  const std::vector<size_t>& todo() const { return output_.todo; }
+  size_t total() const { return job_.chat ? job_.dialogs.size() : job_.prompts.size(); }
+  size_t tokens() const { return tokens_; }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  const char* kind() const { return job_.chat ? "dialogs" : "prompts"; }
+
+  const Job& job_;
+  const bool logprobs_;
+  const BatchOutput output_;
+  const std::chrono::steady_clock::time_point start_;
+  size_t tokens_ = 0;
+  size_t failed_ = 0;
+};
 
 absl::Status WriteSummary(int ranks, double load_seconds, const BatchResults& results) {
   const double seconds = results.seconds(), rate = results.tokens() / std::max(seconds, 1e-9);
@@ -232,26 +292,38 @@ absl::Status WriteSummary(int ranks, double load_seconds, const BatchResults& re
   return WriteLinesAtomically(FLAGS_summary_file, {summary.dump()});
 }
 
-absl::Status RunBatchJob(const JobFlags& flags, const WorkerEnvironment& env, const Job& job, LoadedRank& loaded,
-                         RankPeers& peers) {
+// Runs the prompts `output` has still to do, each failing alone.
+absl::Status RunBatchJob(const JobFlags& flags, const WorkerEnvironment& env, const Job& job, BatchOutput output,
+                         LoadedRank& loaded, RankPeers& peers) {
   LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
   EngineOptions engine_options;
   engine_options.prefix_caching = flags.enable_prefix_caching;
   Tokenizer& tokenizer = *loaded.tokenizer;
   Generator generator(&leader_model, &tokenizer, tokenizer.stop_ids(), engine_options);
   const SamplingOptions sampling = SamplingFromFlags(flags);
-  std::unique_ptr<ResultsFile> output;
-  if (!flags.output.empty()) {
-    ASSIGN_OR_RETURN(output, ResultsFile::Create(flags.output));
-  }
   BatchResults results(job, flags.logprobs, std::move(output));
-  LOG(INFO) << "generating for " << results.total() << (job.chat ? " dialog(s)" : " prompt(s)");
-  const auto keep = [&](size_t first, absl::Span<const Completion> batch) { return results.Keep(first, batch); };
-  RETURN_IF_ERROR((job.chat ? generator.ChatCompletion(job.dialogs, sampling, keep)
-                            : generator.TextCompletion(job.prompts, sampling, keep))
-                      .status());
+  LOG(INFO) << "generating for " << results.todo().size() << (job.chat ? " dialog(s)" : " prompt(s)");
+  if (!results.todo().empty()) {
+    BatchSelection selection;
+    selection.indices = results.todo();
+    selection.each_alone = true;
+    const auto keep = [&](size_t first, absl::Span<const Completion> batch) { return results.Keep(first, batch); };
+    std::vector<std::string> prompts;
+    std::vector<Dialog> dialogs;
+    for (size_t i : results.todo()) {
+      if (job.chat) {
+        dialogs.push_back(job.dialogs[i]);
+      } else {
+        prompts.push_back(job.prompts[i]);
+      }
+    }
+    RETURN_IF_ERROR((job.chat ? generator.ChatCompletion(dialogs, sampling, keep, selection)
+                              : generator.TextCompletion(prompts, sampling, keep, selection))
+                        .status());
+  }
   RETURN_IF_ERROR(leader_model.Stop());
-  return WriteSummary(env.world_size, loaded.load_seconds, results);
+  RETURN_IF_ERROR(WriteSummary(env.world_size, loaded.load_seconds, results));
+  return results.Outcome();
 }
 
 RendezvousOptions JoinOptions(const JobFlags& flags, const WorkerEnvironment& env) {
@@ -278,14 +350,23 @@ absl::Status Run() {
   const bool leader = env.rank == 0;
   if (!leader) FLAGS_minloglevel = google::GLOG_WARNING;  // Other ranks speak only of problems.
   ASSIGN_OR_RETURN(const Device device, ChooseDevice(flags.device));
-  LOG(INFO) << "rank " << env.rank << ": device " << DeviceName(device)
-            << (flags.device.empty() ? " (chosen: " : " (asked: ")
-            << (BuiltWithCuda() ? "this binary has the CUDA backend" : "this binary has no CUDA backend") << ")";
+  // Chosen, the device says why: ChooseDevice takes CUDA when the backend
+  // is built in and a GPU is visible.
+  const char* why = !flags.device.empty()              ? (BuiltWithCuda() ? "asked: this binary has the CUDA backend"
+                                                                          : "asked: this binary has no CUDA backend")
+                    : device == Device::kCuda ? "chosen: a GPU is visible"
+                    : BuiltWithCuda()         ? "chosen: no GPU visible"
+                                              : "chosen: this binary has no CUDA backend";
+  LOG(INFO) << "rank " << env.rank << ": device " << DeviceName(device) << " (" << why << ")";
 
   // Join first: loading can take minutes and has its own deadline.
   ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(JoinOptions(flags, env), env.local_rank));
   if (env.listen_fd >= 0) close(env.listen_fd);  // The store has its own copy, if it needed one.
   ASSIGN_OR_RETURN(const Job job, ShareJob(flags, env, peers));
+  BatchOutput output;
+  if (leader && !flags.serve) {
+    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, job));
+  }
   ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers));
   // Rank 0 runs the engine; the others run the steps it sends them.
   if (!leader) {
@@ -293,7 +374,7 @@ absl::Status Run() {
   } else if (flags.serve) {
     RETURN_IF_ERROR(Serve(flags, env, loaded, peers));
   } else {
-    RETURN_IF_ERROR(RunBatchJob(flags, env, job, loaded, peers));
+    RETURN_IF_ERROR(RunBatchJob(flags, env, job, std::move(output), loaded, peers));
   }
   if (peers.rendezvous) return peers.rendezvous->Finish();
   return absl::OkStatus();

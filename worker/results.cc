@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/durable_file.h"
+#include "base/status_macros.h"
 
 namespace llama {
 namespace {
@@ -40,8 +42,10 @@ std::string FormatChatCompletion(const Dialog& dialog, const Completion& complet
   return out;
 }
 
-std::string CompletionJson(const Completion& completion, bool chat, bool logprobs) {
-  nlohmann::ordered_json j;
+namespace {
+
+// The reference's fields of a completion, appended to `j` in its order.
+void AddCompletionFields(const Completion& completion, bool chat, bool logprobs, nlohmann::ordered_json& j) {
   if (chat) {
     j["generation"] = {{"role", "assistant"}, {"content", completion.generation}};
   } else {
@@ -52,7 +56,64 @@ std::string CompletionJson(const Completion& completion, bool chat, bool logprob
     j["tokens"] = completion.tokens;
     j["logprobs"] = completion.logprobs;
   }
+}
+
+std::string Dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string CompletionJson(const Completion& completion, bool chat, bool logprobs) {
+  nlohmann::ordered_json j;
+  AddCompletionFields(completion, chat, logprobs, j);
+  return Dump(j);
+}
+
+std::string ResultLine(size_t index, const std::string& job_key, const Completion& completion, bool chat,
+                       bool logprobs) {
+  nlohmann::ordered_json j;
+  j["index"] = index;
+  if (completion.status.ok()) {
+    AddCompletionFields(completion, chat, logprobs, j);
+  } else {
+    j["error"] = std::string(completion.status.message());
+  }
+  j["job"] = job_key;
+  return Dump(j);
+}
+
+absl::StatusOr<PreviousResults> ResumeResults(const std::string& path, const std::string& job_key, size_t total) {
+  PreviousResults previous;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return previous;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto refuse = [&](size_t line_number, absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--output \"%s\" line %d %s: it is not this job's (other prompts, dialogs or sampling flags), so it is "
+        "neither resumed nor overwritten; move it away or choose another --output (a rerun of the same job "
+        "resumes it)",
+        path, line_number, why));
+  };
+  size_t start = 0;
+  for (size_t line_number = 1; start < text.size(); ++line_number) {
+    const size_t end = text.find('\n', start);
+    if (end == std::string::npos) break;  // Cut short: that prompt runs again.
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return refuse(line_number, "is not a JSON object");
+    const auto key = j.find("job");
+    if (key == j.end() || !key->is_string()) return refuse(line_number, "names no job");
+    if (key->get<std::string>() != job_key) return refuse(line_number, "is of another job");
+    const auto index = j.find("index");
+    if (index == j.end() || !index->is_number_unsigned() || index->get<size_t>() >= total) {
+      return refuse(line_number, "has no index of this job");
+    }
+    if (j.contains("error") || !previous.done.insert(index->get<size_t>()).second) continue;
+    previous.lines.push_back(line);
+  }
+  return previous;
 }
 
 absl::Status WriteLinesAtomically(const std::string& path, const std::vector<std::string>& lines) {
@@ -72,8 +133,10 @@ absl::Status WriteLinesAtomically(const std::string& path, const std::vector<std
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<ResultsFile>> ResultsFile::Create(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+absl::StatusOr<std::unique_ptr<ResultsFile>> ResultsFile::Create(const std::string& path,
+                                                                 const std::vector<std::string>& kept) {
+  if (!kept.empty()) RETURN_IF_ERROR(WriteLinesAtomically(path, kept));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (kept.empty() ? O_TRUNC : O_APPEND), 0644);
   if (fd < 0) {
     return absl::PermissionDeniedError(absl::StrFormat("--output \"%s\": cannot create: %s", path, std::strerror(errno)));
   }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -100,6 +101,50 @@ TEST(ResultsTest, ResultsFileKeepsEachBatch) {
   ASSERT_TRUE((*file)->Append({"{\"c\": 3}"}).ok());
   EXPECT_EQ(read(), "{\"a\": 1}\n{\"b\": 2}\n{\"c\": 3}\n");
   EXPECT_EQ(ResultsFile::Create("/nonexistent/out.jsonl").status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST(ResultsTest, EveryLineCarriesItsIndexAndJob) {
+  EXPECT_EQ(ResultLine(7, "k1", Sample(), false, false),
+            R"({"index":7,"generation":" Paris \"quoted\"","token_ids":[3,4],"job":"k1"})");
+  Completion failed;
+  failed.status = absl::InvalidArgumentError("prompt 3 has 900 tokens");
+  EXPECT_EQ(ResultLine(3, "k1", failed, true, true), R"({"index":3,"error":"prompt 3 has 900 tokens","job":"k1"})");
+}
+
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+// A rerun keeps the answered lines of the same job; an error line and a line
+// cut short run again; another job's file is refused, never overwritten.
+TEST(ResultsTest, ResumesOnlyTheSameJob) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/resume.jsonl";
+  absl::StatusOr<PreviousResults> none = ResumeResults(path + ".absent", "k1", 4);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->done.empty());
+  Completion failed;
+  failed.status = absl::InvalidArgumentError("too long");
+  const std::string a = ResultLine(0, "k1", Sample(), false, false), b = ResultLine(2, "k1", Sample(), false, false);
+  WriteText(path, a + "\n" + ResultLine(1, "k1", failed, false, false) + "\n" + b + "\n{\"index\":3,\"gen");
+  absl::StatusOr<PreviousResults> previous = ResumeResults(path, "k1", 4);
+  ASSERT_TRUE(previous.ok()) << previous.status();
+  EXPECT_EQ(previous->done, (std::set<size_t>{0, 2}));
+  EXPECT_EQ(previous->lines, (std::vector<std::string>{a, b}));
+  // The file starts again from the kept lines, and the next batch follows.
+  {
+    absl::StatusOr<std::unique_ptr<ResultsFile>> file = ResultsFile::Create(path, previous->lines);
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_TRUE((*file)->Append({"next"}).ok());
+  }
+  EXPECT_EQ(ReadAll(path), a + "\n" + b + "\nnext\n");
+
+  WriteText(path, a + "\n");
+  absl::StatusOr<PreviousResults> other = ResumeResults(path, "k2", 4);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("line 1 is of another job"), std::string::npos) << other.status();
+  WriteText(path, "{\"generation\":\"x\",\"token_ids\":[1]}\n");
+  EXPECT_NE(ResumeResults(path, "k1", 4).status().message().find("line 1 names no job"), std::string::npos);
+  WriteText(path, a + "\n");
+  EXPECT_NE(ResumeResults(path, "k1", 0).status().message().find("has no index of this job"), std::string::npos);
+  EXPECT_EQ(ReadAll(path), a + "\n");
 }
 
 }  // namespace

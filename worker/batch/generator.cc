@@ -39,32 +39,39 @@ absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
   return absl::OkStatus();
 }
 
-absl::Status Generator::CheckPrompts(const std::vector<std::vector<int>>& prompts) const {
-  if (prompts.empty()) return absl::InvalidArgumentError("no prompts: expected at least one");
+absl::Status Generator::CheckPrompt(size_t index, const std::vector<int>& prompt) const {
   const int64_t max_seq_len = model_->limits().max_seq_len;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    if (prompts[i].empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat("prompt %d is empty: expected at least one token (BOS)", i));
-    }
-    if (static_cast<int64_t>(prompts[i].size()) > max_seq_len) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "prompt %d has %d tokens, more than max_seq_len %d; shorten it or raise --max_seq_len", i,
-          prompts[i].size(), max_seq_len));
-    }
-    for (int token : prompts[i]) {
-      if (token < 0 || token >= model_->limits().vocab_size) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "prompt %d: token id %d outside the vocabulary [0, %d)", i, token, model_->limits().vocab_size));
-      }
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat("prompt %d is empty: expected at least one token (BOS)", index));
+  }
+  if (static_cast<int64_t>(prompt.size()) > max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "prompt %d has %d tokens, more than max_seq_len %d; shorten it or raise --max_seq_len", index, prompt.size(),
+        max_seq_len));
+  }
+  for (int token : prompt) {
+    if (token < 0 || token >= model_->limits().vocab_size) {
+      return absl::InvalidArgumentError(absl::StrFormat("prompt %d: token id %d outside the vocabulary [0, %d)", index,
+                                                        token, model_->limits().vocab_size));
     }
   }
   return absl::OkStatus();
 }
 
+namespace {
+
+size_t JobIndex(const BatchSelection& selection, size_t i) {
+  return selection.indices.empty() ? i : selection.indices[i];
+}
+
+}  // namespace
+
 absl::Status Generator::SubmitRows(Engine& engine, const std::vector<std::vector<int>>& prompts,
-                                   const SamplingOptions& options, std::vector<Row>& rows) const {
+                                   const SamplingOptions& options, const BatchSelection& selection,
+                                   std::vector<Row>& rows) const {
   for (size_t i = 0; i < prompts.size(); ++i) {
     Row& row = rows[i];
+    if (!row.status.ok()) continue;
     row.tokens = prompts[i];
     if (options.logprobs) row.logprobs.assign(prompts[i].size(), 0.0f);
     EngineRequest request;
@@ -72,7 +79,7 @@ absl::Status Generator::SubmitRows(Engine& engine, const std::vector<std::vector
     request.temperature = options.temperature;
     request.top_p = options.top_p;
     // A row's stream does not depend on the other rows or the batch size.
-    request.seed = cpu::StreamSeed(options.seed, i);
+    request.seed = cpu::StreamSeed(options.seed, JobIndex(selection, i));
     request.max_new_tokens = options.max_gen_len.value_or(model_->limits().max_seq_len - 1);
     request.stop_ids = stop_ids_;
     request.prompt_logprobs = options.logprobs && options.echo;
@@ -116,29 +123,51 @@ Generation Generator::Output(const Row& row, size_t prompt_len, const SamplingOp
 
 absl::StatusOr<std::vector<Generation>> Generator::Generate(const std::vector<std::vector<int>>& prompts,
                                                             const SamplingOptions& options,
-                                                            const GenerationsDone& on_batch) {
+                                                            const GenerationsDone& on_batch,
+                                                            const BatchSelection& selection) {
+  return GenerateRows(prompts, std::vector<absl::Status>(prompts.size()), options, on_batch, selection);
+}
+
+absl::StatusOr<std::vector<Generation>> Generator::GenerateRows(const std::vector<std::vector<int>>& prompts,
+                                                                std::vector<absl::Status> errors,
+                                                                const SamplingOptions& options,
+                                                                const GenerationsDone& on_batch,
+                                                                const BatchSelection& selection) {
   RETURN_IF_ERROR(CheckOptions(options));
-  RETURN_IF_ERROR(CheckPrompts(prompts));
+  if (prompts.empty()) return absl::InvalidArgumentError("no prompts: expected at least one");
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (errors[i].ok()) errors[i] = CheckPrompt(JobIndex(selection, i), prompts[i]);
+    if (!selection.each_alone) RETURN_IF_ERROR(errors[i]);
+  }
   Engine engine(model_, engine_options_);
   std::vector<Row> rows(prompts.size());  // Never resized: the requests' sinks hold its rows.
-  RETURN_IF_ERROR(SubmitRows(engine, prompts, options, rows));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    rows[i].status = errors[i];
+    rows[i].done = !errors[i].ok();
+  }
+  RETURN_IF_ERROR(SubmitRows(engine, prompts, options, selection, rows));
 
   std::vector<Generation> results(prompts.size());
   const size_t batch = model_->limits().max_batch_size;
   size_t reported = 0;
-  while (reported < prompts.size()) {
-    RETURN_IF_ERROR(engine.Step());
+  while (true) {
     // Runs of `batch` finished prompts go to on_batch in order.
     while (reported < prompts.size()) {
       const size_t end = std::min(prompts.size(), reported + batch);
       if (!std::all_of(rows.begin() + reported, rows.begin() + end, [](const Row& r) { return r.done; })) break;
       for (size_t i = reported; i < end; ++i) {
-        RETURN_IF_ERROR(rows[i].status);
-        results[i] = Output(rows[i], prompts[i].size(), options);
+        if (!selection.each_alone) RETURN_IF_ERROR(rows[i].status);
+        if (rows[i].status.ok()) {
+          results[i] = Output(rows[i], prompts[i].size(), options);
+        } else {
+          results[i].status = rows[i].status;
+        }
       }
       if (on_batch) RETURN_IF_ERROR(on_batch(reported, absl::MakeConstSpan(results).subspan(reported, end - reported)));
       reported = end;
     }
+    if (reported == prompts.size()) break;
+    RETURN_IF_ERROR(engine.Step());
   }
   return results;
 }
@@ -148,6 +177,11 @@ absl::StatusOr<std::vector<Completion>> Generator::Decode(absl::Span<const Gener
   std::vector<Completion> completions;
   for (const Generation& g : generations) {
     Completion c;
+    c.status = g.status;
+    if (!g.status.ok()) {
+      completions.push_back(std::move(c));
+      continue;
+    }
     ASSIGN_OR_RETURN(c.generation, tokenizer_->Decode(g.tokens));
     c.token_ids = g.tokens;
     c.logprobs = g.logprobs;
@@ -162,51 +196,59 @@ absl::StatusOr<std::vector<Completion>> Generator::Decode(absl::Span<const Gener
   return completions;
 }
 
-absl::StatusOr<std::vector<Completion>> Generator::Complete(const std::vector<std::vector<int>>& prompt_tokens,
-                                                            const std::vector<bool>& unsafe,
-                                                            const SamplingOptions& options,
-                                                            const CompletionsDone& on_batch) {
+absl::StatusOr<std::vector<Completion>> Generator::Complete(
+    const std::vector<absl::StatusOr<std::vector<int>>>& encoded, const std::vector<bool>& unsafe,
+    const SamplingOptions& options, const CompletionsDone& on_batch, const BatchSelection& selection) {
+  std::vector<std::vector<int>> prompt_tokens(encoded.size());
+  std::vector<absl::Status> errors(encoded.size());
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    if (!encoded[i].ok() && !selection.each_alone) return encoded[i].status();
+    if (encoded[i].ok()) prompt_tokens[i] = *encoded[i];
+    errors[i] = encoded[i].status();
+  }
   std::vector<Completion> completions;
   const auto decode_batch = [&](size_t first, absl::Span<const Generation> batch) -> absl::Status {
     ASSIGN_OR_RETURN(std::vector<Completion> decoded, Decode(batch, options));
     for (size_t i = 0; i < decoded.size(); ++i) {
-      if (unsafe[first + i]) decoded[i].generation = std::string(kUnsafeRequestAnswer);
+      if (unsafe[first + i] && decoded[i].status.ok()) decoded[i].generation = std::string(kUnsafeRequestAnswer);
     }
     if (on_batch) RETURN_IF_ERROR(on_batch(first, decoded));
     for (Completion& c : decoded) completions.push_back(std::move(c));
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(Generate(prompt_tokens, options, decode_batch).status());
+  RETURN_IF_ERROR(GenerateRows(prompt_tokens, std::move(errors), options, decode_batch, selection).status());
   return completions;
 }
 
 absl::StatusOr<std::vector<Completion>> Generator::TextCompletion(const std::vector<std::string>& prompts,
                                                                   const SamplingOptions& options,
-                                                                  const CompletionsDone& on_batch) {
+                                                                  const CompletionsDone& on_batch,
+                                                                  const BatchSelection& selection) {
   if (tokenizer_ == nullptr) return absl::FailedPreconditionError("TextCompletion needs a tokenizer");
-  std::vector<std::vector<int>> prompt_tokens;
-  for (const std::string& prompt : prompts) {
-    ASSIGN_OR_RETURN(std::vector<int> ids, tokenizer_->Encode(prompt, /*bos=*/true, /*eos=*/false));
-    prompt_tokens.push_back(std::move(ids));
-  }
-  return Complete(prompt_tokens, std::vector<bool>(prompts.size(), false), options, on_batch);
+  std::vector<absl::StatusOr<std::vector<int>>> encoded;
+  for (const std::string& prompt : prompts) encoded.push_back(tokenizer_->Encode(prompt, /*bos=*/true, /*eos=*/false));
+  return Complete(encoded, std::vector<bool>(prompts.size(), false), options, on_batch, selection);
 }
 
 absl::StatusOr<std::vector<Completion>> Generator::ChatCompletion(const std::vector<Dialog>& dialogs,
                                                                   const SamplingOptions& options,
-                                                                  const CompletionsDone& on_batch) {
+                                                                  const CompletionsDone& on_batch,
+                                                                  const BatchSelection& selection) {
   if (tokenizer_ == nullptr) return absl::FailedPreconditionError("ChatCompletion needs a tokenizer");
-  std::vector<std::vector<int>> prompt_tokens;
+  std::vector<absl::StatusOr<std::vector<int>>> encoded;
   std::vector<bool> unsafe;
   for (size_t i = 0; i < dialogs.size(); ++i) {
     absl::StatusOr<ChatPrompt> prompt = EncodeDialog(*tokenizer_, dialogs[i]);
     if (!prompt.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("dialog ", i, ": ", prompt.status().message()));
+      encoded.push_back(absl::InvalidArgumentError(
+          absl::StrCat("dialog ", JobIndex(selection, i), ": ", prompt.status().message())));
+      unsafe.push_back(false);
+      continue;
     }
-    prompt_tokens.push_back(std::move(prompt->tokens));
+    encoded.push_back(std::move(prompt->tokens));
     unsafe.push_back(prompt->unsafe);
   }
-  return Complete(prompt_tokens, unsafe, options, on_batch);
+  return Complete(encoded, unsafe, options, on_batch, selection);
 }
 
 }  // namespace llama

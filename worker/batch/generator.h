@@ -46,16 +46,34 @@ struct SamplingOptions {
 };
 
 struct Generation {
+  // Set only by the batch job's form (BatchSelection::each_alone): why
+  // this prompt did not run; the other fields are then empty.
+  absl::Status status;
   std::vector<int> tokens;
   std::vector<float> logprobs;  // Empty unless options.logprobs.
 };
 
 // The shape of the reference's text_completion / chat_completion results.
 struct Completion {
+  absl::Status status;                // As Generation::status.
   std::string generation;             // Decoded text (for chat: the content).
   std::vector<int> token_ids;
   std::vector<std::string> tokens;    // Each id decoded alone.
   std::vector<float> logprobs;        // Empty unless options.logprobs.
+};
+
+// The batch job's form of a call: some of the job's prompts (a resumed job
+// runs those not done yet), each failing alone.
+struct BatchSelection {
+  // The job's index of each prompt given, in order: prompt i samples from
+  // stream (seed, indices[i]) and is named by it in errors, as in a job that
+  // ran them all. Empty: 0, 1, ...
+  std::vector<size_t> indices;
+  // A prompt that cannot run (it does not encode, is empty, longer than
+  // max_seq_len, outside the vocabulary, or the engine fails it) gets a
+  // result whose status says why, and the others run; otherwise the first
+  // such prompt fails the call.
+  bool each_alone = false;
 };
 
 // Not thread-safe: one call at a time (each runs an engine over the model's
@@ -79,36 +97,51 @@ class Generator {
 
   absl::StatusOr<std::vector<Generation>> Generate(const std::vector<std::vector<int>>& prompt_tokens,
                                                    const SamplingOptions& options,
-                                                   const GenerationsDone& on_batch = nullptr);
+                                                   const GenerationsDone& on_batch = nullptr,
+                                                   const BatchSelection& selection = {});
 
   // Prompts encoded with BOS; results decoded.
   absl::StatusOr<std::vector<Completion>> TextCompletion(const std::vector<std::string>& prompts,
                                                          const SamplingOptions& options,
-                                                         const CompletionsDone& on_batch = nullptr);
+                                                         const CompletionsDone& on_batch = nullptr,
+                                                         const BatchSelection& selection = {});
 
   // Dialogs in the Llama 2 chat format; a dialog with special tags gets
   // kUnsafeRequestAnswer as its content, as in the reference.
   absl::StatusOr<std::vector<Completion>> ChatCompletion(const std::vector<Dialog>& dialogs,
                                                          const SamplingOptions& options,
-                                                         const CompletionsDone& on_batch = nullptr);
+                                                         const CompletionsDone& on_batch = nullptr,
+                                                         const BatchSelection& selection = {});
 
  private:
   struct Row;
   absl::Status CheckOptions(const SamplingOptions& options) const;
-  // Each prompt non-empty, within max_seq_len and the vocabulary.
-  absl::Status CheckPrompts(const std::vector<std::vector<int>>& prompts) const;
-  // One engine request per prompt, whose events fill rows[i].
+  // The prompt non-empty, within max_seq_len and the vocabulary; `index`
+  // names it.
+  absl::Status CheckPrompt(size_t index, const std::vector<int>& prompt) const;
+  // One engine request per prompt that can run, whose events fill rows[i];
+  // a prompt with an error in `rows[i].status` is done already.
   absl::Status SubmitRows(Engine& engine, const std::vector<std::vector<int>>& prompts,
-                          const SamplingOptions& options, std::vector<Row>& rows) const;
+                          const SamplingOptions& options, const BatchSelection& selection,
+                          std::vector<Row>& rows) const;
   // A finished row as the reference returns it.
   Generation Output(const Row& row, size_t prompt_len, const SamplingOptions& options) const;
+  // Generate, with `errors[i]` (if not ok) as prompt i's result in place of
+  // running it.
+  absl::StatusOr<std::vector<Generation>> GenerateRows(const std::vector<std::vector<int>>& prompts,
+                                                       std::vector<absl::Status> errors,
+                                                       const SamplingOptions& options,
+                                                       const GenerationsDone& on_batch,
+                                                       const BatchSelection& selection);
   absl::StatusOr<std::vector<Completion>> Decode(absl::Span<const Generation> generations,
                                                  const SamplingOptions& options);
   // Generate, decoding each batch as it finishes; `unsafe[i]` replaces
-  // prompt i's answer with kUnsafeRequestAnswer.
-  absl::StatusOr<std::vector<Completion>> Complete(const std::vector<std::vector<int>>& prompt_tokens,
+  // prompt i's answer with kUnsafeRequestAnswer; a prompt whose
+  // `encoded[i]` is an error fails alone or fails the call, as `selection`
+  // says.
+  absl::StatusOr<std::vector<Completion>> Complete(const std::vector<absl::StatusOr<std::vector<int>>>& encoded,
                                                    const std::vector<bool>& unsafe, const SamplingOptions& options,
-                                                   const CompletionsDone& on_batch);
+                                                   const CompletionsDone& on_batch, const BatchSelection& selection);
 
   LanguageModel* model_;
   const Tokenizer* tokenizer_;

@@ -208,6 +208,45 @@ TEST(GeneratorTest, SamplingIsSeededPerRow) {
   EXPECT_TRUE(differs);
 }
 
+// The batch job's form: a bad prompt gets its error, named by its index in
+// the job, and the others run with the tokens (and, sampled, the streams)
+// they have in a job that runs them all.
+TEST(GeneratorTest, EachAloneABadPromptCostsOnlyItsOwnResult) {
+  ScriptedModel model;
+  Generator generator(&model, nullptr, {2});
+  SamplingOptions o;
+  o.temperature = 5.0f;
+  o.top_p = 1.0f;
+  o.max_gen_len = 6;
+  const std::vector<std::vector<int>> all = {{3}, std::vector<int>(17, 3), {5}, {}, {1, 4}};
+  BatchSelection selection;
+  selection.each_alone = true;
+  std::vector<size_t> reported;
+  absl::StatusOr<std::vector<Generation>> out =
+      generator.Generate(all, o, [&](size_t first, absl::Span<const Generation> batch) {
+        for (size_t i = 0; i < batch.size(); ++i) reported.push_back(first + i);
+        return absl::OkStatus();
+      }, selection);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(reported, ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_THAT((*out)[1].status.message(), HasSubstr("prompt 1 has 17 tokens, more than max_seq_len 16"));
+  EXPECT_THAT((*out)[3].status.message(), HasSubstr("prompt 3 is empty"));
+  EXPECT_THAT((*out)[1].tokens, IsEmpty());
+  for (int i : {0, 2, 4}) EXPECT_TRUE((*out)[i].status.ok()) << i;
+  // Strict, the same job fails at its first bad prompt.
+  EXPECT_THAT(generator.Generate(all, o).status().message(), HasSubstr("prompt 1 has 17 tokens"));
+  // Prompts 2 and 4 alone, as the job's prompts 2 and 4 (a resumed job):
+  // the same tokens as in the whole job.
+  const absl::StatusOr<std::vector<Generation>> whole = generator.Generate({{3}, {3}, {5}, {3}, {1, 4}}, o);
+  BatchSelection rest;
+  rest.indices = {2, 4};
+  const absl::StatusOr<std::vector<Generation>> resumed = generator.Generate({{5}, {1, 4}}, o, nullptr, rest);
+  ASSERT_TRUE(whole.ok() && resumed.ok());
+  EXPECT_EQ((*resumed)[0].tokens, (*whole)[2].tokens);
+  EXPECT_EQ((*resumed)[1].tokens, (*whole)[4].tokens);
+  EXPECT_EQ((*out)[2].tokens, (*whole)[2].tokens);
+}
+
 // A row's random stream is read once per sampled token, so the tokens do not
 // depend on how prompts are cut into steps or mixed with other rows' decoding.
 TEST(GeneratorTest, SampledTokensDoNotDependOnTheStepSize) {
