@@ -247,10 +247,27 @@ absl::Status PrepareModel(LaunchPlan& plan, PreparedJob& prepared) {
   std::string warning;
   RETURN_IF_ERROR(CheckJobInputs(plan.tokenizer_path, plan.job, &warning));
   if (!warning.empty()) std::fprintf(stderr, "launcher: warning: %s\n", warning.c_str());
+  // Found before converting, which can take minutes.
+  ASSIGN_OR_RETURN(prepared.worker_binary, FindWorker(plan.worker_binary));
   ASSIGN_OR_RETURN(prepared.shard_dir, PrepareJobShards(plan, prepared.token));
   prepared.tokenizer_path = plan.tokenizer_path;
-  ASSIGN_OR_RETURN(prepared.worker_binary, FindWorker(plan.worker_binary));
   return absl::OkStatus();
+}
+
+// The server's --port on node 0, tried before minutes of converting and
+// loading: rank 0 would find it taken only then. (Taken in between, rank 0
+// still says so when it listens.)
+absl::Status CheckServePort(const LaunchPlan& plan) {
+  if (plan.command != LaunchCommand::kServe || plan.world.node_rank != 0 || plan.job.port == 0) {
+    return absl::OkStatus();
+  }
+  const absl::StatusOr<net::Socket> probe = net::Listen(plan.job.host, plan.job.port);
+  if (probe.ok()) return absl::OkStatus();
+  const std::string why = absl::IsFailedPrecondition(probe.status())
+                              ? "is already in use (another server or program holds it)"
+                              : absl::StrCat("cannot be listened on: ", probe.status().message());
+  return absl::FailedPreconditionError(
+      absl::StrFormat("--port=%d on --host=%s %s; pick another --port or --host", plan.job.port, plan.job.host, why));
 }
 
 // The job's end, as the user reads it: the server's drain, an interrupt
@@ -302,6 +319,7 @@ absl::Status Execute(LaunchPlan plan) {
   }
   ASSIGN_OR_RETURN(prepared.ranks, LocalRanks(world));
   ASSIGN_OR_RETURN(prepared.token, JobToken(plan.token_file, plan.world.nnodes == 1));
+  RETURN_IF_ERROR(CheckServePort(plan));
   const auto prepare_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(PrepareModel(plan, prepared));
   const std::vector<WorkerLaunch> launches = WorkerLaunches(plan, prepared);

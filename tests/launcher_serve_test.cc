@@ -24,6 +24,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/net.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "tests/fixtures/sampled_golden.h"
 #include "tests/launcher_run.h"
@@ -86,6 +87,22 @@ TEST(LauncherServeTest, GreedyCompletionsEqualPyTorchAtOneAndTwoRanksAndSigtermD
 
 // Llama 3 through the chat endpoint (its header format, <|eot_id|> ending
 // the answer) at 2 ranks: PyTorch's greedy answers to the golden dialogs.
+// A --port already taken is refused before the checkpoint is converted or
+// the model loaded (minutes for a large model), naming the flag.
+TEST(LauncherServeTest, ATakenPortIsRefusedBeforeLoading) {
+  absl::StatusOr<net::Socket> taken = net::Listen("127.0.0.1", 0);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  const int port = *net::LocalPort(*taken);
+  const std::string shard_dir = TempDir() + "/serve_shards_taken_port";
+  LauncherRun run = Launch("taken_port", {"serve", "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"),
+                                          "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
+                                          "--shard_dir=" + shard_dir, "--host=127.0.0.1",
+                                          absl::StrCat("--port=", port), "--max_seq_len=128"});
+  EXPECT_EQ(ExitCodeOf(run, 30s), 1);
+  EXPECT_THAT(run.err(), HasSubstr(absl::StrCat("--port=", port, " on --host=127.0.0.1 is already in use")));
+  EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before checking the port";
+}
+
 TEST(LauncherServeTest, Llama3ChatEqualsPyTorch) {
   // The MP=2 checkpoint holds the weights whose goldens the MP=1 one has.
   std::ifstream file("tests/fixtures/engine_golden/llama3_bf16_mp1/golden.json");
