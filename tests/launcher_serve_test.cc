@@ -101,6 +101,15 @@ TEST(LauncherServeTest, ATakenPortIsRefusedBeforeLoading) {
   EXPECT_EQ(ExitCodeOf(run, 30s), 1);
   EXPECT_THAT(run.err(), HasSubstr(absl::StrCat("--port=", port, " on --host=127.0.0.1 is already in use")));
   EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before checking the port";
+
+  // An address that is not this host's (TEST-NET-3) cannot be listened on.
+  LauncherRun elsewhere = Launch("foreign_host", {"serve", "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"),
+                                                  "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
+                                                  "--shard_dir=" + shard_dir, "--host=203.0.113.7", "--port=8000",
+                                                  "--max_seq_len=128"});
+  EXPECT_EQ(ExitCodeOf(elsewhere, 30s), 1);
+  EXPECT_THAT(elsewhere.err(), HasSubstr("--port=8000 on --host=203.0.113.7 cannot be listened on: "));
+  EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before checking the host";
 }
 
 TEST(LauncherServeTest, Llama3ChatEqualsPyTorch) {

@@ -293,8 +293,11 @@ absl::Status WriteSummary(int ranks, double load_seconds, const BatchResults& re
 }
 
 // Runs the prompts `output` has still to do, each failing alone.
+// The job's own failure is returned; `failed_prompts` gets the error that
+// names the prompts which could not run (OK if none), for Run to report once
+// every rank is done.
 absl::Status RunBatchJob(const JobFlags& flags, const WorkerEnvironment& env, const Job& job, BatchOutput output,
-                         LoadedRank& loaded, RankPeers& peers) {
+                         LoadedRank& loaded, RankPeers& peers, absl::Status* failed_prompts) {
   LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
   EngineOptions engine_options;
   engine_options.prefix_caching = flags.enable_prefix_caching;
@@ -323,7 +326,8 @@ absl::Status RunBatchJob(const JobFlags& flags, const WorkerEnvironment& env, co
   }
   RETURN_IF_ERROR(leader_model.Stop());
   RETURN_IF_ERROR(WriteSummary(env.world_size, loaded.load_seconds, results));
-  return results.Outcome();
+  *failed_prompts = results.Outcome();
+  return absl::OkStatus();
 }
 
 RendezvousOptions JoinOptions(const JobFlags& flags, const WorkerEnvironment& env) {
@@ -369,15 +373,16 @@ absl::Status Run() {
   }
   ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers));
   // Rank 0 runs the engine; the others run the steps it sends them.
+  absl::Status failed_prompts;
   if (!leader) {
     RETURN_IF_ERROR(FollowLeader(*loaded.model.model, *peers.host));
   } else if (flags.serve) {
     RETURN_IF_ERROR(Serve(flags, env, loaded, peers));
   } else {
-    RETURN_IF_ERROR(RunBatchJob(flags, env, job, std::move(output), loaded, peers));
+    RETURN_IF_ERROR(RunBatchJob(flags, env, job, std::move(output), loaded, peers, &failed_prompts));
   }
-  if (peers.rendezvous) return peers.rendezvous->Finish();
-  return absl::OkStatus();
+  if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
+  return failed_prompts;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "worker/model/golden_fixture.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/planned_transformer.h"
+#include "worker/model/rank_plan.h"
 #include "worker/model/synthetic_weights.h"
 #include "worker/model/transformer.h"
 
@@ -116,6 +117,18 @@ TEST(TransformerTest, ImpossibleCacheSizeIsAClearError) {
       PlanAndCreateTransformer(*SyntheticWeights(config, DType::kF32), &comm, options);
   EXPECT_EQ(model.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(model.status().message(), HasSubstr("lower --kv_cache_gb"));
+}
+
+// A plan is for one rank: a communicator of another world is refused.
+TEST(TransformerTest, APlanOfAnotherRankIsRefused) {
+  const ModelConfig config = TinyConfig(/*n_layers=*/1, /*n_kv_heads=*/4);
+  ModelWeights weights = *SyntheticWeights(config, DType::kF32, 1, /*rank=*/0, /*world_size=*/2);
+  const absl::StatusOr<RankPlan> plan = PlanRank(weights, 0, 2, TransformerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  LocalCommunicator comm;
+  absl::StatusOr<std::unique_ptr<Transformer>> model = Transformer::Create(std::move(weights), &comm, *plan);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(), HasSubstr("the plan is for rank 0 of 2 but the communicator is rank 0 of 1"));
 }
 
 TEST(TransformerTest, KvCacheOfANonFloatTypeIsAClearError) {
