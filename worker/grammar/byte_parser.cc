@@ -1,0 +1,82 @@
+#include "worker/grammar/byte_parser.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace llama::grammar {
+
+ByteParser::ByteParser(const Grammar& grammar) : grammar_(grammar) {
+  std::vector<int32_t> stacks;
+  bool accepting = false;
+  for (const int32_t start : grammar_.alternatives(grammar_.root())) Expand(start, kBottom, stacks, accepting);
+  initial_ = InternState(std::move(stacks), accepting);
+}
+
+int32_t ByteParser::InternFrame(int32_t position, int32_t below) {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(position)) << 32) | static_cast<uint32_t>(below);
+  const auto [it, inserted] = frame_ids_.try_emplace(key, static_cast<int32_t>(frames_.size()));
+  if (inserted) frames_.push_back({position, below});
+  return it->second;
+}
+
+void ByteParser::Expand(int32_t position, int32_t below, std::vector<int32_t>& stacks, bool& accepting) {
+  if (stacks.size() > kMaxStacks) return;
+  const Element& e = grammar_.element(position);
+  switch (e.kind) {
+    case Element::kEnd:
+      // The rule is done: return to the frame below, or the sentence is.
+      if (below == kBottom) {
+        accepting = true;
+      } else {
+        const Frame f = frames_[below];
+        Expand(f.position, f.below, stacks, accepting);
+      }
+      return;
+    case Element::kBytes:
+      stacks.push_back(InternFrame(position, below));
+      return;
+    case Element::kRule: {
+      const bool tail = grammar_.element(position + 1).kind == Element::kEnd;
+      const int32_t callee_below = tail ? below : InternFrame(position + 1, below);
+      for (const int32_t start : grammar_.alternatives(e.value)) Expand(start, callee_below, stacks, accepting);
+      return;
+    }
+  }
+}
+
+ByteParser::StateId ByteParser::InternState(std::vector<int32_t> stacks, bool accepting) {
+  std::sort(stacks.begin(), stacks.end());
+  stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+  if (stacks.size() > kMaxStacks) {
+    overflowed_ = true;
+    return kDead;
+  }
+  if (stacks.empty() && !accepting) return kDead;
+  auto key = std::make_pair(stacks, accepting);
+  const auto [it, inserted] = state_ids_.try_emplace(std::move(key), static_cast<StateId>(states_.size()));
+  if (inserted) states_.push_back({std::move(stacks), accepting, {}});
+  return it->second;
+}
+
+ByteParser::StateId ByteParser::Advance(StateId state, uint8_t b) {
+  scratch_.clear();
+  bool accepting = false;
+  // A copy: InternState below may reallocate states_.
+  const std::vector<int32_t> stacks = states_[state].stacks;
+  for (const int32_t top : stacks) {
+    const Frame f = frames_[top];
+    if (!grammar_.byte_set(grammar_.element(f.position).value).Has(b)) continue;
+    Expand(f.position + 1, f.below, scratch_, accepting);
+  }
+  return InternState(std::move(scratch_), accepting);
+}
+
+ByteParser::StateId ByteParser::Learn(StateId state, uint8_t b) {
+  const StateId to = Advance(state, b);
+  std::vector<StateId>& next = states_[state].next;
+  if (next.empty()) next.assign(256, kUnknown);
+  next[b] = to;
+  return to;
+}
+
+}  // namespace llama::grammar

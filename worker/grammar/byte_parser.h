@@ -1,0 +1,88 @@
+// A parser of a Grammar's sentences one byte at a time: a pushdown
+// automaton whose states are memoized, so that feeding a byte to a state
+// seen before is one table lookup. The token matcher (token_matcher.h)
+// walks a trie of the vocabulary's bytes through it, where the same
+// (state, byte) pairs come up again and again.
+//
+// A stack is a persistent linked list of frames (a position in the
+// grammar's elements, the frame below), interned so that equal stacks are
+// one id; the top frame's position is always at a byte set. A state is the
+// set of stacks the input so far can have left (more than one where the
+// grammar is ambiguous or a choice is not yet decided) and whether the
+// input so far is a whole sentence. Calls in tail position push no frame,
+// so repetitions (right-recursive rules) do not deepen the stack.
+//
+// Not thread-safe: callers serialize (TokenAutomaton holds a lock).
+
+#ifndef LLAMA_WORKER_GRAMMAR_BYTE_PARSER_H_
+#define LLAMA_WORKER_GRAMMAR_BYTE_PARSER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "worker/grammar/grammar.h"
+
+namespace llama::grammar {
+
+class ByteParser {
+ public:
+  using StateId = int32_t;
+  static constexpr StateId kDead = -1;  // No sentence starts with the input.
+
+  explicit ByteParser(const Grammar& grammar);
+
+  StateId initial() const { return initial_; }
+  // The state after byte b; kDead when no sentence continues so.
+  StateId Next(StateId state, uint8_t b) {
+    const std::vector<StateId>& next = states_[state].next;
+    if (!next.empty() && next[b] != kUnknown) return next[b];
+    return Learn(state, b);
+  }
+  // The input so far is a sentence.
+  bool accepting(StateId state) const { return states_[state].accepting; }
+  // Some byte may follow.
+  bool live(StateId state) const { return !states_[state].stacks.empty(); }
+  // A state with more stacks than kMaxStacks was cut to kDead: the grammar
+  // is too ambiguous to follow (see TokenMatcher::Accept).
+  bool overflowed() const { return overflowed_; }
+  int64_t states() const { return static_cast<int64_t>(states_.size()); }
+
+  static constexpr size_t kMaxStacks = 1 << 16;
+
+ private:
+  static constexpr StateId kUnknown = -2;
+  static constexpr int32_t kBottom = -1;  // Below the last frame.
+
+  struct Frame {
+    int32_t position;
+    int32_t below;
+  };
+  struct State {
+    std::vector<int32_t> stacks;  // Sorted frame ids.
+    bool accepting = false;
+    std::vector<StateId> next;  // By byte, filled as asked; empty until then.
+  };
+
+  int32_t InternFrame(int32_t position, int32_t below);
+  // Adds the stacks that reach a byte set from `position` over `below`.
+  void Expand(int32_t position, int32_t below, std::vector<int32_t>& stacks, bool& accepting);
+  StateId InternState(std::vector<int32_t> stacks, bool accepting);
+  StateId Advance(StateId state, uint8_t b);
+  // Next's first time for (state, b).
+  StateId Learn(StateId state, uint8_t b);
+
+  const Grammar& grammar_;
+  std::vector<Frame> frames_;
+  absl::flat_hash_map<uint64_t, int32_t> frame_ids_;
+  std::vector<State> states_;
+  absl::flat_hash_map<std::pair<std::vector<int32_t>, bool>, StateId> state_ids_;
+  StateId initial_ = kDead;
+  bool overflowed_ = false;
+  std::vector<int32_t> scratch_;
+};
+
+}  // namespace llama::grammar
+
+#endif  // LLAMA_WORKER_GRAMMAR_BYTE_PARSER_H_
