@@ -25,6 +25,7 @@ struct Engine::Sequence {
   cpu::Rng rng{0};
   absl::flat_hash_map<int, int> generated_counts;  // For the penalties.
   std::vector<LogitAdjustment> adjustments;        // Its next choice's, while the model runs.
+  std::shared_ptr<const grammar::TokenMask> mask;  // Likewise, with a grammar.
   uint64_t admission = 0;  // Order of its latest admission.
   bool counted = false;    // Its prompt is in the stats.
   bool finished = false;
@@ -132,6 +133,11 @@ void Engine::Intake() {
     if (s->prompt_len >= s->limit && !s->scoring()) {
       ReportPromptLogprobs(*s);
       Finish(*s, FinishReason::kLength);
+      continue;
+    }
+    // A grammar that matches only the empty text.
+    if (s->request.grammar != nullptr && s->request.grammar->complete() && !s->scoring()) {
+      Finish(*s, FinishReason::kStop);
       continue;
     }
     waiting_.push_back(std::move(s));
@@ -336,6 +342,11 @@ TokenChoice Engine::NextChoice(Sequence& s, bool chooses) {
     s.UpdateAdjustments();
     choice.adjustments = s.adjustments;
   }
+  if (s.request.grammar != nullptr && chooses) {
+    s.mask = s.request.grammar->Allowed();
+    choice.allowed = s.mask->data();
+    if (s.request.grammar->accepting()) choice.also_allowed = s.request.stop_ids;
+  }
   return choice;
 }
 
@@ -375,10 +386,23 @@ bool Engine::AcceptChosen(Sequence& s, int64_t take, const ChosenToken& chosen) 
   const std::vector<int>& stops = s.request.stop_ids;
   if (std::find(stops.begin(), stops.end(), chosen.token) != stops.end()) {
     Finish(s, FinishReason::kStop);
+  } else if (s.request.grammar != nullptr && !AcceptByGrammar(s, chosen.token)) {
+    // Ended by the grammar: complete, or (a bug) a token it did not allow.
   } else if (s.length() >= s.limit) {
     Finish(s, FinishReason::kLength);
   }
   return true;
+}
+
+bool Engine::AcceptByGrammar(Sequence& s, int token) {
+  s.mask.reset();
+  if (absl::Status accepted = s.request.grammar->Accept(token); !accepted.ok()) {
+    Finish(s, FinishReason::kError, accepted);
+    return false;
+  }
+  if (!s.request.grammar->complete()) return true;
+  Finish(s, FinishReason::kStop);
+  return false;
 }
 
 absl::Status Engine::Run(const std::vector<Scheduled>& plan) {

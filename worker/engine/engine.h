@@ -34,6 +34,7 @@
 #include "absl/types/span.h"
 #include "ops/cpu/sampling.h"
 #include "worker/engine/kv_block_pool.h"
+#include "worker/grammar/token_matcher.h"
 #include "worker/model/language_model.h"
 
 namespace llama {
@@ -84,6 +85,11 @@ struct EngineRequest {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::vector<LogitAdjustment> logit_bias;
+  // Structured output: only tokens the grammar allows are chosen (masked
+  // before the penalties and filters), a stop id only where the grammar
+  // may end, and the request ends (kStop) when nothing more can follow.
+  // Its vocabulary must be the model's.
+  std::shared_ptr<grammar::TokenMatcher> grammar;
   // Called on the thread that runs Step, without the engine's lock: it may
   // Submit or Cancel, and must be quick.
   std::function<void(const RequestEvent&)> sink;
@@ -190,6 +196,8 @@ class Engine {
   // After a fed piece of `take` positions: the chosen token appended and
   // reported if the piece reached the end; false while prompt is left.
   bool AcceptChosen(Sequence& s, int64_t take, const ChosenToken& chosen);
+  // Feeds the chosen token to s's grammar; false when that ended s.
+  bool AcceptByGrammar(Sequence& s, int token);
   void CacheFullBlocks(Sequence& s);
   void Fail(const absl::Status& status);
   int64_t PieceOf(const Sequence& s, int64_t budget, bool& scoring) const;

@@ -65,6 +65,11 @@ absl::Status CheckEngineRequest(const EngineRequest& request, int64_t vocab, int
     return absl::InvalidArgumentError(absl::StrFormat("min_new_tokens %d: expected 0 to max_new_tokens (%d)",
                                                       request.min_new_tokens, request.max_new_tokens.value_or(-1)));
   }
+  if (request.grammar != nullptr && request.grammar->vocab_size() != vocab) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "grammar: its token masks cover %d tokens; the model's vocabulary has %d (a tokenizer of another model?)",
+        request.grammar->vocab_size(), vocab));
+  }
   return absl::OkStatus();
 }
 

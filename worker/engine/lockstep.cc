@@ -75,6 +75,7 @@ std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const 
     Put<float>(out, choice.min_p);
     Put<int64_t>(out, static_cast<int64_t>(choice.adjustments.size()));
     PutAll<LogitAdjustment>(out, choice.adjustments);
+    Put<uint8_t>(out, choice.allowed != nullptr ? 1 : 0);
   }
   return out;
 }
@@ -111,6 +112,7 @@ absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedSt
   }
   step.choices.assign(with_choices ? count : 0, {});
   step.adjustments.assign(step.choices.size(), {});
+  step.masked.assign(step.choices.size(), false);
   for (size_t c = 0; c < step.choices.size(); ++c) {
     TokenChoice& choice = step.choices[c];
     RETURN_IF_ERROR(in.Get(choice.temperature, "a token choice's temperature"));
@@ -130,6 +132,9 @@ absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedSt
     step.adjustments[c].resize(adjustments);
     RETURN_IF_ERROR(in.GetAll(absl::MakeSpan(step.adjustments[c]), "a token choice's logit adjustments"));
     choice.adjustments = step.adjustments[c];
+    uint8_t masked = 0;
+    RETURN_IF_ERROR(in.Get(masked, "a token choice's mask flag"));
+    step.masked[c] = masked != 0;
   }
   if (!in.done()) return absl::DataLossError("step message from rank 0: bytes left over after the last field");
   return absl::OkStatus();
@@ -167,6 +172,7 @@ absl::Status FollowLeader(LanguageModel& model, Communicator& communicator) {
   std::string message;
   DecodedStep step;
   std::vector<ChosenToken> chosen;
+  std::vector<uint64_t> all_allowed;
   while (true) {
     int64_t header[2] = {0, 0};
     RETURN_IF_ERROR(communicator.Broadcast(header, sizeof(header), 0));
@@ -188,6 +194,13 @@ absl::Status FollowLeader(LanguageModel& model, Communicator& communicator) {
         break;
       case kForwardAndChoose:
         RETURN_IF_ERROR(DecodeStep(message, /*with_choices=*/true, step));
+        // Rank 0's masks stay with its sampler; a mask that allows every
+        // token takes this rank down the same (host sampling) path.
+        for (size_t c = 0; c < step.choices.size(); ++c) {
+          if (!step.masked[c]) continue;
+          all_allowed.resize((model.limits().vocab_size + 63) / 64, ~uint64_t{0});
+          step.choices[c].allowed = all_allowed.data();
+        }
         chosen.resize(step.chunks.size());
         RETURN_IF_ERROR(model.ForwardAndChoose(step.chunks, step.choices, absl::MakeSpan(chosen)));
         break;

@@ -61,7 +61,8 @@ struct DecodedStep {
   std::vector<std::vector<int32_t>> blocks;
   std::vector<SequenceChunk> chunks;  // Views of tokens and blocks.
   std::vector<std::vector<LogitAdjustment>> adjustments;
-  std::vector<TokenChoice> choices;  // Views of adjustments.
+  std::vector<TokenChoice> choices;  // Views of adjustments; `allowed` unset.
+  std::vector<bool> masked;          // Rank 0's choice c had a token mask.
 };
 absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedStep& step);
 

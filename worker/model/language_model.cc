@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -39,6 +40,20 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
   return absl::OkStatus();
 }
 
+void ApplyTokenMask(const uint64_t* allowed, absl::Span<const int> also_allowed, const float* logits,
+                    absl::Span<float> out) {
+  const int64_t vocab = static_cast<int64_t>(out.size());
+  for (int64_t w = 0; w * 64 < vocab; ++w) {
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0}) continue;
+    const int64_t end = std::min<int64_t>(64, vocab - w * 64);
+    for (int64_t i = 0; i < end; ++i) {
+      if (!((bits >> i) & 1)) out[w * 64 + i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  for (const int t : also_allowed) out[t] = logits[t];
+}
+
 std::vector<std::vector<int32_t>> SlotBlockTables(const LanguageModel& model, int sequences) {
   const int64_t per_sequence = model.limits().blocks_per_sequence();
   std::vector<std::vector<int32_t>> tables(sequences);
@@ -57,8 +72,9 @@ absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chu
     const float* row = logits.data() + i * vocab;
     const TokenChoice& c = choices[i];
     const float* choose_from = row;
-    if (!c.adjustments.empty()) {
+    if (c.allowed != nullptr || !c.adjustments.empty()) {
       adjusted_.assign(row, row + vocab);
+      if (c.allowed != nullptr) ApplyTokenMask(c.allowed, c.also_allowed, row, absl::MakeSpan(adjusted_));
       for (const LogitAdjustment& a : c.adjustments) adjusted_[a.token] += a.delta;
       choose_from = adjusted_.data();
     }

@@ -50,6 +50,13 @@ struct TokenChoice {
   // Change the choice only: the log-probabilities reported are the model's
   // (vLLM's default). Tokens in [0, vocab_size), finite deltas.
   absl::Span<const LogitAdjustment> adjustments;
+  // Structured output (worker/grammar/token_matcher.h): one bit per token,
+  // bit t % 64 of word t / 64 set when token t may be chosen; nullptr: all
+  // may. The tokens in also_allowed may be too (stop tokens, where the
+  // grammar may end). Applied before the adjustments and every filter, to
+  // this choice only; the log-probabilities reported stay the model's.
+  const uint64_t* allowed = nullptr;
+  absl::Span<const int> also_allowed;
 };
 
 inline constexpr int kMaxTopLogprobs = 5;
@@ -72,6 +79,11 @@ struct ChosenToken {
 // adjustments inside the vocabulary.
 absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
                                   absl::Span<ChosenToken> chosen, int64_t vocab_size);
+
+// Sets out[t] to -infinity for each token t that `allowed` (TokenChoice's
+// mask) leaves out, and back to logits[t] for those in also_allowed.
+void ApplyTokenMask(const uint64_t* allowed, absl::Span<const int> also_allowed, const float* logits,
+                    absl::Span<float> out);
 
 // What a model takes: its vocabulary, the sequences and tokens of one step
 // and the KV cache (kv_blocks blocks of kv_block_size positions).
