@@ -102,6 +102,7 @@ ApiServer::ApiServer(EngineLoop* loop, const Tokenizer* tokenizer, int64_t conte
       options_(std::move(options)),
       created_(UnixSeconds()),
       max_token_bytes_(MaxTokenBytes(*tokenizer)),
+      grammars_(tokenizer),
       call_host_{&http_, &metrics_, options_.model, &waiting_requests_, [this](ApiCall* call) { Finished(call); }},
       http_([this] {
         http::ServerOptions o;
@@ -286,11 +287,17 @@ std::optional<ApiError> ApiServer::TakeQueuePlace() {
   }
 }
 
+absl::StatusOr<std::shared_ptr<grammar::TokenAutomaton>> ApiServer::CompileGrammar(const GenerationParams& params) {
+  if (params.grammar.empty()) return nullptr;
+  return grammars_.Get(params.grammar);
+}
+
 void ApiServer::StartCall(const std::shared_ptr<http::Exchange>& exchange, const std::string& id, bool chat,
-                          const GenerationParams& params, const std::vector<ChoicePlan>& prompts) {
+                          const GenerationParams& params, const std::vector<ChoicePlan>& prompts,
+                          std::shared_ptr<grammar::TokenAutomaton> grammar) {
   std::vector<ChoicePlan> plans;
   for (const ChoicePlan& p : prompts) plans.insert(plans.end(), params.n, p);
-  auto generation = std::make_shared<ApiGeneration>(*tokenizer_, params, &metrics_);
+  auto generation = std::make_shared<ApiGeneration>(*tokenizer_, params, &metrics_, std::move(grammar));
   auto call = std::make_shared<ApiCall>(&call_host_, exchange, generation, id, chat, params);
   generation->SetListener([weak = std::weak_ptr<ApiCall>(call)] {
     if (std::shared_ptr<ApiCall> c = weak.lock()) c->Wake();
@@ -344,8 +351,12 @@ void ApiServer::HandleCompletions(const std::shared_ptr<http::Exchange>& exchang
   const std::string id = absl::StrFormat("%s-%x%x", chat ? "chatcmpl" : "cmpl", created_, next_id_++);
   if (chat_prompt.unsafe) return exchange->Respond(UnsafeAnswer(id, options_.model, params, prompts[0]));
   if (std::optional<ApiError> many = CheckChoiceCount(prompts.size(), params.n)) return fail("invalid", *many);
+  absl::StatusOr<std::shared_ptr<grammar::TokenAutomaton>> grammar = CompileGrammar(params);
+  if (!grammar.ok()) {
+    return fail("invalid", {400, std::string(grammar.status().message()), "invalid_request_error", "grammar", ""});
+  }
   if (std::optional<ApiError> full = TakeQueuePlace()) return fail("queue_full", *full);
-  StartCall(exchange, id, chat, params, prompts);
+  StartCall(exchange, id, chat, params, prompts, *std::move(grammar));
 }
 
 absl::Status ApiServer::Start() {

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/engine/engine_loop.h"
+#include "worker/grammar/grammar_cache.h"
 #include "worker/http/http_server.h"
 #include "worker/serve/api_call.h"
 #include "worker/serve/generation.h"
@@ -96,7 +97,11 @@ class ApiServer {
   std::optional<ApiError> TakeQueuePlace();
   // Submits prompts x n choices and hands the answer to a new ApiCall.
   void StartCall(const std::shared_ptr<http::Exchange>& exchange, const std::string& id, bool chat,
-                 const GenerationParams& params, const std::vector<ChoicePlan>& prompts);
+                 const GenerationParams& params, const std::vector<ChoicePlan>& prompts,
+                 std::shared_ptr<grammar::TokenAutomaton> grammar);
+  // params.grammar compiled (shared with the requests that gave the same
+  // one); null without one.
+  absl::StatusOr<std::shared_ptr<grammar::TokenAutomaton>> CompileGrammar(const GenerationParams& params);
   void Finished(ApiCall* call);
 
   EngineLoop* loop_;
@@ -106,6 +111,7 @@ class ApiServer {
   int64_t created_;
   size_t max_token_bytes_;  // The most bytes one vocabulary entry stands for.
   ServerMetrics metrics_;
+  grammar::GrammarCache grammars_;
   ApiCallHost call_host_;  // Outlives http_, whose worker threads run the calls' pumps until it stops.
   http::Server http_;
   std::atomic<bool> ready_{false};

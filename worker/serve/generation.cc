@@ -18,8 +18,13 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-ApiGeneration::ApiGeneration(const Tokenizer& tokenizer, const GenerationParams& params, ServerMetrics* metrics)
-    : tokenizer_(tokenizer), params_(params), metrics_(metrics), arrival_(std::chrono::steady_clock::now()) {}
+ApiGeneration::ApiGeneration(const Tokenizer& tokenizer, const GenerationParams& params, ServerMetrics* metrics,
+                             std::shared_ptr<grammar::TokenAutomaton> grammar)
+    : tokenizer_(tokenizer),
+      params_(params),
+      metrics_(metrics),
+      grammar_(std::move(grammar)),
+      arrival_(std::chrono::steady_clock::now()) {}
 
 absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan>& plans) {
   loop_ = &loop;
@@ -45,6 +50,14 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     request.presence_penalty = params_.presence_penalty;
     request.frequency_penalty = params_.frequency_penalty;
     for (const auto& [token, bias] : params_.logit_bias) request.logit_bias.push_back({token, bias});
+    if (grammar_ != nullptr) {
+      absl::StatusOr<std::unique_ptr<grammar::TokenMatcher>> matcher = grammar::TokenMatcher::Start(grammar_);
+      if (!matcher.ok()) {
+        Cancel(matcher.status());
+        return matcher.status();
+      }
+      request.grammar = std::move(*matcher);
+    }
     std::weak_ptr<ApiGeneration> self = weak_from_this();
     request.sink = [self, i](const RequestEvent& e) {
       std::shared_ptr<ApiGeneration> g = self.lock();

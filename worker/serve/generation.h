@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/engine/engine_loop.h"
+#include "worker/grammar/token_matcher.h"
 #include "worker/serve/metrics.h"
 #include "worker/serve/openai_api.h"
 #include "worker/serve/text_output.h"
@@ -41,7 +42,10 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
     bool first = false;  // The choice's first delta.
   };
 
-  ApiGeneration(const Tokenizer& tokenizer, const GenerationParams& params, ServerMetrics* metrics);
+  // With `grammar` (params.grammar compiled), every choice is constrained
+  // by it.
+  ApiGeneration(const Tokenizer& tokenizer, const GenerationParams& params, ServerMetrics* metrics,
+                std::shared_ptr<grammar::TokenAutomaton> grammar = nullptr);
 
   // Called, on the engine's thread, after each event arrives (the server
   // then schedules a Next). Set before Start.
@@ -100,6 +104,7 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
   const Tokenizer& tokenizer_;
   GenerationParams params_;
   ServerMetrics* metrics_;
+  std::shared_ptr<grammar::TokenAutomaton> grammar_;
   EngineLoop* loop_ = nullptr;
   std::chrono::steady_clock::time_point arrival_;
   std::vector<Choice> choices_;

@@ -55,6 +55,9 @@ struct GenerationParams {
   // vLLM's extension: logprobs name tokens "token_id:N" instead of their
   // text (exact where pieces of a UTF-8 character or equal texts are not).
   bool return_tokens_as_token_ids = false;
+  // Structured output: GBNF (worker/grammar/grammar.h) the answer must
+  // match, from response_format, guided_* or the tool choice; empty: none.
+  std::string grammar;
   // The body's fields that nothing read: unknown to this server, so
   // without effect (the server logs them, as vLLM does).
   std::vector<std::string> ignored_fields;
