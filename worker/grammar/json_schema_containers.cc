@@ -53,6 +53,7 @@ absl::StatusOr<std::string> SchemaConverter::Object(const ordered_json& schema, 
 absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> members, const ordered_json& schema,
                                                         const std::string& pointer, const std::string& name) {
   static const auto* const kAnything = new ordered_json(true);
+  rules_.Use("space");
   const ordered_json* extra = nullptr;
   if (schema.contains("additionalProperties")) {
     if (schema["additionalProperties"] != false) extra = &schema["additionalProperties"];
@@ -212,13 +213,16 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
                                         "required, not \"", kv.key(), "\" at ", where.empty() ? "/" : where));
       }
     }
-    for (const auto& kv : part->value("properties", ordered_json::object()).items()) {
-      const bool taken = std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.key == kv.key(); });
-      if (taken) return Unsupported("allOf", pointer, absl::StrCat("two of its schemas name ", Compact(kv.key())));
-      members.push_back({kv.key(), &kv.value(), Child(Child(where, "properties"), kv.key())});
+    if (part->contains("properties")) {
+      for (const auto& kv : (*part)["properties"].items()) {
+        const bool taken =
+            std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.key == kv.key(); });
+        if (taken) return Unsupported("allOf", pointer, absl::StrCat("two of its schemas name ", Compact(kv.key())));
+        members.push_back({kv.key(), &kv.value(), Child(Child(where, "properties"), kv.key())});
+      }
     }
-    ASSIGN_OR_RETURN(const absl::flat_hash_set<std::string> required, Required(*part, where));
-    for (const std::string& key : required) merged["required"].push_back(key);
+    RETURN_IF_ERROR(Required(*part, where).status());
+    for (const ordered_json& key : part->value("required", ordered_json::array())) merged["required"].push_back(key);
   }
   return ObjectRule(std::move(members), merged, pointer, name);
 }
@@ -227,6 +231,7 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
 // repeated item, each present once minItems is met.
 absl::StatusOr<std::string> SchemaConverter::Array(const ordered_json& schema, const std::string& pointer,
                                                    const std::string& name) {
+  rules_.Use("space");
   std::vector<std::string> prefix;
   // Draft 7 wrote prefixItems as an "items" list and items as "additionalItems".
   const bool draft7_tuple = !schema.contains("prefixItems") && schema.contains("items") && schema["items"].is_array();

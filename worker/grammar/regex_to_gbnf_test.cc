@@ -110,7 +110,7 @@ TEST(RegexToGbnfTest, LengthsOfTheMatches) {
   };
   EXPECT_EQ(lengths("ab(c|de){2,3}"), std::make_pair(int64_t{4}, int64_t{8}));
   EXPECT_EQ(lengths("a+"), std::make_pair(int64_t{1}, kNoLimit));
-  EXPECT_EQ(lengths("(x{0})*"), std::make_pair(int64_t{0}, int64_t{0}));
+  EXPECT_EQ(lengths("(ab)?c{0}"), std::make_pair(int64_t{0}, int64_t{2}));
 }
 
 // Inside a JSON string, what the regex matches is written with JSON's escapes.
