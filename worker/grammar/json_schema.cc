@@ -1,0 +1,272 @@
+#include "worker/grammar/json_schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "worker/grammar/gbnf_writer.h"
+#include "worker/grammar/json_grammar.h"
+#include "worker/grammar/json_schema_converter.h"
+#include "worker/grammar/json_schema_scalars.h"
+#include "worker/grammar/utf8_ranges.h"
+
+namespace llama::grammar {
+namespace internal_grammar {
+namespace {
+
+using ::nlohmann::ordered_json;
+
+// Keywords that say nothing about which values are valid.
+const absl::flat_hash_set<std::string>& Annotations() {
+  static const auto* keywords = new absl::flat_hash_set<std::string>{
+      "title",    "description", "examples", "default",   "$schema",          "$id",             "$comment",
+      "deprecated", "readOnly",  "writeOnly", "$anchor", "contentMediaType", "contentEncoding", "$defs",
+      "definitions"};
+  return *keywords;
+}
+
+const char* const kTypes[] = {"null", "boolean", "integer", "number", "string", "array", "object"};
+
+// Schemas this deep are refused before the stack is.
+constexpr int kMaxDepth = 64;
+
+bool HasType(const ordered_json& value, absl::string_view type) {
+  if (type == "null") return value.is_null();
+  if (type == "boolean") return value.is_boolean();
+  if (type == "integer") {
+    return value.is_number_integer() || (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
+  }
+  if (type == "number") return value.is_number();
+  if (type == "string") return value.is_string();
+  if (type == "array") return value.is_array();
+  return value.is_object();
+}
+
+// What a schema without "type" is taken to be: the types its keywords
+// apply to (a value of another type is valid too; leaving it out keeps to a
+// subset). None: any value.
+std::vector<std::string> InferredTypes(const ordered_json& schema) {
+  const std::pair<const char*, std::vector<const char*>> kByType[] = {
+      {"object", {"properties", "required", "additionalProperties"}},
+      {"array", {"items", "prefixItems", "additionalItems", "minItems", "maxItems"}},
+      {"string", {"pattern", "format", "minLength", "maxLength"}},
+      {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+  };
+  std::vector<std::string> types;
+  for (const auto& [type, keywords] : kByType) {
+    if (std::any_of(keywords.begin(), keywords.end(), [&](const char* k) { return schema.contains(k); })) {
+      types.push_back(type);
+    }
+  }
+  return types;
+}
+
+absl::StatusOr<std::vector<std::string>> Types(const ordered_json& schema, const std::string& pointer) {
+  if (!schema.contains("type")) return InferredTypes(schema);
+  const ordered_json& type = schema["type"];
+  std::vector<std::string> types;
+  for (const ordered_json& t : type.is_array() ? type : ordered_json::array({type})) {
+    if (!t.is_string() || std::find(std::begin(kTypes), std::end(kTypes), t.get<std::string>()) == std::end(kTypes)) {
+      return Unsupported("type", pointer, absl::StrCat(Compact(t), " is not a JSON Schema type"));
+    }
+    types.push_back(t.get<std::string>());
+  }
+  if (types.empty()) return Unsupported("type", pointer, "an empty list of types matches nothing");
+  return types;
+}
+
+}  // namespace
+
+// The keywords compiled; every other one that is not an annotation is refused.
+const absl::flat_hash_set<std::string>& Compiled() {
+  static const auto* keywords = new absl::flat_hash_set<std::string>{
+      "type",     "properties", "required",  "additionalProperties", "items",     "prefixItems",
+      "additionalItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "pattern",
+      "format",   "minLength",  "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  return *keywords;
+}
+
+bool HasCompiledKeywords(const ordered_json& schema) {
+  if (!schema.is_object()) return schema == false;
+  return std::any_of(schema.items().begin(), schema.items().end(),
+                     [](const auto& kv) { return Compiled().contains(kv.key()); });
+}
+
+// `keyword` is compiled only alone: a grammar cannot intersect it with
+// the other keywords beside it.
+absl::Status Alone(const ordered_json& schema, const char* keyword, const std::string& pointer,
+                   std::initializer_list<const char*> allowed) {
+  for (const auto& kv : schema.items()) {
+    if (kv.key() == keyword || !Compiled().contains(kv.key())) continue;
+    if (std::find(allowed.begin(), allowed.end(), kv.key()) != allowed.end()) continue;
+    return Unsupported(kv.key(), pointer, absl::StrCat("next to \"", keyword, "\""));
+  }
+  return absl::OkStatus();
+}
+
+std::string Child(const std::string& pointer, absl::string_view key) {
+  return absl::StrCat(pointer, "/", absl::StrReplaceAll(key, {{"~", "~0"}, {"/", "~1"}}));
+}
+std::string Child(const std::string& pointer, size_t index) { return absl::StrCat(pointer, "/", index); }
+
+std::string Compact(const ordered_json& value) {
+  return value.dump(-1, ' ', /*ensure_ascii=*/false, ordered_json::error_handler_t::replace);
+}
+
+absl::StatusOr<std::string> SchemaConverter::Convert() {
+  const std::string root = rules_.NewName("root");
+  refs_["#"] = root;
+  ASSIGN_OR_RETURN(const std::string item, Visit(document_, "", root));
+  if (!rules_.Defined(root)) rules_.Define(root, item);
+  return rules_.Text();
+}
+
+absl::StatusOr<std::string> SchemaConverter::Visit(const ordered_json& schema, const std::string& pointer, const std::string& name) {
+  if (depth_ >= kMaxDepth) return Unsupported("properties", pointer, absl::StrCat("nesting deeper than ", kMaxDepth));
+  ++depth_;
+  absl::StatusOr<std::string> item = VisitKeywords(schema, pointer, name);
+  --depth_;
+  return item;
+}
+
+absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& schema, const std::string& pointer,
+                                          const std::string& name) {
+  if (schema == true) return rules_.Use("value");
+  const std::string where = pointer.empty() ? "/" : pointer;
+  if (schema == false) return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is false: no value matches it"));
+  if (!schema.is_object()) return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is not an object"));
+  for (const auto& kv : schema.items()) {
+    if (!Annotations().contains(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
+  }
+  if (schema.contains("$ref")) {
+    RETURN_IF_ERROR(Alone(schema, "$ref", pointer));
+    return Ref(schema["$ref"], pointer);
+  }
+  if (schema.contains("allOf")) return AllOf(schema, pointer, name);
+  for (const char* keyword : {"anyOf", "oneOf"}) {
+    if (!schema.contains(keyword)) continue;
+    RETURN_IF_ERROR(Alone(schema, keyword, pointer));
+    return Alternatives(schema[keyword], Child(pointer, keyword), name);
+  }
+  if (schema.contains("enum") || schema.contains("const")) return Values(schema, pointer);
+  ASSIGN_OR_RETURN(const std::vector<std::string> types, Types(schema, pointer));
+  if (types.empty()) return rules_.Use("value");
+  std::vector<std::string> alternatives;
+  for (const std::string& type : types) {
+    const std::string rule = types.size() == 1 ? name : rules_.NewName(absl::StrCat(name, "-", type));
+    ASSIGN_OR_RETURN(std::string item, Typed(schema, pointer, rule, type));
+    alternatives.push_back(std::move(item));
+  }
+  return GbnfAlternatives(alternatives);
+}
+
+absl::StatusOr<std::string> SchemaConverter::Typed(const ordered_json& schema, const std::string& pointer, const std::string& name,
+                                  const std::string& type) {
+  if (type == "string") return internal_grammar::StringItem(schema, pointer, rules_);
+  if (type == "integer") return internal_grammar::IntegerItem(schema, pointer, rules_);
+  if (type == "number") return internal_grammar::NumberItem(schema, pointer, rules_);
+  if (type == "array") return Array(schema, pointer, name);
+  if (type == "object") return Object(schema, pointer, name);
+  return rules_.Use(type);  // null, boolean
+}
+
+absl::StatusOr<std::string> SchemaConverter::Alternatives(const ordered_json& schemas, const std::string& pointer,
+                                         const std::string& name) {
+  const absl::string_view keyword = pointer.substr(pointer.rfind('/') + 1);
+  if (!schemas.is_array() || schemas.empty()) return Unsupported(keyword, pointer, "it must be a non-empty array");
+  std::vector<std::string> alternatives;
+  for (size_t i = 0; i < schemas.size(); ++i) {
+    ASSIGN_OR_RETURN(std::string item,
+                     Visit(schemas[i], Child(pointer, i), rules_.NewName(absl::StrCat(name, "-alt", i))));
+    alternatives.push_back(std::move(item));
+  }
+  return GbnfAlternatives(alternatives);
+}
+
+// enum and const: the values, filtered by "type", each written compactly.
+absl::StatusOr<std::string> SchemaConverter::Values(const ordered_json& schema, const std::string& pointer) {
+  RETURN_IF_ERROR(Alone(schema, schema.contains("enum") ? "enum" : "const", pointer, {"type", "enum", "const"}));
+  if (schema.contains("enum") && !schema["enum"].is_array()) return Unsupported("enum", pointer, "it must be an array");
+  ordered_json values = schema.contains("enum") ? schema["enum"] : ordered_json::array({schema["const"]});
+  std::vector<std::string> types;
+  if (schema.contains("type")) {
+    ASSIGN_OR_RETURN(types, Types(schema, pointer));
+  }
+  std::vector<std::string> alternatives;
+  for (const ordered_json& value : values) {
+    if (schema.contains("const") && value != schema["const"]) continue;
+    const bool typed = types.empty() || std::any_of(types.begin(), types.end(),
+                                                    [&](const std::string& t) { return HasType(value, t); });
+    if (typed) alternatives.push_back(GbnfLiteral(Compact(value)));
+  }
+  if (alternatives.empty()) {
+    return Unsupported(schema.contains("enum") ? "enum" : "const", pointer, "no value is of the schema's type");
+  }
+  return GbnfAlternatives(alternatives);
+}
+
+// The schema a local reference (#, #/$defs/a, any JSON pointer) points at.
+absl::StatusOr<const ordered_json*> SchemaConverter::Resolve(const ordered_json& ref, const std::string& pointer) {
+  if (!ref.is_string()) return Unsupported("$ref", pointer, "it must be a string");
+  const std::string target = ref.get<std::string>();
+  if (target.empty() || target[0] != '#' || (target.size() > 1 && target[1] != '/')) {
+    return Unsupported("$ref", pointer, absl::StrCat("\"", target, "\" is not a pointer into this schema (#/...)"));
+  }
+  const ordered_json* node = &document_;
+  if (target.size() == 1) return node;
+  for (const absl::string_view raw : absl::StrSplit(absl::string_view(target).substr(2), '/')) {
+    const std::string key = absl::StrReplaceAll(raw, {{"~1", "/"}, {"~0", "~"}});
+    if (node->is_object() && node->contains(key)) {
+      node = &(*node)[key];
+    } else if (node->is_array() && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) &&
+               std::stoul(key) < node->size()) {
+      node = &(*node)[std::stoul(key)];
+    } else {
+      return Unsupported("$ref", pointer, absl::StrCat("\"", target, "\" points at nothing"));
+    }
+  }
+  return node;
+}
+
+// A reference is a rule named after what it points at, defined once, so
+// recursive schemas give recursive rules.
+absl::StatusOr<std::string> SchemaConverter::Ref(const ordered_json& ref, const std::string& pointer) {
+  ASSIGN_OR_RETURN(const ordered_json* target, Resolve(ref, pointer));
+  const std::string text = ref.get<std::string>();
+  if (const auto it = refs_.find(text); it != refs_.end()) return it->second;
+  const std::string name = rules_.NewName(text.substr(text.rfind('/') + 1));
+  refs_[text] = name;
+  ASSIGN_OR_RETURN(const std::string item, Visit(*target, text.substr(1), name));
+  if (!rules_.Defined(name)) rules_.Define(name, item);
+  return name;
+}
+
+}  // namespace internal_grammar
+
+absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) {
+  return internal_grammar::SchemaConverter(schema).Convert();
+}
+
+absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::json& schema) {
+  // Through text: the two json types do not convert directly.
+  return JsonSchemaToGbnf(nlohmann::ordered_json::parse(
+      schema.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace)));
+}
+
+std::string JsonObjectGbnf() {
+  internal_grammar::GbnfRules rules;
+  rules.Define(rules.NewName("root"), rules.Use("object"));
+  return rules.Text();
+}
+
+}  // namespace llama::grammar

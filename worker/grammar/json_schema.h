@@ -1,0 +1,58 @@
+// JSON Schema as a GBNF grammar (grammar.h) whose sentences are JSON texts
+// the schema accepts: OpenAI's response_format json_schema, vLLM's
+// guided_json, llama.cpp's json_schema.
+//
+// The grammar says a subset of what the schema allows wherever the whole
+// would need more than a context-free grammar or would let generation run
+// on: what is left out is listed here, and nothing outside the schema is
+// ever let in.
+//  - Whitespace and numbers as json_grammar.h writes them: bounded blanks
+//    only between tokens, at most 16+16 digits.
+//  - Objects: properties in the schema's order, each optional one present
+//    or not. Without "additionalProperties", no others (xgrammar's strict
+//    mode), unless the schema names no properties at all: then any. With
+//    it (true or a schema), others follow the named ones, with keys of
+//    plain characters (no escapes) that are not among them.
+//  - Arrays: "prefixItems" (or draft 7's "items" list) with "items" (or
+//    "additionalItems") after them; "prefixItems" without "items" means no
+//    further items.
+//  - Strings: "pattern" as a whole-string match; "format" date, time,
+//    date-time, uuid, email and ipv4 as the subsets json_schema_scalars.cc
+//    lists; the other formats JSON Schema defines are refused, and formats
+//    it does not define are ignored, as validators do.
+//  - Numbers: integer bounds exactly; number bounds when whole numbers up
+//    to 10^15, written without an exponent.
+//  - anyOf and oneOf are alternatives (overlapping oneOf branches are not
+//    told apart); allOf takes one schema, or object schemas that only name
+//    properties, which are merged; enum and const are the values written
+//    compactly; $ref points into the same document (#, #/$defs/...,
+//    #/definitions/...), recursion included.
+// Annotations (title, description, examples, default, ...) are ignored.
+// Any other keyword, and these with siblings a grammar cannot combine, is
+// an InvalidArgument error naming it and where it is.
+
+#ifndef LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_H_
+#define LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_H_
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+
+namespace llama::grammar {
+
+// GBNF text for the JSON values `schema` accepts; an error names the
+// keyword and where it is, as InvalidArgument: `"not" at /properties/a is
+// not supported`. Object properties come in the order `schema` holds them:
+// parse it as ordered_json to keep the order it was written in (a
+// nlohmann::json sorts keys).
+absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema);
+absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::json& schema);
+
+// Any JSON object (response_format json_object).
+std::string JsonObjectGbnf();
+
+}  // namespace llama::grammar
+
+#endif  // LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_H_

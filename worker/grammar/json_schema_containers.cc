@@ -1,0 +1,283 @@
+// Objects, arrays and allOf for SchemaConverter (json_schema_converter.h).
+
+#include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "worker/grammar/gbnf_writer.h"
+#include "worker/grammar/json_schema_converter.h"
+#include "worker/grammar/json_schema_scalars.h"
+#include "worker/grammar/utf8_ranges.h"
+
+namespace llama::grammar::internal_grammar {
+namespace {
+
+using ::nlohmann::ordered_json;
+
+const std::string kComma = R"("," space )";
+
+absl::StatusOr<absl::flat_hash_set<std::string>> Required(const ordered_json& schema, const std::string& pointer) {
+  absl::flat_hash_set<std::string> required;
+  if (!schema.contains("required")) return required;
+  if (!schema["required"].is_array()) return Unsupported("required", pointer, "it must be an array of strings");
+  for (const ordered_json& key : schema["required"]) {
+    if (!key.is_string()) return Unsupported("required", pointer, "it must be an array of strings");
+    required.insert(key.get<std::string>());
+  }
+  return required;
+}
+
+// A JSON string's characters that need no escape.
+bool IsPlain(uint32_t c) { return c >= 0x20 && c != '"' && c != '\\'; }
+
+}  // namespace
+
+absl::StatusOr<std::string> SchemaConverter::Object(const ordered_json& schema, const std::string& pointer,
+                                                    const std::string& name) {
+  std::vector<Member> members;
+  if (schema.contains("properties")) {
+    const ordered_json& properties = schema["properties"];
+    if (!properties.is_object()) return Unsupported("properties", pointer, "it must be an object");
+    for (const auto& kv : properties.items()) {
+      members.push_back({kv.key(), &kv.value(), Child(Child(pointer, "properties"), kv.key())});
+    }
+  }
+  return ObjectRule(std::move(members), schema, pointer, name);
+}
+
+// `members` in order, then (with additionalProperties) any others.
+absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> members, const ordered_json& schema,
+                                                        const std::string& pointer, const std::string& name) {
+  static const auto* const kAnything = new ordered_json(true);
+  rules_.Use("space");
+  const ordered_json* extra = nullptr;
+  if (schema.contains("additionalProperties")) {
+    if (schema["additionalProperties"] != false) extra = &schema["additionalProperties"];
+  } else if (members.empty() && !schema.contains("required")) {
+    extra = kAnything;  // {"type": "object"} alone: any object.
+  }
+  ASSIGN_OR_RETURN(const absl::flat_hash_set<std::string> required, Required(schema, pointer));
+  std::vector<std::string> keys;
+  for (Member& m : members) {
+    m.required = required.contains(m.key);
+    keys.push_back(m.key);
+  }
+  for (const ordered_json& key : schema.value("required", ordered_json::array())) {
+    if (std::find(keys.begin(), keys.end(), key.get<std::string>()) != keys.end()) continue;
+    if (extra == nullptr) {
+      return Unsupported("required", pointer,
+                         absl::StrCat(Compact(key), " is not in properties and no other property is allowed"));
+    }
+    members.push_back({key.get<std::string>(), extra, Child(pointer, "additionalProperties"), true});
+    keys.push_back(key.get<std::string>());
+  }
+  std::vector<std::pair<std::string, bool>> kvs;
+  for (const Member& m : members) {
+    if (*m.schema == false) {  // A property that must be absent.
+      if (m.required) return Unsupported("required", pointer, absl::StrCat(Compact(m.key), " has the schema false"));
+      continue;
+    }
+    const std::string kv = rules_.NewName(absl::StrCat(name, "-", m.key, "-kv"));
+    ASSIGN_OR_RETURN(const std::string value, Visit(*m.schema, m.pointer, rules_.NewName(absl::StrCat(name, "-", m.key))));
+    rules_.Define(kv, absl::StrCat(GbnfLiteral(Compact(m.key)), R"( space ":" space )", value));
+    kvs.emplace_back(kv, m.required);
+  }
+  std::string extra_kv;
+  if (extra != nullptr) {
+    extra_kv = rules_.NewName(absl::StrCat(name, "-additional-kv"));
+    const std::string key = KeyNotIn(keys, absl::StrCat(name, "-additional-key"));
+    ASSIGN_OR_RETURN(const std::string value, Visit(*extra, Child(pointer, "additionalProperties"),
+                                                    rules_.NewName(absl::StrCat(name, "-additional"))));
+    rules_.Define(extra_kv, absl::StrCat(key, R"( space ":" space )", value));
+  }
+  rules_.Define(name, ObjectBody(kvs, extra_kv));
+  return name;
+}
+
+// Members in order, each required one present, with commas between: the
+// alternatives are which member comes first (an optional one, or the first
+// required one); after it each later member is there or not.
+std::string SchemaConverter::ObjectBody(const std::vector<std::pair<std::string, bool>>& members,
+                                        const std::string& extra) {
+  auto then = [&](const std::string& kv) { return absl::StrCat(kComma, kv, " space"); };
+  auto rest = [&](size_t from) {
+    std::vector<std::string> items;
+    for (size_t j = from; j < members.size(); ++j) {
+      const std::string item = then(members[j].first);
+      items.push_back(members[j].second ? item : GbnfRepeat(item, 0, 1));
+    }
+    if (!extra.empty()) items.push_back(GbnfRepeat(then(extra), 0, kNoLimit));
+    return items;
+  };
+  std::vector<std::string> alternatives;
+  bool any_required = false;
+  for (size_t i = 0; i < members.size() && !any_required; ++i) {
+    std::vector<std::string> items = {absl::StrCat(members[i].first, " space")};
+    for (std::string& item : rest(i + 1)) items.push_back(std::move(item));
+    alternatives.push_back(absl::StrJoin(items, " "));
+    any_required = members[i].second;
+  }
+  if (!any_required && !extra.empty()) {
+    alternatives.push_back(absl::StrCat(extra, " space ", GbnfRepeat(then(extra), 0, kNoLimit)));
+  }
+  std::string inside;
+  if (!alternatives.empty()) {
+    inside = GbnfAlternatives(alternatives);
+    if (!any_required) inside = GbnfRepeat(inside, 0, 1);
+    inside += " ";
+  }
+  return absl::StrCat(R"("{" space )", inside, R"("}")");
+}
+
+// A key that is none of `keys`, so that additional properties cannot
+// repeat a named one. Keys are plain characters without escapes (an escape
+// could spell a named key another way); named keys with other characters
+// cannot be spelled so and need no exclusion.
+std::string SchemaConverter::KeyNotIn(const std::vector<std::string>& keys, const std::string& name) {
+  if (keys.empty()) return rules_.Use("string");
+  std::vector<std::vector<uint32_t>> plain_keys;
+  for (absl::string_view key : keys) {
+    std::vector<uint32_t> code_points;
+    bool plain = true;
+    while (!key.empty() && plain) {
+      uint32_t c = 0;
+      const int n = DecodeUtf8(key, c);
+      plain = n > 0 && IsPlain(c);
+      code_points.push_back(c);
+      key.remove_prefix(std::max(n, 1));
+    }
+    if (plain) plain_keys.push_back(std::move(code_points));
+  }
+  return absl::StrCat(R"("\"" )", KeyRest(plain_keys, 0, name));
+}
+
+// The rest of a key whose first `depth` characters `keys` share: a trie,
+// one rule per node, and a way out at each node to any other character.
+std::string SchemaConverter::KeyRest(const std::vector<std::vector<uint32_t>>& keys, size_t depth,
+                                     const std::string& name) {
+  std::map<uint32_t, std::vector<std::vector<uint32_t>>> next;
+  bool ends_here = false;
+  for (const std::vector<uint32_t>& key : keys) {
+    if (key.size() == depth) ends_here = true;
+    else next[key[depth]].push_back(key);
+  }
+  const std::string rule = rules_.NewName(name);
+  std::vector<std::string> alternatives;
+  std::vector<CodePointRange> excluded = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
+  for (const auto& [c, group] : next) {
+    alternatives.push_back(absl::StrCat(GbnfCodePointLiteral(c), " ", KeyRest(group, depth + 1, name)));
+    excluded.push_back({c, c});
+  }
+  alternatives.push_back(
+      absl::StrCat(GbnfClass(NormalizeRanges(excluded, /*negated=*/true)), " ", rules_.Use("plain-char"), R"(* "\"")"));
+  if (!ends_here) alternatives.push_back(R"("\"")");
+  rules_.Define(rule, absl::StrJoin(alternatives, " | "));
+  return rule;
+}
+
+// One schema of allOf's (the others, and the keywords beside allOf, saying
+// nothing), or object schemas that only name properties, merged.
+absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, const std::string& pointer,
+                                                   const std::string& name) {
+  const ordered_json& all = schema["allOf"];
+  if (!all.is_array() || all.empty()) return Unsupported("allOf", pointer, "it must be a non-empty array");
+  ordered_json beside = schema;
+  beside.erase("allOf");
+  std::vector<std::pair<const ordered_json*, std::string>> parts;  // Each schema and where it is.
+  if (HasCompiledKeywords(beside)) parts.emplace_back(&beside, pointer);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const ordered_json* part = &all[i];
+    std::string where = Child(Child(pointer, "allOf"), i);
+    if (part->is_object() && part->contains("$ref")) {
+      RETURN_IF_ERROR(Alone(*part, "$ref", where));
+      ASSIGN_OR_RETURN(part, Resolve((*part)["$ref"], where));
+      where = all[i]["$ref"].get<std::string>().substr(1);
+    }
+    if (HasCompiledKeywords(*part)) parts.emplace_back(part, where);
+  }
+  if (parts.empty()) return rules_.Use("value");
+  if (parts.size() == 1) return Visit(*parts[0].first, parts[0].second, name);
+  std::vector<Member> members;
+  ordered_json merged = {{"required", ordered_json::array()}};
+  for (const auto& [part, where] : parts) {
+    for (const auto& kv : part->items()) {
+      const bool mergeable = !Compiled().contains(kv.key()) || kv.key() == "properties" || kv.key() == "required" ||
+                             (kv.key() == "type" && kv.value() == "object");
+      if (!mergeable) {
+        return Unsupported("allOf", pointer,
+                           absl::StrCat("its schemas are merged only when they are objects with properties and "
+                                        "required, not \"", kv.key(), "\" at ", where.empty() ? "/" : where));
+      }
+    }
+    if (part->contains("properties")) {
+      for (const auto& kv : (*part)["properties"].items()) {
+        const bool taken =
+            std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.key == kv.key(); });
+        if (taken) return Unsupported("allOf", pointer, absl::StrCat("two of its schemas name ", Compact(kv.key())));
+        members.push_back({kv.key(), &kv.value(), Child(Child(where, "properties"), kv.key())});
+      }
+    }
+    RETURN_IF_ERROR(Required(*part, where).status());
+    for (const ordered_json& key : part->value("required", ordered_json::array())) merged["required"].push_back(key);
+  }
+  return ObjectRule(std::move(members), merged, pointer, name);
+}
+
+// Elements in order, with commas between: the prefix items, then the
+// repeated item, each present once minItems is met.
+absl::StatusOr<std::string> SchemaConverter::Array(const ordered_json& schema, const std::string& pointer,
+                                                   const std::string& name) {
+  rules_.Use("space");
+  std::vector<std::string> prefix;
+  // Draft 7 wrote prefixItems as an "items" list and items as "additionalItems".
+  const bool draft7_tuple = !schema.contains("prefixItems") && schema.contains("items") && schema["items"].is_array();
+  const char* tuple = schema.contains("prefixItems") ? "prefixItems" : draft7_tuple ? "items" : nullptr;
+  const char* further = draft7_tuple ? "additionalItems" : "items";
+  if (tuple != nullptr) {
+    if (!schema[tuple].is_array()) return Unsupported(tuple, pointer, "it must be an array");
+    for (size_t i = 0; i < schema[tuple].size(); ++i) {
+      ASSIGN_OR_RETURN(std::string item, Visit(schema[tuple][i], Child(Child(pointer, tuple), i),
+                                               rules_.NewName(absl::StrCat(name, "-item", i))));
+      prefix.push_back(std::move(item));
+    }
+  }
+  // Without the keyword, items after a prefix are left out (strict), and
+  // without a prefix any are allowed.
+  std::string item;
+  const bool more = schema.contains(further) ? schema[further] != false : tuple == nullptr;
+  if (more) {
+    ASSIGN_OR_RETURN(item, Visit(schema.value(further, ordered_json(true)), Child(pointer, further),
+                                 rules_.NewName(absl::StrCat(name, "-item"))));
+  }
+  ASSIGN_OR_RETURN(const std::optional<int64_t> min_items, ReadCount(schema, "minItems", pointer));
+  ASSIGN_OR_RETURN(const std::optional<int64_t> max_items, ReadCount(schema, "maxItems", pointer));
+  const int64_t k = static_cast<int64_t>(prefix.size()), min = min_items.value_or(0);
+  int64_t max = max_items.value_or(kNoLimit);
+  if (!more) max = max == kNoLimit ? k : std::min(max, k);
+  if (max != kNoLimit && min > max) return Unsupported("minItems", pointer, "it is over the most items allowed");
+  auto element = [](const std::string& e, bool first) { return absl::StrCat(first ? "" : kComma, e, " space"); };
+  std::string tail;  // What may follow the prefix.
+  if (more && (max == kNoLimit || max > k)) {
+    const int64_t lo = std::max<int64_t>(min - k, 0), hi = max == kNoLimit ? kNoLimit : max - k;
+    if (k > 0) {
+      tail = GbnfRepeat(element(item, false), lo, hi);
+    } else {
+      std::string items = element(item, true);
+      if (hi != 1) absl::StrAppend(&items, " ", GbnfRepeat(element(item, false), std::max<int64_t>(lo - 1, 0), hi == kNoLimit ? kNoLimit : hi - 1));
+      tail = lo >= 1 ? items : GbnfRepeat(items, 0, 1);
+    }
+  }
+  for (int64_t i = k - 1; i >= 0; --i) {
+    std::string here = element(prefix[i], i == 0);
+    if (!tail.empty()) absl::StrAppend(&here, " ", tail);
+    tail = i < min ? here : GbnfRepeat(here, 0, 1);
+  }
+  rules_.Define(name, absl::StrCat(R"("[" space )", tail, tail.empty() ? "" : " ", R"("]")"));
+  return name;
+}
+
+}  // namespace llama::grammar::internal_grammar

@@ -1,0 +1,89 @@
+// The JSON Schema converter behind JsonSchemaToGbnf (json_schema.h), split
+// over json_schema.cc (keywords, references, alternatives, values) and
+// json_schema_containers.cc (objects, arrays, allOf). Internal to
+// //worker/grammar.
+
+#ifndef LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_CONVERTER_H_
+#define LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_CONVERTER_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "worker/grammar/json_grammar.h"
+
+namespace llama::grammar::internal_grammar {
+
+// The keywords compiled; others that are not annotations are refused.
+const absl::flat_hash_set<std::string>& Compiled();
+bool HasCompiledKeywords(const nlohmann::ordered_json& schema);
+
+// `keyword` is compiled only alone: a grammar cannot intersect it with the
+// compiled keywords beside it, except `allowed`.
+absl::Status Alone(const nlohmann::ordered_json& schema, const char* keyword, const std::string& pointer,
+                   std::initializer_list<const char*> allowed = {});
+
+// A JSON pointer one step down.
+std::string Child(const std::string& pointer, absl::string_view key);
+std::string Child(const std::string& pointer, size_t index);
+
+// A value as compact JSON text.
+std::string Compact(const nlohmann::ordered_json& value);
+
+// A property of an object schema and where its schema is.
+struct Member {
+  std::string key;
+  const nlohmann::ordered_json* schema;
+  std::string pointer;
+  bool required = false;
+};
+
+// One conversion of one schema document; not reusable.
+class SchemaConverter {
+ public:
+  explicit SchemaConverter(const nlohmann::ordered_json& document) : document_(document) {}
+
+  // The grammar, its start rule `root` the document's values.
+  absl::StatusOr<std::string> Convert();
+
+ private:
+  using json = nlohmann::ordered_json;
+
+  // One GBNF item for the values `schema` (at `pointer`) accepts. It may
+  // define the rule `name` (fresh from NewName) and rules named after it.
+  absl::StatusOr<std::string> Visit(const json& schema, const std::string& pointer, const std::string& name);
+  absl::StatusOr<std::string> VisitKeywords(const json& schema, const std::string& pointer, const std::string& name);
+  absl::StatusOr<std::string> Typed(const json& schema, const std::string& pointer, const std::string& name,
+                                    const std::string& type);
+  absl::StatusOr<std::string> Alternatives(const json& schemas, const std::string& pointer, const std::string& name);
+  absl::StatusOr<std::string> Values(const json& schema, const std::string& pointer);
+  absl::StatusOr<const json*> Resolve(const json& ref, const std::string& pointer);
+  absl::StatusOr<std::string> Ref(const json& ref, const std::string& pointer);
+
+  absl::StatusOr<std::string> AllOf(const json& schema, const std::string& pointer, const std::string& name);
+  absl::StatusOr<std::string> Object(const json& schema, const std::string& pointer, const std::string& name);
+  absl::StatusOr<std::string> ObjectRule(std::vector<Member> members, const json& schema, const std::string& pointer,
+                                         const std::string& name);
+  std::string ObjectBody(const std::vector<std::pair<std::string, bool>>& members, const std::string& extra);
+  std::string KeyNotIn(const std::vector<std::string>& keys, const std::string& name);
+  std::string KeyRest(const std::vector<std::vector<uint32_t>>& keys, size_t depth, const std::string& name);
+  absl::StatusOr<std::string> Array(const json& schema, const std::string& pointer, const std::string& name);
+
+  const json& document_;
+  GbnfRules rules_;
+  absl::flat_hash_map<std::string, std::string> refs_;  // $ref text to rule name.
+  int depth_ = 0;
+};
+
+}  // namespace llama::grammar::internal_grammar
+
+#endif  // LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_CONVERTER_H_

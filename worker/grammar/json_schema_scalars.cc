@@ -1,0 +1,280 @@
+#include "worker/grammar/json_schema_scalars.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "worker/grammar/gbnf_writer.h"
+#include "worker/grammar/regex_to_gbnf.h"
+
+namespace llama::grammar::internal_grammar {
+namespace {
+
+using ::nlohmann::ordered_json;
+
+// Formats as regexes over the string's characters. Dates leave out Feb 29
+// and years before 1000, times leave out leap seconds, and date-time and
+// time take only "T" and "Z" in upper case: each a subset of RFC 3339 that
+// every validator accepts without a calendar.
+struct Format {
+  const char* name;
+  const char* regex;
+};
+#define LLAMA_DATE_RE                                                                                    \
+  R"([1-9]\d{3}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-)" \
+  R"((?:0[1-9]|1\d|2[0-8])))"
+#define LLAMA_TIME_RE R"((?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))"
+#define LLAMA_OCTET_RE R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
+constexpr Format kFormats[] = {
+    {"date", LLAMA_DATE_RE},
+    {"time", LLAMA_TIME_RE},
+    {"date-time", LLAMA_DATE_RE "T" LLAMA_TIME_RE},
+    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+    {"email", R"([A-Za-z0-9_%+-]+(?:\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)"
+              R"((?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+)"},
+    {"ipv4", LLAMA_OCTET_RE R"((?:\.)" LLAMA_OCTET_RE "){3}"},
+};
+#undef LLAMA_DATE_RE
+#undef LLAMA_TIME_RE
+#undef LLAMA_OCTET_RE
+
+// The other formats JSON Schema 2020-12 defines: validators check them, so
+// they are refused rather than ignored. Formats outside the standard are
+// annotations no validator checks, and are ignored.
+constexpr const char* kRefusedFormats[] = {
+    "duration", "idn-email", "hostname", "idn-hostname", "ipv6", "uri", "uri-reference", "iri",
+    "iri-reference", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+};
+
+// Bounds past this lose whole numbers as doubles, which validators use.
+constexpr double kMaxBound = 1e15;
+// The largest integer part written where no bound limits it (json_grammar.h).
+constexpr int64_t kMaxUnbounded = 9999999999999999;
+// Significant digits a double keeps: fractions near a bound stay within them.
+constexpr int kDoubleDigits = 15;
+
+absl::StatusOr<std::string> StringBody(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
+  std::string keyword, regex;
+  if (schema.contains("pattern")) {
+    if (!schema["pattern"].is_string()) return Unsupported("pattern", pointer, "it must be a string");
+    keyword = "pattern";
+    regex = schema["pattern"].get<std::string>();
+  }
+  if (schema.contains("format")) {
+    if (!schema["format"].is_string()) return Unsupported("format", pointer, "it must be a string");
+    const std::string format = schema["format"].get<std::string>();
+    const auto known = std::find_if(std::begin(kFormats), std::end(kFormats),
+                                    [&](const Format& f) { return format == f.name; });
+    if (known != std::end(kFormats)) {
+      if (!keyword.empty()) return Unsupported("format", pointer, "together with \"pattern\"");
+      keyword = "format";
+      regex = known->regex;
+    } else if (std::find(std::begin(kRefusedFormats), std::end(kRefusedFormats), format) !=
+               std::end(kRefusedFormats)) {
+      return Unsupported("format", pointer, absl::StrCat("the format \"", format, "\""));
+    }
+  }
+  ASSIGN_OR_RETURN(const std::optional<int64_t> min_length, ReadCount(schema, "minLength", pointer));
+  ASSIGN_OR_RETURN(const std::optional<int64_t> max_length, ReadCount(schema, "maxLength", pointer));
+  if (min_length && max_length && *min_length > *max_length) {
+    return Unsupported("minLength", pointer, "it is over maxLength: no string has such a length");
+  }
+  if (keyword.empty()) return GbnfRepeat(rules.Use("char"), min_length.value_or(0), max_length.value_or(kNoLimit));
+  absl::StatusOr<RegexExpression> expression = RegexToGbnfExpression(regex, RegexTarget::kJsonString);
+  if (!expression.ok()) return Unsupported(keyword, pointer, expression.status().message());
+  // A grammar cannot intersect two languages; the lengths are fine only
+  // when every match of the pattern already has them.
+  if (min_length && expression->min_length < *min_length) {
+    return Unsupported("minLength", pointer, absl::StrCat("together with \"", keyword, "\" that allows shorter strings"));
+  }
+  if (max_length && (expression->max_length == kNoLimit || expression->max_length > *max_length)) {
+    return Unsupported("maxLength", pointer, absl::StrCat("together with \"", keyword, "\" that allows longer strings"));
+  }
+  return expression->gbnf;
+}
+
+// A lower or an upper bound, and the keyword it came from.
+struct Bound {
+  double value = 0;
+  bool exclusive = false;
+  const char* keyword = nullptr;
+};
+
+struct Bounds {
+  std::optional<Bound> lo, hi;
+};
+
+// minimum/maximum with exclusiveMinimum/exclusiveMaximum as numbers (draft
+// 6 on) or as booleans that make minimum/maximum exclusive (draft 4).
+absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string& pointer) {
+  Bounds bounds;
+  struct Keyword {
+    const char* name;
+    bool lower;
+    bool exclusive;
+  };
+  for (const Keyword& k : {Keyword{"minimum", true, false}, Keyword{"exclusiveMinimum", true, true},
+                           Keyword{"maximum", false, false}, Keyword{"exclusiveMaximum", false, true}}) {
+    if (!schema.contains(k.name)) continue;
+    const ordered_json& v = schema[k.name];
+    if (k.exclusive && v.is_boolean()) continue;  // Read with minimum/maximum below.
+    if (!v.is_number()) return Unsupported(k.name, pointer, "it must be a number");
+    const double value = v.get<double>();
+    if (std::fabs(value) > kMaxBound) return Unsupported(k.name, pointer, "bounds past 10^15");
+    const char* exclusive_flag = k.lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    const bool exclusive = k.exclusive || (schema.contains(exclusive_flag) && schema[exclusive_flag] == true);
+    std::optional<Bound>& bound = k.lower ? bounds.lo : bounds.hi;
+    const bool tighter = !bound || (k.lower ? value > bound->value : value < bound->value) ||
+                         (value == bound->value && exclusive);
+    if (tighter) bound = Bound{value, exclusive, k.name};
+  }
+  return bounds;
+}
+
+int Digits(int64_t n) { return static_cast<int>(std::to_string(n).size()); }
+
+std::string DigitClass(char lo, char hi) {
+  return lo == hi ? absl::StrCat("\"", std::string(1, lo), "\"") : absl::StrCat("[", std::string(1, lo), "-", std::string(1, hi), "]");
+}
+
+// The decimal strings from `a` to `b`, both of the same length: a shared
+// prefix, then for the first digit that differs, a's rest up to 9...9, the
+// digits in between with anything after them, and 0...0 up to b's rest.
+std::string SameLengthRange(const std::string& a, const std::string& b) {
+  size_t common = 0;
+  while (common < a.size() && a[common] == b[common]) ++common;
+  std::vector<std::string> items;
+  if (common > 0) items.push_back(absl::StrCat("\"", a.substr(0, common), "\""));
+  if (common == a.size()) return GbnfSequence(items);
+  const char x = a[common], y = b[common];
+  const std::string a_rest = a.substr(common + 1), b_rest = b.substr(common + 1);
+  const int tail = static_cast<int>(a_rest.size());
+  const bool a_all_zero = a_rest.find_first_not_of('0') == std::string::npos;
+  const bool b_all_nine = b_rest.find_first_not_of('9') == std::string::npos;
+  std::vector<std::string> alternatives;
+  if (!a_all_zero) alternatives.push_back(GbnfSequence({DigitClass(x, x), SameLengthRange(a_rest, std::string(tail, '9'))}));
+  const char from = a_all_zero ? x : x + 1, to = b_all_nine ? y : y - 1;
+  if (from <= to) {
+    std::vector<std::string> middle = {DigitClass(from, to)};
+    if (tail > 0) middle.push_back(GbnfRepeat("[0-9]", tail, tail));
+    alternatives.push_back(GbnfSequence(middle));
+  }
+  if (!b_all_nine) alternatives.push_back(GbnfSequence({DigitClass(y, y), SameLengthRange(std::string(tail, '0'), b_rest)}));
+  items.push_back(GbnfAlternatives(alternatives));
+  return GbnfSequence(items);
+}
+
+// The integers in [lo, hi], 0 <= lo <= hi, in decimal without leading zeros.
+std::string NonNegativeRange(int64_t lo, int64_t hi) {
+  const int lo_digits = Digits(lo), hi_digits = Digits(hi);
+  if (lo_digits == hi_digits) return SameLengthRange(std::to_string(lo), std::to_string(hi));
+  std::vector<std::string> alternatives = {SameLengthRange(std::to_string(lo), std::string(lo_digits, '9'))};
+  if (hi_digits - lo_digits >= 2) alternatives.push_back(GbnfSequence({"[1-9]", GbnfRepeat("[0-9]", lo_digits, hi_digits - 2)}));
+  alternatives.push_back(SameLengthRange(absl::StrCat("1", std::string(hi_digits - 1, '0')), std::to_string(hi)));
+  return GbnfAlternatives(alternatives);
+}
+
+// The integers in [lo, hi]; negative ones without "-0".
+std::string IntegerRange(int64_t lo, int64_t hi) {
+  std::vector<std::string> alternatives;
+  if (lo < 0) alternatives.push_back(GbnfSequence({"\"-\"", NonNegativeRange(std::max<int64_t>(1, -hi), -lo)}));
+  if (hi >= 0) alternatives.push_back(NonNegativeRange(std::max<int64_t>(0, lo), hi));
+  return GbnfAlternatives(alternatives);
+}
+
+// A bound on a number's magnitude, its value without the sign.
+struct MagnitudeBound {
+  int64_t value = 0;
+  bool exclusive = false;
+};
+
+// Decimals I or I.F (no exponent) whose value is within the bounds; empty
+// text when none is. Near an exclusive bound the fraction keeps to digits a
+// double holds, so that 4.9999999999999999 (which reads as 5.0) is not
+// written for "less than 5".
+std::string MagnitudeRange(MagnitudeBound lower, std::optional<MagnitudeBound> upper, GbnfRules& rules) {
+  const int fraction_digits = std::max(1, kDoubleDigits - Digits(upper ? upper->value : lower.value));
+  std::vector<std::string> alternatives;
+  const int64_t start = lower.value + (lower.exclusive ? 1 : 0);
+  const int64_t end = upper ? upper->value - 1 : kMaxUnbounded;
+  if (start <= end) {
+    const std::string fraction =
+        upper && upper->exclusive ? GbnfRepeat("[0-9]", 1, fraction_digits) : rules.Use("fraction");
+    alternatives.push_back(
+        GbnfSequence({NonNegativeRange(start, end), GbnfRepeat(GbnfSequence({"\".\"", fraction}), 0, 1)}));
+  }
+  if (lower.exclusive && (!upper || lower.value < upper->value)) {  // The bound and a fraction that is not zero.
+    alternatives.push_back(GbnfSequence(
+        {absl::StrCat("\"", lower.value, ".\""), GbnfRepeat("[0-9]", 0, fraction_digits - 1), "[1-9]"}));
+  }
+  if (upper && !upper->exclusive && (upper->value > lower.value || !lower.exclusive)) {
+    alternatives.push_back(GbnfSequence({absl::StrCat("\"", upper->value, "\""), R"(("." "0"{1,16})?)"}));
+  }
+  return alternatives.empty() ? "" : GbnfAlternatives(alternatives);
+}
+
+}  // namespace
+
+absl::Status Unsupported(absl::string_view keyword, const std::string& pointer, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("\"", keyword, "\" at ", pointer.empty() ? "/" : pointer,
+                                                 " is not supported", why.empty() ? "" : ": ", why));
+}
+
+absl::StatusOr<std::optional<int64_t>> ReadCount(const ordered_json& schema, const char* keyword,
+                                                 const std::string& pointer) {
+  if (!schema.contains(keyword)) return std::nullopt;
+  const ordered_json& v = schema[keyword];
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    return Unsupported(keyword, pointer, "it must be a non-negative integer");
+  }
+  return v.get<int64_t>();
+}
+
+absl::StatusOr<std::string> StringItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
+  ASSIGN_OR_RETURN(const std::string body, StringBody(schema, pointer, rules));
+  return GbnfSequence({R"("\"")", body, R"("\"")"});
+}
+
+absl::StatusOr<std::string> IntegerItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
+  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer));
+  if (!bounds.lo && !bounds.hi) return rules.Use("integer");
+  int64_t lo = -kMaxUnbounded, hi = kMaxUnbounded;
+  if (bounds.lo) lo = static_cast<int64_t>(bounds.lo->exclusive ? std::floor(bounds.lo->value) + 1 : std::ceil(bounds.lo->value));
+  if (bounds.hi) hi = static_cast<int64_t>(bounds.hi->exclusive ? std::ceil(bounds.hi->value) - 1 : std::floor(bounds.hi->value));
+  if (lo > hi) return Unsupported((bounds.lo ? bounds.lo : bounds.hi)->keyword, pointer, "no integer is within the bounds");
+  return IntegerRange(lo, hi);
+}
+
+absl::StatusOr<std::string> NumberItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
+  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer));
+  if (!bounds.lo && !bounds.hi) return rules.Use("number");
+  for (const std::optional<Bound>& b : {bounds.lo, bounds.hi}) {
+    if (b && b->value != std::floor(b->value)) {
+      return Unsupported(b->keyword, pointer, "a number's bounds must be whole numbers to be said exactly");
+    }
+  }
+  const std::optional<Bound>& lo = bounds.lo;
+  const std::optional<Bound>& hi = bounds.hi;
+  auto magnitude = [](const std::optional<Bound>& b, double sign) -> std::optional<MagnitudeBound> {
+    if (!b) return std::nullopt;
+    return MagnitudeBound{static_cast<int64_t>(sign * b->value), b->exclusive};
+  };
+  std::vector<std::string> alternatives;
+  if (!hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive)) {  // Zero and up, unsigned.
+    const MagnitudeBound lower = lo && lo->value >= 0 ? *magnitude(lo, 1) : MagnitudeBound{0, false};
+    const std::string positive = MagnitudeRange(lower, magnitude(hi, 1), rules);
+    if (!positive.empty()) alternatives.push_back(positive);
+  }
+  if (!lo || lo->value < 0) {  // Below zero: "-" and a magnitude over zero.
+    const MagnitudeBound lower = hi && hi->value < 0 ? *magnitude(hi, -1) : MagnitudeBound{0, true};
+    const std::string negative = MagnitudeRange(lower, magnitude(lo, -1), rules);
+    if (!negative.empty()) alternatives.push_back(GbnfSequence({"\"-\"", negative}));
+  }
+  if (alternatives.empty()) return Unsupported((lo ? lo : hi)->keyword, pointer, "no number is within the bounds");
+  return GbnfAlternatives(alternatives);
+}
+
+}  // namespace llama::grammar::internal_grammar

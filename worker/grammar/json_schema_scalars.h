@@ -1,0 +1,48 @@
+// The string, integer and number parts of the JSON Schema converter
+// (json_schema.h): the keywords that constrain one scalar value. Internal
+// to //worker/grammar.
+
+#ifndef LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_SCALARS_H_
+#define LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_SCALARS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "worker/grammar/json_grammar.h"
+
+namespace llama::grammar::internal_grammar {
+
+// The error for a keyword we cannot compile: `"not" at /properties/a is not
+// supported`, then `: why` when given. `pointer` is a JSON pointer ("" is
+// the whole schema, written "/").
+absl::Status Unsupported(absl::string_view keyword, const std::string& pointer, absl::string_view why = "");
+
+// A count keyword (minLength, maxItems, ...): absent, or a non-negative
+// integer; anything else is an error naming it.
+absl::StatusOr<std::optional<int64_t>> ReadCount(const nlohmann::ordered_json& schema, const char* keyword,
+                                                 const std::string& pointer);
+
+// One GBNF item matching the JSON strings that `schema`'s pattern, format,
+// minLength and maxLength allow.
+absl::StatusOr<std::string> StringItem(const nlohmann::ordered_json& schema, const std::string& pointer,
+                                       GbnfRules& rules);
+
+// ... the integers that minimum, maximum, exclusiveMinimum and
+// exclusiveMaximum allow, exactly, as digit ranges.
+absl::StatusOr<std::string> IntegerItem(const nlohmann::ordered_json& schema, const std::string& pointer,
+                                        GbnfRules& rules);
+
+// ... the numbers those bounds allow, where they are whole numbers up to
+// 10^15 (others are refused, naming the keyword).
+absl::StatusOr<std::string> NumberItem(const nlohmann::ordered_json& schema, const std::string& pointer,
+                                       GbnfRules& rules);
+
+}  // namespace llama::grammar::internal_grammar
+
+#endif  // LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_SCALARS_H_

@@ -1,0 +1,318 @@
+#include "worker/grammar/json_schema.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "worker/grammar/grammar.h"
+
+namespace llama::grammar {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::shared_ptr<const Grammar> Parse(const std::string& gbnf) {
+  absl::StatusOr<std::shared_ptr<const Grammar>> g = Grammar::Parse(gbnf);
+  EXPECT_TRUE(g.ok()) << g.status() << "\n" << gbnf;
+  return g.ok() ? *g : nullptr;
+}
+
+std::shared_ptr<const Grammar> FromSchema(absl::string_view schema) {
+  absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(nlohmann::ordered_json::parse(schema));
+  EXPECT_TRUE(gbnf.ok()) << gbnf.status() << "\n" << schema;
+  return Parse(gbnf.ok() ? *gbnf : "root ::= \"\"");
+}
+
+std::string ErrorOf(absl::string_view schema) {
+  absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(nlohmann::ordered_json::parse(schema));
+  EXPECT_FALSE(gbnf.ok()) << schema << " gave\n" << *gbnf;
+  EXPECT_EQ(gbnf.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(gbnf.status().message());
+}
+
+TEST(JsonSchemaTest, Scalars) {
+  auto null = FromSchema(R"({"type": "null"})");
+  EXPECT_TRUE(null->Accepts("null"));
+  EXPECT_FALSE(null->Accepts("nul"));
+  auto boolean = FromSchema(R"({"type": "boolean"})");
+  EXPECT_TRUE(boolean->Accepts("true"));
+  EXPECT_TRUE(boolean->Accepts("false"));
+  EXPECT_FALSE(boolean->Accepts("1"));
+  auto integer = FromSchema(R"({"type": "integer"})");
+  for (const char* ok : {"0", "-7", "1234567890"}) EXPECT_TRUE(integer->Accepts(ok)) << ok;
+  for (const char* bad : {"01", "1.5", "+1", "", "1e3", " 1"}) EXPECT_FALSE(integer->Accepts(bad)) << bad;
+  auto number = FromSchema(R"({"type": "number"})");
+  for (const char* ok : {"0", "-0.5", "1.25e10", "3E-2", "10"}) EXPECT_TRUE(number->Accepts(ok)) << ok;
+  for (const char* bad : {"01", "1.", ".5", "-", "1e", "NaN", "0x10"}) EXPECT_FALSE(number->Accepts(bad)) << bad;
+}
+
+TEST(JsonSchemaTest, StringsEscapeAsJsonDoes) {
+  auto s = FromSchema(R"({"type": "string"})");
+  for (const char* ok : {R"("")", R"("a\"b")", R"("\\\/\b\f\n\r\t")", R"("\u00e9\u20AC")", "\"\xC3\xA9\""}) {
+    EXPECT_TRUE(s->Accepts(ok)) << ok;
+  }
+  for (const char* bad : {R"("a"b")", R"("\x41")", R"("\u12")", "\"a\nb\"", "\"\x01\"", R"("\ud800")", R"(")"}) {
+    EXPECT_FALSE(s->Accepts(bad)) << bad;
+  }
+}
+
+TEST(JsonSchemaTest, StringLengthsCountCharacters) {
+  auto s = FromSchema(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  EXPECT_TRUE(s->Accepts(R"("ab")"));
+  EXPECT_TRUE(s->Accepts("\"\xC3\xA9\\n\\u0041\""));
+  EXPECT_FALSE(s->Accepts(R"("a")"));
+  EXPECT_FALSE(s->Accepts(R"("abcd")"));
+}
+
+TEST(JsonSchemaTest, ObjectsKeepSchemaOrderAndRequiredProperties) {
+  auto g = FromSchema(R"({"type": "object", "properties": {
+      "b": {"type": "integer"}, "a": {"type": "string"}, "c": {"type": "boolean"}},
+      "required": ["a"]})");
+  EXPECT_TRUE(g->Accepts(R"({"a":"x"})"));
+  EXPECT_TRUE(g->Accepts(R"({"b":1,"a":"x","c":true})"));
+  EXPECT_TRUE(g->Accepts(R"({"b":1,"a":"x"})"));
+  EXPECT_TRUE(g->Accepts(R"({"a":"x","c":false})"));
+  EXPECT_TRUE(g->Accepts("{\n  \"b\": 1,\n  \"a\": \"x\"\n}"));
+  EXPECT_FALSE(g->Accepts(R"({"a":"x","b":1})"));   // Out of order.
+  EXPECT_FALSE(g->Accepts(R"({"b":1})"));           // "a" is required.
+  EXPECT_FALSE(g->Accepts(R"({"a":"x","d":1})"));   // No additional properties.
+  EXPECT_FALSE(g->Accepts(R"({"a":"x",})"));
+  EXPECT_FALSE(g->Accepts(R"({,"a":"x"})"));
+  EXPECT_FALSE(g->Accepts(R"( {"a":"x"})"));        // No blank before or after the value.
+  EXPECT_FALSE(g->Accepts(R"({"a":"x"} )"));
+  EXPECT_FALSE(g->Accepts(absl::StrCat("{\n", std::string(21, ' '), R"("a":"x"})")));  // Blanks are bounded.
+  auto optional = FromSchema(R"({"properties": {"x": {"type": "null"}, "y": {"type": "null"}}})");
+  for (const char* ok : {"{}", R"({"x":null})", R"({"y":null})", R"({"x":null,"y":null})"}) {
+    EXPECT_TRUE(optional->Accepts(ok)) << ok;
+  }
+  EXPECT_FALSE(optional->Accepts(R"({"y":null,"x":null})"));
+}
+
+TEST(JsonSchemaTest, AdditionalProperties) {
+  auto any = FromSchema(R"({"type": "object"})");
+  EXPECT_TRUE(any->Accepts(R"({"k":[1,{"z":null}],"j":"\n"})"));
+  auto typed = FromSchema(R"({"properties": {"id": {"type": "integer"}}, "required": ["id"],
+                              "additionalProperties": {"type": "string"}})");
+  EXPECT_TRUE(typed->Accepts(R"({"id":1})"));
+  EXPECT_TRUE(typed->Accepts(R"({"id":1,"i":"x","idx":"y","":"z"})"));
+  EXPECT_FALSE(typed->Accepts(R"({"id":1,"id":"x"})"));  // A named key again.
+  EXPECT_FALSE(typed->Accepts(R"({"id":1,"x":2})"));
+  auto closed = FromSchema(R"({"properties": {"a": {}}, "additionalProperties": false})");
+  EXPECT_TRUE(closed->Accepts(R"({"a":[true]})"));
+  EXPECT_FALSE(closed->Accepts(R"({"b":1})"));
+  auto open = FromSchema(R"({"properties": {"a": {"const": 1}}, "additionalProperties": true})");
+  EXPECT_TRUE(open->Accepts(R"({"b":{"c":[]}})"));
+  EXPECT_TRUE(open->Accepts(R"({"a":1,"b":2})"));
+  EXPECT_FALSE(open->Accepts(R"({"a":2})"));
+  auto undeclared = FromSchema(R"({"required": ["q"], "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(undeclared->Accepts(R"({"q":3})"));
+  EXPECT_FALSE(undeclared->Accepts("{}"));
+}
+
+TEST(JsonSchemaTest, Arrays) {
+  auto list = FromSchema(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})");
+  EXPECT_TRUE(list->Accepts("[1]"));
+  EXPECT_TRUE(list->Accepts("[1, 2,\n 3]"));
+  EXPECT_FALSE(list->Accepts("[]"));
+  EXPECT_FALSE(list->Accepts("[1,2,3,4]"));
+  EXPECT_FALSE(list->Accepts("[1,]"));
+  EXPECT_FALSE(list->Accepts(R"(["a"])"));
+  auto tuple = FromSchema(R"({"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": {"type": "null"},
+                              "minItems": 1, "maxItems": 4})");
+  for (const char* ok : {R"(["a"])", R"(["a",1])", R"(["a",1,null,null])"}) EXPECT_TRUE(tuple->Accepts(ok)) << ok;
+  for (const char* bad : {"[]", "[1]", R"(["a",1,null,null,null])", R"(["a",null])"}) {
+    EXPECT_FALSE(tuple->Accepts(bad)) << bad;
+  }
+  auto closed = FromSchema(R"({"prefixItems": [{"type": "boolean"}]})");
+  EXPECT_TRUE(closed->Accepts("[]"));
+  EXPECT_TRUE(closed->Accepts("[true]"));
+  EXPECT_FALSE(closed->Accepts("[true,false]"));
+  auto draft7 = FromSchema(R"({"items": [{"const": "x"}], "additionalItems": {"type": "integer"}, "minItems": 2})");
+  EXPECT_TRUE(draft7->Accepts(R"(["x",1,2])"));
+  EXPECT_FALSE(draft7->Accepts(R"(["x"])"));
+  auto anything = FromSchema(R"({"type": "array"})");
+  EXPECT_TRUE(anything->Accepts(R"([1,"a",[{}]])"));
+}
+
+TEST(JsonSchemaTest, EnumAndConstAreCompactValues) {
+  auto e = FromSchema(R"({"enum": ["a\"b", 1.5, null, {"k": [1, 2]}, "\u00e9"]})");
+  EXPECT_TRUE(e->Accepts(R"("a\"b")"));
+  EXPECT_TRUE(e->Accepts("1.5"));
+  EXPECT_TRUE(e->Accepts("null"));
+  EXPECT_TRUE(e->Accepts(R"({"k":[1,2]})"));
+  EXPECT_TRUE(e->Accepts("\"\xC3\xA9\""));
+  EXPECT_FALSE(e->Accepts(R"("ab")"));
+  auto typed = FromSchema(R"({"type": "string", "enum": ["x", 1]})");
+  EXPECT_TRUE(typed->Accepts(R"("x")"));
+  EXPECT_FALSE(typed->Accepts("1"));
+  auto c = FromSchema(R"({"const": "only"})");
+  EXPECT_TRUE(c->Accepts(R"("only")"));
+  EXPECT_FALSE(c->Accepts(R"("only" )"));
+}
+
+TEST(JsonSchemaTest, AlternativesAndTypeLists) {
+  auto any_of = FromSchema(R"({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]})");
+  EXPECT_TRUE(any_of->Accepts("5"));
+  EXPECT_TRUE(any_of->Accepts(R"("x")"));
+  EXPECT_FALSE(any_of->Accepts(R"("xy")"));
+  auto one_of = FromSchema(R"({"oneOf": [{"type": "null"}, {"type": "array", "maxItems": 0}]})");
+  EXPECT_TRUE(one_of->Accepts("[]"));
+  EXPECT_TRUE(one_of->Accepts("null"));
+  auto types = FromSchema(R"({"type": ["string", "null"], "maxLength": 2})");
+  EXPECT_TRUE(types->Accepts("null"));
+  EXPECT_TRUE(types->Accepts(R"("ab")"));
+  EXPECT_FALSE(types->Accepts(R"("abc")"));
+}
+
+TEST(JsonSchemaTest, AllOfOneSchemaOrMergedObjects) {
+  auto single = FromSchema(R"({"allOf": [{"type": "integer", "minimum": 3}], "description": "d"})");
+  EXPECT_TRUE(single->Accepts("3"));
+  EXPECT_FALSE(single->Accepts("2"));
+  auto merged = FromSchema(R"({"$defs": {"base": {"properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+      "allOf": [{"$ref": "#/$defs/base"}, {"type": "object", "properties": {"name": {"type": "string"}}}]})");
+  EXPECT_TRUE(merged->Accepts(R"({"id":1,"name":"n"})"));
+  EXPECT_TRUE(merged->Accepts(R"({"id":1})"));
+  EXPECT_FALSE(merged->Accepts(R"({"name":"n"})"));
+  EXPECT_THAT(ErrorOf(R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})"),
+              HasSubstr("\"allOf\" at / is not supported"));
+}
+
+TEST(JsonSchemaTest, ReferencesIncludingRecursion) {
+  auto tree = FromSchema(R"({"type": "object", "properties": {
+      "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}}, "required": ["v"]})");
+  EXPECT_TRUE(tree->Accepts(R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[{"v":4,"kids":[]}]}]})"));
+  EXPECT_FALSE(tree->Accepts(R"({"v":1,"kids":[{}]})"));
+  auto defs = FromSchema(R"({"definitions": {"n": {"type": "integer"}}, "$defs": {"a/b": {"type": "string"}},
+      "prefixItems": [{"$ref": "#/definitions/n"}, {"$ref": "#/$defs/a~1b"}, {"$ref": "#/definitions/n"}]})");
+  EXPECT_TRUE(defs->Accepts(R"([1,"x",2])"));
+  EXPECT_FALSE(defs->Accepts(R"([1,2])"));
+  auto list = FromSchema(R"({"$defs": {"node": {"anyOf": [{"type": "null"},
+      {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}, "required": ["next"]}]}},
+      "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(list->Accepts(R"({"next":{"next":null}})"));
+}
+
+TEST(JsonSchemaTest, PatternsAndFormats) {
+  auto pattern = FromSchema(R"({"type": "string", "pattern": "^[a-z]{2}\"-\\d+$"})");
+  EXPECT_TRUE(pattern->Accepts(R"("ab\"-12")"));
+  EXPECT_FALSE(pattern->Accepts(R"("ab"-12")"));
+  EXPECT_FALSE(pattern->Accepts(R"("abc\"-12")"));
+  auto date = FromSchema(R"({"type": "string", "format": "date"})");
+  for (const char* ok : {R"("2024-01-31")", R"("1999-04-30")", R"("2023-02-28")"}) EXPECT_TRUE(date->Accepts(ok)) << ok;
+  for (const char* bad : {R"("2024-02-30")", R"("2024-04-31")", R"("2024-13-01")", R"("0999-01-01")"}) {
+    EXPECT_FALSE(date->Accepts(bad)) << bad;
+  }
+  auto date_time = FromSchema(R"({"format": "date-time"})");
+  EXPECT_TRUE(date_time->Accepts(R"("2024-05-06T07:08:09Z")"));
+  EXPECT_TRUE(date_time->Accepts(R"("2024-05-06T23:59:59.123+05:30")"));
+  EXPECT_FALSE(date_time->Accepts(R"("2024-05-06T24:00:00Z")"));
+  EXPECT_FALSE(date_time->Accepts(R"("2024-05-06T07:08:09")"));
+  auto uuid = FromSchema(R"({"format": "uuid"})");
+  EXPECT_TRUE(uuid->Accepts(R"("123e4567-e89b-12d3-a456-426614174000")"));
+  EXPECT_FALSE(uuid->Accepts(R"("123e4567e89b12d3a456426614174000")"));
+  auto email = FromSchema(R"({"format": "email"})");
+  EXPECT_TRUE(email->Accepts(R"("a.b+c@example.co.uk")"));
+  EXPECT_FALSE(email->Accepts(R"("a@b")"));
+  auto ipv4 = FromSchema(R"({"format": "ipv4"})");
+  EXPECT_TRUE(ipv4->Accepts(R"("192.168.0.255")"));
+  EXPECT_FALSE(ipv4->Accepts(R"("192.168.0.256")"));
+  EXPECT_FALSE(ipv4->Accepts(R"("01.2.3.4")"));
+  auto time = FromSchema(R"({"format": "time", "minLength": 9})");
+  EXPECT_TRUE(time->Accepts(R"("07:08:09Z")"));
+  auto custom = FromSchema(R"({"type": "string", "format": "my-own", "maxLength": 1})");  // Not standard: ignored.
+  EXPECT_TRUE(custom->Accepts(R"("x")"));
+}
+
+// Every integer in [-1100, 1100] is accepted exactly when it is in bounds.
+TEST(JsonSchemaTest, IntegerBoundsAreExact) {
+  struct Case {
+    const char* bounds;
+    int64_t lo, hi;
+  };
+  for (const Case& c : {Case{R"("minimum": 3, "maximum": 117)", 3, 117}, Case{R"("minimum": -57, "maximum": -3)", -57, -3},
+                        Case{R"("exclusiveMinimum": -5, "exclusiveMaximum": 1000)", -4, 999},
+                        Case{R"("minimum": 0)", 0, INT64_MAX}, Case{R"("maximum": 99.5)", INT64_MIN, 99},
+                        Case{R"("minimum": 1.2, "maximum": 1.9e1)", 2, 19}, Case{R"("minimum": 10, "maximum": 10)", 10, 10},
+                        Case{R"("minimum": 5, "exclusiveMinimum": 5, "maximum": 1099)", 6, 1099},
+                        Case{R"("minimum": 0, "exclusiveMinimum": true, "maximum": 1000)", 1, 1000}}) {
+    auto g = FromSchema(absl::StrCat(R"({"type": "integer", )", c.bounds, "}"));
+    for (int64_t v = -1100; v <= 1100; ++v) {
+      ASSERT_EQ(g->Accepts(std::to_string(v)), v >= c.lo && v <= c.hi) << c.bounds << ": " << v;
+    }
+    EXPECT_FALSE(g->Accepts("-0")) << c.bounds;
+    EXPECT_FALSE(g->Accepts("007")) << c.bounds;
+  }
+  EXPECT_THAT(ErrorOf(R"({"type": "integer", "minimum": 5, "maximum": 4})"), HasSubstr("no integer"));
+  EXPECT_THAT(ErrorOf(R"({"type": "integer", "minimum": 1e20})"), HasSubstr("\"minimum\" at / is not supported"));
+}
+
+TEST(JsonSchemaTest, NumberBoundsWhereExact) {
+  auto non_negative = FromSchema(R"({"type": "number", "minimum": 0})");
+  for (const char* ok : {"0", "0.0", "12.5"}) EXPECT_TRUE(non_negative->Accepts(ok)) << ok;
+  for (const char* bad : {"-1", "-0.5", "-0", "1e5"}) EXPECT_FALSE(non_negative->Accepts(bad)) << bad;
+  auto positive = FromSchema(R"({"type": "number", "exclusiveMinimum": 0})");
+  for (const char* ok : {"0.001", "3", "2.5"}) EXPECT_TRUE(positive->Accepts(ok)) << ok;
+  for (const char* bad : {"0", "0.000", "-1"}) EXPECT_FALSE(positive->Accepts(bad)) << bad;
+  auto range = FromSchema(R"({"type": "number", "minimum": -2, "exclusiveMaximum": 100})");
+  for (const char* ok : {"-2", "-2.0", "-1.5", "0", "99.99", "42"}) EXPECT_TRUE(range->Accepts(ok)) << ok;
+  for (const char* bad : {"-2.5", "-3", "100", "100.0", "1e1", "99.9999999999999999"}) {
+    EXPECT_FALSE(range->Accepts(bad)) << bad;
+  }
+  auto above_five = FromSchema(R"({"type": "number", "exclusiveMinimum": 5, "maximum": 7})");
+  for (const char* ok : {"5.5", "5.01", "6", "7", "7.00"}) EXPECT_TRUE(above_five->Accepts(ok)) << ok;
+  for (const char* bad : {"5", "5.0", "7.01", "8", "4.9"}) EXPECT_FALSE(above_five->Accepts(bad)) << bad;
+  EXPECT_THAT(ErrorOf(R"({"type": "number", "minimum": 0.5})"), HasSubstr("\"minimum\" at / is not supported"));
+  EXPECT_THAT(ErrorOf(R"({"type": "number", "minimum": 3, "exclusiveMaximum": 3})"), HasSubstr("no number"));
+}
+
+TEST(JsonSchemaTest, AnythingAndAnnotations) {
+  for (const char* schema : {"{}", "true", R"({"title": "t", "description": "d", "examples": [1], "default": 2,
+                                             "$schema": "https://json-schema.org/draft/2020-12/schema",
+                                             "$comment": "c", "deprecated": false})"}) {
+    auto g = FromSchema(schema);
+    for (const char* ok : {"1", R"("s")", R"({"a":[null,true,1.5]})", "[]"}) EXPECT_TRUE(g->Accepts(ok)) << ok;
+  }
+}
+
+TEST(JsonSchemaTest, RefusesKeywordsItCannotCompileNamingThem) {
+  EXPECT_EQ(ErrorOf(R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})"),
+            "\"uniqueItems\" at /properties/tags is not supported");
+  EXPECT_THAT(ErrorOf(R"({"not": {}})"), HasSubstr("\"not\" at / is not supported"));
+  EXPECT_THAT(ErrorOf(R"({"items": {"if": {}, "then": {}}})"), HasSubstr("\"if\" at /items is not supported"));
+  for (const char* keyword : {"patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf",
+                              "contains", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
+                              "unevaluatedItems", "x-custom"}) {
+    EXPECT_THAT(ErrorOf(absl::StrCat(R"({"$defs": {"a/b": {")", keyword, R"(": 1}}, "$ref": "#/$defs/a~1b"})")),
+                HasSubstr(absl::StrCat("\"", keyword, "\" at /$defs/a~1b is not supported")));
+  }
+  EXPECT_THAT(ErrorOf(R"({"format": "uri"})"), HasSubstr("\"format\" at / is not supported: the format \"uri\""));
+  EXPECT_THAT(ErrorOf(R"({"$ref": "https://example.com/s.json"})"), HasSubstr("\"$ref\" at /"));
+  EXPECT_THAT(ErrorOf(R"({"$ref": "#/$defs/missing"})"), HasSubstr("points at nothing"));
+  EXPECT_THAT(ErrorOf(R"({"type": "object", "anyOf": [{}]})"), HasSubstr("\"type\" at / is not supported: next to \"anyOf\""));
+  EXPECT_THAT(ErrorOf(R"({"pattern": "(a)\\1"})"), HasSubstr("\"pattern\" at / is not supported: regex: the backreference"));
+  EXPECT_THAT(ErrorOf(R"({"pattern": "a+", "maxLength": 3})"), HasSubstr("\"maxLength\" at / is not supported"));
+  EXPECT_THAT(ErrorOf(R"({"type": "strin"})"), HasSubstr("\"type\" at /"));
+  EXPECT_THAT(ErrorOf(R"({"required": ["a"], "properties": {}})"), HasSubstr("\"required\" at /"));
+  EXPECT_THAT(ErrorOf(R"({"minItems": 3, "prefixItems": [{}], "items": false})"), HasSubstr("\"minItems\" at /"));
+  EXPECT_THAT(ErrorOf(R"({"properties": {"a": false}, "required": ["a"]})"), HasSubstr("\"required\" at /"));
+}
+
+TEST(JsonSchemaTest, PlainJsonKeepsWorkingWithSortedKeys) {
+  absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(nlohmann::json::parse(R"({"properties": {"b": {}, "a": {}}})"));
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status();
+  EXPECT_TRUE(Parse(*gbnf)->Accepts(R"({"a":1,"b":2})"));
+}
+
+TEST(JsonObjectGbnfTest, AnyObject) {
+  auto g = Parse(JsonObjectGbnf());
+  EXPECT_TRUE(g->Accepts("{}"));
+  EXPECT_TRUE(g->Accepts(R"({"a": {"b": [1, -2.5e3, "x", true, null]}, "a": 1})"));
+  EXPECT_FALSE(g->Accepts("[]"));
+  EXPECT_FALSE(g->Accepts(R"("x")"));
+  EXPECT_FALSE(g->Accepts(R"({"a"})"));
+}
+
+}  // namespace
+}  // namespace llama::grammar
