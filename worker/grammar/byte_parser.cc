@@ -9,7 +9,7 @@ ByteParser::ByteParser(const Grammar& grammar) : grammar_(grammar) {
   std::vector<int32_t> stacks;
   bool accepting = false;
   for (const int32_t start : grammar_.alternatives(grammar_.root())) Expand(start, kBottom, stacks, accepting);
-  initial_ = InternState(std::move(stacks), accepting);
+  initial_ = InternState(stacks, accepting);
 }
 
 int32_t ByteParser::InternFrame(int32_t position, int32_t below) {
@@ -44,7 +44,7 @@ void ByteParser::Expand(int32_t position, int32_t below, std::vector<int32_t>& s
   }
 }
 
-ByteParser::StateId ByteParser::InternState(std::vector<int32_t> stacks, bool accepting) {
+ByteParser::StateId ByteParser::InternState(std::vector<int32_t>& stacks, bool accepting) {
   std::sort(stacks.begin(), stacks.end());
   stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
   if (stacks.size() > kMaxStacks) {
@@ -52,30 +52,31 @@ ByteParser::StateId ByteParser::InternState(std::vector<int32_t> stacks, bool ac
     return kDead;
   }
   if (stacks.empty() && !accepting) return kDead;
-  auto key = std::make_pair(stacks, accepting);
-  const auto [it, inserted] = state_ids_.try_emplace(std::move(key), static_cast<StateId>(states_.size()));
-  if (inserted) states_.push_back({std::move(stacks), accepting, {}});
-  return it->second;
+  stacks.push_back(accepting ? kAcceptingMark : kRejectingMark);
+  if (const auto it = state_ids_.find(stacks); it != state_ids_.end()) return it->second;
+  const StateId id = static_cast<StateId>(states_.size());
+  state_ids_.emplace(stacks, id);
+  stacks.pop_back();
+  states_.push_back({stacks, accepting});
+  next_.resize(next_.size() + 256, kUnknown);
+  return id;
 }
 
 ByteParser::StateId ByteParser::Advance(StateId state, uint8_t b) {
   scratch_.clear();
   bool accepting = false;
-  // A copy: InternState below may reallocate states_.
-  const std::vector<int32_t> stacks = states_[state].stacks;
-  for (const int32_t top : stacks) {
+  // Expand adds frames, not states: the reference holds until InternState.
+  for (const int32_t top : states_[state].stacks) {
     const Frame f = frames_[top];
     if (!grammar_.byte_set(grammar_.element(f.position).value).Has(b)) continue;
     Expand(f.position + 1, f.below, scratch_, accepting);
   }
-  return InternState(std::move(scratch_), accepting);
+  return InternState(scratch_, accepting);
 }
 
 ByteParser::StateId ByteParser::Learn(StateId state, uint8_t b) {
   const StateId to = Advance(state, b);
-  std::vector<StateId>& next = states_[state].next;
-  if (next.empty()) next.assign(256, kUnknown);
-  next[b] = to;
+  next_[static_cast<size_t>(state) * 256 + b] = to;
   return to;
 }
 

@@ -36,9 +36,8 @@ class ByteParser {
   StateId initial() const { return initial_; }
   // The state after byte b; kDead when no sentence continues so.
   StateId Next(StateId state, uint8_t b) {
-    const std::vector<StateId>& next = states_[state].next;
-    if (!next.empty() && next[b] != kUnknown) return next[b];
-    return Learn(state, b);
+    const StateId to = next_[static_cast<size_t>(state) * 256 + b];
+    return to != kUnknown ? to : Learn(state, b);
   }
   // The input so far is a sentence.
   bool accepting(StateId state) const { return states_[state].accepting; }
@@ -54,6 +53,8 @@ class ByteParser {
  private:
   static constexpr StateId kUnknown = -2;
   static constexpr int32_t kBottom = -1;  // Below the last frame.
+  static constexpr int32_t kAcceptingMark = -1;
+  static constexpr int32_t kRejectingMark = -2;
 
   struct Frame {
     int32_t position;
@@ -62,13 +63,13 @@ class ByteParser {
   struct State {
     std::vector<int32_t> stacks;  // Sorted frame ids.
     bool accepting = false;
-    std::vector<StateId> next;  // By byte, filled as asked; empty until then.
   };
 
   int32_t InternFrame(int32_t position, int32_t below);
   // Adds the stacks that reach a byte set from `position` over `below`.
   void Expand(int32_t position, int32_t below, std::vector<int32_t>& stacks, bool& accepting);
-  StateId InternState(std::vector<int32_t> stacks, bool accepting);
+  // The state of `stacks` (sorted and deduplicated here) and `accepting`.
+  StateId InternState(std::vector<int32_t>& stacks, bool accepting);
   StateId Advance(StateId state, uint8_t b);
   // Next's first time for (state, b).
   StateId Learn(StateId state, uint8_t b);
@@ -77,7 +78,12 @@ class ByteParser {
   std::vector<Frame> frames_;
   absl::flat_hash_map<uint64_t, int32_t> frame_ids_;
   std::vector<State> states_;
-  absl::flat_hash_map<std::pair<std::vector<int32_t>, bool>, StateId> state_ids_;
+  // next_[256 * s + b]: Next(s, b), or kUnknown until asked. One table
+  // rather than one per state: the trie walk's loads stay in one array.
+  std::vector<StateId> next_;
+  // Keyed by the stacks followed by kAcceptingMark or kRejectingMark, so
+  // that a lookup needs no copy.
+  absl::flat_hash_map<std::vector<int32_t>, StateId> state_ids_;
   StateId initial_ = kDead;
   bool overflowed_ = false;
   std::vector<int32_t> scratch_;
