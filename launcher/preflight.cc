@@ -31,6 +31,13 @@ absl::Status CheckJobInputs(const std::string& tokenizer_path, const JobFlags& f
   // The worker's own reading, so the messages (file, line, element) are its;
   // a server has no job (its prompts come over HTTP).
   if (!flags.serve) RETURN_IF_ERROR(ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file).status());
+  if (!flags.json_schema.empty()) {
+    if (flags.serve) {
+      return absl::InvalidArgumentError(
+          "--json_schema constrains a batch job's answers; a server takes a schema per request (response_format)");
+    }
+    RETURN_IF_ERROR(ReadJsonSchemaGrammar(flags.json_schema).status());
+  }
   if (!flags.output.empty()) {
     const fs::path folder = fs::absolute(flags.output).parent_path();
     std::error_code error;

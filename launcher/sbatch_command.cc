@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
 #include "launcher/slurm.h"
+#include "worker/job.h"
 #include "worker/job_flags.h"
 
 DEFINE_int32(nodes, 1, "sbatch: nodes to allocate.");
@@ -67,10 +68,16 @@ absl::Status CheckJobFiles(const JobFlags& flags, bool serve) {
   for (const auto& [flag, path] : {std::pair<const char*, std::string>{"prompts_file", flags.prompts_file},
                                    {"dialogs_file", flags.dialogs_file},
                                    {"tokenizer_path", flags.tokenizer_path},
-                                   {"api_key_file", flags.api_key_file}}) {
+                                   {"api_key_file", flags.api_key_file},
+                                   {"json_schema", flags.json_schema}}) {
     if (!path.empty() && !fs::is_regular_file(path)) {
       return absl::NotFoundError(absl::StrFormat("sbatch: --%s=%s: no such file", flag, path));
     }
+  }
+  // A schema that does not compile fails the job at its start.
+  if (!flags.json_schema.empty()) {
+    absl::StatusOr<std::string> grammar = ReadJsonSchemaGrammar(flags.json_schema);
+    if (!grammar.ok()) return absl::InvalidArgumentError(absl::StrCat("sbatch: ", grammar.status().message()));
   }
   return absl::OkStatus();
 }

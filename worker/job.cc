@@ -1,9 +1,13 @@
 #include "worker/job.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "worker/grammar/json_schema.h"
 #include "worker/prompt_files.h"
 
 namespace llama {
@@ -38,6 +42,23 @@ std::string SerializeJob(const Job& job) {
   }
   j["dialogs"] = dialogs;
   return j.dump();
+}
+
+absl::StatusOr<std::string> ReadJsonSchemaGrammar(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrFormat("--json_schema=%s: cannot read the file", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  // Ordered: properties are generated in the order the file gives them.
+  const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrFormat("--json_schema=%s: not valid JSON", path));
+  }
+  absl::StatusOr<std::string> gbnf = grammar::JsonSchemaToGbnf(schema);
+  if (!gbnf.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("--json_schema=%s: %s", path, gbnf.status().message()));
+  }
+  return gbnf;
 }
 
 absl::StatusOr<Job> DeserializeJob(const std::string& text) {

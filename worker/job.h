@@ -25,6 +25,11 @@ absl::StatusOr<Job> ReadJob(const std::string& prompt, const std::string& prompt
 
 std::string SerializeJob(const Job& job);
 // Never throws: a malformed message is an error naming the field.
+// --json_schema's file as the GBNF grammar answers must follow
+// (worker/grammar/json_schema.h); errors name the flag, the file and, for
+// what cannot be compiled, the keyword and where it is.
+absl::StatusOr<std::string> ReadJsonSchemaGrammar(const std::string& path);
+
 absl::StatusOr<Job> DeserializeJob(const std::string& text);
 
 }  // namespace llama

@@ -65,6 +65,8 @@ enum class WorkerForwarding {
     "Dialogs for chat completion: a JSON array of [{role, content}, ...].") \
   X(string, output, "", kInput, kPathIfSet, \
     "Write one JSON object per prompt or dialog to this file (JSON Lines, by rank 0).") \
+  X(string, json_schema, "", kInput, kPathIfSet, \
+    "Structured output: every answer is JSON valid against this JSON Schema file (constrained decoding).") \
   X(double, temperature, 0.6, kGeneration, kAlways, \
     "Sampling temperature; 0 is greedy.") \
   X(double, top_p, 0.9, kGeneration, kAlways, \

@@ -36,6 +36,8 @@
 #include "third_party/cuda/cuda_build_info.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/batch/generator.h"
+#include "worker/grammar/grammar.h"
+#include "worker/grammar/token_matcher.h"
 #include "worker/collectives/environment.h"
 #include "worker/collectives/rendezvous.h"
 #include "worker/engine/engine.h"
@@ -185,10 +187,10 @@ SamplingOptions SamplingFromFlags(const JobFlags& flags) {
 // Names a batch job's inputs in each line of its --output, so a rerun
 // resumes only the same job: the prompts or dialogs and the flags that
 // shape their answers.
-std::string JobKey(const Job& job, const JobFlags& flags) {
+std::string JobKey(const Job& job, const JobFlags& flags, const std::string& grammar) {
   const std::string inputs =
       absl::StrCat(SerializeJob(job), "\n", flags.temperature, " ", flags.top_p, " ", flags.max_gen_len, " ",
-                   flags.seed, " ", flags.logprobs, " ", flags.echo);
+                   flags.seed, " ", flags.logprobs, " ", flags.echo, "\n", grammar);
   return absl::StrFormat("%016x", XXH3_64bits(inputs.data(), inputs.size()));
 }
 
@@ -201,9 +203,9 @@ struct BatchOutput {
 };
 
 // Checked before loading: another job's --output is refused in seconds.
-absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, const Job& job) {
+absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, const Job& job, const std::string& grammar) {
   BatchOutput output;
-  output.job_key = JobKey(job, flags);
+  output.job_key = JobKey(job, flags, grammar);
   const size_t total = job.chat ? job.dialogs.size() : job.prompts.size();
   PreviousResults previous;
   if (!flags.output.empty()) {
@@ -296,14 +298,19 @@ absl::Status WriteSummary(int ranks, double load_seconds, const BatchResults& re
 // The job's own failure is returned; `failed_prompts` gets the error that
 // names the prompts which could not run (OK if none), for Run to report once
 // every rank is done.
-absl::Status RunBatchJob(const JobFlags& flags, const WorkerEnvironment& env, const Job& job, BatchOutput output,
-                         LoadedRank& loaded, RankPeers& peers, absl::Status* failed_prompts) {
+absl::Status RunBatchJob(const JobFlags& flags, const WorkerEnvironment& env, const Job& job, const std::string& grammar,
+                         BatchOutput output, LoadedRank& loaded, RankPeers& peers, absl::Status* failed_prompts) {
   LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
   EngineOptions engine_options;
   engine_options.prefix_caching = flags.enable_prefix_caching;
   Tokenizer& tokenizer = *loaded.tokenizer;
   Generator generator(&leader_model, &tokenizer, tokenizer.stop_ids(), engine_options);
-  const SamplingOptions sampling = SamplingFromFlags(flags);
+  SamplingOptions sampling = SamplingFromFlags(flags);
+  if (!grammar.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> compiled, grammar::Grammar::Parse(grammar));
+    sampling.grammar =
+        std::make_shared<grammar::TokenAutomaton>(std::move(compiled), grammar::TokenTrie::ForTokenizer(tokenizer));
+  }
   BatchResults results(job, flags.logprobs, std::move(output));
   LOG(INFO) << "generating for " << results.todo().size() << (job.chat ? " dialog(s)" : " prompt(s)");
   if (!results.todo().empty()) {
@@ -368,8 +375,12 @@ absl::Status Run() {
   if (env.listen_fd >= 0) close(env.listen_fd);  // The store has its own copy, if it needed one.
   ASSIGN_OR_RETURN(const Job job, ShareJob(flags, env, peers));
   BatchOutput output;
+  std::string grammar;  // GBNF, from --json_schema.
   if (leader && !flags.serve) {
-    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, job));
+    if (!flags.json_schema.empty()) {
+      ASSIGN_OR_RETURN(grammar, ReadJsonSchemaGrammar(flags.json_schema));
+    }
+    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, job, grammar));
   }
   ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers));
   // Rank 0 runs the engine; the others run the steps it sends them.
@@ -379,7 +390,7 @@ absl::Status Run() {
   } else if (flags.serve) {
     RETURN_IF_ERROR(Serve(flags, env, loaded, peers));
   } else {
-    RETURN_IF_ERROR(RunBatchJob(flags, env, job, std::move(output), loaded, peers, &failed_prompts));
+    RETURN_IF_ERROR(RunBatchJob(flags, env, job, grammar, std::move(output), loaded, peers, &failed_prompts));
   }
   if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
   return failed_prompts;

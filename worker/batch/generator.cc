@@ -83,6 +83,10 @@ absl::Status Generator::SubmitRows(Engine& engine, const std::vector<std::vector
     request.max_new_tokens = options.max_gen_len.value_or(model_->limits().max_seq_len - 1);
     request.stop_ids = stop_ids_;
     request.prompt_logprobs = options.logprobs && options.echo;
+    if (options.grammar != nullptr) {
+      ASSIGN_OR_RETURN(std::unique_ptr<grammar::TokenMatcher> matcher, grammar::TokenMatcher::Start(options.grammar));
+      request.grammar = std::move(matcher);
+    }
     request.sink = [&row, &options](const RequestEvent& event) {
       switch (event.kind) {
         case RequestEvent::kPromptLogprobs:

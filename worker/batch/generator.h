@@ -29,6 +29,7 @@
 #include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/engine/engine.h"
+#include "worker/grammar/token_matcher.h"
 #include "worker/model/language_model.h"
 
 namespace llama {
@@ -43,6 +44,8 @@ struct SamplingOptions {
   // Row i of a request samples from its own stream seeded by (seed, i), so
   // a row's tokens do not depend on the other rows of its batch.
   uint64_t seed = 1;
+  // Structured output: every row's tokens follow this grammar (engine.h).
+  std::shared_ptr<grammar::TokenAutomaton> grammar;
 };
 
 struct Generation {
