@@ -5,6 +5,9 @@
 //   bench --dim=4096 --n_layers=32 ...      another synthetic shape
 //   bench --shard=/path/rank-0-of-1.shard   a converted checkpoint
 //   bench --device=cuda ...                 on a GPU (one rank)
+//   bench --json_schema=s.json --tokenizer_path=tokenizer.model
+//                                           decode also with every row held to a JSON Schema,
+//                                           interleaved with plain decode (structured output's cost)
 //
 // The default shape (dim 2048, 22 layers, 32 heads, 4 KV heads, FFN 5632,
 // vocab 32000; TinyLlama-1.1B) keeps a run to about a minute on 2 cores.
@@ -35,7 +38,11 @@
 #include "third_party/cuda/cuda_build_info.h"
 #include "tools/bench_model.h"
 #include "tools/local_ranks.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/tool_main.h"
+#include "worker/grammar/grammar.h"
+#include "worker/grammar/token_matcher.h"
+#include "worker/job.h"
 #include "worker/job_flags.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/rank_plan.h"
@@ -105,9 +112,78 @@ absl::StatusOr<llama::RankPlan> BenchPlan(const llama::JobFlags& flags, const ll
 struct StepTimes {
   double prefill_seconds = 0;
   double decode_seconds = 0;
+  double constrained_decode_seconds = 0;  // With --json_schema.
 };
 
-absl::StatusOr<StepTimes> TimeSteps(llama::LanguageModel& model) {
+// Every row's choices held to --json_schema, in --tokenizer_path's
+// vocabulary (structured output, worker/grammar/token_matcher.h).
+struct Constraint {
+  std::shared_ptr<llama::grammar::TokenAutomaton> automaton;
+  std::vector<int> stop_ids;
+};
+
+absl::StatusOr<std::unique_ptr<Constraint>> ConstraintFromFlags(const llama::JobFlags& flags, int64_t vocab) {
+  if (flags.json_schema.empty()) return nullptr;
+  if (flags.tokenizer_path.empty()) {
+    return absl::InvalidArgumentError("--json_schema needs --tokenizer_path (the vocabulary its masks are over)");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<llama::Tokenizer> tokenizer, llama::Tokenizer::Load(flags.tokenizer_path));
+  if (tokenizer->vocab_size() != vocab) {
+    return absl::InvalidArgumentError(absl::StrFormat("--tokenizer_path=%s has %d tokens; the model's vocabulary %d",
+                                                      flags.tokenizer_path, tokenizer->vocab_size(), vocab));
+  }
+  ASSIGN_OR_RETURN(const std::string gbnf, llama::ReadJsonSchemaGrammar(flags.json_schema));
+  ASSIGN_OR_RETURN(std::shared_ptr<const llama::grammar::Grammar> grammar, llama::grammar::Grammar::Parse(gbnf));
+  auto constraint = std::make_unique<Constraint>();
+  constraint->automaton = std::make_shared<llama::grammar::TokenAutomaton>(
+      std::move(grammar), llama::grammar::TokenTrie::ForTokenizer(*tokenizer));
+  constraint->stop_ids = tokenizer->stop_ids();
+  return constraint;
+}
+
+// Decode as the generator does: each step feeds every row its last token
+// and gets the next (greedy) back; on a GPU only the ids leave the device.
+// With a constraint, each row's choice is masked as the engine masks it, a
+// row that completes its grammar starting it again.
+absl::StatusOr<double> TimeDecode(llama::LanguageModel& model, const std::vector<std::vector<int32_t>>& tables,
+                                  const Constraint* constraint) {
+  std::vector<int> next(FLAGS_batch, 1);
+  std::vector<llama::SequenceChunk> chunks(FLAGS_batch);
+  std::vector<llama::TokenChoice> choices(FLAGS_batch);
+  std::vector<llama::ChosenToken> chosen(FLAGS_batch);
+  std::vector<std::unique_ptr<llama::grammar::TokenMatcher>> matchers(FLAGS_batch);
+  std::vector<std::shared_ptr<const llama::grammar::TokenMask>> masks(FLAGS_batch);
+  std::chrono::steady_clock::time_point start;
+  // Step 0 is a warm-up, untimed (max_seq_len has room for it).
+  for (int step = 0; step <= FLAGS_decode_tokens; ++step) {
+    if (step == 1) start = std::chrono::steady_clock::now();
+    for (int b = 0; b < FLAGS_batch; ++b) {
+      chunks[b] = {tables[b], FLAGS_prefill_tokens + step, absl::MakeConstSpan(&next[b], 1), false};
+      if (constraint == nullptr) continue;
+      if (matchers[b] == nullptr || matchers[b]->complete()) {
+        ASSIGN_OR_RETURN(matchers[b], llama::grammar::TokenMatcher::Start(constraint->automaton));
+      }
+      masks[b] = matchers[b]->Allowed();
+      choices[b].allowed = masks[b]->data();
+      choices[b].also_allowed = matchers[b]->accepting() ? absl::MakeConstSpan(constraint->stop_ids)
+                                                         : absl::Span<const int>();
+    }
+    RETURN_IF_ERROR(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)));
+    for (int b = 0; b < FLAGS_batch; ++b) {
+      next[b] = chosen[b].token;
+      if (constraint == nullptr) continue;
+      const std::vector<int>& stops = constraint->stop_ids;
+      if (std::find(stops.begin(), stops.end(), next[b]) != stops.end()) {
+        matchers[b].reset();
+      } else {
+        RETURN_IF_ERROR(matchers[b]->Accept(next[b]));
+      }
+    }
+  }
+  return Seconds(start);
+}
+
+absl::StatusOr<StepTimes> TimeSteps(llama::LanguageModel& model, const Constraint* constraint) {
   StepTimes times;
   std::vector<int> prompt(FLAGS_prefill_tokens);
   for (int i = 0; i < FLAGS_prefill_tokens; ++i) prompt[i] = (i * 7919) % model.limits().vocab_size;
@@ -122,22 +198,23 @@ absl::StatusOr<StepTimes> TimeSteps(llama::LanguageModel& model) {
   }
   times.prefill_seconds = Seconds(start);
 
-  // Decode as the generator does: each step feeds every row its last token
-  // and gets the next (greedy) back; on a GPU only the ids leave the device.
-  std::vector<int> next(FLAGS_batch, 1);
-  std::vector<llama::SequenceChunk> chunks(FLAGS_batch);
-  const std::vector<llama::TokenChoice> greedy(FLAGS_batch);
-  std::vector<llama::ChosenToken> chosen(FLAGS_batch);
-  // Step 0 is a warm-up, untimed (max_seq_len has room for it).
-  for (int step = 0; step <= FLAGS_decode_tokens; ++step) {
-    if (step == 1) start = std::chrono::steady_clock::now();
-    for (int b = 0; b < FLAGS_batch; ++b) {
-      chunks[b] = {tables[b], FLAGS_prefill_tokens + step, absl::MakeConstSpan(&next[b], 1), false};
+  ASSIGN_OR_RETURN(times.decode_seconds, TimeDecode(model, tables, nullptr));
+  if (constraint != nullptr) {
+    // Side by side: rounds alternate, each side's median kept.
+    std::vector<double> plain = {times.decode_seconds}, constrained;
+    for (int round = 0; round < 3; ++round) {
+      ASSIGN_OR_RETURN(const double c, TimeDecode(model, tables, constraint));
+      constrained.push_back(c);
+      if (round < 2) {
+        ASSIGN_OR_RETURN(const double p, TimeDecode(model, tables, nullptr));
+        plain.push_back(p);
+      }
     }
-    RETURN_IF_ERROR(model.ForwardAndChoose(chunks, greedy, absl::MakeSpan(chosen)));
-    for (int b = 0; b < FLAGS_batch; ++b) next[b] = chosen[b].token;
+    std::sort(plain.begin(), plain.end());
+    std::sort(constrained.begin(), constrained.end());
+    times.decode_seconds = plain[1];
+    times.constrained_decode_seconds = constrained[1];
   }
-  times.decode_seconds = Seconds(start);
   return times;
 }
 
@@ -177,6 +254,12 @@ void PrintTimes(const llama::RankPlan& plan, llama::Device device, llama::DType 
               times.prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / times.prefill_seconds);
   std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,
               FLAGS_batch * 1000 / step_ms);
+  if (times.constrained_decode_seconds > 0) {
+    const double constrained_ms = 1000 * times.constrained_decode_seconds / FLAGS_decode_tokens;
+    std::printf("decode with --json_schema: batch %d, %.1f ms/step (%.3f x plain decode; medians of 3 rounds each, "
+                "interleaved)\n",
+                FLAGS_batch, constrained_ms, constrained_ms / step_ms);
+  }
   std::printf("weights streamed per decode step: %.2f GB/s (all ranks)", gbps * FLAGS_world_size);
   double limit = FLAGS_mem_gbps;
   if (limit <= 0 && device == llama::Device::kCpu) limit = MeasureReadBandwidth(plan.threads * FLAGS_world_size);
@@ -202,7 +285,9 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
   ASSIGN_OR_RETURN(llama::RankPeers peers, llama::JoinPeers(join, rank));
   ASSIGN_OR_RETURN(llama::RankModel made, llama::CreateRankModel(device, peers, std::move(weights), plan,
                                                                  std::chrono::seconds(600)));
-  ASSIGN_OR_RETURN(const StepTimes times, TimeSteps(*made.model));
+  ASSIGN_OR_RETURN(const std::unique_ptr<Constraint> constraint,
+                   ConstraintFromFlags(flags, made.model->limits().vocab_size));
+  ASSIGN_OR_RETURN(const StepTimes times, TimeSteps(*made.model, constraint.get()));
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
@@ -214,6 +299,13 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
 }
 
 }  // namespace
+
+// The job's flags the bench takes: the model's, and structured output's.
+std::vector<std::string> BenchJobFlags() {
+  std::vector<std::string> names = llama::JobFlagNames(llama::JobFlagGroup::kRankModel);
+  names.insert(names.end(), {"json_schema", "tokenizer_path"});
+  return names;
+}
 
 int main(int argc, char** argv) {
   return llama::ToolMain(argc, argv, "bench", "Measures prefill and decode tokens/s of one model.",
@@ -238,5 +330,5 @@ int main(int argc, char** argv) {
           return llama::ReportFailure("bench", RunRank(join));
         });
     return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
-  }, llama::JobFlagNames(llama::JobFlagGroup::kRankModel), {llama::BenchModelFlags()});
+  }, BenchJobFlags(), {llama::BenchModelFlags()});
 }

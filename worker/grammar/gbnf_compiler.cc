@@ -112,7 +112,9 @@ int GbnfCompiler::RuleId(const std::string& name) {
 }
 
 int GbnfCompiler::NewRule(const std::string& base, std::vector<Sequence> alternatives) {
-  const int id = RuleId(absl::StrCat(base, "-", names_.size()));
+  // A '.' no rule name the text gives can hold: generated rules never
+  // take (or are taken by) a rule of the grammar's own.
+  const int id = RuleId(absl::StrCat(base, ".", names_.size()));
   rules_[id] = std::move(alternatives);
   defined_[id] = true;
   return id;

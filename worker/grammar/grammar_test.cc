@@ -88,6 +88,13 @@ opt ::= | "b"
   EXPECT_FALSE(g->Accepts("abb"));
 }
 
+TEST(GrammarTest, RulesOfTheTextNeverMeetGeneratedOnes) {
+  auto g = Compile("root-2 ::= \"b\"\nroot ::= root-2 (\"a\" | \"c\") root-1\nroot-1 ::= \"d\"*\n");
+  EXPECT_TRUE(g->Accepts("ba"));
+  EXPECT_TRUE(g->Accepts("bcdd"));
+  EXPECT_FALSE(g->Accepts("aa"));
+}
+
 TEST(GrammarTest, ErrorsSayWhereAndWhat) {
   EXPECT_THAT(ErrorOf("root ::= \"abc"), HasSubstr("line 1, column 14: unterminated string literal"));
   EXPECT_THAT(ErrorOf("root ::= x\n"), HasSubstr("rule 'x' is used but never defined"));
