@@ -23,7 +23,7 @@ struct Format {
   const char* name;
   const char* regex;
 };
-#define LLAMA_DATE_RE                                                                                    \
+#define LLAMA_DATE_RE                                                                                  \
   R"([1-9]\d{3}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-)" \
   R"((?:0[1-9]|1\d|2[0-8])))"
 #define LLAMA_TIME_RE R"((?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))"
@@ -45,7 +45,7 @@ constexpr Format kFormats[] = {
 // they are refused rather than ignored. Formats outside the standard are
 // annotations no validator checks, and are ignored.
 constexpr const char* kRefusedFormats[] = {
-    "duration", "idn-email", "hostname", "idn-hostname", "ipv6", "uri", "uri-reference", "iri",
+    "duration",      "idn-email",    "hostname",     "idn-hostname",          "ipv6",  "uri", "uri-reference", "iri",
     "iri-reference", "uri-template", "json-pointer", "relative-json-pointer", "regex",
 };
 
@@ -66,14 +66,13 @@ absl::StatusOr<std::string> StringBody(const ordered_json& schema, const std::st
   if (schema.contains("format")) {
     if (!schema["format"].is_string()) return Unsupported("format", pointer, "it must be a string");
     const std::string format = schema["format"].get<std::string>();
-    const auto known = std::find_if(std::begin(kFormats), std::end(kFormats),
-                                    [&](const Format& f) { return format == f.name; });
+    const auto known =
+        std::find_if(std::begin(kFormats), std::end(kFormats), [&](const Format& f) { return format == f.name; });
     if (known != std::end(kFormats)) {
       if (!keyword.empty()) return Unsupported("format", pointer, "together with \"pattern\"");
       keyword = "format";
       regex = known->regex;
-    } else if (std::find(std::begin(kRefusedFormats), std::end(kRefusedFormats), format) !=
-               std::end(kRefusedFormats)) {
+    } else if (std::find(std::begin(kRefusedFormats), std::end(kRefusedFormats), format) != std::end(kRefusedFormats)) {
       return Unsupported("format", pointer, absl::StrCat("the format \"", format, "\""));
     }
   }
@@ -88,10 +87,12 @@ absl::StatusOr<std::string> StringBody(const ordered_json& schema, const std::st
   // A grammar cannot intersect two languages; the lengths are fine only
   // when every match of the pattern already has them.
   if (min_length && expression->min_length < *min_length) {
-    return Unsupported("minLength", pointer, absl::StrCat("together with \"", keyword, "\" that allows shorter strings"));
+    return Unsupported("minLength", pointer,
+                       absl::StrCat("together with \"", keyword, "\" that allows shorter strings"));
   }
   if (max_length && (expression->max_length == kNoLimit || expression->max_length > *max_length)) {
-    return Unsupported("maxLength", pointer, absl::StrCat("together with \"", keyword, "\" that allows longer strings"));
+    return Unsupported("maxLength", pointer,
+                       absl::StrCat("together with \"", keyword, "\" that allows longer strings"));
   }
   return expression->gbnf;
 }
@@ -127,8 +128,8 @@ absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string&
     const char* exclusive_flag = k.lower ? "exclusiveMinimum" : "exclusiveMaximum";
     const bool exclusive = k.exclusive || (schema.contains(exclusive_flag) && schema[exclusive_flag] == true);
     std::optional<Bound>& bound = k.lower ? bounds.lo : bounds.hi;
-    const bool tighter = !bound || (k.lower ? value > bound->value : value < bound->value) ||
-                         (value == bound->value && exclusive);
+    const bool tighter =
+        !bound || (k.lower ? value > bound->value : value < bound->value) || (value == bound->value && exclusive);
     if (tighter) bound = Bound{value, exclusive, k.name};
   }
   return bounds;
@@ -137,7 +138,8 @@ absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string&
 int Digits(int64_t n) { return static_cast<int>(std::to_string(n).size()); }
 
 std::string DigitClass(char lo, char hi) {
-  return lo == hi ? absl::StrCat("\"", std::string(1, lo), "\"") : absl::StrCat("[", std::string(1, lo), "-", std::string(1, hi), "]");
+  return lo == hi ? absl::StrCat("\"", std::string(1, lo), "\"")
+                  : absl::StrCat("[", std::string(1, lo), "-", std::string(1, hi), "]");
 }
 
 // The decimal strings from `a` to `b`, both of the same length: a shared
@@ -155,14 +157,16 @@ std::string SameLengthRange(const std::string& a, const std::string& b) {
   const bool a_all_zero = a_rest.find_first_not_of('0') == std::string::npos;
   const bool b_all_nine = b_rest.find_first_not_of('9') == std::string::npos;
   std::vector<std::string> alternatives;
-  if (!a_all_zero) alternatives.push_back(GbnfSequence({DigitClass(x, x), SameLengthRange(a_rest, std::string(tail, '9'))}));
+  if (!a_all_zero)
+    alternatives.push_back(GbnfSequence({DigitClass(x, x), SameLengthRange(a_rest, std::string(tail, '9'))}));
   const char from = a_all_zero ? x : x + 1, to = b_all_nine ? y : y - 1;
   if (from <= to) {
     std::vector<std::string> middle = {DigitClass(from, to)};
     if (tail > 0) middle.push_back(GbnfRepeat("[0-9]", tail, tail));
     alternatives.push_back(GbnfSequence(middle));
   }
-  if (!b_all_nine) alternatives.push_back(GbnfSequence({DigitClass(y, y), SameLengthRange(std::string(tail, '0'), b_rest)}));
+  if (!b_all_nine)
+    alternatives.push_back(GbnfSequence({DigitClass(y, y), SameLengthRange(std::string(tail, '0'), b_rest)}));
   items.push_back(GbnfAlternatives(alternatives));
   return GbnfSequence(items);
 }
@@ -172,7 +176,8 @@ std::string NonNegativeRange(int64_t lo, int64_t hi) {
   const int lo_digits = Digits(lo), hi_digits = Digits(hi);
   if (lo_digits == hi_digits) return SameLengthRange(std::to_string(lo), std::to_string(hi));
   std::vector<std::string> alternatives = {SameLengthRange(std::to_string(lo), std::string(lo_digits, '9'))};
-  if (hi_digits - lo_digits >= 2) alternatives.push_back(GbnfSequence({"[1-9]", GbnfRepeat("[0-9]", lo_digits, hi_digits - 2)}));
+  if (hi_digits - lo_digits >= 2)
+    alternatives.push_back(GbnfSequence({"[1-9]", GbnfRepeat("[0-9]", lo_digits, hi_digits - 2)}));
   alternatives.push_back(SameLengthRange(absl::StrCat("1", std::string(hi_digits - 1, '0')), std::to_string(hi)));
   return GbnfAlternatives(alternatives);
 }
@@ -207,8 +212,8 @@ std::string MagnitudeRange(MagnitudeBound lower, std::optional<MagnitudeBound> u
         GbnfSequence({NonNegativeRange(start, end), GbnfRepeat(GbnfSequence({"\".\"", fraction}), 0, 1)}));
   }
   if (lower.exclusive && (!upper || lower.value < upper->value)) {  // The bound and a fraction that is not zero.
-    alternatives.push_back(GbnfSequence(
-        {absl::StrCat("\"", lower.value, ".\""), GbnfRepeat("[0-9]", 0, fraction_digits - 1), "[1-9]"}));
+    alternatives.push_back(
+        GbnfSequence({absl::StrCat("\"", lower.value, ".\""), GbnfRepeat("[0-9]", 0, fraction_digits - 1), "[1-9]"}));
   }
   if (upper && !upper->exclusive && (upper->value > lower.value || !lower.exclusive)) {
     alternatives.push_back(GbnfSequence({absl::StrCat("\"", upper->value, "\""), R"(("." "0"{1,16})?)"}));
@@ -242,9 +247,12 @@ absl::StatusOr<std::string> IntegerItem(const ordered_json& schema, const std::s
   ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer));
   if (!bounds.lo && !bounds.hi) return rules.Use("integer");
   int64_t lo = -kMaxUnbounded, hi = kMaxUnbounded;
-  if (bounds.lo) lo = static_cast<int64_t>(bounds.lo->exclusive ? std::floor(bounds.lo->value) + 1 : std::ceil(bounds.lo->value));
-  if (bounds.hi) hi = static_cast<int64_t>(bounds.hi->exclusive ? std::ceil(bounds.hi->value) - 1 : std::floor(bounds.hi->value));
-  if (lo > hi) return Unsupported((bounds.lo ? bounds.lo : bounds.hi)->keyword, pointer, "no integer is within the bounds");
+  if (bounds.lo)
+    lo = static_cast<int64_t>(bounds.lo->exclusive ? std::floor(bounds.lo->value) + 1 : std::ceil(bounds.lo->value));
+  if (bounds.hi)
+    hi = static_cast<int64_t>(bounds.hi->exclusive ? std::ceil(bounds.hi->value) - 1 : std::floor(bounds.hi->value));
+  if (lo > hi)
+    return Unsupported((bounds.lo ? bounds.lo : bounds.hi)->keyword, pointer, "no integer is within the bounds");
   return IntegerRange(lo, hi);
 }
 

@@ -75,12 +75,12 @@ TEST(JsonSchemaTest, ObjectsKeepSchemaOrderAndRequiredProperties) {
   EXPECT_TRUE(g->Accepts(R"({"b":1,"a":"x"})"));
   EXPECT_TRUE(g->Accepts(R"({"a":"x","c":false})"));
   EXPECT_TRUE(g->Accepts("{\n  \"b\": 1,\n  \"a\": \"x\"\n}"));
-  EXPECT_FALSE(g->Accepts(R"({"a":"x","b":1})"));   // Out of order.
-  EXPECT_FALSE(g->Accepts(R"({"b":1})"));           // "a" is required.
-  EXPECT_FALSE(g->Accepts(R"({"a":"x","d":1})"));   // No additional properties.
+  EXPECT_FALSE(g->Accepts(R"({"a":"x","b":1})"));  // Out of order.
+  EXPECT_FALSE(g->Accepts(R"({"b":1})"));          // "a" is required.
+  EXPECT_FALSE(g->Accepts(R"({"a":"x","d":1})"));  // No additional properties.
   EXPECT_FALSE(g->Accepts(R"({"a":"x",})"));
   EXPECT_FALSE(g->Accepts(R"({,"a":"x"})"));
-  EXPECT_FALSE(g->Accepts(R"( {"a":"x"})"));        // No blank before or after the value.
+  EXPECT_FALSE(g->Accepts(R"( {"a":"x"})"));  // No blank before or after the value.
   EXPECT_FALSE(g->Accepts(R"({"a":"x"} )"));
   EXPECT_FALSE(g->Accepts(absl::StrCat("{\n", std::string(21, ' '), R"("a":"x"})")));  // Blanks are bounded.
   auto optional = FromSchema(R"({"properties": {"x": {"type": "null"}, "y": {"type": "null"}}})");
@@ -231,12 +231,13 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
     const char* bounds;
     int64_t lo, hi;
   };
-  for (const Case& c : {Case{R"("minimum": 3, "maximum": 117)", 3, 117}, Case{R"("minimum": -57, "maximum": -3)", -57, -3},
-                        Case{R"("exclusiveMinimum": -5, "exclusiveMaximum": 1000)", -4, 999},
-                        Case{R"("minimum": 0)", 0, INT64_MAX}, Case{R"("maximum": 99.5)", INT64_MIN, 99},
-                        Case{R"("minimum": 1.2, "maximum": 1.9e1)", 2, 19}, Case{R"("minimum": 10, "maximum": 10)", 10, 10},
-                        Case{R"("minimum": 5, "exclusiveMinimum": 5, "maximum": 1099)", 6, 1099},
-                        Case{R"("minimum": 0, "exclusiveMinimum": true, "maximum": 1000)", 1, 1000}}) {
+  for (const Case& c :
+       {Case{R"("minimum": 3, "maximum": 117)", 3, 117}, Case{R"("minimum": -57, "maximum": -3)", -57, -3},
+        Case{R"("exclusiveMinimum": -5, "exclusiveMaximum": 1000)", -4, 999}, Case{R"("minimum": 0)", 0, INT64_MAX},
+        Case{R"("maximum": 99.5)", INT64_MIN, 99}, Case{R"("minimum": 1.2, "maximum": 1.9e1)", 2, 19},
+        Case{R"("minimum": 10, "maximum": 10)", 10, 10},
+        Case{R"("minimum": 5, "exclusiveMinimum": 5, "maximum": 1099)", 6, 1099},
+        Case{R"("minimum": 0, "exclusiveMinimum": true, "maximum": 1000)", 1, 1000}}) {
     auto g = FromSchema(absl::StrCat(R"({"type": "integer", )", c.bounds, "}"));
     for (int64_t v = -1100; v <= 1100; ++v) {
       ASSERT_EQ(g->Accepts(std::to_string(v)), v >= c.lo && v <= c.hi) << c.bounds << ": " << v;
@@ -281,17 +282,19 @@ TEST(JsonSchemaTest, RefusesKeywordsItCannotCompileNamingThem) {
             "\"uniqueItems\" at /properties/tags is not supported");
   EXPECT_THAT(ErrorOf(R"({"not": {}})"), HasSubstr("\"not\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"items": {"if": {}, "then": {}}})"), HasSubstr("\"if\" at /items is not supported"));
-  for (const char* keyword : {"patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf",
-                              "contains", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
-                              "unevaluatedItems", "x-custom"}) {
+  for (const char* keyword :
+       {"patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf", "contains",
+        "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "x-custom"}) {
     EXPECT_THAT(ErrorOf(absl::StrCat(R"({"$defs": {"a/b": {")", keyword, R"(": 1}}, "$ref": "#/$defs/a~1b"})")),
                 HasSubstr(absl::StrCat("\"", keyword, "\" at /$defs/a~1b is not supported")));
   }
   EXPECT_THAT(ErrorOf(R"({"format": "uri"})"), HasSubstr("\"format\" at / is not supported: the format \"uri\""));
   EXPECT_THAT(ErrorOf(R"({"$ref": "https://example.com/s.json"})"), HasSubstr("\"$ref\" at /"));
   EXPECT_THAT(ErrorOf(R"({"$ref": "#/$defs/missing"})"), HasSubstr("points at nothing"));
-  EXPECT_THAT(ErrorOf(R"({"type": "object", "anyOf": [{}]})"), HasSubstr("\"type\" at / is not supported: next to \"anyOf\""));
-  EXPECT_THAT(ErrorOf(R"({"pattern": "(a)\\1"})"), HasSubstr("\"pattern\" at / is not supported: regex: the backreference"));
+  EXPECT_THAT(ErrorOf(R"({"type": "object", "anyOf": [{}]})"),
+              HasSubstr("\"type\" at / is not supported: next to \"anyOf\""));
+  EXPECT_THAT(ErrorOf(R"({"pattern": "(a)\\1"})"),
+              HasSubstr("\"pattern\" at / is not supported: regex: the backreference"));
   EXPECT_THAT(ErrorOf(R"({"pattern": "a+", "maxLength": 3})"), HasSubstr("\"maxLength\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"type": "strin"})"), HasSubstr("\"type\" at /"));
   EXPECT_THAT(ErrorOf(R"({"required": ["a"], "properties": {}})"), HasSubstr("\"required\" at /"));

@@ -47,9 +47,8 @@ Shorthand WordChars() {
   return {ascii, wide};
 }
 Shorthand Spaces() {
-  const Ranges both = {{'\t', '\r'},       {' ', ' '},         {0xA0, 0xA0},     {0x1680, 0x1680},
-                       {0x2000, 0x200A},   {0x2028, 0x2029},   {0x202F, 0x202F}, {0x205F, 0x205F},
-                       {0x3000, 0x3000}};
+  const Ranges both = {{'\t', '\r'},     {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+                       {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
   Ranges either = both;
   for (CodePointRange r : {CodePointRange{0x1C, 0x1F}, CodePointRange{0x85, 0x85}, CodePointRange{0xFEFF, 0xFEFF}}) {
     either.push_back(r);
@@ -184,7 +183,9 @@ class RegexParser {
       case '\\': return ParseEscape(/*in_class=*/false, /*narrow=*/true);
       case '^': --pos_; return Unsupported("the anchor ^ inside the pattern");
       case '$': --pos_; return Unsupported("the anchor $ inside the pattern");
-      case '*': case '+': case '?': --pos_; return Error("nothing to repeat");
+      case '*':
+      case '+':
+      case '?': --pos_; return Error("nothing to repeat");
     }
     return SetNode({{c, c}});
   }
@@ -256,8 +257,7 @@ class RegexParser {
       case 'v': return SetNode({{'\v', '\v'}});
       case 'x': return ParseHex(2);
       case 'u': return Eat('{') ? ParseBracedHex() : ParseHex(4);
-      case 'c':
-      {
+      case 'c': {
         if (!IsAsciiLetter(Peek())) return Error("\\c without a letter");
         const uint32_t control = text_[pos_++] % 32;
         return SetNode({{control, control}});
@@ -268,7 +268,8 @@ class RegexParser {
         return Unsupported("the word boundary \\b");
       case 'B': --pos_; return Unsupported("the anchor \\B");
       case 'k': --pos_; return Unsupported("the backreference \\k");
-      case 'p': case 'P': --pos_; return Unsupported("the Unicode property class \\p");
+      case 'p':
+      case 'P': --pos_; return Unsupported("the Unicode property class \\p");
     }
     if (c == '0' && !IsDigit(Peek())) return SetNode({{0, 0}});
     if (c >= '1' && c <= '9') {
@@ -304,7 +305,6 @@ class RegexParser {
     }
     return SetNode({{value, value}});
   }
-
 
   absl::string_view regex_;
   std::vector<uint32_t> text_;

@@ -47,9 +47,9 @@ enum class RegexTarget {
 };
 
 struct RegexExpression {
-  std::string gbnf;          // One GBNF item (it can be repeated or concatenated as is).
-  int64_t min_length = 0;    // Characters (code points) in the shortest match.
-  int64_t max_length = 0;    // ... in the longest; kNoLimit if unbounded.
+  std::string gbnf;        // One GBNF item (it can be repeated or concatenated as is).
+  int64_t min_length = 0;  // Characters (code points) in the shortest match.
+  int64_t max_length = 0;  // ... in the longest; kNoLimit if unbounded.
 };
 
 // The body of a rule matching what `regex` matches, for embedding in a

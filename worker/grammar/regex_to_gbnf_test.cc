@@ -41,9 +41,13 @@ TEST(RegexToGbnfTest, LiteralsAndEscapes) {
 TEST(RegexToGbnfTest, DotIsAnyCharacterButALineTerminator) {
   auto g = FromRegex("a.c");
   EXPECT_TRUE(g->Accepts("abc"));
-  EXPECT_TRUE(g->Accepts("a\xE2\x82\xAC" "c"));
+  EXPECT_TRUE(
+      g->Accepts("a\xE2\x82\xAC"
+                 "c"));
   EXPECT_FALSE(g->Accepts("a\nc"));
-  EXPECT_FALSE(g->Accepts("a\xE2\x80\xA8" "c"));  // U+2028
+  EXPECT_FALSE(
+      g->Accepts("a\xE2\x80\xA8"
+                 "c"));  // U+2028
   EXPECT_FALSE(g->Accepts("ac"));
 }
 
@@ -66,7 +70,7 @@ TEST(RegexToGbnfTest, ClassesAndShorthands) {
 TEST(RegexToGbnfTest, ShorthandsTakeWhatBothFlavoursMatch) {
   auto s = FromRegex(R"(\s)");
   EXPECT_TRUE(s->Accepts(" "));
-  EXPECT_TRUE(s->Accepts("\xE3\x80\x80"));  // U+3000
+  EXPECT_TRUE(s->Accepts("\xE3\x80\x80"));   // U+3000
   EXPECT_FALSE(s->Accepts("\xEF\xBB\xBF"));  // U+FEFF
   EXPECT_FALSE(s->Accepts("\x1C"));
   for (const char* regex : {R"(\S)", R"([^\s])"}) {
@@ -88,11 +92,11 @@ TEST(RegexToGbnfTest, GroupsAlternationAndQuantifiers) {
   auto g = FromRegex("^(ab|cd)+(?:x|y)?z{2}w{2,}v{1,3}?(?<name>q)*$");
   EXPECT_TRUE(g->Accepts("abzzwwv"));
   EXPECT_TRUE(g->Accepts("cdabyzzwwwwvvvqq"));
-  EXPECT_FALSE(g->Accepts("zzwwv"));         // (ab|cd)+ needs one.
-  EXPECT_FALSE(g->Accepts("abxyzzwwv"));     // (?:x|y)? at most one.
-  EXPECT_FALSE(g->Accepts("abzzzwwv"));      // z{2}
-  EXPECT_FALSE(g->Accepts("abzzwv"));        // w{2,}
-  EXPECT_FALSE(g->Accepts("abzzwwvvvv"));    // v{1,3}
+  EXPECT_FALSE(g->Accepts("zzwwv"));       // (ab|cd)+ needs one.
+  EXPECT_FALSE(g->Accepts("abxyzzwwv"));   // (?:x|y)? at most one.
+  EXPECT_FALSE(g->Accepts("abzzzwwv"));    // z{2}
+  EXPECT_FALSE(g->Accepts("abzzwv"));      // w{2,}
+  EXPECT_FALSE(g->Accepts("abzzwwvvvv"));  // v{1,3}
   auto empty_branch = FromRegex("a(|b)c|");
   EXPECT_TRUE(empty_branch->Accepts("ac"));
   EXPECT_TRUE(empty_branch->Accepts("abc"));
@@ -147,7 +151,7 @@ TEST(RegexToGbnfTest, JsonStringTargetEscapes) {
   EXPECT_TRUE(g->Accepts(R"("a\"\\\tx\"")"));
   EXPECT_TRUE(g->Accepts(R"("a\"\\\txb")"));
   EXPECT_FALSE(g->Accepts("\"a\\\"\\\\\nx\""));  // A raw newline.
-  EXPECT_FALSE(g->Accepts(R"("a"\\\nx")"));    // An unescaped quote.
+  EXPECT_FALSE(g->Accepts(R"("a"\\\nx")"));      // An unescaped quote.
   EXPECT_FALSE(g->Accepts(R"("a\"\\\nxa")"));
 }
 
