@@ -23,11 +23,13 @@ namespace {
 
 using ::nlohmann::ordered_json;
 
-// Keywords that say nothing about which values are valid.
+// Keywords that say nothing about which values are valid. "discriminator"
+// is OpenAPI's, which Pydantic writes beside a oneOf that already says it.
 const absl::flat_hash_set<std::string>& Annotations() {
   static const auto* keywords = new absl::flat_hash_set<std::string>{
-      "title",    "description", "examples", "default",          "$schema",         "$id",   "$comment",   "deprecated",
-      "readOnly", "writeOnly",   "$anchor",  "contentMediaType", "contentEncoding", "$defs", "definitions"};
+      "title",           "description", "examples",    "default",      "$schema",  "$id",
+      "$comment",        "deprecated",  "readOnly",    "writeOnly",    "$anchor",  "contentMediaType",
+      "contentEncoding", "$defs",       "definitions", "discriminator"};
   return *keywords;
 }
 

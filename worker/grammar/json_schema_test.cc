@@ -157,7 +157,8 @@ TEST(JsonSchemaTest, AlternativesAndTypeLists) {
   EXPECT_TRUE(any_of->Accepts("5"));
   EXPECT_TRUE(any_of->Accepts(R"("x")"));
   EXPECT_FALSE(any_of->Accepts(R"("xy")"));
-  auto one_of = FromSchema(R"({"oneOf": [{"type": "null"}, {"type": "array", "maxItems": 0}]})");
+  auto one_of = FromSchema(R"({"oneOf": [{"type": "null"}, {"type": "array", "maxItems": 0}],
+                               "discriminator": {"propertyName": "kind"}})");
   EXPECT_TRUE(one_of->Accepts("[]"));
   EXPECT_TRUE(one_of->Accepts("null"));
   auto types = FromSchema(R"({"type": ["string", "null"], "maxLength": 2})");
@@ -271,7 +272,7 @@ TEST(JsonSchemaTest, NumberBoundsWhereExact) {
 TEST(JsonSchemaTest, AnythingAndAnnotations) {
   for (const char* schema : {"{}", "true", R"({"title": "t", "description": "d", "examples": [1], "default": 2,
                                              "$schema": "https://json-schema.org/draft/2020-12/schema",
-                                             "$comment": "c", "deprecated": false})"}) {
+                                             "$comment": "c", "deprecated": false, "readOnly": true})"}) {
     auto g = FromSchema(schema);
     for (const char* ok : {"1", R"("s")", R"({"a":[null,true,1.5]})", "[]"}) EXPECT_TRUE(g->Accepts(ok)) << ok;
   }
