@@ -49,8 +49,10 @@ constexpr const char* kRefusedFormats[] = {
     "iri-reference", "uri-template", "json-pointer", "relative-json-pointer", "regex",
 };
 
-// Bounds past this lose whole numbers as doubles, which validators use.
-constexpr double kMaxBound = 1e15;
+// A number's bounds past this lose whole numbers as doubles, which
+// validators compare numbers as; integers compare exactly, up to int64.
+constexpr double kMaxNumberBound = 1e15;
+constexpr double kMaxIntegerBound = 9e18;
 // The largest integer part written where no bound limits it (json_grammar.h).
 constexpr int64_t kMaxUnbounded = 9999999999999999;
 // Significant digits a double keeps: fractions near a bound stay within them.
@@ -102,6 +104,7 @@ struct Bound {
   double value = 0;
   bool exclusive = false;
   const char* keyword = nullptr;
+  int64_t integer = 0;  // The nearest integer within the bound, exact for integer JSON.
 };
 
 struct Bounds {
@@ -110,7 +113,7 @@ struct Bounds {
 
 // minimum/maximum with exclusiveMinimum/exclusiveMaximum as numbers (draft
 // 6 on) or as booleans that make minimum/maximum exclusive (draft 4).
-absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string& pointer) {
+absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string& pointer, double max_abs) {
   Bounds bounds;
   struct Keyword {
     const char* name;
@@ -124,13 +127,21 @@ absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string&
     if (k.exclusive && v.is_boolean()) continue;  // Read with minimum/maximum below.
     if (!v.is_number()) return Unsupported(k.name, pointer, "it must be a number");
     const double value = v.get<double>();
-    if (std::fabs(value) > kMaxBound) return Unsupported(k.name, pointer, "bounds past 10^15");
+    if (std::fabs(value) > max_abs) return Unsupported(k.name, pointer, absl::StrCat("bounds past ", max_abs));
     const char* exclusive_flag = k.lower ? "exclusiveMinimum" : "exclusiveMaximum";
     const bool exclusive = k.exclusive || (schema.contains(exclusive_flag) && schema[exclusive_flag] == true);
     std::optional<Bound>& bound = k.lower ? bounds.lo : bounds.hi;
     const bool tighter =
         !bound || (k.lower ? value > bound->value : value < bound->value) || (value == bound->value && exclusive);
-    if (tighter) bound = Bound{value, exclusive, k.name};
+    if (!tighter) continue;
+    int64_t integer = 0;
+    if (v.is_number_integer()) {
+      integer = v.get<int64_t>() + (exclusive ? (k.lower ? 1 : -1) : 0);
+    } else {
+      integer = static_cast<int64_t>(k.lower ? (exclusive ? std::floor(value) + 1 : std::ceil(value))
+                                             : (exclusive ? std::ceil(value) - 1 : std::floor(value)));
+    }
+    bound = Bound{value, exclusive, k.name, integer};
   }
   return bounds;
 }
@@ -244,20 +255,17 @@ absl::StatusOr<std::string> StringItem(const ordered_json& schema, const std::st
 }
 
 absl::StatusOr<std::string> IntegerItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
-  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer));
+  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer, kMaxIntegerBound));
   if (!bounds.lo && !bounds.hi) return rules.Use("integer");
-  int64_t lo = -kMaxUnbounded, hi = kMaxUnbounded;
-  if (bounds.lo)
-    lo = static_cast<int64_t>(bounds.lo->exclusive ? std::floor(bounds.lo->value) + 1 : std::ceil(bounds.lo->value));
-  if (bounds.hi)
-    hi = static_cast<int64_t>(bounds.hi->exclusive ? std::ceil(bounds.hi->value) - 1 : std::floor(bounds.hi->value));
+  const int64_t lo = bounds.lo ? bounds.lo->integer : std::min(-kMaxUnbounded, bounds.hi->integer);
+  const int64_t hi = bounds.hi ? bounds.hi->integer : std::max(kMaxUnbounded, bounds.lo->integer);
   if (lo > hi)
     return Unsupported((bounds.lo ? bounds.lo : bounds.hi)->keyword, pointer, "no integer is within the bounds");
   return IntegerRange(lo, hi);
 }
 
 absl::StatusOr<std::string> NumberItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
-  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer));
+  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer, kMaxNumberBound));
   if (!bounds.lo && !bounds.hi) return rules.Use("number");
   for (const std::optional<Bound>& b : {bounds.lo, bounds.hi}) {
     if (b && b->value != std::floor(b->value)) {

@@ -248,6 +248,12 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
   }
   EXPECT_THAT(ErrorOf(R"({"type": "integer", "minimum": 5, "maximum": 4})"), HasSubstr("no integer"));
   EXPECT_THAT(ErrorOf(R"({"type": "integer", "minimum": 1e20})"), HasSubstr("\"minimum\" at / is not supported"));
+  // Past 2^53, where doubles skip integers, the bounds stay exact.
+  auto safe = FromSchema(R"({"type": "integer", "minimum": -9007199254740993, "exclusiveMaximum": 9007199254740993})");
+  EXPECT_TRUE(safe->Accepts("9007199254740992"));
+  EXPECT_TRUE(safe->Accepts("-9007199254740993"));
+  EXPECT_FALSE(safe->Accepts("9007199254740993"));
+  EXPECT_FALSE(safe->Accepts("-9007199254740994"));
 }
 
 TEST(JsonSchemaTest, NumberBoundsWhereExact) {
