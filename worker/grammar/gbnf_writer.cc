@@ -34,8 +34,10 @@ size_t ItemEnd(const std::string& text, size_t i) {
   if (open == '"' || open == '[') {
     const char close = open == '"' ? '"' : ']';
     for (++i; i < text.size(); ++i) {
-      if (text[i] == '\\') ++i;
-      else if (text[i] == close) return i + 1;
+      if (text[i] == '\\')
+        ++i;
+      else if (text[i] == close)
+        return i + 1;
     }
     return text.size();
   }

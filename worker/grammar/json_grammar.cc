@@ -18,7 +18,8 @@ struct JsonRule {
 const std::vector<JsonRule>& JsonRules() {
   static const auto* rules = new std::vector<JsonRule>{
       {"space", R"((" " | "\n" [ \t]{0,20})?)", {}},
-      {"value", "object | array | string | number | boolean | null",
+      {"value",
+       "object | array | string | number | boolean | null",
        {"object", "array", "string", "number", "boolean", "null"}},
       {"object", R"("{" space (member space ("," space member space)*)? "}")", {"space", "member"}},
       {"member", R"(string space ":" space value)", {"string", "space", "value"}},
@@ -63,8 +64,10 @@ std::string GbnfRules::NewName(absl::string_view hint) {
   std::string base;
   for (char c : hint) {
     const bool keep = absl::ascii_isalnum(c) || c == '_';
-    if (keep) base += c;
-    else if (!base.empty() && base.back() != '-') base += '-';
+    if (keep)
+      base += c;
+    else if (!base.empty() && base.back() != '-')
+      base += '-';
   }
   while (!base.empty() && base.back() == '-') base.pop_back();
   if (base.empty()) base = "rule";

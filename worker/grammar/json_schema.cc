@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -10,7 +9,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
@@ -18,7 +16,6 @@
 #include "worker/grammar/json_grammar.h"
 #include "worker/grammar/json_schema_converter.h"
 #include "worker/grammar/json_schema_scalars.h"
-#include "worker/grammar/utf8_ranges.h"
 
 namespace llama::grammar {
 namespace internal_grammar {
@@ -26,12 +23,13 @@ namespace {
 
 using ::nlohmann::ordered_json;
 
-// Keywords that say nothing about which values are valid.
+// Keywords that say nothing about which values are valid. "discriminator"
+// is OpenAPI's, which Pydantic writes beside a oneOf that already says it.
 const absl::flat_hash_set<std::string>& Annotations() {
   static const auto* keywords = new absl::flat_hash_set<std::string>{
-      "title",    "description", "examples", "default",   "$schema",          "$id",             "$comment",
-      "deprecated", "readOnly",  "writeOnly", "$anchor", "contentMediaType", "contentEncoding", "$defs",
-      "definitions"};
+      "title",           "description", "examples",    "default",      "$schema",  "$id",
+      "$comment",        "deprecated",  "readOnly",    "writeOnly",    "$anchor",  "contentMediaType",
+      "contentEncoding", "$defs",       "definitions", "discriminator"};
   return *keywords;
 }
 
@@ -44,7 +42,8 @@ bool HasType(const ordered_json& value, absl::string_view type) {
   if (type == "null") return value.is_null();
   if (type == "boolean") return value.is_boolean();
   if (type == "integer") {
-    return value.is_number_integer() || (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
+    return value.is_number_integer() ||
+           (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
   }
   if (type == "number") return value.is_number();
   if (type == "string") return value.is_string();
@@ -89,10 +88,29 @@ absl::StatusOr<std::vector<std::string>> Types(const ordered_json& schema, const
 
 // The keywords compiled; every other one that is not an annotation is refused.
 const absl::flat_hash_set<std::string>& Compiled() {
-  static const auto* keywords = new absl::flat_hash_set<std::string>{
-      "type",     "properties", "required",  "additionalProperties", "items",     "prefixItems",
-      "additionalItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "pattern",
-      "format",   "minLength",  "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  static const auto* keywords = new absl::flat_hash_set<std::string>{"type",
+                                                                     "properties",
+                                                                     "required",
+                                                                     "additionalProperties",
+                                                                     "items",
+                                                                     "prefixItems",
+                                                                     "additionalItems",
+                                                                     "minItems",
+                                                                     "maxItems",
+                                                                     "enum",
+                                                                     "const",
+                                                                     "anyOf",
+                                                                     "oneOf",
+                                                                     "allOf",
+                                                                     "$ref",
+                                                                     "pattern",
+                                                                     "format",
+                                                                     "minLength",
+                                                                     "maxLength",
+                                                                     "minimum",
+                                                                     "maximum",
+                                                                     "exclusiveMinimum",
+                                                                     "exclusiveMaximum"};
   return *keywords;
 }
 
@@ -131,8 +149,12 @@ absl::StatusOr<std::string> SchemaConverter::Convert() {
   return rules_.Text();
 }
 
-absl::StatusOr<std::string> SchemaConverter::Visit(const ordered_json& schema, const std::string& pointer, const std::string& name) {
-  if (depth_ >= kMaxDepth) return Unsupported("properties", pointer, absl::StrCat("nesting deeper than ", kMaxDepth));
+absl::StatusOr<std::string> SchemaConverter::Visit(const ordered_json& schema, const std::string& pointer,
+                                                   const std::string& name) {
+  if (depth_ >= kMaxDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the schema at ", pointer.empty() ? "/" : pointer, " nests deeper than ", kMaxDepth, " levels"));
+  }
   ++depth_;
   absl::StatusOr<std::string> item = VisitKeywords(schema, pointer, name);
   --depth_;
@@ -140,11 +162,13 @@ absl::StatusOr<std::string> SchemaConverter::Visit(const ordered_json& schema, c
 }
 
 absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& schema, const std::string& pointer,
-                                          const std::string& name) {
+                                                           const std::string& name) {
   if (schema == true) return rules_.Use("value");
   const std::string where = pointer.empty() ? "/" : pointer;
-  if (schema == false) return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is false: no value matches it"));
-  if (!schema.is_object()) return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is not an object"));
+  if (schema == false)
+    return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is false: no value matches it"));
+  if (!schema.is_object())
+    return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is not an object"));
   for (const auto& kv : schema.items()) {
     if (!Annotations().contains(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
   }
@@ -170,8 +194,8 @@ absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& s
   return GbnfAlternatives(alternatives);
 }
 
-absl::StatusOr<std::string> SchemaConverter::Typed(const ordered_json& schema, const std::string& pointer, const std::string& name,
-                                  const std::string& type) {
+absl::StatusOr<std::string> SchemaConverter::Typed(const ordered_json& schema, const std::string& pointer,
+                                                   const std::string& name, const std::string& type) {
   if (type == "string") return internal_grammar::StringItem(schema, pointer, rules_);
   if (type == "integer") return internal_grammar::IntegerItem(schema, pointer, rules_);
   if (type == "number") return internal_grammar::NumberItem(schema, pointer, rules_);
@@ -181,7 +205,7 @@ absl::StatusOr<std::string> SchemaConverter::Typed(const ordered_json& schema, c
 }
 
 absl::StatusOr<std::string> SchemaConverter::Alternatives(const ordered_json& schemas, const std::string& pointer,
-                                         const std::string& name) {
+                                                          const std::string& name) {
   const absl::string_view keyword = pointer.substr(pointer.rfind('/') + 1);
   if (!schemas.is_array() || schemas.empty()) return Unsupported(keyword, pointer, "it must be a non-empty array");
   std::vector<std::string> alternatives;
@@ -205,8 +229,8 @@ absl::StatusOr<std::string> SchemaConverter::Values(const ordered_json& schema, 
   std::vector<std::string> alternatives;
   for (const ordered_json& value : values) {
     if (schema.contains("const") && value != schema["const"]) continue;
-    const bool typed = types.empty() || std::any_of(types.begin(), types.end(),
-                                                    [&](const std::string& t) { return HasType(value, t); });
+    const bool typed = types.empty() ||
+                       std::any_of(types.begin(), types.end(), [&](const std::string& t) { return HasType(value, t); });
     if (typed) alternatives.push_back(GbnfLiteral(Compact(value)));
   }
   if (alternatives.empty()) {

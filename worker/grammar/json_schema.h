@@ -19,15 +19,22 @@
 //  - Strings: "pattern" as a whole-string match; "format" date, time,
 //    date-time, uuid, email and ipv4 as the subsets json_schema_scalars.cc
 //    lists; the other formats JSON Schema defines are refused, and formats
-//    it does not define are ignored, as validators do.
+//    it does not define are ignored, as validators do. minLength and
+//    maxLength go with a pattern or format only when all its matches
+//    already have such lengths.
 //  - Numbers: integer bounds exactly; number bounds when whole numbers up
 //    to 10^15, written without an exponent.
 //  - anyOf and oneOf are alternatives (overlapping oneOf branches are not
 //    told apart); allOf takes one schema, or object schemas that only name
 //    properties, which are merged; enum and const are the values written
 //    compactly; $ref points into the same document (#, #/$defs/...,
-//    #/definitions/...), recursion included.
-// Annotations (title, description, examples, default, ...) are ignored.
+//    #/definitions/...), recursion included. enum, const, $ref, anyOf and
+//    oneOf take no validation keywords beside them but "type" for enum
+//    and const (which filters the values).
+//  - A schema without "type" is the types its keywords apply to
+//    ({"maxLength": 3} is a string); with none of them, any value.
+// Annotations (title, description, examples, default, $comment, ..., and
+// OpenAPI's discriminator) are ignored.
 // Any other keyword, and these with siblings a grammar cannot combine, is
 // an InvalidArgument error naming it and where it is.
 

@@ -82,7 +82,8 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
       continue;
     }
     const std::string kv = rules_.NewName(absl::StrCat(name, "-", m.key, "-kv"));
-    ASSIGN_OR_RETURN(const std::string value, Visit(*m.schema, m.pointer, rules_.NewName(absl::StrCat(name, "-", m.key))));
+    ASSIGN_OR_RETURN(const std::string value,
+                     Visit(*m.schema, m.pointer, rules_.NewName(absl::StrCat(name, "-", m.key))));
     rules_.Define(kv, absl::StrCat(GbnfLiteral(Compact(m.key)), R"( space ":" space )", value));
     kvs.emplace_back(kv, m.required);
   }
@@ -162,8 +163,10 @@ std::string SchemaConverter::KeyRest(const std::vector<std::vector<uint32_t>>& k
   std::map<uint32_t, std::vector<std::vector<uint32_t>>> next;
   bool ends_here = false;
   for (const std::vector<uint32_t>& key : keys) {
-    if (key.size() == depth) ends_here = true;
-    else next[key[depth]].push_back(key);
+    if (key.size() == depth)
+      ends_here = true;
+    else
+      next[key[depth]].push_back(key);
   }
   const std::string rule = rules_.NewName(name);
   std::vector<std::string> alternatives;
@@ -210,7 +213,8 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
       if (!mergeable) {
         return Unsupported("allOf", pointer,
                            absl::StrCat("its schemas are merged only when they are objects with properties and "
-                                        "required, not \"", kv.key(), "\" at ", where.empty() ? "/" : where));
+                                        "required, not \"",
+                                        kv.key(), "\" at ", where.empty() ? "/" : where));
       }
     }
     if (part->contains("properties")) {
@@ -267,7 +271,10 @@ absl::StatusOr<std::string> SchemaConverter::Array(const ordered_json& schema, c
       tail = GbnfRepeat(element(item, false), lo, hi);
     } else {
       std::string items = element(item, true);
-      if (hi != 1) absl::StrAppend(&items, " ", GbnfRepeat(element(item, false), std::max<int64_t>(lo - 1, 0), hi == kNoLimit ? kNoLimit : hi - 1));
+      if (hi != 1)
+        absl::StrAppend(
+            &items, " ",
+            GbnfRepeat(element(item, false), std::max<int64_t>(lo - 1, 0), hi == kNoLimit ? kNoLimit : hi - 1));
       tail = lo >= 1 ? items : GbnfRepeat(items, 0, 1);
     }
   }

@@ -26,8 +26,8 @@ TEST(JsonSchemaCorpusTest, EverySchemaCompilesAndTakesItsExample) {
     ASSERT_TRUE(gbnf.ok()) << name << ": " << gbnf.status();
     absl::StatusOr<std::shared_ptr<const Grammar>> grammar = Grammar::Parse(*gbnf);
     ASSERT_TRUE(grammar.ok()) << name << ": " << grammar.status() << "\n" << *gbnf;
-    EXPECT_TRUE((*grammar)->Accepts(entry["example"].get<std::string>()))
-        << name << ": " << entry["example"] << "\n" << *gbnf;
+    const std::string example = entry["example"].get<std::string>();
+    EXPECT_TRUE((*grammar)->Accepts(example)) << name << ": " << example << "\n" << *gbnf;
   }
 }
 

@@ -23,7 +23,7 @@ struct Format {
   const char* name;
   const char* regex;
 };
-#define LLAMA_DATE_RE                                                                                    \
+#define LLAMA_DATE_RE                                                                                  \
   R"([1-9]\d{3}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-)" \
   R"((?:0[1-9]|1\d|2[0-8])))"
 #define LLAMA_TIME_RE R"((?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))"
@@ -45,12 +45,14 @@ constexpr Format kFormats[] = {
 // they are refused rather than ignored. Formats outside the standard are
 // annotations no validator checks, and are ignored.
 constexpr const char* kRefusedFormats[] = {
-    "duration", "idn-email", "hostname", "idn-hostname", "ipv6", "uri", "uri-reference", "iri",
+    "duration",      "idn-email",    "hostname",     "idn-hostname",          "ipv6",  "uri", "uri-reference", "iri",
     "iri-reference", "uri-template", "json-pointer", "relative-json-pointer", "regex",
 };
 
-// Bounds past this lose whole numbers as doubles, which validators use.
-constexpr double kMaxBound = 1e15;
+// A number's bounds past this lose whole numbers as doubles, which
+// validators compare numbers as; integers compare exactly, up to int64.
+constexpr double kMaxNumberBound = 1e15;
+constexpr double kMaxIntegerBound = 9e18;
 // The largest integer part written where no bound limits it (json_grammar.h).
 constexpr int64_t kMaxUnbounded = 9999999999999999;
 // Significant digits a double keeps: fractions near a bound stay within them.
@@ -66,14 +68,13 @@ absl::StatusOr<std::string> StringBody(const ordered_json& schema, const std::st
   if (schema.contains("format")) {
     if (!schema["format"].is_string()) return Unsupported("format", pointer, "it must be a string");
     const std::string format = schema["format"].get<std::string>();
-    const auto known = std::find_if(std::begin(kFormats), std::end(kFormats),
-                                    [&](const Format& f) { return format == f.name; });
+    const auto known =
+        std::find_if(std::begin(kFormats), std::end(kFormats), [&](const Format& f) { return format == f.name; });
     if (known != std::end(kFormats)) {
       if (!keyword.empty()) return Unsupported("format", pointer, "together with \"pattern\"");
       keyword = "format";
       regex = known->regex;
-    } else if (std::find(std::begin(kRefusedFormats), std::end(kRefusedFormats), format) !=
-               std::end(kRefusedFormats)) {
+    } else if (std::find(std::begin(kRefusedFormats), std::end(kRefusedFormats), format) != std::end(kRefusedFormats)) {
       return Unsupported("format", pointer, absl::StrCat("the format \"", format, "\""));
     }
   }
@@ -88,10 +89,12 @@ absl::StatusOr<std::string> StringBody(const ordered_json& schema, const std::st
   // A grammar cannot intersect two languages; the lengths are fine only
   // when every match of the pattern already has them.
   if (min_length && expression->min_length < *min_length) {
-    return Unsupported("minLength", pointer, absl::StrCat("together with \"", keyword, "\" that allows shorter strings"));
+    return Unsupported("minLength", pointer,
+                       absl::StrCat("together with \"", keyword, "\" that allows shorter strings"));
   }
   if (max_length && (expression->max_length == kNoLimit || expression->max_length > *max_length)) {
-    return Unsupported("maxLength", pointer, absl::StrCat("together with \"", keyword, "\" that allows longer strings"));
+    return Unsupported("maxLength", pointer,
+                       absl::StrCat("together with \"", keyword, "\" that allows longer strings"));
   }
   return expression->gbnf;
 }
@@ -101,6 +104,7 @@ struct Bound {
   double value = 0;
   bool exclusive = false;
   const char* keyword = nullptr;
+  int64_t integer = 0;  // The nearest integer within the bound, exact for integer JSON.
 };
 
 struct Bounds {
@@ -109,7 +113,7 @@ struct Bounds {
 
 // minimum/maximum with exclusiveMinimum/exclusiveMaximum as numbers (draft
 // 6 on) or as booleans that make minimum/maximum exclusive (draft 4).
-absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string& pointer) {
+absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string& pointer, double max_abs) {
   Bounds bounds;
   struct Keyword {
     const char* name;
@@ -123,13 +127,21 @@ absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string&
     if (k.exclusive && v.is_boolean()) continue;  // Read with minimum/maximum below.
     if (!v.is_number()) return Unsupported(k.name, pointer, "it must be a number");
     const double value = v.get<double>();
-    if (std::fabs(value) > kMaxBound) return Unsupported(k.name, pointer, "bounds past 10^15");
+    if (std::fabs(value) > max_abs) return Unsupported(k.name, pointer, absl::StrCat("bounds past ", max_abs));
     const char* exclusive_flag = k.lower ? "exclusiveMinimum" : "exclusiveMaximum";
     const bool exclusive = k.exclusive || (schema.contains(exclusive_flag) && schema[exclusive_flag] == true);
     std::optional<Bound>& bound = k.lower ? bounds.lo : bounds.hi;
-    const bool tighter = !bound || (k.lower ? value > bound->value : value < bound->value) ||
-                         (value == bound->value && exclusive);
-    if (tighter) bound = Bound{value, exclusive, k.name};
+    const bool tighter =
+        !bound || (k.lower ? value > bound->value : value < bound->value) || (value == bound->value && exclusive);
+    if (!tighter) continue;
+    int64_t integer = 0;
+    if (v.is_number_integer()) {
+      integer = v.get<int64_t>() + (exclusive ? (k.lower ? 1 : -1) : 0);
+    } else {
+      integer = static_cast<int64_t>(k.lower ? (exclusive ? std::floor(value) + 1 : std::ceil(value))
+                                             : (exclusive ? std::ceil(value) - 1 : std::floor(value)));
+    }
+    bound = Bound{value, exclusive, k.name, integer};
   }
   return bounds;
 }
@@ -137,7 +149,8 @@ absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string&
 int Digits(int64_t n) { return static_cast<int>(std::to_string(n).size()); }
 
 std::string DigitClass(char lo, char hi) {
-  return lo == hi ? absl::StrCat("\"", std::string(1, lo), "\"") : absl::StrCat("[", std::string(1, lo), "-", std::string(1, hi), "]");
+  return lo == hi ? absl::StrCat("\"", std::string(1, lo), "\"")
+                  : absl::StrCat("[", std::string(1, lo), "-", std::string(1, hi), "]");
 }
 
 // The decimal strings from `a` to `b`, both of the same length: a shared
@@ -155,14 +168,16 @@ std::string SameLengthRange(const std::string& a, const std::string& b) {
   const bool a_all_zero = a_rest.find_first_not_of('0') == std::string::npos;
   const bool b_all_nine = b_rest.find_first_not_of('9') == std::string::npos;
   std::vector<std::string> alternatives;
-  if (!a_all_zero) alternatives.push_back(GbnfSequence({DigitClass(x, x), SameLengthRange(a_rest, std::string(tail, '9'))}));
+  if (!a_all_zero)
+    alternatives.push_back(GbnfSequence({DigitClass(x, x), SameLengthRange(a_rest, std::string(tail, '9'))}));
   const char from = a_all_zero ? x : x + 1, to = b_all_nine ? y : y - 1;
   if (from <= to) {
     std::vector<std::string> middle = {DigitClass(from, to)};
     if (tail > 0) middle.push_back(GbnfRepeat("[0-9]", tail, tail));
     alternatives.push_back(GbnfSequence(middle));
   }
-  if (!b_all_nine) alternatives.push_back(GbnfSequence({DigitClass(y, y), SameLengthRange(std::string(tail, '0'), b_rest)}));
+  if (!b_all_nine)
+    alternatives.push_back(GbnfSequence({DigitClass(y, y), SameLengthRange(std::string(tail, '0'), b_rest)}));
   items.push_back(GbnfAlternatives(alternatives));
   return GbnfSequence(items);
 }
@@ -172,7 +187,8 @@ std::string NonNegativeRange(int64_t lo, int64_t hi) {
   const int lo_digits = Digits(lo), hi_digits = Digits(hi);
   if (lo_digits == hi_digits) return SameLengthRange(std::to_string(lo), std::to_string(hi));
   std::vector<std::string> alternatives = {SameLengthRange(std::to_string(lo), std::string(lo_digits, '9'))};
-  if (hi_digits - lo_digits >= 2) alternatives.push_back(GbnfSequence({"[1-9]", GbnfRepeat("[0-9]", lo_digits, hi_digits - 2)}));
+  if (hi_digits - lo_digits >= 2)
+    alternatives.push_back(GbnfSequence({"[1-9]", GbnfRepeat("[0-9]", lo_digits, hi_digits - 2)}));
   alternatives.push_back(SameLengthRange(absl::StrCat("1", std::string(hi_digits - 1, '0')), std::to_string(hi)));
   return GbnfAlternatives(alternatives);
 }
@@ -207,8 +223,8 @@ std::string MagnitudeRange(MagnitudeBound lower, std::optional<MagnitudeBound> u
         GbnfSequence({NonNegativeRange(start, end), GbnfRepeat(GbnfSequence({"\".\"", fraction}), 0, 1)}));
   }
   if (lower.exclusive && (!upper || lower.value < upper->value)) {  // The bound and a fraction that is not zero.
-    alternatives.push_back(GbnfSequence(
-        {absl::StrCat("\"", lower.value, ".\""), GbnfRepeat("[0-9]", 0, fraction_digits - 1), "[1-9]"}));
+    alternatives.push_back(
+        GbnfSequence({absl::StrCat("\"", lower.value, ".\""), GbnfRepeat("[0-9]", 0, fraction_digits - 1), "[1-9]"}));
   }
   if (upper && !upper->exclusive && (upper->value > lower.value || !lower.exclusive)) {
     alternatives.push_back(GbnfSequence({absl::StrCat("\"", upper->value, "\""), R"(("." "0"{1,16})?)"}));
@@ -239,17 +255,17 @@ absl::StatusOr<std::string> StringItem(const ordered_json& schema, const std::st
 }
 
 absl::StatusOr<std::string> IntegerItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
-  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer));
+  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer, kMaxIntegerBound));
   if (!bounds.lo && !bounds.hi) return rules.Use("integer");
-  int64_t lo = -kMaxUnbounded, hi = kMaxUnbounded;
-  if (bounds.lo) lo = static_cast<int64_t>(bounds.lo->exclusive ? std::floor(bounds.lo->value) + 1 : std::ceil(bounds.lo->value));
-  if (bounds.hi) hi = static_cast<int64_t>(bounds.hi->exclusive ? std::ceil(bounds.hi->value) - 1 : std::floor(bounds.hi->value));
-  if (lo > hi) return Unsupported((bounds.lo ? bounds.lo : bounds.hi)->keyword, pointer, "no integer is within the bounds");
+  const int64_t lo = bounds.lo ? bounds.lo->integer : std::min(-kMaxUnbounded, bounds.hi->integer);
+  const int64_t hi = bounds.hi ? bounds.hi->integer : std::max(kMaxUnbounded, bounds.lo->integer);
+  if (lo > hi)
+    return Unsupported((bounds.lo ? bounds.lo : bounds.hi)->keyword, pointer, "no integer is within the bounds");
   return IntegerRange(lo, hi);
 }
 
 absl::StatusOr<std::string> NumberItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
-  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer));
+  ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer, kMaxNumberBound));
   if (!bounds.lo && !bounds.hi) return rules.Use("number");
   for (const std::optional<Bound>& b : {bounds.lo, bounds.hi}) {
     if (b && b->value != std::floor(b->value)) {

@@ -34,7 +34,7 @@ absl::StatusOr<std::string> StringItem(const nlohmann::ordered_json& schema, con
                                        GbnfRules& rules);
 
 // ... the integers that minimum, maximum, exclusiveMinimum and
-// exclusiveMaximum allow, exactly, as digit ranges.
+// exclusiveMaximum allow, exactly, as digit ranges (bounds up to 9e18).
 absl::StatusOr<std::string> IntegerItem(const nlohmann::ordered_json& schema, const std::string& pointer,
                                         GbnfRules& rules);
 

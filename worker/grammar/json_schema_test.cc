@@ -75,12 +75,12 @@ TEST(JsonSchemaTest, ObjectsKeepSchemaOrderAndRequiredProperties) {
   EXPECT_TRUE(g->Accepts(R"({"b":1,"a":"x"})"));
   EXPECT_TRUE(g->Accepts(R"({"a":"x","c":false})"));
   EXPECT_TRUE(g->Accepts("{\n  \"b\": 1,\n  \"a\": \"x\"\n}"));
-  EXPECT_FALSE(g->Accepts(R"({"a":"x","b":1})"));   // Out of order.
-  EXPECT_FALSE(g->Accepts(R"({"b":1})"));           // "a" is required.
-  EXPECT_FALSE(g->Accepts(R"({"a":"x","d":1})"));   // No additional properties.
+  EXPECT_FALSE(g->Accepts(R"({"a":"x","b":1})"));  // Out of order.
+  EXPECT_FALSE(g->Accepts(R"({"b":1})"));          // "a" is required.
+  EXPECT_FALSE(g->Accepts(R"({"a":"x","d":1})"));  // No additional properties.
   EXPECT_FALSE(g->Accepts(R"({"a":"x",})"));
   EXPECT_FALSE(g->Accepts(R"({,"a":"x"})"));
-  EXPECT_FALSE(g->Accepts(R"( {"a":"x"})"));        // No blank before or after the value.
+  EXPECT_FALSE(g->Accepts(R"( {"a":"x"})"));  // No blank before or after the value.
   EXPECT_FALSE(g->Accepts(R"({"a":"x"} )"));
   EXPECT_FALSE(g->Accepts(absl::StrCat("{\n", std::string(21, ' '), R"("a":"x"})")));  // Blanks are bounded.
   auto optional = FromSchema(R"({"properties": {"x": {"type": "null"}, "y": {"type": "null"}}})");
@@ -157,7 +157,8 @@ TEST(JsonSchemaTest, AlternativesAndTypeLists) {
   EXPECT_TRUE(any_of->Accepts("5"));
   EXPECT_TRUE(any_of->Accepts(R"("x")"));
   EXPECT_FALSE(any_of->Accepts(R"("xy")"));
-  auto one_of = FromSchema(R"({"oneOf": [{"type": "null"}, {"type": "array", "maxItems": 0}]})");
+  auto one_of = FromSchema(R"({"oneOf": [{"type": "null"}, {"type": "array", "maxItems": 0}],
+                               "discriminator": {"propertyName": "kind"}})");
   EXPECT_TRUE(one_of->Accepts("[]"));
   EXPECT_TRUE(one_of->Accepts("null"));
   auto types = FromSchema(R"({"type": ["string", "null"], "maxLength": 2})");
@@ -231,12 +232,13 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
     const char* bounds;
     int64_t lo, hi;
   };
-  for (const Case& c : {Case{R"("minimum": 3, "maximum": 117)", 3, 117}, Case{R"("minimum": -57, "maximum": -3)", -57, -3},
-                        Case{R"("exclusiveMinimum": -5, "exclusiveMaximum": 1000)", -4, 999},
-                        Case{R"("minimum": 0)", 0, INT64_MAX}, Case{R"("maximum": 99.5)", INT64_MIN, 99},
-                        Case{R"("minimum": 1.2, "maximum": 1.9e1)", 2, 19}, Case{R"("minimum": 10, "maximum": 10)", 10, 10},
-                        Case{R"("minimum": 5, "exclusiveMinimum": 5, "maximum": 1099)", 6, 1099},
-                        Case{R"("minimum": 0, "exclusiveMinimum": true, "maximum": 1000)", 1, 1000}}) {
+  for (const Case& c :
+       {Case{R"("minimum": 3, "maximum": 117)", 3, 117}, Case{R"("minimum": -57, "maximum": -3)", -57, -3},
+        Case{R"("exclusiveMinimum": -5, "exclusiveMaximum": 1000)", -4, 999}, Case{R"("minimum": 0)", 0, INT64_MAX},
+        Case{R"("maximum": 99.5)", INT64_MIN, 99}, Case{R"("minimum": 1.2, "maximum": 1.9e1)", 2, 19},
+        Case{R"("minimum": 10, "maximum": 10)", 10, 10},
+        Case{R"("minimum": 5, "exclusiveMinimum": 5, "maximum": 1099)", 6, 1099},
+        Case{R"("minimum": 0, "exclusiveMinimum": true, "maximum": 1000)", 1, 1000}}) {
     auto g = FromSchema(absl::StrCat(R"({"type": "integer", )", c.bounds, "}"));
     for (int64_t v = -1100; v <= 1100; ++v) {
       ASSERT_EQ(g->Accepts(std::to_string(v)), v >= c.lo && v <= c.hi) << c.bounds << ": " << v;
@@ -246,6 +248,12 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
   }
   EXPECT_THAT(ErrorOf(R"({"type": "integer", "minimum": 5, "maximum": 4})"), HasSubstr("no integer"));
   EXPECT_THAT(ErrorOf(R"({"type": "integer", "minimum": 1e20})"), HasSubstr("\"minimum\" at / is not supported"));
+  // Past 2^53, where doubles skip integers, the bounds stay exact.
+  auto safe = FromSchema(R"({"type": "integer", "minimum": -9007199254740993, "exclusiveMaximum": 9007199254740993})");
+  EXPECT_TRUE(safe->Accepts("9007199254740992"));
+  EXPECT_TRUE(safe->Accepts("-9007199254740993"));
+  EXPECT_FALSE(safe->Accepts("9007199254740993"));
+  EXPECT_FALSE(safe->Accepts("-9007199254740994"));
 }
 
 TEST(JsonSchemaTest, NumberBoundsWhereExact) {
@@ -270,7 +278,7 @@ TEST(JsonSchemaTest, NumberBoundsWhereExact) {
 TEST(JsonSchemaTest, AnythingAndAnnotations) {
   for (const char* schema : {"{}", "true", R"({"title": "t", "description": "d", "examples": [1], "default": 2,
                                              "$schema": "https://json-schema.org/draft/2020-12/schema",
-                                             "$comment": "c", "deprecated": false})"}) {
+                                             "$comment": "c", "deprecated": false, "readOnly": true})"}) {
     auto g = FromSchema(schema);
     for (const char* ok : {"1", R"("s")", R"({"a":[null,true,1.5]})", "[]"}) EXPECT_TRUE(g->Accepts(ok)) << ok;
   }
@@ -281,17 +289,19 @@ TEST(JsonSchemaTest, RefusesKeywordsItCannotCompileNamingThem) {
             "\"uniqueItems\" at /properties/tags is not supported");
   EXPECT_THAT(ErrorOf(R"({"not": {}})"), HasSubstr("\"not\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"items": {"if": {}, "then": {}}})"), HasSubstr("\"if\" at /items is not supported"));
-  for (const char* keyword : {"patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf",
-                              "contains", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
-                              "unevaluatedItems", "x-custom"}) {
+  for (const char* keyword :
+       {"patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf", "contains",
+        "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "x-custom"}) {
     EXPECT_THAT(ErrorOf(absl::StrCat(R"({"$defs": {"a/b": {")", keyword, R"(": 1}}, "$ref": "#/$defs/a~1b"})")),
                 HasSubstr(absl::StrCat("\"", keyword, "\" at /$defs/a~1b is not supported")));
   }
   EXPECT_THAT(ErrorOf(R"({"format": "uri"})"), HasSubstr("\"format\" at / is not supported: the format \"uri\""));
   EXPECT_THAT(ErrorOf(R"({"$ref": "https://example.com/s.json"})"), HasSubstr("\"$ref\" at /"));
   EXPECT_THAT(ErrorOf(R"({"$ref": "#/$defs/missing"})"), HasSubstr("points at nothing"));
-  EXPECT_THAT(ErrorOf(R"({"type": "object", "anyOf": [{}]})"), HasSubstr("\"type\" at / is not supported: next to \"anyOf\""));
-  EXPECT_THAT(ErrorOf(R"({"pattern": "(a)\\1"})"), HasSubstr("\"pattern\" at / is not supported: regex: the backreference"));
+  EXPECT_THAT(ErrorOf(R"({"type": "object", "anyOf": [{}]})"),
+              HasSubstr("\"type\" at / is not supported: next to \"anyOf\""));
+  EXPECT_THAT(ErrorOf(R"({"pattern": "(a)\\1"})"),
+              HasSubstr("\"pattern\" at / is not supported: regex: the backreference"));
   EXPECT_THAT(ErrorOf(R"({"pattern": "a+", "maxLength": 3})"), HasSubstr("\"maxLength\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"type": "strin"})"), HasSubstr("\"type\" at /"));
   EXPECT_THAT(ErrorOf(R"({"required": ["a"], "properties": {}})"), HasSubstr("\"required\" at /"));

@@ -12,6 +12,10 @@
 // backreferences, lookahead and lookbehind, \b \B and ^ $ anywhere but the
 // ends, Unicode properties, and repeating without bound what can be empty
 // (a grammar cannot say (a*)* without looping).
+//
+// Where ECMAScript and Python's re (which python-jsonschema checks patterns
+// with) disagree, on \d \w \s and their negations, and . (Python's also
+// takes \r), the grammar takes only what both match (regex_parser.cc).
 
 #ifndef LLAMA_WORKER_GRAMMAR_REGEX_TO_GBNF_H_
 #define LLAMA_WORKER_GRAMMAR_REGEX_TO_GBNF_H_
@@ -43,9 +47,9 @@ enum class RegexTarget {
 };
 
 struct RegexExpression {
-  std::string gbnf;          // One GBNF item (it can be repeated or concatenated as is).
-  int64_t min_length = 0;    // Characters (code points) in the shortest match.
-  int64_t max_length = 0;    // ... in the longest; kNoLimit if unbounded.
+  std::string gbnf;        // One GBNF item (it can be repeated or concatenated as is).
+  int64_t min_length = 0;  // Characters (code points) in the shortest match.
+  int64_t max_length = 0;  // ... in the longest; kNoLimit if unbounded.
 };
 
 // The body of a rule matching what `regex` matches, for embedding in a

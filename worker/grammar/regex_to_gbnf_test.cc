@@ -41,9 +41,13 @@ TEST(RegexToGbnfTest, LiteralsAndEscapes) {
 TEST(RegexToGbnfTest, DotIsAnyCharacterButALineTerminator) {
   auto g = FromRegex("a.c");
   EXPECT_TRUE(g->Accepts("abc"));
-  EXPECT_TRUE(g->Accepts("a\xE2\x82\xAC" "c"));
+  EXPECT_TRUE(
+      g->Accepts("a\xE2\x82\xAC"
+                 "c"));
   EXPECT_FALSE(g->Accepts("a\nc"));
-  EXPECT_FALSE(g->Accepts("a\xE2\x80\xA8" "c"));  // U+2028
+  EXPECT_FALSE(
+      g->Accepts("a\xE2\x80\xA8"
+                 "c"));  // U+2028
   EXPECT_FALSE(g->Accepts("ac"));
 }
 
@@ -61,15 +65,38 @@ TEST(RegexToGbnfTest, ClassesAndShorthands) {
   EXPECT_FALSE(digits->Accepts("123-aG"));
 }
 
+// Only what ECMAScript and Python's re both match: U+001C is \s to Python
+// only, U+FEFF to ECMAScript only, and letters past ASCII are \w to Python.
+TEST(RegexToGbnfTest, ShorthandsTakeWhatBothFlavoursMatch) {
+  auto s = FromRegex(R"(\s)");
+  EXPECT_TRUE(s->Accepts(" "));
+  EXPECT_TRUE(s->Accepts("\xE3\x80\x80"));   // U+3000
+  EXPECT_FALSE(s->Accepts("\xEF\xBB\xBF"));  // U+FEFF
+  EXPECT_FALSE(s->Accepts("\x1C"));
+  for (const char* regex : {R"(\S)", R"([^\s])"}) {
+    auto not_s = FromRegex(regex);
+    EXPECT_TRUE(not_s->Accepts("x")) << regex;
+    EXPECT_FALSE(not_s->Accepts("\x1C")) << regex;
+    EXPECT_FALSE(not_s->Accepts("\xEF\xBB\xBF")) << regex;
+  }
+  auto not_w = FromRegex(R"(\W)");
+  EXPECT_TRUE(not_w->Accepts("!"));
+  EXPECT_FALSE(not_w->Accepts("\xC3\xA9"));
+  auto not_d = FromRegex(R"([^\d]\D)");
+  EXPECT_TRUE(not_d->Accepts("x\xC3\xA9"));
+  EXPECT_FALSE(not_d->Accepts("\xD9\xA3x"));  // U+0663, an Arabic-Indic digit.
+  EXPECT_FALSE(not_d->Accepts("x\xD9\xA3"));
+}
+
 TEST(RegexToGbnfTest, GroupsAlternationAndQuantifiers) {
   auto g = FromRegex("^(ab|cd)+(?:x|y)?z{2}w{2,}v{1,3}?(?<name>q)*$");
   EXPECT_TRUE(g->Accepts("abzzwwv"));
   EXPECT_TRUE(g->Accepts("cdabyzzwwwwvvvqq"));
-  EXPECT_FALSE(g->Accepts("zzwwv"));         // (ab|cd)+ needs one.
-  EXPECT_FALSE(g->Accepts("abxyzzwwv"));     // (?:x|y)? at most one.
-  EXPECT_FALSE(g->Accepts("abzzzwwv"));      // z{2}
-  EXPECT_FALSE(g->Accepts("abzzwv"));        // w{2,}
-  EXPECT_FALSE(g->Accepts("abzzwwvvvv"));    // v{1,3}
+  EXPECT_FALSE(g->Accepts("zzwwv"));       // (ab|cd)+ needs one.
+  EXPECT_FALSE(g->Accepts("abxyzzwwv"));   // (?:x|y)? at most one.
+  EXPECT_FALSE(g->Accepts("abzzzwwv"));    // z{2}
+  EXPECT_FALSE(g->Accepts("abzzwv"));      // w{2,}
+  EXPECT_FALSE(g->Accepts("abzzwwvvvv"));  // v{1,3}
   auto empty_branch = FromRegex("a(|b)c|");
   EXPECT_TRUE(empty_branch->Accepts("ac"));
   EXPECT_TRUE(empty_branch->Accepts("abc"));
@@ -124,7 +151,7 @@ TEST(RegexToGbnfTest, JsonStringTargetEscapes) {
   EXPECT_TRUE(g->Accepts(R"("a\"\\\tx\"")"));
   EXPECT_TRUE(g->Accepts(R"("a\"\\\txb")"));
   EXPECT_FALSE(g->Accepts("\"a\\\"\\\\\nx\""));  // A raw newline.
-  EXPECT_FALSE(g->Accepts(R"("a"\\\nx")"));    // An unescaped quote.
+  EXPECT_FALSE(g->Accepts(R"("a"\\\nx")"));      // An unescaped quote.
   EXPECT_FALSE(g->Accepts(R"("a\"\\\nxa")"));
 }
 
