@@ -56,7 +56,7 @@ bool HasType(const ordered_json& value, absl::string_view type) {
 // subset). None: any value.
 std::vector<std::string> InferredTypes(const ordered_json& schema) {
   const std::pair<const char*, std::vector<const char*>> kByType[] = {
-      {"object", {"properties", "required", "additionalProperties"}},
+      {"object", {"properties", "required", "additionalProperties", "propertyNames", "maxProperties"}},
       {"array", {"items", "prefixItems", "additionalItems", "minItems", "maxItems"}},
       {"string", {"pattern", "format", "minLength", "maxLength"}},
       {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
@@ -92,6 +92,8 @@ const absl::flat_hash_set<std::string>& Compiled() {
                                                                      "properties",
                                                                      "required",
                                                                      "additionalProperties",
+                                                                     "propertyNames",
+                                                                     "maxProperties",
                                                                      "items",
                                                                      "prefixItems",
                                                                      "additionalItems",

@@ -13,6 +13,8 @@
 //    mode), unless the schema names no properties at all: then any. With
 //    it (true or a schema), others follow the named ones, with keys of
 //    plain characters (no escapes) that are not among them.
+//  - "propertyNames" with a maxLength alone bounds the keys; "maxProperties"
+//    bounds the other properties to what the named ones leave.
 //  - Arrays: "prefixItems" (or draft 7's "items" list) with "items" (or
 //    "additionalItems") after them; "prefixItems" without "items" means no
 //    further items.

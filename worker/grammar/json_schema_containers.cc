@@ -49,6 +49,46 @@ absl::StatusOr<std::string> SchemaConverter::Object(const ordered_json& schema, 
   return ObjectRule(std::move(members), schema, pointer, name);
 }
 
+// propertyNames as far as it is compiled: {"maxLength": N} (beside
+// "type": "string" and annotations), the keys' length in code points;
+// nullopt without it.
+absl::StatusOr<std::optional<int64_t>> MaxKeyLength(const ordered_json& schema, const std::string& pointer) {
+  if (!schema.contains("propertyNames")) return std::nullopt;
+  const ordered_json& names = schema["propertyNames"];
+  const std::string at = Child(pointer, "propertyNames");
+  if (!names.is_object() || !names.contains("maxLength") || !names["maxLength"].is_number_unsigned()) {
+    return Unsupported("propertyNames", pointer, "only {\"maxLength\": N} is compiled");
+  }
+  for (const auto& kv : names.items()) {
+    static const auto* const kFine =
+        new absl::flat_hash_set<std::string>{"maxLength", "title", "description", "$comment", "examples"};
+    if (kFine->contains(kv.key()) || (kv.key() == "type" && kv.value() == "string")) continue;
+    return Unsupported(kv.key(), at, "propertyNames compiles maxLength only");
+  }
+  return names["maxLength"].get<int64_t>();
+}
+
+// How many properties beyond the `named` ones maxProperties leaves (kNoLimit
+// without it): a subset, as no more are written when fewer named ones are
+// there. A bound below the named count would have to choose among them,
+// which is not compiled.
+absl::StatusOr<int64_t> MaxExtraProperties(const ordered_json& schema, const std::string& pointer, size_t named) {
+  if (!schema.contains("maxProperties")) return kNoLimit;
+  const ordered_json& max = schema["maxProperties"];
+  if (!max.is_number_unsigned()) return Unsupported("maxProperties", pointer, "it must be a whole number");
+  if (max.get<uint64_t>() < named) {
+    return Unsupported("maxProperties", pointer,
+                       absl::StrCat("it is below the ", named, " properties named: choosing among them is not compiled"));
+  }
+  return static_cast<int64_t>(max.get<uint64_t>() - named);
+}
+
+int64_t CodePoints(absl::string_view text) {
+  int64_t n = 0;
+  for (const char c : text) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 // `members` in order, then (with additionalProperties) any others.
 absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> members, const ordered_json& schema,
                                                         const std::string& pointer, const std::string& name) {
@@ -66,6 +106,7 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
     m.required = required.contains(m.key);
     keys.push_back(m.key);
   }
+  ASSIGN_OR_RETURN(const std::optional<int64_t> max_key_length, MaxKeyLength(schema, pointer));
   for (const ordered_json& key : schema.value("required", ordered_json::array())) {
     if (std::find(keys.begin(), keys.end(), key.get<std::string>()) != keys.end()) continue;
     if (extra == nullptr) {
@@ -77,6 +118,13 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
   }
   std::vector<std::pair<std::string, bool>> kvs;
   for (const Member& m : members) {
+    if (max_key_length.has_value() && CodePoints(m.key) > *max_key_length) {
+      if (m.required) {
+        return Unsupported("propertyNames", pointer,
+                           absl::StrCat("the required property ", Compact(m.key), " is longer than its maxLength"));
+      }
+      continue;  // It can never be there.
+    }
     if (*m.schema == false) {  // A property that must be absent.
       if (m.required) return Unsupported("required", pointer, absl::StrCat(Compact(m.key), " has the schema false"));
       continue;
@@ -87,15 +135,17 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
     rules_.Define(kv, absl::StrCat(GbnfLiteral(Compact(m.key)), R"( space ":" space )", value));
     kvs.emplace_back(kv, m.required);
   }
+  ASSIGN_OR_RETURN(const int64_t max_extra, MaxExtraProperties(schema, pointer, kvs.size()));
   std::string extra_kv;
-  if (extra != nullptr) {
+  if (extra != nullptr && max_extra != 0) {
     extra_kv = rules_.NewName(absl::StrCat(name, "-additional-kv"));
-    const std::string key = KeyNotIn(keys, absl::StrCat(name, "-additional-key"));
+    const std::string key = KeyNotIn(keys, absl::StrCat(name, "-additional-key"), max_key_length);
+    if (key.empty()) return Unsupported("propertyNames", pointer, "no key is left for additionalProperties");
     ASSIGN_OR_RETURN(const std::string value, Visit(*extra, Child(pointer, "additionalProperties"),
                                                     rules_.NewName(absl::StrCat(name, "-additional"))));
     rules_.Define(extra_kv, absl::StrCat(key, R"( space ":" space )", value));
   }
-  rules_.Define(name, ObjectBody(kvs, extra_kv));
+  rules_.Define(name, ObjectBody(kvs, extra_kv, max_extra));
   return name;
 }
 
@@ -103,7 +153,8 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
 // alternatives are which member comes first (an optional one, or the first
 // required one); after it each later member is there or not.
 std::string SchemaConverter::ObjectBody(const std::vector<std::pair<std::string, bool>>& members,
-                                        const std::string& extra) {
+                                        const std::string& extra, int64_t max_extra) {
+  const int64_t more = max_extra == kNoLimit ? kNoLimit : max_extra - 1;
   auto then = [&](const std::string& kv) { return absl::StrCat(kComma, kv, " space"); };
   auto rest = [&](size_t from) {
     std::vector<std::string> items;
@@ -111,7 +162,7 @@ std::string SchemaConverter::ObjectBody(const std::vector<std::pair<std::string,
       const std::string item = then(members[j].first);
       items.push_back(members[j].second ? item : GbnfRepeat(item, 0, 1));
     }
-    if (!extra.empty()) items.push_back(GbnfRepeat(then(extra), 0, kNoLimit));
+    if (!extra.empty()) items.push_back(GbnfRepeat(then(extra), 0, max_extra));
     return items;
   };
   std::vector<std::string> alternatives;
@@ -123,7 +174,7 @@ std::string SchemaConverter::ObjectBody(const std::vector<std::pair<std::string,
     any_required = members[i].second;
   }
   if (!any_required && !extra.empty()) {
-    alternatives.push_back(absl::StrCat(extra, " space ", GbnfRepeat(then(extra), 0, kNoLimit)));
+    alternatives.push_back(absl::StrCat(extra, " space ", GbnfRepeat(then(extra), 0, more)));
   }
   std::string inside;
   if (!alternatives.empty()) {
@@ -138,8 +189,12 @@ std::string SchemaConverter::ObjectBody(const std::vector<std::pair<std::string,
 // repeat a named one. Keys are plain characters without escapes (an escape
 // could spell a named key another way); named keys with other characters
 // cannot be spelled so and need no exclusion.
-std::string SchemaConverter::KeyNotIn(const std::vector<std::string>& keys, const std::string& name) {
-  if (keys.empty()) return rules_.Use("string");
+std::string SchemaConverter::KeyNotIn(const std::vector<std::string>& keys, const std::string& name,
+                                      std::optional<int64_t> max_length) {
+  if (keys.empty()) {
+    if (!max_length.has_value()) return rules_.Use("string");
+    return absl::StrCat(R"("\"" )", GbnfRepeat(rules_.Use("char"), 0, *max_length), R"( "\"")");
+  }
   std::vector<std::vector<uint32_t>> plain_keys;
   for (absl::string_view key : keys) {
     std::vector<uint32_t> code_points;
@@ -151,15 +206,19 @@ std::string SchemaConverter::KeyNotIn(const std::vector<std::string>& keys, cons
       code_points.push_back(c);
       key.remove_prefix(std::max(n, 1));
     }
-    if (plain) plain_keys.push_back(std::move(code_points));
+    // Too long for propertyNames: it cannot be written, so needs no exclusion.
+    const bool fits = !max_length.has_value() || static_cast<int64_t>(code_points.size()) <= *max_length;
+    if (plain && fits) plain_keys.push_back(std::move(code_points));
   }
-  return absl::StrCat(R"("\"" )", KeyRest(plain_keys, 0, name));
+  const std::string rest = KeyRest(plain_keys, 0, name, max_length);
+  return rest.empty() ? rest : absl::StrCat(R"("\"" )", rest);
 }
 
 // The rest of a key whose first `depth` characters `keys` share: a trie,
-// one rule per node, and a way out at each node to any other character.
+// one rule per node, and a way out at each node to any other character;
+// empty when no key can go on from there.
 std::string SchemaConverter::KeyRest(const std::vector<std::vector<uint32_t>>& keys, size_t depth,
-                                     const std::string& name) {
+                                     const std::string& name, std::optional<int64_t> max_length) {
   std::map<uint32_t, std::vector<std::vector<uint32_t>>> next;
   bool ends_here = false;
   for (const std::vector<uint32_t>& key : keys) {
@@ -172,12 +231,19 @@ std::string SchemaConverter::KeyRest(const std::vector<std::vector<uint32_t>>& k
   std::vector<std::string> alternatives;
   std::vector<CodePointRange> excluded = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
   for (const auto& [c, group] : next) {
-    alternatives.push_back(absl::StrCat(GbnfCodePointLiteral(c), " ", KeyRest(group, depth + 1, name)));
+    const std::string after = KeyRest(group, depth + 1, name, max_length);
+    if (!after.empty()) alternatives.push_back(absl::StrCat(GbnfCodePointLiteral(c), " ", after));
     excluded.push_back({c, c});
   }
-  alternatives.push_back(
-      absl::StrCat(GbnfClass(NormalizeRanges(excluded, /*negated=*/true)), " ", rules_.Use("plain-char"), R"(* "\"")"));
+  // Or another character, then any (up to maxLength in all).
+  const int64_t room = max_length.has_value() ? *max_length - static_cast<int64_t>(depth) : 1;
+  if (room >= 1) {
+    const std::string others = max_length.has_value() ? GbnfRepeat(rules_.Use("plain-char"), 0, room - 1)
+                                                      : absl::StrCat(rules_.Use("plain-char"), "*");
+    alternatives.push_back(absl::StrCat(GbnfClass(NormalizeRanges(excluded, /*negated=*/true)), " ", others, R"( "\"")"));
+  }
   if (!ends_here) alternatives.push_back(R"("\"")");
+  if (alternatives.empty()) return "";  // Every key that starts so is taken or too long.
   rules_.Define(rule, absl::StrJoin(alternatives, " | "));
   return rule;
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,9 +74,13 @@ class SchemaConverter {
   absl::StatusOr<std::string> Object(const json& schema, const std::string& pointer, const std::string& name);
   absl::StatusOr<std::string> ObjectRule(std::vector<Member> members, const json& schema, const std::string& pointer,
                                          const std::string& name);
-  std::string ObjectBody(const std::vector<std::pair<std::string, bool>>& members, const std::string& extra);
-  std::string KeyNotIn(const std::vector<std::string>& keys, const std::string& name);
-  std::string KeyRest(const std::vector<std::vector<uint32_t>>& keys, size_t depth, const std::string& name);
+  // `extra`: the rule of other properties, up to max_extra of them (kNoLimit: any).
+  std::string ObjectBody(const std::vector<std::pair<std::string, bool>>& members, const std::string& extra,
+                         int64_t max_extra);
+  // Keys of additional properties, up to `max_length` code points (propertyNames).
+  std::string KeyNotIn(const std::vector<std::string>& keys, const std::string& name, std::optional<int64_t> max_length);
+  std::string KeyRest(const std::vector<std::vector<uint32_t>>& keys, size_t depth, const std::string& name,
+                      std::optional<int64_t> max_length);
   absl::StatusOr<std::string> Array(const json& schema, const std::string& pointer, const std::string& name);
 
   const json& document_;

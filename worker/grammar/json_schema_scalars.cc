@@ -33,8 +33,11 @@ constexpr Format kFormats[] = {
     {"time", LLAMA_TIME_RE},
     {"date-time", LLAMA_DATE_RE "T" LLAMA_TIME_RE},
     {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
-    {"email", R"([A-Za-z0-9_%+-]+(?:\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)"
-              R"((?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+)"},
+    // Within RFC 5321's and RFC 1035's lengths (a local part of at most 64
+    // octets, labels of at most 63, four of them): a model cannot write
+    // one forever.
+    {"email", R"([A-Za-z0-9_%+-]{1,32}(?:\.[A-Za-z0-9_%+-]{1,31})?@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
+              R"((?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?){1,3})"},
     {"ipv4", LLAMA_OCTET_RE R"((?:\.)" LLAMA_OCTET_RE "){3}"},
 };
 #undef LLAMA_DATE_RE

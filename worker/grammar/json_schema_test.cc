@@ -216,6 +216,8 @@ TEST(JsonSchemaTest, PatternsAndFormats) {
   auto email = FromSchema(R"({"format": "email"})");
   EXPECT_TRUE(email->Accepts(R"("a.b+c@example.co.uk")"));
   EXPECT_FALSE(email->Accepts(R"("a@b")"));
+  EXPECT_TRUE(email->Accepts(absl::StrCat("\"", std::string(32, 'x'), "@example.com\"")));
+  EXPECT_FALSE(email->Accepts(absl::StrCat("\"", std::string(33, 'x'), "@example.com\"")));  // RFC 5321's bound, kept.
   auto ipv4 = FromSchema(R"({"format": "ipv4"})");
   EXPECT_TRUE(ipv4->Accepts(R"("192.168.0.255")"));
   EXPECT_FALSE(ipv4->Accepts(R"("192.168.0.256")"));
@@ -284,13 +286,46 @@ TEST(JsonSchemaTest, AnythingAndAnnotations) {
   }
 }
 
+TEST(JsonSchemaTest, PropertyNamesBoundTheKeysOfOtherProperties) {
+  auto free_keys = FromSchema(R"({"type": "object", "propertyNames": {"maxLength": 3},
+                                 "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(free_keys->Accepts(R"({"abc":1,"d":2})"));
+  EXPECT_TRUE(free_keys->Accepts(R"({"\n":1})"));
+  EXPECT_FALSE(free_keys->Accepts(R"({"abcd":1})"));
+  auto named = FromSchema(R"({"type": "object", "properties": {"ab": {"type": "integer"}, "toolong": {}},
+                              "propertyNames": {"maxLength": 4}, "additionalProperties": {"type": "null"}})");
+  EXPECT_TRUE(named->Accepts(R"({"ab":1,"abcd":null,"x":null})"));
+  EXPECT_FALSE(named->Accepts(R"({"ab":1,"abcde":null})"));
+  EXPECT_FALSE(named->Accepts(R"({"toolong":1})"));  // Longer than propertyNames allows: never there.
+  EXPECT_FALSE(named->Accepts(R"({"ab":1,"ab":null})"));
+  EXPECT_THAT(ErrorOf(R"({"properties": {"toolong": {}}, "required": ["toolong"], "propertyNames": {"maxLength": 4}})"),
+              HasSubstr("\"propertyNames\" at / is not supported: the required property \"toolong\" is longer"));
+  EXPECT_THAT(ErrorOf(R"({"propertyNames": {"maxLength": 4, "pattern": "^a"}})"),
+              HasSubstr("\"pattern\" at /propertyNames is not supported"));
+  EXPECT_THAT(ErrorOf(R"({"propertyNames": {"pattern": "^a"}})"), HasSubstr("\"propertyNames\" at / is not supported"));
+}
+
+TEST(JsonSchemaTest, MaxPropertiesBoundsTheOthers) {
+  auto g = FromSchema(R"({"properties": {"a": {"type": "null"}}, "maxProperties": 3,
+                          "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(g->Accepts(R"({"a":null,"x":1,"y":2})"));
+  EXPECT_TRUE(g->Accepts(R"({"x":1,"y":2})"));
+  EXPECT_FALSE(g->Accepts(R"({"a":null,"x":1,"y":2,"z":3})"));
+  EXPECT_FALSE(g->Accepts(R"({"x":1,"y":2,"z":3})"));  // A subset: the named one's place is kept.
+  auto none = FromSchema(R"({"properties": {"a": {"type": "null"}}, "maxProperties": 1, "additionalProperties": true})");
+  EXPECT_TRUE(none->Accepts(R"({"a":null})"));
+  EXPECT_FALSE(none->Accepts(R"({"b":null})"));
+  EXPECT_THAT(ErrorOf(R"({"properties": {"a": {}, "b": {}}, "maxProperties": 1})"),
+              HasSubstr("\"maxProperties\" at / is not supported: it is below the 2 properties named"));
+}
+
 TEST(JsonSchemaTest, RefusesKeywordsItCannotCompileNamingThem) {
   EXPECT_EQ(ErrorOf(R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})"),
             "\"uniqueItems\" at /properties/tags is not supported");
   EXPECT_THAT(ErrorOf(R"({"not": {}})"), HasSubstr("\"not\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"items": {"if": {}, "then": {}}})"), HasSubstr("\"if\" at /items is not supported"));
   for (const char* keyword :
-       {"patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf", "contains",
+       {"patternProperties", "minProperties", "multipleOf", "contains",
         "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "x-custom"}) {
     EXPECT_THAT(ErrorOf(absl::StrCat(R"({"$defs": {"a/b": {")", keyword, R"(": 1}}, "$ref": "#/$defs/a~1b"})")),
                 HasSubstr(absl::StrCat("\"", keyword, "\" at /$defs/a~1b is not supported")));

@@ -164,6 +164,9 @@ class Generator:
             schema["additionalProperties"] = False
         elif choice < 0.55 and extra:
             schema["additionalProperties"] = {"type": "integer", "minimum": 0, "maximum": 9}
+            # Keys bounded too, or a random model may write one forever.
+            schema["propertyNames"] = {"maxLength": 12}
+            schema["maxProperties"] = len(properties) + 3
             example["zz-extra"] = 3
         return schema, example
 
