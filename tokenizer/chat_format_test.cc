@@ -1,5 +1,7 @@
 #include "tokenizer/chat_format.h"
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,64 +48,31 @@ std::vector<int> EncodeDocumented(const Tokenizer& tokenizer, absl::string_view 
 }
 
 // models/llama3_1/prompt_format.md (meta-llama/llama-models), "JSON based
-// tool calling": the input prompt, as documented.
-constexpr absl::string_view kDocumentedJsonToolPrompt =
-    "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-    "Environment: ipython\n\n"
-    "Cutting Knowledge Date: December 2023\n"
-    "Today Date: 21 September 2024\n\n"
-    "You are a helpful assistant.\n"
-    "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
-    "Answer the user's question by making use of the following functions if needed.\n"
-    "If none of the function can be used, please say so.\n"
-    "Here is a list of functions in JSON format:\n"
-    "{\n"
-    "    \"type\": \"function\",\n"
-    "    \"function\": {\n"
-    "        \"name\": \"trending_songs\",\n"
-    "        \"description\": \"Returns the trending songs on a Music site\",\n"
-    "        \"parameters\": {\n"
-    "            \"type\": \"object\",\n"
-    "            \"properties\": [\n"
-    "                {\n"
-    "                    \"n\": {\n"
-    "                        \"type\": \"object\",\n"
-    "                        \"description\": \"The number of songs to return\"\n"
-    "                    }\n"
-    "                },\n"
-    "                {\n"
-    "                    \"genre\": {\n"
-    "                        \"type\": \"object\",\n"
-    "                        \"description\": \"The genre of the songs to return\"\n"
-    "                    }\n"
-    "                }\n"
-    "            ],\n"
-    "            \"required\": [\"n\"]\n"
-    "        }\n"
-    "    }\n"
-    "}\n"
-    "\n"
-    "Return function calls in JSON format.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
-    "Use tools to get latest trending songs<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+// tool calling": the input prompt, copied from the document.
+std::string DocumentedJsonToolPrompt() {
+  std::ifstream file("tokenizer/testdata/llama3_1_json_tool_prompt.txt", std::ios::binary);
+  EXPECT_TRUE(file) << "tokenizer/testdata/llama3_1_json_tool_prompt.txt";
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
 
-// The tool definition of kDocumentedJsonToolPrompt, as the server renders
-// an OpenAI tool (tool_calls_test checks that rendering).
-std::string DocumentedDefinition() {
-  const size_t begin = kDocumentedJsonToolPrompt.find("{\n");
-  return std::string(kDocumentedJsonToolPrompt.substr(begin, kDocumentedJsonToolPrompt.find("}\n\nReturn") + 1 - begin));
+// Its one function's definition.
+std::string DocumentedDefinition(absl::string_view prompt) {
+  const size_t begin = prompt.find("{\n");
+  return std::string(prompt.substr(begin, prompt.find("}\n\nReturn") + 1 - begin));
 }
 
 TEST(ChatFormatTest, Llama31JsonToolPromptIsTheDocumentedOne) {
   const Tokenizer& tokenizer = Llama3Tokenizer();
+  const std::string documented = DocumentedJsonToolPrompt();
   ToolPrompt tools;
-  tools.function_definitions = {DocumentedDefinition()};
+  tools.function_definitions = {DocumentedDefinition(documented)};
   tools.today = "21 September 2024";
   absl::StatusOr<ChatPrompt> prompt =
       EncodeDialog(tokenizer,
                    {{Role::kSystem, "You are a helpful assistant."}, {Role::kUser, "Use tools to get latest trending songs"}},
                    tools);
   ASSERT_TRUE(prompt.ok()) << prompt.status();
-  EXPECT_EQ(prompt->tokens, EncodeDocumented(tokenizer, kDocumentedJsonToolPrompt))
+  EXPECT_EQ(prompt->tokens, EncodeDocumented(tokenizer, documented))
       << *tokenizer.Decode(prompt->tokens);
 }
 
