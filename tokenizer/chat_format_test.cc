@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 // The Llama 3 layout's tokenizer (a small ranks file, Llama 3's specials).
 const Tokenizer& Llama3Tokenizer() {
   static const Tokenizer* tokenizer = [] {
-    absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::Load("tests/fixtures/tiktoken_fixture/tokenizer.model");
+    absl::StatusOr<std::unique_ptr<Tokenizer>> loaded =
+        Tokenizer::Load("tests/fixtures/tiktoken_fixture/tokenizer.model");
     EXPECT_TRUE(loaded.ok()) << loaded.status();
     return loaded->release();
   }();
@@ -67,10 +68,9 @@ TEST(ChatFormatTest, Llama31JsonToolPromptIsTheDocumentedOne) {
   ToolPrompt tools;
   tools.function_definitions = {DocumentedDefinition(documented)};
   tools.today = "21 September 2024";
-  absl::StatusOr<ChatPrompt> prompt =
-      EncodeDialog(tokenizer,
-                   {{Role::kSystem, "You are a helpful assistant."}, {Role::kUser, "Use tools to get latest trending songs"}},
-                   tools);
+  const Dialog dialog = {{Role::kSystem, "You are a helpful assistant."},
+                         {Role::kUser, "Use tools to get latest trending songs"}};
+  absl::StatusOr<ChatPrompt> prompt = EncodeDialog(tokenizer, dialog, tools);
   ASSERT_TRUE(prompt.ok()) << prompt.status();
   EXPECT_EQ(prompt->tokens, EncodeDocumented(tokenizer, documented))
       << *tokenizer.Decode(prompt->tokens);
@@ -121,8 +121,8 @@ TEST(ChatFormatTest, Llama31FunctionCallIsWrittenAsTheModelWritesIt) {
   EXPECT_EQ(prompt->tokens,
             EncodeDocumented(tokenizer,
                              "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWeather in Paris?<|eot_id|>"
-                             "<|start_header_id|>assistant<|end_header_id|>\n\n"
-                             "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eom_id|>"
+                             "<|start_header_id|>assistant<|end_header_id|>\n\n<|python_tag|>"
+                             "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eom_id|>"
                              "<|start_header_id|>ipython<|end_header_id|>\n\n21C<|eot_id|>"
                              "<|start_header_id|>assistant<|end_header_id|>\n\n"));
 }

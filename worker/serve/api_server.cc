@@ -200,7 +200,7 @@ void ApiServer::HandleTokenize(const std::shared_ptr<http::Exchange>& exchange) 
     }
   } else {
     ChatPrompt prompt;
-    if (std::optional<ApiError> bad = EncodeMessages(request.messages, ToolUse(), &prompt)) {
+    if (std::optional<ApiError> bad = EncodeMessages(request.messages, request.tools, &prompt)) {
       return Reply(exchange, *bad);
     }
     tokens = prompt.tokens;

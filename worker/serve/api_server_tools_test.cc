@@ -32,22 +32,30 @@ TEST(ApiServerToolsTest, GuidedChoiceAndSchemaHoldTheAnswer) {
     const std::string text = answer["choices"][0]["message"]["content"];
     EXPECT_TRUE(text == "sunny" || text == "rainy") << answer.dump();
   }
-  const json schema = json::parse(R"({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})");
-  const json answer = s.PostJson("/v1/chat/completions",
-                                 {{"model", "tiny"},
-                                  {"messages", UserAsks()},
-                                  {"max_tokens", 60},
-                                  {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", schema}}}}}});
-  const json parsed = json::parse(answer["choices"][0]["message"]["content"].get<std::string>(), nullptr, false);
-  if (answer["choices"][0]["finish_reason"] == "stop") {
-    ASSERT_TRUE(parsed.is_object()) << answer.dump();
-    EXPECT_TRUE(parsed["n"].is_number_integer()) << answer.dump();
+  const json format = json::parse(R"({"type": "json_schema", "json_schema": {"name": "n", "schema":
+      {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}})");
+  for (const bool stream : {false, true}) {
+    const json request = {{"model", "tiny"}, {"messages", UserAsks()}, {"max_tokens", 60}, {"response_format", format},
+                          {"stream", stream}};
+    std::string text;
+    if (stream) {
+      const std::vector<std::string> events = SseEvents(s.Post("/v1/chat/completions", request)->body);
+      for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i])["choices"][0]["delta"]["content"].get<std::string>();
+    } else {
+      const json answer = s.PostJson("/v1/chat/completions", request);
+      EXPECT_EQ(answer["choices"][0]["finish_reason"], "stop") << answer.dump();
+      text = answer["choices"][0]["message"]["content"];
+    }
+    const json parsed = json::parse(text, nullptr, false);
+    ASSERT_TRUE(parsed.is_object()) << text;
+    EXPECT_TRUE(parsed["n"].is_number_integer()) << text;
   }
 }
 
 TEST(ApiServerToolsTest, Llama2RefusesTools) {
   Serving s;
-  httplib::Result r = s.Post("/v1/chat/completions", {{"model", "tiny"}, {"messages", UserAsks()}, {"tools", {kWeatherTool}}});
+  httplib::Result r =
+      s.Post("/v1/chat/completions", {{"model", "tiny"}, {"messages", UserAsks()}, {"tools", {kWeatherTool}}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   const json error = json::parse(r->body)["error"];
@@ -95,7 +103,45 @@ TEST(ApiServerToolsTest, ARequiredCallRoundTrips) {
   request["max_tokens"] = 5;
   const json next = s.PostJson("/v1/chat/completions", request);
   EXPECT_TRUE(next["choices"][0]["message"]["content"].is_string()) << next.dump();
-  EXPECT_GT(next["usage"]["prompt_tokens"].get<int>(), answer["usage"]["prompt_tokens"].get<int>());
+
+  // Its prompt is Llama 3.1's (chat_format_test checks that format against
+  // the documented text): the tools, the question, the call as the model
+  // wrote it, the result as an ipython message.
+  const json& call = choice["message"]["tool_calls"][0];
+  const Dialog dialog = {{Role::kUser, "Weather in Paris?"},
+                         {Role::kAssistant, "", {{"", "get_weather", call["function"]["arguments"]}}},
+                         {Role::kTool, "21C, sunny"}};
+  ToolUse use;
+  use.tools = {{"get_weather", "The weather of a city",
+                nlohmann::ordered_json::parse(kWeatherTool["function"]["parameters"].dump())}};
+  absl::StatusOr<ChatPrompt> expected =
+      EncodeDialog(Llama3FixtureTokenizer(), dialog, MakeToolPrompt(use, LlamaPromptDate()));
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const json tokenized =
+      s.PostJson("/tokenize", {{"model", "tiny"}, {"messages", request["messages"]}, {"tools", {kWeatherTool}}});
+  EXPECT_EQ(tokenized["tokens"], expected->tokens);
+  EXPECT_EQ(next["usage"]["prompt_tokens"], expected->tokens.size());
+}
+
+// With "auto" the answer is read: one that is a call (here forced by a
+// schema of the call's shape) comes back as a call, others as text.
+TEST(ApiServerToolsTest, AutoReadsTheAnswerForACall) {
+  Serving s({}, {}, kLlama3Model);
+  const json call_schema = json::parse(R"({"type": "object", "properties": {"name": {"const": "get_weather"},
+      "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris"]}}, "required": ["city"]}},
+      "required": ["name", "parameters"]})");
+  json request = {{"model", "tiny"}, {"messages", UserAsks()}, {"tools", {kWeatherTool}}, {"max_tokens", 300},
+                  {"guided_json", call_schema}};
+  const json called = s.PostJson("/v1/chat/completions", request);
+  EXPECT_EQ(called["choices"][0]["finish_reason"], "tool_calls") << called.dump();
+  ASSERT_EQ(called["choices"][0]["message"]["tool_calls"].size(), 1u) << called.dump();
+  EXPECT_EQ(called["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
+  request.erase("guided_json");
+  request["guided_choice"] = {"It is sunny."};
+  const json text = s.PostJson("/v1/chat/completions", request);
+  EXPECT_EQ(text["choices"][0]["message"]["content"], "It is sunny.") << text.dump();
+  EXPECT_EQ(text["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(text["choices"][0]["message"].contains("tool_calls"));
 }
 
 TEST(ApiServerToolsTest, AStreamedCallComesWholeInOneDelta) {

@@ -355,6 +355,9 @@ bool ParseTokenizeRequest(const std::string& text, TokenizeRequest* out, ApiErro
       out->prompt = prompt;
     } else {
       internal_openai::ParseMessages(f, body, &out->messages);
+      GenerationParams with_tools;
+      internal_openai::ParseTools(f, /*constrained_by=*/nullptr, &with_tools);
+      out->tools = std::move(with_tools.tools);
     }
     f.Bool("add_special_tokens", &out->add_special_tokens);
   });

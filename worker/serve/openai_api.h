@@ -88,12 +88,13 @@ bool ParseCompletionRequest(const std::string& body, CompletionRequest* out, Api
 bool ParseChatRequest(const std::string& body, ChatRequest* out, ApiError* error);
 
 // vLLM's POST /tokenize: a prompt (BOS first unless add_special_tokens is
-// false) or chat messages (the model's chat format, as the chat endpoint
-// encodes them); and POST /detokenize: token ids back to text.
+// false) or chat messages and tools (the model's chat format, as the chat
+// endpoint encodes them); and POST /detokenize: token ids back to text.
 struct TokenizeRequest {
   std::string model;
   std::optional<std::string> prompt;
   Dialog messages;  // When there is no prompt.
+  ToolUse tools;    // With messages.
   bool add_special_tokens = true;
 };
 struct DetokenizeRequest {

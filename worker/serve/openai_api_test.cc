@@ -125,8 +125,8 @@ TEST(OpenAiApiTest, ToolsAndToolChoice) {
 
   EXPECT_EQ(ChatError({{"tool_choice", "required"}}).message, "tool_choice: needs tools");
   EXPECT_EQ(ChatError({{"tools", {WeatherTool()}}, {"tool_choice", "sometimes"}}).param, "tool_choice");
-  EXPECT_THAT(ChatError({{"tools", {WeatherTool()}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}})
-                  .message,
+  const json named_f = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  EXPECT_THAT(ChatError({{"tools", {WeatherTool()}}, {"tool_choice", named_f}}).message,
               HasSubstr("names \"f\", which is not among the tools"));
   EXPECT_EQ(ChatError({{"tools", {WeatherTool(), WeatherTool()}}}).param, "tools[1].function.name");
   EXPECT_EQ(ChatError({{"tools", {{{"type", "function"}, {"function", {{"name", "a b"}}}}}}}).param,
@@ -146,13 +146,10 @@ TEST(OpenAiApiTest, ToolsAndToolChoice) {
 }
 
 TEST(OpenAiApiTest, ToolMessagesAndAssistantCalls) {
-  const json messages = {
-      {{"role", "user"}, {"content", "Weather?"}},
-      {{"role", "assistant"},
-       {"content", nullptr},
-       {"tool_calls",
-        {{{"id", "call-1"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}},
-      {{"role", "tool"}, {"tool_call_id", "call-1"}, {"content", "21C"}}};
+  const json messages = json::parse(R"([{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call-1", "type": "function",
+          "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call-1", "content": "21C"}])");
   ChatRequest request;
   ApiError error;
   ASSERT_TRUE(ParseChatRequest(Chat({{"messages", messages}}).dump(), &request, &error)) << error.message;

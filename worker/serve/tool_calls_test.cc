@@ -75,8 +75,9 @@ TEST(ToolCallsTest, CallsAreReadInTheFormsLlama31WritesThem) {
     EXPECT_EQ(call->name, c.name);
     EXPECT_EQ(call->arguments, c.arguments);
   }
-  for (const char* text : {"Hello", R"({"name": "unknown", "parameters": {}})", R"({"name": "get_weather", "parameters": 3})",
-                           "{\"name\": \"get_weather\"", "<|python_tag|>print(1)"}) {
+  for (const char* text : {"Hello", R"({"name": "unknown", "parameters": {}})",
+                           R"({"name": "get_weather", "parameters": 3})", "{\"name\": \"get_weather\"",
+                           "<|python_tag|>print(1)"}) {
     EXPECT_FALSE(ParseToolCall(use, text).has_value()) << text;
   }
   ToolUse code = use;
