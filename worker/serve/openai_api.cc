@@ -176,7 +176,8 @@ void ParseSeedAndStream(Fields& f, GenerationParams* p) {
 void RefuseUnsupported(Fields& f, bool chat) {
   if (!chat) {
     for (const char* name : {"tools", "tool_choice"}) {
-      if (f.ok() && f.Has(name)) f.Fail(name, "only chat completions take tools");
+      const bool neutral = f.Has(name) && (f.Get(name) == json::array() || f.Get(name) == "none");
+      if (f.ok() && f.Has(name) && !neutral) f.Fail(name, "only chat completions take tools");
     }
   }
   const std::pair<const char*, bool (*)(const json&)> unsupported[] = {

@@ -141,7 +141,8 @@ TEST(OpenAiApiTest, ToolsAndToolChoice) {
   EXPECT_THAT(e.message, HasSubstr("\"not\""));
 
   CompletionRequest completion;
-  EXPECT_FALSE(ParseCompletionRequest(R"({"model": "m", "prompt": "p", "tools": []})", &completion, &error));
+  EXPECT_TRUE(ParseCompletionRequest(R"({"model": "m", "prompt": "p", "tools": []})", &completion, &error));
+  EXPECT_FALSE(ParseCompletionRequest(Chat({{"prompt", "p"}, {"tools", {WeatherTool()}}}).dump(), &completion, &error));
   EXPECT_EQ(error.message, "tools: only chat completions take tools");
 }
 

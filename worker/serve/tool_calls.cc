@@ -48,11 +48,24 @@ void AppendIndented(const ordered_json& value, int depth, std::string* out) {
   absl::StrAppend(out, "\n", outer, value.is_object() ? "}" : "]");
 }
 
+// A tool's parameters: its schema; without one, any object, or for a
+// built-in tool the one string argument its call is written with.
+ordered_json ParametersSchema(const FunctionTool& tool) {
+  if (!tool.parameters.is_null()) return tool.parameters;
+  if (!IsBuiltinTool(tool.name)) return {{"type", "object"}};
+  const char* argument = tool.name == "code_interpreter" ? "code" : "query";
+  ordered_json schema = ordered_json::object();
+  schema["type"] = "object";
+  schema["properties"][argument] = {{"type", "string"}};
+  schema["required"] = ordered_json::array({argument});
+  return schema;
+}
+
 // {"name": <the tool's>, "parameters": <its schema>}, both required.
 ordered_json CallSchema(const FunctionTool& tool) {
   ordered_json properties = ordered_json::object();
   properties["name"] = {{"const", tool.name}};
-  properties["parameters"] = tool.parameters.is_null() ? ordered_json{{"type", "object"}} : tool.parameters;
+  properties["parameters"] = ParametersSchema(tool);
   ordered_json schema = ordered_json::object();
   schema["type"] = "object";
   schema["properties"] = std::move(properties);

@@ -63,7 +63,8 @@ std::string LlamaPromptDate();
 
 // The grammar of the calls `use` forces: {"name": ..., "parameters": ...}
 // for each tool allowed (the named one, or all), its parameters held to the
-// tool's schema. A schema the converter refuses is an InvalidArgument
+// tool's schema (a built-in tool without one: its one string argument,
+// "query" or "code"). A schema the converter refuses is an InvalidArgument
 // error; `param` is then set to the field that holds it.
 absl::StatusOr<std::string> ForcedCallGbnf(const ToolUse& use, std::string* param);
 

@@ -131,7 +131,9 @@ TEST(ToolCallsTest, ForcedCallGrammarHoldsTheCallToTheToolsSchema) {
   ASSERT_TRUE(named.ok()) << named.status();
   absl::StatusOr<std::shared_ptr<const grammar::Grammar>> one = grammar::Grammar::Parse(*named);
   ASSERT_TRUE(one.ok()) << one.status();
-  EXPECT_TRUE((*one)->Accepts(R"({"name":"brave_search","parameters":{}})"));
+  // A built-in tool without a schema takes its one argument.
+  EXPECT_TRUE((*one)->Accepts(R"({"name":"brave_search","parameters":{"query":"gold"}})"));
+  EXPECT_FALSE((*one)->Accepts(R"({"name":"brave_search","parameters":{}})"));
   EXPECT_FALSE((*one)->Accepts(R"({"name":"get_weather","parameters":{"city":"Paris"}})"));
 
   use.tools[1].parameters = ordered_json::parse(R"({"type": "object", "properties": {"q": {"not": {}}}})");
