@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-
 #include "worker/serve/api_response.h"
 
 namespace llama {
@@ -118,7 +117,7 @@ std::string ApiCall::ToolCallId(int index) const {
 
 void ApiCall::ReadToolCall(int index, ChoiceResult* answer) const {
   std::optional<ToolCall> call = ParseToolCall(params_.tools, answer->text);
-  if (!call.has_value()) {
+  if (!call.has_value() || answer->finish_reason == "abort") {
     answer->text = std::string(StripEndOfMessage(answer->text));
     return;
   }
@@ -134,12 +133,14 @@ void ApiCall::ReadToolCallDelta(int index, ChoiceResult* delta) {
   delta->text = stream.Push(delta->text);
   if (delta->finish_reason.empty()) return;
   std::string rest;
-  if (std::optional<ToolCall> call = stream.Finish(&rest)) {
-    call->id = ToolCallId(index);
-    delta->tool_calls = {*std::move(call)};
-    delta->finish_reason = "tool_calls";
+  std::optional<ToolCall> call = stream.Finish(&rest);
+  if (!call.has_value() || delta->finish_reason == "abort") {  // A cut answer stays cut, as text.
+    delta->text += rest;
+    return;
   }
-  delta->text += rest;
+  call->id = ToolCallId(index);
+  delta->tool_calls = {*std::move(call)};
+  delta->finish_reason = "tool_calls";
 }
 
 void ApiCall::Finish(const absl::Status& failure) {

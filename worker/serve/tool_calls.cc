@@ -1,7 +1,6 @@
 #include "worker/serve/tool_calls.h"
 
 #include <algorithm>
-#include <ctime>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -211,11 +210,8 @@ std::string ToolCallStream::Push(absl::string_view text) {
 }
 
 std::optional<ToolCall> ToolCallStream::Finish(std::string* rest) {
-  rest->clear();
-  if (passing_) return std::nullopt;
-  if (std::optional<ToolCall> call = ParseToolCall(*use_, held_)) return call;
   *rest = std::string(StripEndOfMessage(held_));
-  return std::nullopt;
+  return passing_ ? std::nullopt : ParseToolCall(*use_, held_);
 }
 
 namespace internal_openai {

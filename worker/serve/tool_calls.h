@@ -85,8 +85,8 @@ class ToolCallStream {
 
   // The part of `text` (the answer's next piece) to send now.
   std::string Push(absl::string_view text);
-  // At the end of the answer: the call, or nullopt with `rest` set to the
-  // text held back.
+  // At the end of the answer: the call, if the text held back is one, and
+  // that text in `rest` (to send when no call is).
   std::optional<ToolCall> Finish(std::string* rest);
 
  private:
