@@ -1,8 +1,10 @@
 #include "worker/serve/api_call.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "worker/serve/api_response.h"
 
 namespace llama {
@@ -70,8 +72,13 @@ void ApiCall::DrainStream(const std::vector<ApiGeneration::Delta>& deltas, const
   stream_started_ = true;
   std::string out;
   for (const ApiGeneration::Delta& d : deltas) {
-    out += Sse(chat_ ? ChatChunk(id_, created_, model, d.index, d.part, params_.logprobs, d.first)
-                     : CompletionChunk(id_, created_, model, d.index, d.part, params_.logprobs));
+    if (!chat_) {
+      out += Sse(CompletionChunk(id_, created_, model, d.index, d.part, params_.logprobs));
+      continue;
+    }
+    ChoiceResult part = d.part;
+    if (params_.tools.active()) ReadToolCallDelta(d.index, &part);
+    out += Sse(ChatChunk(id_, created_, model, d.index, part, params_.logprobs, d.first));
   }
   if (generation_->done()) {
     if (!failure.ok()) {
@@ -94,13 +101,46 @@ void ApiCall::DrainAnswer(const absl::Status& failure) {
   if (!failure.ok()) {
     Reply(exchange_, FailureError(failure));
   } else {
-    const json body = chat_ ? ChatResponse(id_, created_, model, generation_->Results(), params_.logprobs,
-                                           generation_->usage())
-                            : CompletionResponse(id_, created_, model, generation_->Results(), params_.logprobs,
-                                                 generation_->usage());
+    std::vector<ChoiceResult> results = generation_->Results();
+    for (size_t i = 0; chat_ && params_.tools.active() && i < results.size(); ++i) ReadToolCall(i, &results[i]);
+    const json body = chat_ ? ChatResponse(id_, created_, model, results, params_.logprobs, generation_->usage())
+                            : CompletionResponse(id_, created_, model, results, params_.logprobs, generation_->usage());
     exchange_->Respond(JsonResponse(200, body.dump()));
   }
   Finish(failure);
+}
+
+std::string ApiCall::ToolCallId(int index) const {
+  // Unique as the response's id is, and one per choice: one call per answer.
+  return absl::StrFormat("call-%s-%d", absl::string_view(id_).substr(id_.find('-') + 1), index);
+}
+
+void ApiCall::ReadToolCall(int index, ChoiceResult* answer) const {
+  std::optional<ToolCall> call = ParseToolCall(params_.tools, answer->text);
+  if (!call.has_value() || answer->finish_reason == "abort") {
+    answer->text = std::string(StripEndOfMessage(answer->text));
+    return;
+  }
+  call->id = ToolCallId(index);
+  answer->tool_calls = {*std::move(call)};
+  answer->text.clear();
+  answer->finish_reason = "tool_calls";
+}
+
+void ApiCall::ReadToolCallDelta(int index, ChoiceResult* delta) {
+  while (static_cast<int>(tool_streams_.size()) <= index) tool_streams_.emplace_back(&params_.tools);
+  ToolCallStream& stream = tool_streams_[index];
+  delta->text = stream.Push(delta->text);
+  if (delta->finish_reason.empty()) return;
+  std::string rest;
+  std::optional<ToolCall> call = stream.Finish(&rest);
+  if (!call.has_value() || delta->finish_reason == "abort") {  // A cut answer stays cut, as text.
+    delta->text += rest;
+    return;
+  }
+  call->id = ToolCallId(index);
+  delta->tool_calls = {*std::move(call)};
+  delta->finish_reason = "tool_calls";
 }
 
 void ApiCall::Finish(const absl::Status& failure) {

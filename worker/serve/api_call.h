@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "worker/http/http_server.h"
@@ -58,6 +59,11 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   void DrainStream(const std::vector<ApiGeneration::Delta>& deltas, const absl::Status& failure);
   void DrainAnswer(const absl::Status& failure);
   void Finish(const absl::Status& failure);
+  // With tools, choice `index`'s answer read as a call: the whole answer,
+  // or one streamed delta (held back while it may be a call's start).
+  void ReadToolCall(int index, ChoiceResult* answer) const;
+  void ReadToolCallDelta(int index, ChoiceResult* delta);
+  std::string ToolCallId(int index) const;
 
   const ApiCallHost* host_;
   std::shared_ptr<http::Exchange> exchange_;
@@ -72,6 +78,7 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   bool released_ = false;  // Its place in the queue given back.
   bool stream_started_ = false;
   bool answered_ = false;
+  std::vector<ToolCallStream> tool_streams_;  // Per choice, with tools.
 };
 
 }  // namespace llama

@@ -170,11 +170,16 @@ std::optional<ApiError> ApiServer::EncodeText(const std::string& text, bool bos,
   return std::nullopt;
 }
 
-std::optional<ApiError> ApiServer::EncodeMessages(const Dialog& messages, ChatPrompt* prompt) const {
+std::optional<ApiError> ApiServer::EncodeMessages(const Dialog& messages, const ToolUse& tools,
+                                                  ChatPrompt* prompt) const {
+  if (!tools.tools.empty() && tokenizer_->family() != Tokenizer::Family::kTiktoken) {
+    return ApiError{400, "tools: Llama 2 has no tool-calling format (Llama 3.1 and later have one)",
+                    "invalid_request_error", "tools", ""};
+  }
   size_t bytes = 0;
   for (const Message& m : messages) bytes += m.content.size();
   if (std::optional<ApiError> long_text = CheckPromptBytes(bytes, "messages")) return long_text;
-  absl::StatusOr<ChatPrompt> encoded = EncodeDialog(*tokenizer_, messages);
+  absl::StatusOr<ChatPrompt> encoded = EncodeDialog(*tokenizer_, messages, MakeToolPrompt(tools, LlamaPromptDate()));
   if (!encoded.ok()) {
     return ApiError{400, absl::StrCat("messages: ", encoded.status().message()), "invalid_request_error",
                     "messages", ""};
@@ -195,7 +200,9 @@ void ApiServer::HandleTokenize(const std::shared_ptr<http::Exchange>& exchange) 
     }
   } else {
     ChatPrompt prompt;
-    if (std::optional<ApiError> bad = EncodeMessages(request.messages, &prompt)) return Reply(exchange, *bad);
+    if (std::optional<ApiError> bad = EncodeMessages(request.messages, request.tools, &prompt)) {
+      return Reply(exchange, *bad);
+    }
     tokens = prompt.tokens;
   }
   const json body = {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", context_}};
@@ -329,6 +336,11 @@ void ApiServer::HandleCompletions(const std::shared_ptr<http::Exchange>& exchang
   ChatRequest dialog;
   const bool parsed = chat ? ParseChatRequest(raw, &dialog, &error) : ParseCompletionRequest(raw, &completion, &error);
   if (!parsed) return fail("invalid", error);
+  // Llama 3.1 ends a call with <|eom_id|>: with tools, it ends the answer.
+  if (chat && !dialog.params.tools.tools.empty()) {
+    const int eom = Llama31SpecialId(*tokenizer_, "<|eom_id|>");
+    if (eom >= 0) dialog.params.stop_token_ids.push_back(eom);
+  }
   const GenerationParams& params = chat ? dialog.params : completion.params;
   if (std::optional<ApiError> refused = Admit(chat ? dialog.model : completion.model)) {
     return Reply(exchange, *refused);
@@ -342,7 +354,7 @@ void ApiServer::HandleCompletions(const std::shared_ptr<http::Exchange>& exchang
   }
   std::vector<ChoicePlan> prompts;
   ChatPrompt chat_prompt;
-  if (std::optional<ApiError> bad = chat ? EncodeMessages(dialog.messages, &chat_prompt)
+  if (std::optional<ApiError> bad = chat ? EncodeMessages(dialog.messages, dialog.params.tools, &chat_prompt)
                                          : EncodeCompletionPrompts(completion, &prompts)) {
     return fail("invalid", *bad);
   }

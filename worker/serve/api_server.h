@@ -86,7 +86,8 @@ class ApiServer {
   // A prompt's text (the 400s name "prompt") and chat messages ("messages")
   // as tokens; text that cannot fit is refused before it is tokenized.
   std::optional<ApiError> EncodeText(const std::string& text, bool bos, std::vector<int>* ids) const;
-  std::optional<ApiError> EncodeMessages(const Dialog& messages, ChatPrompt* prompt) const;
+  // With `tools` (Llama 3 only), in Llama 3.1's tool-calling format.
+  std::optional<ApiError> EncodeMessages(const Dialog& messages, const ToolUse& tools, ChatPrompt* prompt) const;
   // A completions request's prompts: text (BOS added) or token ids (as given).
   std::optional<ApiError> EncodeCompletionPrompts(const CompletionRequest& request,
                                                   std::vector<ChoicePlan>* prompts) const;

@@ -30,19 +30,7 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 using ::llama::testing::Serving;
-
-// The data of each event of an SSE body, checking the framing: every event
-// is "data: <payload>\n\n" and the last is "[DONE]".
-std::vector<std::string> SseEvents(const std::string& body) {
-  std::vector<std::string> events;
-  for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
-    if (absl::StartsWith(event, ":")) continue;  // A keep-alive comment.
-    EXPECT_TRUE(absl::StartsWith(event, "data: ")) << event;
-    events.push_back(std::string(event.substr(6)));
-  }
-  EXPECT_TRUE(absl::EndsWith(body, "data: [DONE]\n\n")) << body;
-  return events;
-}
+using ::llama::testing::SseEvents;
 
 const char kPrompt[] = "I believe the meaning of life is";
 
@@ -349,11 +337,8 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
   expect(s.Post("/v1/chat/completions",
                 {{"model", "tiny"}, {"messages", hi}, {"max_tokens", 3}, {"max_completion_tokens", 4}}),
          400, "max_completion_tokens: differs from max_tokens", "max_completion_tokens");
-  expect(s.Post("/v1/chat/completions",
-                {{"model", "tiny"}, {"messages", hi}, {"response_format", {{"type", "json_object"}}}}),
-         400, "response_format: not supported by this server", "response_format");
-  expect(s.Post("/v1/chat/completions", {{"model", "tiny"}, {"messages", hi}, {"tools", {{{"type", "function"}}}}}),
-         400, "tools: not supported by this server", "tools");
+  expect(s.Post("/v1/chat/completions", {{"model", "tiny"}, {"messages", hi}, {"functions", {{{"name", "f"}}}}}),
+         400, "functions: not supported by this server", "functions");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"suffix", "}"}}), 400,
          "suffix: not supported by this server", "suffix");
   EXPECT_EQ(s.Post("/v1/chat/completions", {{"model", "tiny"},

@@ -1,84 +1,48 @@
 #include "worker/serve/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/serve/request_fields.h"
 
 namespace llama {
-namespace {
+namespace internal_openai {
 
-using nlohmann::json;
-
-// Reads the fields of a request body, stopping at the first bad one.
-class Fields {
- public:
-  Fields(const json& body, ApiError* error) : body_(body), error_(error) {}
-
-  bool ok() const { return ok_; }
-  bool Has(const char* name) {
-    seen_.insert(name);
-    return body_.contains(name) && !body_[name].is_null();
-  }
-  // The body's fields that no parser looked at, in the body's order.
-  std::vector<std::string> Unread() const {
-    std::vector<std::string> unread;
-    for (const auto& [name, value] : body_.items()) {
-      if (!seen_.contains(name)) unread.push_back(name);
+bool ParseOrderedJson(absl::string_view text, absl::Span<const char* const> top_level, ordered_json* out,
+                      std::string* error) {
+  constexpr int kMaxKeys = 8192;  // At most ~3e7 key comparisons.
+  int keys = 0;
+  bool keep = true;
+  const auto callback = [&](int depth, ordered_json::parse_event_t event, ordered_json& parsed) {
+    if (event != ordered_json::parse_event_t::key) return true;
+    if (depth == 1 && !top_level.empty()) {
+      keep = std::find(top_level.begin(), top_level.end(), parsed.get<std::string>()) != top_level.end();
+      if (!keep) return false;  // Not kept: the member is skipped.
     }
-    return unread;
-  }
-  const json& Get(const char* name) const { return body_[name]; }
-
-  bool Fail(const std::string& param, const std::string& message) {
-    if (ok_) *error_ = {400, absl::StrCat(param, ": ", message), "invalid_request_error", param, ""};
-    ok_ = false;
+    return keep && ++keys <= kMaxKeys;
+  };
+  *out = ordered_json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    *error = "not valid JSON";
     return false;
   }
+  if (keys > kMaxKeys) {
+    *error = absl::StrFormat("more than %d object keys", kMaxKeys);
+    return false;
+  }
+  return true;
+}
 
-  void String(const char* name, std::string* out, bool required) {
-    if (!ok_) return;
-    if (!Has(name)) {
-      if (required) Fail(name, "required");
-      return;
-    }
-    if (!Get(name).is_string()) return void(Fail(name, "expected a string"));
-    *out = Get(name).get<std::string>();
-  }
-  void Bool(const char* name, bool* out) {
-    if (!ok_ || !Has(name)) return;
-    if (!Get(name).is_boolean()) return void(Fail(name, "expected true or false"));
-    *out = Get(name).get<bool>();
-  }
-  // An integer in [lo, hi].
-  template <typename T>
-  void Integer(const char* name, T* out, int64_t lo, int64_t hi) {
-    if (!ok_ || !Has(name)) return;
-    const json& v = Get(name);
-    if (!v.is_number_integer()) return void(Fail(name, "expected an integer"));
-    const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX ? INT64_MAX : v.get<int64_t>();
-    if (x < lo || x > hi) return void(Fail(name, absl::StrFormat("%d is out of range [%d, %d]", x, lo, hi)));
-    *out = static_cast<T>(x);
-  }
-  void Number(const char* name, float* out, double lo, double hi, bool open_low) {
-    if (!ok_ || !Has(name)) return;
-    const json& v = Get(name);
-    if (!v.is_number()) return void(Fail(name, "expected a number"));
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || x > hi || (open_low ? x <= lo : x < lo)) {
-      return void(Fail(name, absl::StrFormat("%g is out of range %s%g, %g]", x, open_low ? "(" : "[", lo, hi)));
-    }
-    *out = static_cast<float>(x);
-  }
+}  // namespace internal_openai
 
- private:
-  const json& body_;
-  ApiError* error_;
-  bool ok_ = true;
-  absl::flat_hash_set<std::string> seen_;
-};
+namespace {
+
+using internal_openai::Fields;
+using internal_openai::ordered_json;
+using nlohmann::json;
 
 // An integer that an int holds: token ids outside it would wrap into
 // valid-looking ones when read as int.
@@ -108,7 +72,16 @@ template <typename Request, typename Read>
 bool ParseRequest(const std::string& text, Request* out, ApiError* error, Read read) {
   json body;
   if (!ParseBody(text, &body, error)) return false;
-  Fields f(body, error);
+  ordered_json ordered = ordered_json::object();
+  std::string why;
+  if (std::any_of(std::begin(internal_openai::kOrderedFields), std::end(internal_openai::kOrderedFields),
+                  [&](const char* name) { return body.contains(name); }) &&
+      !internal_openai::ParseOrderedJson(text, internal_openai::kOrderedFields, &ordered, &why)) {
+    *error = {400, absl::StrCat("response_format, guided_json, json_schema and tools: ", why), "invalid_request_error",
+              "", ""};
+    return false;
+  }
+  Fields f(body, ordered, error);
   f.String("model", &out->model, /*required=*/true);
   read(f, body);
   return f.ok();
@@ -198,21 +171,21 @@ void ParseSeedAndStream(Fields& f, GenerationParams* p) {
 
 // Fields that other servers honour and that change what comes back: an
 // error rather than an answer that silently ignores them (their neutral
-// values pass). Then the fields accepted and unused.
-void RefuseUnsupported(Fields& f) {
+// values pass). Then the fields accepted and unused. Tools are chat's
+// (ParseTools): completions refuse them.
+void RefuseUnsupported(Fields& f, bool chat) {
+  if (!chat) {
+    for (const char* name : {"tools", "tool_choice"}) {
+      const bool neutral = f.Has(name) && (f.Get(name) == json::array() || f.Get(name) == "none");
+      if (f.ok() && f.Has(name) && !neutral) f.Fail(name, "only chat completions take tools");
+    }
+  }
   const std::pair<const char*, bool (*)(const json&)> unsupported[] = {
-      {"response_format", [](const json& v) { return v.is_object() && v.contains("type") && v["type"] == "text"; }},
-      {"tools", [](const json& v) { return v.is_array() && v.empty(); }},
-      {"tool_choice", [](const json& v) { return v == "none"; }},
       {"functions", [](const json& v) { return v.is_array() && v.empty(); }},
       {"function_call", [](const json& v) { return v == "none"; }},
       {"suffix", [](const json& v) { return v == ""; }},
       {"best_of", [](const json& v) { return v == 1; }},
       {"repetition_penalty", [](const json& v) { return v == 1; }},
-      {"guided_json", [](const json&) { return false; }},
-      {"guided_regex", [](const json&) { return false; }},
-      {"guided_choice", [](const json&) { return false; }},
-      {"guided_grammar", [](const json&) { return false; }},
   };
   for (const auto& [name, neutral] : unsupported) {
     if (f.ok() && f.Has(name) && !neutral(f.Get(name))) f.Fail(name, "not supported by this server");
@@ -222,15 +195,18 @@ void RefuseUnsupported(Fields& f) {
   }
 }
 
-// The fields both endpoints share.
-void ParseGeneration(Fields& f, GenerationParams* p) {
+// The fields both endpoints share; returns the field that constrains the
+// answer (ParseStructuredOutput's), or null.
+const char* ParseGeneration(Fields& f, bool chat, GenerationParams* p) {
   ParseLengthAndSampling(f, p);
   ParsePenalties(f, p);
   ParseStop(f, p);
   ParseSeedAndStream(f, p);
-  RefuseUnsupported(f);
+  const char* constrained_by = internal_openai::ParseStructuredOutput(f, p);
+  RefuseUnsupported(f, chat);
   f.Bool("ignore_eos", &p->ignore_eos);
   f.Bool("return_tokens_as_token_ids", &p->return_tokens_as_token_ids);
+  return constrained_by;
 }
 
 // The alternatives at token i, with the chosen token among them (OpenAI's
@@ -282,55 +258,30 @@ json UsageJson(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
-// The chat messages of a body: roles, and text content (a string or text parts).
-void ParseMessages(Fields& f, const json& body, Dialog* out) {
-  if (f.ok()) {
-    f.Has("messages");
-    const json messages = body.value("messages", json());
-    if (!messages.is_array() || messages.empty()) {
-      f.Fail("messages", messages.is_null() ? "required" : "expected a non-empty array of messages");
-    }
-    for (size_t i = 0; f.ok() && i < messages.size(); ++i) {
-      const std::string at = absl::StrCat("messages[", i, "]");
-      const json& m = messages[i];
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-        f.Fail(at + ".role", "expected \"system\", \"user\" or \"assistant\"");
-        break;
-      }
-      const std::string role = m["role"].get<std::string>();
-      Message message;
-      if (role == "system") {
-        message.role = Role::kSystem;
-      } else if (role == "user") {
-        message.role = Role::kUser;
-      } else if (role == "assistant") {
-        message.role = Role::kAssistant;
-      } else {
-        f.Fail(at + ".role", absl::StrCat("\"", role, "\": expected \"system\", \"user\" or \"assistant\""));
-        break;
-      }
-      const json content = m.value("content", json());
-      if (content.is_string()) {
-        message.content = content.get<std::string>();
-      } else if (content.is_array()) {
-        // Content parts: text only.
-        for (const json& part : content) {
-          if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
-              !part.contains("text") || !part["text"].is_string()) {
-            f.Fail(at + ".content", "expected a string or an array of {\"type\": \"text\", \"text\": ...} parts");
-            break;
-          }
-          message.content += part["text"].get<std::string>();
-        }
-      } else {
-        f.Fail(at + ".content", "expected a string");
-      }
-      out->push_back(std::move(message));
-    }
+json FinishReason(const ChoiceResult& c) { return c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason); }
+
+// OpenAI's tool_calls; a stream's carry their index among the choice's calls.
+json ToolCallsJson(const std::vector<ToolCall>& calls, bool streamed) {
+  json list = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", calls[i].id},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (streamed) call["index"] = i;
+    list.push_back(std::move(call));
   }
+  return list;
 }
 
-json FinishReason(const ChoiceResult& c) { return c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason); }
+// A chat message or delta: text, or (content null) the calls.
+void SetContent(const ChoiceResult& c, bool streamed, json* message) {
+  if (c.tool_calls.empty()) {
+    (*message)["content"] = c.text;
+  } else {
+    (*message)["content"] = nullptr;
+    (*message)["tool_calls"] = ToolCallsJson(c.tool_calls, streamed);
+  }
+}
 
 }  // namespace
 
@@ -364,7 +315,7 @@ bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, Api
                                             "array of those");
       }
     }
-    ParseGeneration(f, &out->params);
+    ParseGeneration(f, /*chat=*/false, &out->params);
     if (f.ok() && f.Has("logprobs")) {
       f.Integer("logprobs", &out->params.top_logprobs, 0, 5);
       out->params.logprobs = true;
@@ -376,8 +327,9 @@ bool ParseCompletionRequest(const std::string& text, CompletionRequest* out, Api
 
 bool ParseChatRequest(const std::string& text, ChatRequest* out, ApiError* error) {
   return ParseRequest(text, out, error, [&](Fields& f, const json& body) {
-    ParseMessages(f, body, &out->messages);
-    ParseGeneration(f, &out->params);
+    internal_openai::ParseMessages(f, body, &out->messages);
+    const char* constrained_by = ParseGeneration(f, /*chat=*/true, &out->params);
+    internal_openai::ParseTools(f, constrained_by, &out->params);
     // OpenAI's current name for chat's max_tokens (its clients send it).
     if (f.ok() && f.Has("max_completion_tokens")) {
       int64_t max_completion_tokens = 0;
@@ -403,7 +355,10 @@ bool ParseTokenizeRequest(const std::string& text, TokenizeRequest* out, ApiErro
       f.String("prompt", &prompt, /*required=*/true);
       out->prompt = prompt;
     } else {
-      ParseMessages(f, body, &out->messages);
+      internal_openai::ParseMessages(f, body, &out->messages);
+      GenerationParams with_tools;
+      internal_openai::ParseTools(f, /*constrained_by=*/nullptr, &with_tools);
+      out->tools = std::move(with_tools.tools);
     }
     f.Bool("add_special_tokens", &out->add_special_tokens);
   });
@@ -435,8 +390,10 @@ json ChatResponse(const std::string& id, int64_t created, const std::string& mod
                   const std::vector<ChoiceResult>& choices, bool logprobs, const Usage& usage) {
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
+    json message = {{"role", "assistant"}};
+    SetContent(choices[i], /*streamed=*/false, &message);
     list.push_back({{"index", i},
-                    {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
+                    {"message", std::move(message)},
                     {"logprobs", logprobs ? ChatLogprobs(choices[i]) : json(nullptr)},
                     {"finish_reason", FinishReason(choices[i])}});
   }
@@ -458,7 +415,7 @@ json ChatChunk(const std::string& id, int64_t created, const std::string& model,
                bool logprobs, bool first) {
   json d = json::object();
   if (first) d["role"] = "assistant";
-  d["content"] = delta.text;
+  SetContent(delta, /*streamed=*/true, &d);
   json choice = {{"index", index},
                  {"delta", d},
                  {"logprobs", logprobs ? ChatLogprobs(delta) : json(nullptr)},

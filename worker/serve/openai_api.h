@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/chat_format.h"
+#include "worker/serve/tool_calls.h"
 
 namespace llama {
 
@@ -56,8 +57,11 @@ struct GenerationParams {
   // text (exact where pieces of a UTF-8 character or equal texts are not).
   bool return_tokens_as_token_ids = false;
   // Structured output: GBNF (worker/grammar/grammar.h) the answer must
-  // match, from response_format, guided_* or the tool choice; empty: none.
+  // match, from response_format, guided_*, llama.cpp's grammar and
+  // json_schema, or the tool choice; empty: none.
   std::string grammar;
+  // Chat's tools and tool_choice.
+  ToolUse tools;
   // The body's fields that nothing read: unknown to this server, so
   // without effect (the server logs them, as vLLM does).
   std::vector<std::string> ignored_fields;
@@ -84,12 +88,13 @@ bool ParseCompletionRequest(const std::string& body, CompletionRequest* out, Api
 bool ParseChatRequest(const std::string& body, ChatRequest* out, ApiError* error);
 
 // vLLM's POST /tokenize: a prompt (BOS first unless add_special_tokens is
-// false) or chat messages (the model's chat format, as the chat endpoint
-// encodes them); and POST /detokenize: token ids back to text.
+// false) or chat messages and tools (the model's chat format, as the chat
+// endpoint encodes them); and POST /detokenize: token ids back to text.
 struct TokenizeRequest {
   std::string model;
   std::optional<std::string> prompt;
   Dialog messages;  // When there is no prompt.
+  ToolUse tools;    // With messages.
   bool add_special_tokens = true;
 };
 struct DetokenizeRequest {
@@ -102,7 +107,10 @@ bool ParseDetokenizeRequest(const std::string& body, DetokenizeRequest* out, Api
 // One choice's result.
 struct ChoiceResult {
   std::string text;
-  std::string finish_reason;  // "stop" or "length"; empty while streaming.
+  std::string finish_reason;  // "stop", "length" or "tool_calls"; empty while streaming.
+  // Chat: the answer was a call (then `text` is empty); sent as
+  // message.tool_calls, or streamed whole in one delta.tool_calls.
+  std::vector<ToolCall> tool_calls;
   // With logprobs: each token's text (decoded alone), log-probability and
   // offset in `text` (completions' text_offset).
   std::vector<std::string> tokens;

@@ -1,7 +1,8 @@
 // The official OpenAI client (the npm package `openai`) against the server
 // on the fixture model: completions and chat, streamed and not, n, seeds,
-// logprobs, echo, stop strings, usage, and errors as its typed exceptions
-// (testdata/openai_client_check.mjs lists them).
+// logprobs, echo, stop strings, usage, structured output, tools (on a
+// second server, with the Llama 3 fixture) and errors as its typed
+// exceptions (testdata/openai_client_check.mjs lists them).
 
 #include <filesystem>
 
@@ -23,9 +24,16 @@ TEST(OpenAiClientTest, TheOfficialClientWorksAgainstTheServer) {
   ApiServerOptions options;
   options.api_keys = {"s3cret"};
   testing::Serving serving(options);
+  testing::Serving llama3(options, {}, testing::kLlama3Model);
   ProcessOptions node;
-  node.argv = {"/usr/bin/env",  "node", "worker/serve/testdata/openai_client_check.mjs", NodeToolsDir(),
-               absl::StrCat("http://127.0.0.1:", serving.server().port(), "/v1"), "s3cret", "tiny"};
+  node.argv = {"/usr/bin/env",
+               "node",
+               "worker/serve/testdata/openai_client_check.mjs",
+               NodeToolsDir(),
+               absl::StrCat("http://127.0.0.1:", serving.server().port(), "/v1"),
+               "s3cret",
+               "tiny",
+               absl::StrCat("http://127.0.0.1:", llama3.server().port(), "/v1")};
   node.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
   node.stdout_path = std::string(getenv("TEST_TMPDIR")) + "/client.out";
   node.stderr_path = std::string(getenv("TEST_TMPDIR")) + "/client.err";

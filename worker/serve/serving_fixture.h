@@ -1,5 +1,9 @@
-// For tests: the API server on the tiny fixture model (1 rank, 128
+// For tests: the API server on a tiny fixture model (1 rank, 128
 // positions, any free port, model name "tiny"), and an HTTP client for it.
+// The Llama 2 layout's model by default; kLlama3Model for Llama 3's
+// (tiktoken tokenizer, header-based chat, tool calling), with 1024
+// positions: its small vocabulary spells Llama 3.1's tool prompt in more
+// than 128 tokens.
 
 #ifndef LLAMA_WORKER_SERVE_SERVING_FIXTURE_H_
 #define LLAMA_WORKER_SERVE_SERVING_FIXTURE_H_
@@ -9,10 +13,13 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/collectives/communicator.h"
 #include "worker/engine/engine.h"
@@ -24,6 +31,32 @@
 namespace llama::testing {
 
 using nlohmann::json;
+
+inline constexpr char kLlama2Model[] = "tiny_fp32_mp1";
+inline constexpr char kLlama3Model[] = "llama3_bf16_mp1";
+
+// The tokenizer of kLlama3Model (//tests/fixtures:tiktoken_fixture).
+inline const Tokenizer& Llama3FixtureTokenizer() {
+  static const Tokenizer* tokenizer = [] {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Load("tests/fixtures/tiktoken_fixture/tokenizer.model");
+    EXPECT_TRUE(t.ok()) << t.status() << " HINT: the test needs //tests/fixtures:tiktoken_fixture as data";
+    return t.ok() ? t->release() : nullptr;
+  }();
+  return *tokenizer;
+}
+
+// The data of each event of an SSE body, checking the framing: every event
+// is "data: <payload>\n\n" and the last is "[DONE]".
+inline std::vector<std::string> SseEvents(const std::string& body) {
+  std::vector<std::string> events;
+  for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
+    if (absl::StartsWith(event, ":")) continue;  // A keep-alive comment.
+    EXPECT_TRUE(absl::StartsWith(event, "data: ")) << event;
+    events.push_back(std::string(event.substr(6)));
+  }
+  EXPECT_TRUE(absl::EndsWith(body, "data: [DONE]\n\n")) << body;
+  return events;
+}
 
 // A model that takes at least `delay` per step: the fixture model is so
 // fast that a test could not otherwise act while a request runs.
@@ -45,17 +78,20 @@ class PacedModel final : public LanguageModel {
 // each engine step takes at least that long.
 class Serving {
  public:
-  explicit Serving(ApiServerOptions options = {}, std::chrono::milliseconds step_delay = {}) {
+  explicit Serving(ApiServerOptions options = {}, std::chrono::milliseconds step_delay = {},
+                   const std::string& model = kLlama2Model) {
+    const int context = model == kLlama3Model ? 1024 : 128;
     TransformerOptions model_options;
-    model_options.max_seq_len = 128;
+    model_options.max_seq_len = context;
     model_options.max_batch_size = 8;
-    model_ = MakeModel("tiny_fp32_mp1", &comm_, model_options);
+    model_ = MakeModel(model, &comm_, model_options);
     paced_ = std::make_unique<PacedModel>(model_.get(), step_delay);
     engine_ = std::make_unique<Engine>(paced_.get(), EngineOptions{});
     loop_ = std::make_unique<EngineLoop>(engine_.get(), nullptr, std::chrono::milliseconds(1000));
     options.port = 0;
     options.model = "tiny";
-    server_ = std::make_unique<ApiServer>(loop_.get(), &FixtureTokenizer(), 128, options);
+    const Tokenizer& tokenizer = model == kLlama3Model ? Llama3FixtureTokenizer() : FixtureTokenizer();
+    server_ = std::make_unique<ApiServer>(loop_.get(), &tokenizer, context, options);
     EXPECT_TRUE(server_->Start().ok());
     server_->SetReady();
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());

@@ -2,14 +2,19 @@
 // below must behave as it does against OpenAI's API. Any mismatch throws
 // (exit code 1, the reason on stderr); success prints the checks run.
 //
-//   node openai_client_check.mjs <node-tools dir> <base URL> <api key> <model>
+//   node openai_client_check.mjs <node-tools dir> <base URL> <api key> <model> <Llama 3 base URL>
+//
+// The first server has a Llama 2 model, the second a Llama 3 one (for
+// tools); both on random weights, so the checks constrain what they write
+// (a schema, a required call) and check shapes, not content.
 import {createRequire} from "node:module";
 import {join} from "node:path";
 import assert from "node:assert/strict";
 
-const [tools, baseURL, apiKey, model] = process.argv.slice(2);
+const [tools, baseURL, apiKey, model, llama3URL] = process.argv.slice(2);
 const {default: OpenAI} = await import(createRequire(join(tools, "package.json")).resolve("openai"));
 const client = new OpenAI({baseURL, apiKey, maxRetries: 0});
+const llama3 = new OpenAI({baseURL: llama3URL, apiKey, maxRetries: 0});
 const checks = [];
 const check = (name) => checks.push(name);
 const fails = async (call, type, status) => {
@@ -97,9 +102,53 @@ assert.deepEqual(forced.choices[0].logprobs.tokens, Array(3).fill(`token_id:${fo
 const bounded = await client.chat.completions.create(
     {model, messages, max_completion_tokens: 2, temperature: 0, ignore_eos: true});
 assert.equal(bounded.usage.completion_tokens, 2);
-await fails(client.chat.completions.create({model, messages, response_format: {type: "json_object"}}),
-            OpenAI.BadRequestError, 400);
+await fails(client.chat.completions.create({model, messages, functions: [{name: "f"}]}), OpenAI.BadRequestError, 400);
 check("penalties + logit_bias + max_completion_tokens + unsupported fields refused");
+
+// Structured output: the answer parses and holds to the schema.
+const schema = {type: "object", properties: {mood: {enum: ["calm", "busy"]}, count: {type: "integer"}},
+                required: ["mood", "count"], additionalProperties: false};
+for (const seed of [1, 2]) {
+  const structured = await client.chat.completions.create({model, messages, max_tokens: 60, seed,
+      response_format: {type: "json_schema", json_schema: {name: "status", schema, strict: true}}});
+  assert.equal(structured.choices[0].finish_reason, "stop");
+  const value = JSON.parse(structured.choices[0].message.content);
+  assert.deepEqual(Object.keys(value), ["mood", "count"]);
+  assert.ok(["calm", "busy"].includes(value.mood) && Number.isInteger(value.count));
+}
+await fails(client.chat.completions.create({model, messages,
+    response_format: {type: "json_schema", json_schema: {name: "s", schema: {not: {}}}}}), OpenAI.BadRequestError, 400);
+check("response_format json_schema");
+
+// Tools (Llama 3.1's format): a required call comes back as tool_calls, its
+// result goes back as a tool message, and the model takes the next turn.
+const weather = {type: "function", function: {name: "get_weather", description: "The weather of a city",
+    parameters: {type: "object", properties: {city: {type: "string", maxLength: 8}}, required: ["city"]}}};
+const ask = [{role: "user", content: "Weather in Paris?"}];
+const called = await llama3.chat.completions.create(
+    {model, messages: ask, tools: [weather], tool_choice: "required", max_tokens: 100, seed: 3});
+const call = called.choices[0].message.tool_calls?.[0];
+assert.equal(called.choices[0].finish_reason, "tool_calls");
+assert.equal(called.choices[0].message.content, null);
+assert.equal(call.type, "function");
+assert.equal(call.function.name, "get_weather");
+assert.equal(typeof JSON.parse(call.function.arguments).city, "string");
+const answered = await llama3.chat.completions.create({model, tools: [weather], max_tokens: 8, seed: 3, messages: [
+    ...ask, called.choices[0].message, {role: "tool", tool_call_id: call.id, content: "21C, sunny"}]});
+assert.equal(answered.choices[0].message.role, "assistant");
+assert.ok(answered.usage.prompt_tokens > called.usage.prompt_tokens);
+let streamedCall = null;
+for await (const chunk of await llama3.chat.completions.create({model, messages: ask, tools: [weather], stream: true,
+    tool_choice: {type: "function", function: {name: "get_weather"}}, max_tokens: 100})) {
+  const delta = chunk.choices[0]?.delta ?? {};
+  if (delta.tool_calls) streamedCall = delta.tool_calls[0];
+  if (chunk.choices[0]?.finish_reason) assert.equal(chunk.choices[0].finish_reason, "tool_calls");
+}
+assert.equal(streamedCall.index, 0);
+assert.equal(streamedCall.function.name, "get_weather");
+assert.equal(typeof JSON.parse(streamedCall.function.arguments).city, "string");
+await fails(client.chat.completions.create({model, messages: ask, tools: [weather]}), OpenAI.BadRequestError, 400);
+check("tools round trip + streamed call + Llama 2 refuses tools");
 
 const models = await client.models.list();
 assert.equal(models.data[0].id, model);
