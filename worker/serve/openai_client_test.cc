@@ -45,5 +45,47 @@ TEST(OpenAiClientTest, TheOfficialClientWorksAgainstTheServer) {
   std::printf("openai client: %s", ReadFileOrEmpty(node.stdout_path).c_str());
 }
 
+// Runs `argv` (a node script) to its end within `timeout`; its output.
+std::string RunNode(std::vector<std::string> argv, std::chrono::seconds timeout) {
+  ProcessOptions node;
+  node.argv = std::move(argv);
+  node.argv.insert(node.argv.begin(), {"/usr/bin/env", "node"});
+  node.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  node.stdout_path = std::string(getenv("TEST_TMPDIR")) + "/node.out";
+  node.stderr_path = std::string(getenv("TEST_TMPDIR")) + "/node.err";
+  absl::StatusOr<std::unique_ptr<Process>> process = Process::Spawn(node);
+  EXPECT_TRUE(process.ok()) << process.status();
+  if (!process.ok()) return "";
+  absl::StatusOr<ExitStatus> exit = (*process)->Wait(timeout);
+  EXPECT_TRUE(exit.ok()) << "the client hangs";
+  const std::string output = ReadFileOrEmpty(node.stdout_path) + ReadFileOrEmpty(node.stderr_path);
+  EXPECT_TRUE(exit.ok() && exit->success()) << output;
+  return output;
+}
+
+// Every schema of worker/grammar's corpus through response_format over
+// HTTP, on the Llama 2 and Llama 3 fixtures (random weights): each answer
+// ends by its grammar, and python-jsonschema validates each.
+TEST(OpenAiClientTest, EveryCorpusSchemaThroughResponseFormatValidates) {
+  for (const char* model : {testing::kLlama2Model, testing::kLlama3Model}) {
+    testing::Serving serving({}, {}, model, /*context=*/1024);
+    const std::string results = absl::StrCat(getenv("TEST_TMPDIR"), "/", model, ".json");
+    const std::string ran = RunNode({"worker/serve/testdata/structured_corpus.mjs", NodeToolsDir(),
+                                     absl::StrCat("http://127.0.0.1:", serving.server().port(), "/v1"), "tiny",
+                                     "worker/grammar/testdata/schemas.json", results},
+                                    std::chrono::seconds(600));
+    ProcessOptions validate;
+    validate.argv = {"/usr/bin/python3", "worker/grammar/testdata/validate_outputs.py", results};
+    validate.stdout_path = results + ".out";
+    validate.stderr_path = results + ".err";
+    absl::StatusOr<std::unique_ptr<Process>> process = Process::Spawn(validate);
+    ASSERT_TRUE(process.ok()) << process.status();
+    absl::StatusOr<ExitStatus> exit = (*process)->Wait(std::chrono::seconds(120));
+    const std::string report = ReadFileOrEmpty(validate.stdout_path) + ReadFileOrEmpty(validate.stderr_path);
+    EXPECT_TRUE(exit.ok() && exit->success()) << report;
+    std::printf("%s over HTTP: %s%s", model, ran.c_str(), report.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace llama

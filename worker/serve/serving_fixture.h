@@ -78,9 +78,10 @@ class PacedModel final : public LanguageModel {
 // each engine step takes at least that long.
 class Serving {
  public:
+  // `context` 0: the model's default above.
   explicit Serving(ApiServerOptions options = {}, std::chrono::milliseconds step_delay = {},
-                   const std::string& model = kLlama2Model) {
-    const int context = model == kLlama3Model ? 1024 : 128;
+                   const std::string& model = kLlama2Model, int context = 0) {
+    if (context == 0) context = model == kLlama3Model ? 1024 : 128;
     TransformerOptions model_options;
     model_options.max_seq_len = context;
     model_options.max_batch_size = 8;
