@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes schemas.json: JSON Schemas of varied features for structured output tests.
+"""Writes schemas.json (//worker/grammar:schemas, at build time): JSON Schemas of varied features for structured output tests.
 
 Each entry is {"name", "schema", "example"}: `example` is compact JSON text that
 the schema accepts, written as the grammar from json_schema.h writes values
