@@ -205,8 +205,8 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
   EXPECT_GT((*with_nccl)->graphs_captured(), 0) << "no decode graph was captured with NCCL calls in it";
 }
 
-// Logit adjustments (logit_bias, penalties) and the top_k / min_p filters
-// go through the host's copy of the logits: the biased token is chosen, and
+// Logit adjustments (logit_bias, penalties), token masks and the top_k /
+// min_p filters go through the host's copy of the logits: the biased token is chosen, and
 // its log-probability is the model's, from the same logits Forward returns.
 TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
@@ -233,6 +233,23 @@ TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   top_one.uniform = 0.99;
   ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {top_one}, absl::MakeSpan(&chosen, 1)).ok());
   EXPECT_EQ(chosen.token, unbiased);
+  // A token mask (structured output) that leaves the argmax out: the best
+  // allowed token, greedy and sampled, with the model's log-probability.
+  std::vector<uint64_t> mask((row.size() + 63) / 64, 0);
+  for (int t : {forced, 3, 200}) mask[t / 64] |= uint64_t{1} << (t % 64);
+  int best_allowed = 3;
+  for (int t : {forced, 200}) best_allowed = row[t] > row[best_allowed] ? t : best_allowed;
+  TokenChoice masked;
+  masked.allowed = mask.data();
+  ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {masked}, absl::MakeSpan(&chosen, 1)).ok());
+  EXPECT_EQ(chosen.token, best_allowed);
+  EXPECT_FLOAT_EQ(chosen.logprob, cpu::LogProb(row.data(), static_cast<int64_t>(row.size()), best_allowed));
+  masked.temperature = 1.0f;
+  for (const double uniform : {0.01, 0.5, 0.99}) {
+    masked.uniform = uniform;
+    ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {masked}, absl::MakeSpan(&chosen, 1)).ok());
+    EXPECT_TRUE(chosen.token == forced || chosen.token == 3 || chosen.token == 200) << chosen.token;
+  }
 }
 
 // Checked before the GPU is touched, so these run on any machine.
