@@ -5,12 +5,14 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -23,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/durable_file.h"
+#include "base/file_lock.h"
 #include "base/progress.h"
 #include "base/status_macros.h"
 #include "checkpoint/checklist.h"
@@ -449,10 +452,35 @@ absl::StatusOr<uint64_t> WriteShardFolder(const ConvertOptions& options, SourceS
   return total;
 }
 
+// The lock that lets one conversion at a time write into out_dir.
+absl::StatusOr<FileLock> LockOutput(const ConvertOptions& options) {
+  const std::string lock = fs::path(options.out_dir).lexically_normal().string() + ".lock";
+  std::error_code error;
+  fs::create_directories(fs::path(lock).parent_path(), error);
+  return FileLock::Acquire(lock, [&](const std::string& holder) {
+    if (!options.show_progress) return;
+    std::fprintf(stderr, "convert: %s is being written by another conversion (%s); waiting for it\n",
+                 options.out_dir.c_str(), holder.c_str());
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
+  std::optional<FileLock> lock;
+  if (!options.check_only) {
+    absl::StatusOr<FileLock> taken = LockOutput(options);
+    if (!taken.ok()) {
+      // Read-only storage that holds a finished conversion needs no lock.
+      ConvertOptions check = options;
+      check.check_only = true;
+      absl::StatusOr<ConvertResult> done = ConvertCheckpoint(check);
+      if (done.ok() && done->up_to_date) return done;
+      return taken.status();
+    }
+    lock.emplace(*std::move(taken));
+  }
   ASSIGN_OR_RETURN(SourceSet sources, OpenSources(options));
   ConvertResult result;
   result.source_shards = sources.file_count();

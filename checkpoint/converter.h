@@ -15,6 +15,9 @@
 // into "<out_dir>.partial" and the folder is renamed into place at the end.
 // A conversion whose shards record the same sources (names, sizes, mtimes),
 // world size and dtype is up to date, and converting again does nothing.
+// Conversions into one out_dir take turns (an exclusive lock on
+// "<out_dir>.lock", base/file_lock.h): on shared storage a second one waits
+// for the first, then finds its result up to date.
 
 #ifndef LLAMA_CHECKPOINT_CONVERTER_H_
 #define LLAMA_CHECKPOINT_CONVERTER_H_

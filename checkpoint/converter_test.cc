@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <atomic>
+#include <thread>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -175,6 +178,31 @@ TEST(ConverterTest, RerunIsANoOpUntilASourceChanges) {
 
 // An --out_dir that is a file is the user's: refused before any work, and
 // left as it was (it used to be deleted and replaced by the shards).
+// Two conversions into one folder at once (two launchers on shared
+// storage): both succeed, one converts and the other finds its result.
+TEST(ConverterTest, ConversionsStartedTogetherTakeTurns) {
+  const std::string out = OutDir("together_out");
+  std::vector<absl::StatusOr<ConvertResult>> results(4, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  std::atomic<int> ready{0};
+  for (auto& result : results) {
+    threads.emplace_back([&, out] {
+      // All start at once: a conversion of the fixture takes milliseconds.
+      ++ready;
+      while (ready < static_cast<int>(results.size())) std::this_thread::yield();
+      result = Convert(CheckpointFixturePath("tiny_fp32_mp1"), out, 2);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int converted = 0;
+  for (const auto& result : results) {
+    ASSERT_TRUE(result.ok()) << result.status();
+    converted += !result->up_to_date;
+  }
+  EXPECT_EQ(converted, 1);
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+}
+
 TEST(ConverterTest, AFileAtOutDirIsRefusedAndKept) {
   const std::string out = OutDir("out_dir_is_a_file");
   { std::ofstream(out) << "precious"; }

@@ -1,6 +1,7 @@
 #include "launcher/demo.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/durable_file.h"
+#include "base/file_lock.h"
 #include "base/status_macros.h"
 #include "checkpoint/checklist.h"
 #include "checkpoint/llama_layout.h"
@@ -108,17 +110,29 @@ absl::Status Build(const std::string& dir) {
   return absl::OkStatus();
 }
 
+bool IsCurrent(const std::string& dir) {
+  std::ifstream version(dir + "/VERSION");
+  std::string existing;
+  std::getline(version, existing);
+  return existing == kDemoVersion;
+}
+
 }  // namespace
 
 absl::StatusOr<DemoCheckpoint> PrepareDemoCheckpoint(const std::string& dir) {
   const DemoCheckpoint demo{dir + "/llama-2-demo", dir + "/tokenizer.model", dir + "/prompts.json"};
-  std::ifstream version(dir + "/VERSION");
-  std::string existing;
-  std::getline(version, existing);
-  if (existing == kDemoVersion) return demo;
+  if (IsCurrent(dir)) return demo;
+  // Two first runs at once (two shells, or two nodes on a shared $HOME):
+  // one makes it, the other waits and takes it.
+  std::error_code error;
+  fs::create_directories(fs::path(dir).parent_path(), error);
+  ASSIGN_OR_RETURN(const FileLock lock, FileLock::Acquire(dir + ".lock", [&](const std::string& holder) {
+    std::fprintf(stderr, "launcher: the demo checkpoint %s is being made by %s; waiting for it\n", dir.c_str(),
+                 holder.c_str());
+  }));
+  if (IsCurrent(dir)) return demo;
 
   const std::string partial = dir + ".partial";
-  std::error_code error;
   fs::remove_all(partial, error);
   if (absl::Status s = Build(partial); !s.ok()) {
     fs::remove_all(partial, error);

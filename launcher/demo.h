@@ -28,7 +28,7 @@ struct DemoCheckpoint {
 
 // Makes the demo checkpoint under `dir` unless a complete one is there
 // (built in "<dir>.partial" and renamed, so an interrupted run leaves
-// nothing half-made).
+// nothing half-made); runs started together make it once.
 absl::StatusOr<DemoCheckpoint> PrepareDemoCheckpoint(const std::string& dir);
 
 }  // namespace llama

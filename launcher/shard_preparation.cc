@@ -79,6 +79,22 @@ absl::StatusOr<ShardLocation> ChooseShardDir(const ConvertOptions& convert, cons
 
 namespace {
 
+// The bytes node 0's conversion has staged so far (converter.h: shards are
+// written into "<out_dir>.partial").
+int64_t StagedBytes(const std::string& out_dir) {
+  std::error_code error;
+  int64_t bytes = 0;
+  for (fs::directory_iterator it(out_dir + ".partial", error), end; !error && it != end; it.increment(error)) {
+    const uintmax_t size = it->file_size(error);
+    if (!error) bytes += static_cast<int64_t>(size);
+    error.clear();
+  }
+  return bytes;
+}
+
+// Waits while node 0 converts: as long as its staged shards grow, and up to
+// `deadline` without growth (a 70B conversion takes far longer than any
+// fixed limit, a dead node 0 should not hold the job that long).
 absl::StatusOr<ConvertResult> WaitForNodeZero(const ShardPreparation& p) {
   ConvertOptions check = p.convert;
   check.check_only = true;
@@ -86,6 +102,8 @@ absl::StatusOr<ConvertResult> WaitForNodeZero(const ShardPreparation& p) {
   const std::string marker = FailureMarkerPath(p.convert.out_dir);
   const auto start = std::chrono::steady_clock::now();
   auto next_report = start;
+  auto last_progress = start;
+  int64_t staged = StagedBytes(p.convert.out_dir);
   while (true) {
     absl::StatusOr<ConvertResult> done = ConvertCheckpoint(check);
     if (done.ok() && done->up_to_date) return done;
@@ -94,16 +112,23 @@ absl::StatusOr<ConvertResult> WaitForNodeZero(const ShardPreparation& p) {
       return absl::AbortedError(absl::StrFormat("node 0 could not convert the checkpoint: %s", *failure));
     }
     const auto now = std::chrono::steady_clock::now();
+    if (const int64_t bytes = StagedBytes(p.convert.out_dir); bytes != staged) {
+      staged = bytes;
+      last_progress = now;
+    }
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start);
-    if (waited >= p.deadline) {
+    const auto stalled = std::chrono::duration_cast<std::chrono::seconds>(now - last_progress);
+    if (stalled >= p.deadline) {
       return absl::DeadlineExceededError(absl::StrFormat(
-          "node %d of %d: %s is still not a complete conversion after %d s; node 0 converts it (is its launcher "
-          "running, and does this node see the same storage?). Raise the wait with --rendezvous_timeout",
-          p.node_rank, p.nnodes, p.convert.out_dir, waited.count()));
+          "node %d of %d: %s is still not a complete conversion after %d s, with no progress for the last %d s; "
+          "node 0 converts it (is its launcher running, and does this node see the same storage?). Raise the wait "
+          "with --rendezvous_timeout",
+          p.node_rank, p.nnodes, p.convert.out_dir, waited.count(), stalled.count()));
     }
     if (now >= next_report) {
-      std::fprintf(stderr, "launcher: node %d waiting for node 0 to convert the checkpoint into %s (%lld s)\n",
-                   p.node_rank, p.convert.out_dir.c_str(), static_cast<long long>(waited.count()));
+      std::fprintf(stderr,
+                   "launcher: node %d waiting for node 0 to convert the checkpoint into %s (%lld s, %.2f GB staged)\n",
+                   p.node_rank, p.convert.out_dir.c_str(), static_cast<long long>(waited.count()), staged / 1e9);
       next_report = now + std::chrono::seconds(10);
     }
     std::this_thread::sleep_for(p.poll);

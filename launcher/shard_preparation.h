@@ -22,7 +22,9 @@ struct ShardPreparation {
   ConvertOptions convert;
   int node_rank = 0;
   int nnodes = 1;
-  std::chrono::seconds deadline{300};      // For nodes > 0 to see the conversion complete.
+  // For nodes > 0: how long node 0's conversion may go without progress
+  // (its staged shards growing) before they give up.
+  std::chrono::seconds deadline{300};
   std::chrono::milliseconds poll{1000};
   std::string job_token;  // The job's shared secret (only a hash of it is written).
 };
