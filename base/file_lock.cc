@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,41 +25,63 @@ std::string Holder(int fd) {
   return holder;
 }
 
+// Whether `fd` is still the file at `path` (its holder removes it when done).
+bool StillNamedBy(int fd, const std::string& path) {
+  struct stat by_fd, by_path;
+  return fstat(fd, &by_fd) == 0 && stat(path.c_str(), &by_path) == 0 && by_fd.st_dev == by_path.st_dev &&
+         by_fd.st_ino == by_path.st_ino;
+}
+
 }  // namespace
 
 absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path,
                                            const std::function<void(const std::string& holder)>& on_wait) {
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot open the lock file", path);
-  FileLock lock(fd);
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) return Errno("cannot lock", path);
-    if (on_wait) on_wait(Holder(fd));
-    while (flock(fd, LOCK_EX) != 0) {
-      if (errno != EINTR) return Errno("cannot lock", path);
+  bool told = false;
+  while (true) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Errno("cannot open the lock file", path);
+    FileLock lock(path, fd);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return Errno("cannot lock", path);
+      if (on_wait && !told) on_wait(Holder(fd));
+      told = true;
+      while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) return Errno("cannot lock", path);
+      }
     }
+    if (!StillNamedBy(fd, path)) {
+      lock.path_.clear();  // Not ours to remove: another holder's file is there now.
+      continue;
+    }
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    const std::string holder = absl::StrFormat("%s pid %d\n", host, getpid());
+    // Best effort: the lock holds whether or not the note is written.
+    if (ftruncate(fd, 0) == 0) {
+      [[maybe_unused]] const ssize_t written = pwrite(fd, holder.data(), holder.size(), 0);
+    }
+    return lock;
   }
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  const std::string holder = absl::StrFormat("%s pid %d\n", host, getpid());
-  // Best effort: the lock holds whether or not the note is written.
-  if (ftruncate(fd, 0) == 0) {
-    [[maybe_unused]] const ssize_t written = pwrite(fd, holder.data(), holder.size(), 0);
-  }
-  return lock;
+}
+
+void FileLock::Release() {
+  if (fd_ < 0) return;
+  // Removed while still held, so no one locks it after we let go.
+  if (!path_.empty()) unlink(path_.c_str());
+  close(fd_);
+  fd_ = -1;
 }
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) close(fd_);
+    Release();
+    path_ = std::move(other.path_);
     fd_ = other.fd_;
     other.fd_ = -1;
   }
   return *this;
 }
 
-FileLock::~FileLock() {
-  if (fd_ >= 0) close(fd_);  // Closing the last descriptor releases the lock.
-}
+FileLock::~FileLock() { Release(); }
 
 }  // namespace llama

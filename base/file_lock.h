@@ -6,14 +6,16 @@
 // with -o flock; the holder's host and pid are written in the file, so a
 // waiter can say whom it waits for.
 //
-// The file is left in place when released: removing it would let a third
-// process lock a new file while a second still waits on the old one.
+// The holder removes the file when it lets go, so nothing is left behind; a
+// waiter that then gets the lock of the removed file sees that the path no
+// longer names it and locks afresh (the usual lock-then-check-inode dance).
 
 #ifndef LLAMA_BASE_FILE_LOCK_H_
 #define LLAMA_BASE_FILE_LOCK_H_
 
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -27,14 +29,17 @@ class FileLock {
   static absl::StatusOr<FileLock> Acquire(const std::string& path,
                                           const std::function<void(const std::string& holder)>& on_wait = nullptr);
 
-  FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileLock(FileLock&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) { other.fd_ = -1; }
   FileLock& operator=(FileLock&& other) noexcept;
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
   ~FileLock();
 
  private:
-  explicit FileLock(int fd) : fd_(fd) {}
+  FileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  void Release();
+
+  std::string path_;
   int fd_;
 };
 

@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -42,6 +45,27 @@ TEST(FileLockTest, ASecondHolderWaitsForTheFirstAndIsToldWhoHoldsIt) {
   second.join();
   EXPECT_TRUE(got);
   EXPECT_THAT(holder, HasSubstr(absl::StrCat("pid ", getpid())));
+  EXPECT_FALSE(std::filesystem::exists(LockPath())) << "the lock file is left behind";
+}
+
+// Many takers in turn: each holds it alone, and none is left waiting on a
+// file its holder removed.
+TEST(FileLockTest, TakersInTurnEachHoldItAlone) {
+  std::atomic<int> holders{0}, most{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 20; ++round) {
+        absl::StatusOr<FileLock> lock = FileLock::Acquire(LockPath());
+        ASSERT_TRUE(lock.ok()) << lock.status();
+        most = std::max(most.load(), ++holders);
+        std::this_thread::yield();
+        --holders;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(most, 1);
 }
 
 TEST(FileLockTest, AFolderThatIsNotThereIsAnErrorNamingTheFile) {

@@ -28,6 +28,7 @@
 #include "absl/strings/strip.h"
 #include "base/net.h"
 #include "base/status_macros.h"
+#include "base/working_directory.h"
 #include "checkpoint/converter.h"
 #include "launcher/chat.h"
 #include "launcher/demo.h"
@@ -351,6 +352,9 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
+  if (absl::Status entered = llama::EnterBazelRunWorkingDirectory(); !entered.ok()) {
+    return llama::ExitCode(entered);
+  }
   std::vector<std::string> words(argv + 1, argv + argc);
   words.erase(std::remove(words.begin(), words.end(), "--"), words.end());
   absl::StatusOr<llama::LaunchPlan> plan =

@@ -197,5 +197,44 @@ TEST(LauncherStorageTest, OneNodeJobsStoreListensOnLoopbackOnly) {
   EXPECT_EQ(ExitCodeOf(run), 130) << run.err();
 }
 
+// Two launchers started at once on a checkpoint never converted (shared
+// storage, two users or two jobs): both give the golden answers, and only
+// one of them converts.
+TEST(LauncherStorageTest, TwoLaunchersAtOnceShareOneConversion) {
+  const std::string ckpt = TempDir() + "/fresh_ckpt";
+  fs::create_directories(ckpt);
+  for (const char* f : {"consolidated.00.pth", "params.json"}) {
+    fs::copy_file(testing::CheckpointFixturePath(std::string("tiny_fp32_mp1/") + f), ckpt + "/" + f);
+  }
+  std::vector<LauncherRun> runs;
+  for (const char* name : {"together_a", "together_b"}) {
+    std::vector<std::string> args = FixtureJob(name, 2);
+    args[0] = "--ckpt_dir=" + ckpt;
+    args[2] = "--shard_dir=" + TempDir() + "/together_shards";
+    runs.push_back(testing::Launch(name, args));
+  }
+  int converted = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ASSERT_EQ(ExitCodeOf(runs[i], 120s), 0) << runs[i].err();
+    converted += absl::StrContains(runs[i].err(), "launcher: converted to");
+    ExpectGoldenOutput(TempDir() + (i == 0 ? "/together_a" : "/together_b") + "/out.jsonl");
+  }
+  EXPECT_EQ(converted, 1);
+}
+
+// Under `bazel run` (BUILD_WORKING_DIRECTORY set) relative paths are the
+// user's: --output lands where the command was typed, not in the runfiles.
+TEST(LauncherStorageTest, RelativePathsUnderBazelRunAreTheUsers) {
+  const std::string typed_in = TempDir() + "/typed_in";
+  fs::create_directories(typed_in);
+  std::vector<std::string> args = FixtureJob("bazel_run", 1);
+  args[0] = "--ckpt_dir=" + fs::absolute(testing::CheckpointFixturePath("tiny_fp32_mp1")).string();
+  args[1] = "--tokenizer_path=" + fs::absolute(testing::TokenizerFixturePath("tokenizer.model")).string();
+  args.back() = "--output=answers.jsonl";
+  LauncherRun run = testing::Launch("bazel_run", args, {"BUILD_WORKING_DIRECTORY=" + typed_in});
+  ASSERT_EQ(ExitCodeOf(run, 60s), 0) << run.err();
+  ExpectGoldenOutput(typed_in + "/answers.jsonl");
+}
+
 }  // namespace
 }  // namespace llama

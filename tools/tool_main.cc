@@ -5,6 +5,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "base/working_directory.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/flag_help.h"
@@ -34,6 +35,7 @@ int ToolMain(int argc, char** argv, const char* name, const char* usage,
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
+  if (absl::Status entered = EnterBazelRunWorkingDirectory(); !entered.ok()) return ReportFailure(name, entered);
   return ReportFailure(name, run(std::vector<std::string>(argv + 1, argv + argc)));
 }
 
