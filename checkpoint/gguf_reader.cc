@@ -1,6 +1,7 @@
 #include "checkpoint/gguf_reader.h"
 
 #include <cstring>
+#include <iterator>
 #include <set>
 
 #include "absl/strings/str_format.h"
