@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -50,6 +51,21 @@ absl::Status RenameDurably(const std::string& from, const std::string& to) {
         absl::StrFormat("rename \"%s\" to \"%s\": %s", from, to, std::strerror(errno)));
   }
   return FsyncDirectory(DirectoryOf(to));
+}
+
+absl::Status ProbeWritableFolder(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::PermissionDeniedError(absl::StrFormat("cannot create \"%s\": %s", dir, error.message()));
+  std::string probe = dir + "/.write-probe-XXXXXX";
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot create files in \"%s\": %s", dir, std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace llama

@@ -21,6 +21,11 @@ absl::Status RenameDurably(const std::string& from, const std::string& to);
 // The contents of `path`; an error names the file.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
+// Makes the folder `dir` if missing, then creates and removes a file in it:
+// permission bits do not tell whether that works (root ignores them; a
+// read-only mount overrides them). The error says which step failed, why.
+absl::Status ProbeWritableFolder(const std::string& dir);
+
 // The directory part of `path` ("." when it has none).
 std::string DirectoryOf(const std::string& path);
 

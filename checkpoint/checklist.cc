@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/durable_file.h"
+#include "base/progress.h"
 #include "base/status_macros.h"
 
 namespace llama {
@@ -63,7 +65,7 @@ std::string Md5::Hex() {
   return hex;
 }
 
-absl::StatusOr<std::string> Md5File(const std::string& path) {
+absl::StatusOr<std::string> Md5File(const std::string& path, ProgressBar* progress) {
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (file == nullptr) {
     return absl::NotFoundError(absl::StrFormat("\"%s\": %s", path, std::strerror(errno)));
@@ -71,14 +73,17 @@ absl::StatusOr<std::string> Md5File(const std::string& path) {
   Md5 md5;
   std::vector<unsigned char> block(8 << 20);
   size_t n;
-  while ((n = std::fread(block.data(), 1, block.size(), file.get())) > 0) md5.Update(block.data(), n);
+  while ((n = std::fread(block.data(), 1, block.size(), file.get())) > 0) {
+    md5.Update(block.data(), n);
+    if (progress != nullptr) progress->Add(n);
+  }
   if (std::ferror(file.get())) {
     return absl::DataLossError(absl::StrFormat("read error in \"%s\"", path));
   }
   return md5.Hex();
 }
 
-absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checklist_path) {
+absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checklist_path, FILE* progress_out) {
   std::ifstream file(checklist_path);
   if (!file) {
     return absl::NotFoundError(absl::StrFormat("checklist \"%s\": cannot open", checklist_path));
@@ -87,9 +92,16 @@ absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checkl
   text << file.rdbuf();
   ASSIGN_OR_RETURN(const std::vector<ChecklistEntry> entries, ParseChecklist(text.str(), checklist_path));
   const std::string dir = DirectoryOf(checklist_path);
+  uint64_t total = 0;  // Missing files count nothing here; they are reported below.
+  for (const ChecklistEntry& entry : entries) {
+    std::error_code error;
+    const uintmax_t size = std::filesystem::file_size(dir + "/" + entry.file, error);
+    if (!error) total += size;
+  }
+  ProgressBar progress(absl::StrFormat("verify %s", checklist_path), total, progress_out);
   std::vector<FileCheck> checks;
   for (const ChecklistEntry& entry : entries) {
-    absl::StatusOr<std::string> md5 = Md5File(dir + "/" + entry.file);
+    absl::StatusOr<std::string> md5 = Md5File(dir + "/" + entry.file, &progress);
     if (absl::IsNotFound(md5.status())) {
       checks.push_back({entry.file, FileVerdict::kMissing, ""});
       continue;
@@ -97,6 +109,7 @@ absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checkl
     RETURN_IF_ERROR(md5.status());
     checks.push_back({entry.file, *md5 == entry.md5 ? FileVerdict::kOk : FileVerdict::kMismatch, *md5});
   }
+  progress.Finish();
   return checks;
 }
 

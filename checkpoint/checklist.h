@@ -4,6 +4,7 @@
 #ifndef LLAMA_CHECKPOINT_CHECKLIST_H_
 #define LLAMA_CHECKPOINT_CHECKLIST_H_
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,11 @@ class Md5 {
   Context* context_;
 };
 
-// MD5 of a file, read in 8 MiB blocks (never whole into memory).
-absl::StatusOr<std::string> Md5File(const std::string& path);
+class ProgressBar;
+
+// MD5 of a file, read in 8 MiB blocks (never whole into memory), each
+// block added to `progress` when given.
+absl::StatusOr<std::string> Md5File(const std::string& path, ProgressBar* progress = nullptr);
 
 enum class FileVerdict { kOk, kMissing, kMismatch };
 
@@ -52,7 +56,10 @@ struct FileCheck {
 
 // Checks every file `checklist_path` lists, relative to its directory. The
 // result lists every file; use ChecklistStatus to turn it into an error.
-absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checklist_path);
+// Hashing a 70B checkpoint takes minutes: with `progress_out`, a progress
+// display there, as conversion shows (base/progress.h).
+absl::StatusOr<std::vector<FileCheck>> VerifyChecklist(const std::string& checklist_path,
+                                                       FILE* progress_out = nullptr);
 
 // OK when every file passed; otherwise an error naming each file that is
 // missing or whose MD5 differs (a truncated or corrupt download).

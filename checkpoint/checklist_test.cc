@@ -1,5 +1,7 @@
 #include "checkpoint/checklist.h"
 
+#include <cstdio>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -31,6 +33,20 @@ TEST(ChecklistTest, VerifiesAGoodDownload) {
   ASSERT_TRUE(checks.ok()) << checks.status();
   EXPECT_EQ(checks->size(), 3u);
   EXPECT_TRUE(ChecklistStatus(path, *checks).ok());
+}
+
+// Minutes for a 70B checkpoint: shown as conversion shows its progress.
+TEST(ChecklistTest, ShowsProgressWhenAsked) {
+  const std::string path = CheckpointFixturePath("tiny_fp32_mp2/checklist.chk");
+  FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  ASSERT_TRUE(VerifyChecklist(path, out).ok());
+  std::rewind(out);
+  char line[512] = {};
+  ASSERT_NE(std::fgets(line, sizeof line, out), nullptr);
+  std::fclose(out);
+  EXPECT_THAT(line, HasSubstr("verify " + path + ": "));
+  EXPECT_THAT(line, HasSubstr("(100%)"));
 }
 
 TEST(ChecklistTest, ReportsCorruptAndMissingFiles) {

@@ -323,9 +323,10 @@ absl::Status CheckOptions(const ConvertOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status VerifyChecklistOf(const std::string& ckpt_dir) {
-  const std::string checklist = ckpt_dir + "/checklist.chk";
-  ASSIGN_OR_RETURN(const std::vector<FileCheck> checks, VerifyChecklist(checklist));
+absl::Status VerifyChecklistOf(const ConvertOptions& options) {
+  const std::string checklist = options.ckpt_dir + "/checklist.chk";
+  ASSIGN_OR_RETURN(const std::vector<FileCheck> checks,
+                   VerifyChecklist(checklist, options.show_progress ? stderr : nullptr));
   return ChecklistStatus(checklist, checks);
 }
 
@@ -344,7 +345,7 @@ absl::StatusOr<SourceSet> OpenSources(const ConvertOptions& options) {
                                                      : OpenMetaCheckpoint(options.ckpt_dir, meta);
   // A damaged download is best explained by its checklist.
   if (!sources.ok() && options.verify_checklist) {
-    RETURN_IF_ERROR(VerifyChecklistOf(options.ckpt_dir));
+    RETURN_IF_ERROR(VerifyChecklistOf(options));
   }
   return sources;
 }
@@ -501,10 +502,15 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   if (options.check_only) return result;
   // Checked once, before converting: an up-to-date conversion was checked then.
   if (options.verify_checklist) {
-    RETURN_IF_ERROR(VerifyChecklistOf(options.ckpt_dir));
+    RETURN_IF_ERROR(VerifyChecklistOf(options));
   }
   ASSIGN_OR_RETURN(result.bytes_written, WriteShardFolder(options, sources, out_dtype));
   return result;
+}
+
+absl::StatusOr<ModelConfig> ReadCheckpointConfig(const ConvertOptions& options) {
+  ASSIGN_OR_RETURN(const SourceSet sources, OpenSources(options));
+  return sources.config;
 }
 
 }  // namespace llama

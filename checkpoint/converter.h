@@ -27,6 +27,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/model_config.h"
 #include "ops/dtype.h"
 
 namespace llama {
@@ -68,6 +69,13 @@ struct ConvertResult {
 };
 
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options);
+
+// The model config a conversion of options.ckpt_dir records, with Meta's
+// vocab_size -1 filled in from the embedding's rows. Read from params.json,
+// config.json or the shards' index and the tensor headers, no weights: what
+// a launcher checks the tokenizer against before converting for minutes.
+// A damaged folder is explained as conversion explains it (verify_checklist).
+absl::StatusOr<ModelConfig> ReadCheckpointConfig(const ConvertOptions& options);
 
 }  // namespace llama
 

@@ -56,6 +56,22 @@ void ExpectEqualsReference(const std::string& dir, const std::string& reference_
   }
 }
 
+// What the launcher checks the tokenizer against before converting: Meta's
+// vocab_size -1 resolved from the embedding, for every kind of folder.
+TEST(ConverterTest, ReadCheckpointConfigFillsInTheVocabulary) {
+  ConvertOptions options;
+  options.ckpt_dir = CheckpointFixturePath("tiny_fp32_mp2");
+  absl::StatusOr<ModelConfig> config = ReadCheckpointConfig(options);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->vocab_size, 600);
+  EXPECT_EQ(config->n_layers, 2);
+  ASSERT_TRUE(Convert(options.ckpt_dir, OutDir("config_shards"), 2).ok());
+  options.ckpt_dir = OutDir("config_shards");
+  config = ReadCheckpointConfig(options);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->vocab_size, 600);
+}
+
 TEST(ConverterTest, Mp2MergedEqualsMp1) {
   for (const std::string model : {"tiny_fp32", "gqa_bf16", "llama3_bf16"}) {
     const std::string out = OutDir(model + "_merged");

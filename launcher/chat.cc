@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 
@@ -79,9 +79,15 @@ class LineReader {
   bool eof_ = false;
 };
 
-// Streams the assistant's answer to `messages` onto `out`; returns its text,
-// or an error message (prefixed "error: ").
-std::string Answer(httplib::Client& client, const ChatSessionOptions& options, const json& messages) {
+// The assistant's answer to a turn, or why there is none.
+struct Reply {
+  std::string text;
+  std::string error;      // Empty when the answer came (perhaps stopped by Ctrl-C).
+  bool too_long = false;  // The server's context_length_exceeded: the dialog does not fit.
+};
+
+// Streams the assistant's answer to `messages` onto `out`.
+Reply Answer(httplib::Client& client, const ChatSessionOptions& options, const json& messages) {
   json body = {{"model", options.model},   {"messages", messages},    {"stream", true},
                {"temperature", options.temperature}, {"top_p", options.top_p}};
   if (options.max_tokens >= 0) body["max_tokens"] = options.max_tokens;
@@ -111,24 +117,44 @@ std::string Answer(httplib::Client& client, const ChatSessionOptions& options, c
   httplib::Response response;
   httplib::Error failure;
   const bool sent = client.send(request, response, failure);
-  if (g_interrupted) return text;
-  if (!sent) return absl::StrCat("error: ", httplib::to_string(failure));
+  if (g_interrupted) return {text, "", false};
+  if (!sent) return {"", httplib::to_string(failure), false};
   if (response.status != 200) {
     // With a content receiver installed, an error's body went to it.
     const std::string& raw = response.body.empty() ? pending : response.body;
     const json reply = json::parse(raw, nullptr, false);
     if (reply.is_discarded() || !reply.contains("error") || !reply["error"].is_object()) {
-      return absl::StrCat("error: HTTP ", response.status, raw.empty() ? "" : ": ", raw);
+      return {"", absl::StrCat("HTTP ", response.status, raw.empty() ? "" : ": ", raw), false};
     }
     const json& e = reply["error"];
     const std::string message = e.contains("message") && e["message"].is_string()
                                     ? e["message"].get<std::string>()
                                     : absl::StrCat("HTTP ", response.status);
-    const bool too_long = e.contains("code") && e["code"] == "context_length_exceeded";
-    return absl::StrCat("error: ", message, too_long ? " (/reset starts a new dialog)" : "");
+    return {"", message, e.contains("code") && e["code"] == "context_length_exceeded"};
   }
-  if (!error.empty()) return absl::StrCat("error: ", error);
-  return text;
+  return {text, error, false};
+}
+
+// The answer to the dialog's last turn. While the dialog does not fit the
+// model's context, its oldest exchange is dropped (the system prompt stays)
+// and the turn is asked again, saying so: a long chat goes on, forgetting
+// its start, instead of failing every turn until /reset. A last turn that
+// alone does not fit is an error.
+Reply AnswerWithinContext(httplib::Client& client, const ChatSessionOptions& options, size_t system_messages,
+                          json& messages) {
+  Reply reply = Answer(client, options, messages);
+  while (reply.too_long && messages.size() > system_messages + 1) {
+    // The oldest user turn and, unless a failed turn left none, its answer.
+    messages.erase(system_messages);
+    if (messages.size() > system_messages + 1 && messages[system_messages]["role"] == "assistant") {
+      messages.erase(system_messages);
+    }
+    std::fputs("(the history no longer fits the model's context: its oldest turn is dropped)\n", options.out);
+    std::fflush(options.out);
+    reply = Answer(client, options, messages);
+  }
+  if (reply.too_long) reply.error += " (/reset starts a new dialog)";
+  return reply;
 }
 
 // The job behind a chat, supervised on its own thread, and its server's
@@ -225,19 +251,19 @@ std::string Converse(httplib::Client& client, const ChatSessionOptions& options,
       continue;
     }
     messages.push_back({{"role", "user"}, {"content", turn}});
-    const std::string answer = Answer(client, options, messages);
+    const Reply reply = AnswerWithinContext(client, options, system.size(), messages);
     // A Ctrl-C that stopped the answer is spent: the prompt must not see it.
     for (char drain[64]; read(g_interrupt_pipe[0], drain, sizeof drain) > 0;) {
     }
-    if (absl::StartsWith(answer, "error: ")) {
-      std::fprintf(options.out, "%s\n", answer.c_str());
+    if (!reply.error.empty()) {
+      std::fprintf(options.out, "error: %s\n", reply.error.c_str());
       messages.erase(messages.size() - 1);  // The turn did not happen.
-      last_error = std::string(absl::StripPrefix(answer, "error: "));
+      last_error = reply.error;
       continue;
     }
     std::fputs(g_interrupted ? " [stopped]\n" : "\n", options.out);
     std::fflush(options.out);
-    messages.push_back({{"role", "assistant"}, {"content", answer}});
+    messages.push_back({{"role", "assistant"}, {"content", reply.text}});
   }
   return last_error;
 }

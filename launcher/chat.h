@@ -2,8 +2,8 @@
 // flags choose, on the same ranks as a job. The workers serve the API on a
 // private port (loopback, a random key), and this is its client: each
 // answer streams as it is generated, the dialog's history is kept (in the
-// model's chat format, Llama 2's or 3's), /reset clears it, /exit (or end
-// of input) leaves. Ctrl-C stops the current answer, not the program. With
+// model's chat format, Llama 2's or 3's, its oldest turns dropped when it
+// outgrows the context), /reset clears it, /exit (or end of input) leaves. Ctrl-C stops the current answer, not the program. With
 // stdin not a terminal, each line is a user turn and no prompt is shown,
 // for scripts.
 

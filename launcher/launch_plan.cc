@@ -26,6 +26,19 @@ fs::path FolderPath(const std::string& path) {
   return folder.has_filename() ? folder : folder.parent_path();
 }
 
+// Whether the job runs the demo's checkpoint: neither --ckpt_dir nor
+// --models (which downloads a real one first, to run as --ckpt_dir would).
+bool RunsTheDemo(const LauncherFlags& flags) { return flags.ckpt_dir.empty() && flags.download_models.empty(); }
+
+// What a server calls its model unless --served_model_name says: the
+// checkpoint folder's name (a download's too), or "demo".
+absl::StatusOr<std::string> DefaultModelName(const LauncherFlags& flags) {
+  if (!flags.ckpt_dir.empty()) return FolderPath(flags.ckpt_dir).filename().string();
+  if (RunsTheDemo(flags)) return std::string("demo");
+  ASSIGN_OR_RETURN(const std::string dir, DownloadedCheckpointDir(flags.download_models, flags.download_target_dir));
+  return fs::path(dir).filename().string();
+}
+
 // Removes `word` from `words`; whether it was there.
 bool TakeWord(std::vector<std::string>& words, const std::string& word) {
   auto it = std::find(words.begin(), words.end(), word);
@@ -64,7 +77,7 @@ absl::Status PlanCommand(std::vector<std::string> words, const LauncherFlags& fl
   if (plan.command != LaunchCommand::kJob) {
     plan.job.serve = true;
     if (plan.job.served_model_name.empty()) {
-      plan.job.served_model_name = flags.ckpt_dir.empty() ? "demo" : FolderPath(flags.ckpt_dir).filename().string();
+      ASSIGN_OR_RETURN(plan.job.served_model_name, DefaultModelName(flags));
     }
   }
   if (!words.empty()) {
@@ -78,8 +91,9 @@ absl::Status PlanWorld(const LauncherFlags& flags, const LaunchContext& context,
   WorldOptions& world = plan.world;
   world.nnodes = flags.nnodes;
   world.nproc_per_node = flags.nproc_per_node;
-  // The demo shows tensor parallelism: 2 workers unless told otherwise.
-  if (flags.ckpt_dir.empty() && !flags.nproc_per_node_given) world.nproc_per_node = 2;
+  // The demo shows tensor parallelism: 2 workers unless told otherwise. A
+  // download's model is a real one: 1, as for --ckpt_dir (and 1 GPU).
+  if (RunsTheDemo(flags) && !flags.nproc_per_node_given) world.nproc_per_node = 2;
   world.node_rank = flags.node_rank;
   world.master_addr = flags.master_addr;
   world.master_port = flags.master_port;
@@ -160,7 +174,7 @@ absl::Status PlanModel(const LauncherFlags& flags, const LaunchContext& context,
   plan.download = plan.ckpt_dir.empty() && !flags.download_models.empty();
   plan.download_models = flags.download_models;
   plan.download_target_dir = flags.download_target_dir;
-  plan.demo = plan.ckpt_dir.empty() && !plan.download;
+  plan.demo = RunsTheDemo(flags);
   if (plan.demo) {
     plan.demo_dir = flags.demo_dir.empty() ? absl::StrCat(context.cache_dir, "/demo") : flags.demo_dir;
     JobFlags& job = plan.job;
@@ -216,7 +230,9 @@ absl::StatusOr<LaunchPlan> PlanLaunch(std::vector<std::string> words, const Laun
   if (plan.command == LaunchCommand::kDownload || plan.command == LaunchCommand::kSbatch) return plan;
   // Everything checkable is checked before any work.
   const bool serving = plan.command != LaunchCommand::kJob;
-  RETURN_IF_ERROR(CheckJobFlags(plan.job, /*need_input=*/!serving && !flags.ckpt_dir.empty()));
+  // Only the demo has prompts of its own; a download's job needs them before
+  // the download, not after.
+  RETURN_IF_ERROR(CheckJobFlags(plan.job, /*need_input=*/!serving && !RunsTheDemo(flags)));
   if (serving && (!plan.job.prompt.empty() || !plan.job.prompts_file.empty() || !plan.job.dialogs_file.empty())) {
     return absl::InvalidArgumentError(plan.command == LaunchCommand::kChat
                                           ? "chat takes its turns from the terminal (or stdin): drop --prompt, "

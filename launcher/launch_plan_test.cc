@@ -224,10 +224,31 @@ TEST(PlanLaunchTest, ModelsWithoutACheckpointDownloadFirst) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(plan->download);
   EXPECT_FALSE(plan->demo);
-  EXPECT_EQ(plan->world.nproc_per_node, 2);  // As for the demo: no --ckpt_dir.
+  // A real model, as with --ckpt_dir: one rank, not the demo's two.
+  EXPECT_EQ(plan->world.nproc_per_node, 1);
+  EXPECT_EQ(plan->world_size, 1);
   absl::StatusOr<std::string> dir = DownloadedCheckpointDir(plan->download_models, plan->download_target_dir);
   ASSERT_TRUE(dir.ok()) << dir.status();
   EXPECT_EQ(*dir, "/data/llama/llama-2-7b");
+}
+
+TEST(PlanLaunchTest, ADownloadOnCudaNeedsOneGpuAndTheJobsPrompts) {
+  LauncherFlags flags;
+  flags.job.prompt = "hi";
+  flags.job.device = "cuda";
+  flags.download_models = "7B";
+  LaunchContext one_gpu = Context();
+  one_gpu.built_with_cuda = true;
+  one_gpu.visible_gpus = {"0"};
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, one_gpu);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->gpus, ElementsAre("0"));
+  flags.job.prompt.clear();
+  absl::StatusOr<LaunchPlan> serve = PlanLaunch({"serve"}, flags, one_gpu);
+  ASSERT_TRUE(serve.ok()) << serve.status();
+  EXPECT_EQ(serve->job.served_model_name, "llama-2-7b");  // The download's, not "demo".
+  // No prompt: refused before downloading, not after (the demo has its own).
+  EXPECT_THAT(std::string(PlanLaunch({}, flags, one_gpu).status().message()), HasSubstr("give exactly one of"));
 }
 
 TEST(PlanLaunchTest, WorkerEnvNeedsANameAndAValue) {

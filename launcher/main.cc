@@ -216,17 +216,15 @@ absl::StatusOr<std::string> FindTokenizer(const std::string& ckpt_dir) {
                                                           : ""));
 }
 
-// This node's shards for the job, converted or found up to date (or, on
-// the other nodes, waited for); their folder.
-absl::StatusOr<std::string> PrepareJobShards(const LaunchPlan& plan, const std::string& token) {
-  ConvertOptions convert = plan.convert;
-  convert.ckpt_dir = plan.ckpt_dir;
+// This node's shards for the job (`convert` without its out_dir),
+// converted or found up to date (or, on the other nodes, waited for); their
+// folder.
+absl::StatusOr<std::string> PrepareJobShards(const LaunchPlan& plan, ConvertOptions convert, const std::string& token) {
   if (convert.out_dir.empty()) {
     ASSIGN_OR_RETURN(const ShardLocation location, ChooseShardDir(convert, plan.shard_cache_dir));
     if (!location.note.empty()) std::fprintf(stderr, "launcher: %s\n", location.note.c_str());
     convert.out_dir = location.dir;
   }
-  convert.verify_checklist = fs::exists(fs::path(plan.ckpt_dir) / "checklist.chk");
   ShardPreparation preparation = plan.preparation;
   preparation.convert = convert;
   preparation.job_token = token;
@@ -237,20 +235,26 @@ absl::StatusOr<std::string> PrepareJobShards(const LaunchPlan& plan, const std::
 }
 
 // The model's files for the workers: the checkpoint obtained, its tokenizer
-// found, the job's inputs checked as the worker will read them (before
-// converting or starting anything), the shards prepared.
+// found, everything that needs no weights checked (the tokenizer against the
+// checkpoint's vocabulary, the job's inputs as the worker will read and
+// tokenize them, the log folder, the worker binary), then the shards
+// prepared, which can take minutes.
 absl::Status PrepareModel(LaunchPlan& plan, PreparedJob& prepared) {
   RETURN_IF_ERROR(ObtainCheckpoint(plan));
   RETURN_IF_ERROR(CheckCheckpointFolder(plan.ckpt_dir));
   if (plan.tokenizer_path.empty()) {
     ASSIGN_OR_RETURN(plan.tokenizer_path, FindTokenizer(plan.ckpt_dir));
   }
-  std::string warning;
-  RETURN_IF_ERROR(CheckJobInputs(plan.tokenizer_path, plan.job, &warning));
-  if (!warning.empty()) std::fprintf(stderr, "launcher: warning: %s\n", warning.c_str());
-  // Found before converting, which can take minutes.
+  ConvertOptions convert = plan.convert;
+  convert.ckpt_dir = plan.ckpt_dir;
+  convert.verify_checklist = fs::exists(fs::path(plan.ckpt_dir) / "checklist.chk");
+  ASSIGN_OR_RETURN(const ModelConfig model, ReadCheckpointConfig(convert));
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(CheckJobInputs({plan.ckpt_dir, model.vocab_size, plan.tokenizer_path}, plan.job, &warnings));
+  for (const std::string& warning : warnings) std::fprintf(stderr, "launcher: warning: %s\n", warning.c_str());
+  RETURN_IF_ERROR(CheckLogFolder(plan.supervise.log_dir));
   ASSIGN_OR_RETURN(prepared.worker_binary, FindWorker(plan.worker_binary));
-  ASSIGN_OR_RETURN(prepared.shard_dir, PrepareJobShards(plan, prepared.token));
+  ASSIGN_OR_RETURN(prepared.shard_dir, PrepareJobShards(plan, convert, prepared.token));
   prepared.tokenizer_path = plan.tokenizer_path;
   return absl::OkStatus();
 }

@@ -2,16 +2,108 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/durable_file.h"
 #include "base/status_macros.h"
+#include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/job.h"
 
 namespace llama {
+namespace {
 
 namespace fs = std::filesystem;
+
+// Problems listed in one message; the rest are counted.
+constexpr size_t kProblemsShown = 3;
+
+absl::Status CheckVocabulary(const PreflightModel& model, const Tokenizer& tokenizer) {
+  if (tokenizer.vocab_size() == model.vocab_size) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "the tokenizer %s has %d tokens but the model in %s has a vocabulary of %d; use the checkpoint's own "
+      "tokenizer (--tokenizer_path)",
+      model.tokenizer_path, tokenizer.vocab_size(), model.ckpt_dir, model.vocab_size));
+}
+
+// Why each of the job's prompts or dialogs cannot run, as the worker's
+// generator would find once the model is loaded: too long (it counts the
+// tokens with BOS, and the chat format's markers), or roles out of order.
+absl::StatusOr<std::vector<std::string>> UnrunnableInputs(const Tokenizer& tokenizer, const Job& job,
+                                                          int max_seq_len) {
+  std::vector<std::string> problems;
+  const auto check_length = [&](const char* what, size_t index, size_t tokens) {
+    if (tokens > static_cast<size_t>(max_seq_len)) {
+      problems.push_back(
+          absl::StrFormat("%s %d has %d tokens, more than --max_seq_len=%d", what, index, tokens, max_seq_len));
+    }
+  };
+  for (size_t i = 0; i < job.prompts.size(); ++i) {
+    ASSIGN_OR_RETURN(const std::vector<int> ids, tokenizer.Encode(job.prompts[i], /*bos=*/true, /*eos=*/false));
+    check_length("prompt", i, ids.size());
+  }
+  for (size_t i = 0; i < job.dialogs.size(); ++i) {
+    const absl::StatusOr<ChatPrompt> prompt = EncodeDialog(tokenizer, job.dialogs[i]);
+    if (!prompt.ok()) {
+      problems.push_back(absl::StrCat("dialog ", i, ": ", prompt.status().message()));
+      continue;
+    }
+    check_length("dialog", i, prompt->tokens.size());
+  }
+  return problems;
+}
+
+// The flag that gave the job's inputs, for messages.
+std::string InputSource(const JobFlags& flags) {
+  if (!flags.prompt.empty()) return "--prompt";
+  return !flags.prompts_file.empty() ? absl::StrCat("--prompts_file ", flags.prompts_file)
+                                     : absl::StrCat("--dialogs_file ", flags.dialogs_file);
+}
+
+// An error when nothing of the job can run; otherwise a warning per input
+// that cannot (the first few).
+absl::Status CheckInputsRun(const Tokenizer& tokenizer, const Job& job, const JobFlags& flags,
+                            std::vector<std::string>* warnings) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> problems, UnrunnableInputs(tokenizer, job, flags.max_seq_len));
+  if (problems.empty()) return absl::OkStatus();
+  const size_t inputs = job.prompts.size() + job.dialogs.size();
+  const size_t shown = std::min(problems.size(), kProblemsShown);
+  const std::string more =
+      problems.size() > shown ? absl::StrFormat(" (and %d more)", problems.size() - shown) : std::string();
+  if (problems.size() == inputs) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: nothing can run: %s%s", InputSource(flags),
+        absl::StrJoin(problems.begin(), problems.begin() + shown, "; "), more));
+  }
+  for (size_t i = 0; i < shown; ++i) {
+    warnings->push_back(absl::StrFormat("%s: %s; it gets an error record, the others run", InputSource(flags),
+                                        problems[i]));
+  }
+  if (!more.empty()) {
+    warnings->push_back(absl::StrFormat("%s: %d more cannot run", InputSource(flags), problems.size() - shown));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOutputFolder(const std::string& output) {
+  const fs::path folder = fs::absolute(output).parent_path();
+  std::error_code error;
+  if (!fs::is_directory(folder, error)) {
+    return absl::NotFoundError(
+        absl::StrFormat("--output \"%s\": the folder %s does not exist", output, folder.string()));
+  }
+  if (access(folder.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("--output \"%s\": the folder %s is not writable", output, folder.string()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status CheckCheckpointFolder(const std::string& ckpt_dir) {
   std::error_code error;
@@ -26,11 +118,15 @@ absl::Status CheckCheckpointFolder(const std::string& ckpt_dir) {
   return absl::OkStatus();
 }
 
-absl::Status CheckJobInputs(const std::string& tokenizer_path, const JobFlags& flags, std::string* warning) {
-  RETURN_IF_ERROR(Tokenizer::Load(tokenizer_path).status());
+absl::Status CheckJobInputs(const PreflightModel& model, const JobFlags& flags, std::vector<std::string>* warnings) {
+  ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(model.tokenizer_path));
+  RETURN_IF_ERROR(CheckVocabulary(model, *tokenizer));
   // The worker's own reading, so the messages (file, line, element) are its;
   // a server has no job (its prompts come over HTTP).
-  if (!flags.serve) RETURN_IF_ERROR(ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file).status());
+  if (!flags.serve) {
+    ASSIGN_OR_RETURN(const Job job, ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file));
+    RETURN_IF_ERROR(CheckInputsRun(*tokenizer, job, flags, warnings));
+  }
   if (!flags.json_schema.empty()) {
     if (flags.serve) {
       return absl::InvalidArgumentError(
@@ -38,26 +134,16 @@ absl::Status CheckJobInputs(const std::string& tokenizer_path, const JobFlags& f
     }
     RETURN_IF_ERROR(ReadJsonSchemaGrammar(flags.json_schema).status());
   }
-  if (!flags.output.empty()) {
-    const fs::path folder = fs::absolute(flags.output).parent_path();
-    std::error_code error;
-    if (!fs::is_directory(folder, error)) {
-      return absl::NotFoundError(
-          absl::StrFormat("--output \"%s\": the folder %s does not exist", flags.output, folder.string()));
-    }
-    if (access(folder.c_str(), W_OK) != 0) {
-      return absl::PermissionDeniedError(
-          absl::StrFormat("--output \"%s\": the folder %s is not writable", flags.output, folder.string()));
-    }
-  }
-  warning->clear();
+  if (!flags.output.empty()) RETURN_IF_ERROR(CheckOutputFolder(flags.output));
   if (flags.max_gen_len >= flags.max_seq_len) {
-    *warning = absl::StrFormat(
+    warnings->push_back(absl::StrFormat(
         "--max_gen_len=%d is at least --max_seq_len=%d: each completion stops at max_seq_len tokens, prompt "
         "included (as the reference caps it)",
-        flags.max_gen_len, flags.max_seq_len);
+        flags.max_gen_len, flags.max_seq_len));
   }
   return absl::OkStatus();
 }
+
+absl::Status CheckLogFolder(const std::string& log_dir) { return Annotate(ProbeWritableFolder(log_dir), "--log_dir"); }
 
 }  // namespace llama

@@ -1,12 +1,15 @@
 // What the launcher checks before converting anything or starting a
 // worker, so that a typo costs a second, not a 70B conversion and a model
-// load: the checkpoint folder, the tokenizer, the job's inputs (parsed as
-// the worker parses them, with the same messages) and the output folder.
+// load: the checkpoint folder, the tokenizer against the checkpoint's
+// vocabulary, the job's inputs (parsed and tokenized as the worker does,
+// with the same messages), the output and log folders.
 
 #ifndef LLAMA_LAUNCHER_PREFLIGHT_H_
 #define LLAMA_LAUNCHER_PREFLIGHT_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "worker/job_flags.h"
@@ -16,10 +19,24 @@ namespace llama {
 // --ckpt_dir: exists and is a folder.
 absl::Status CheckCheckpointFolder(const std::string& ckpt_dir);
 
-// The tokenizer loads; the job's prompt or prompts/dialogs file parses; the
-// output file's folder exists and is writable; and a warning (returned as a
-// message, empty when none) when --max_seq_len caps --max_gen_len.
-absl::Status CheckJobInputs(const std::string& tokenizer_path, const JobFlags& flags, std::string* warning);
+// The model a job runs, as far as it is known before converting.
+struct PreflightModel {
+  std::string ckpt_dir;
+  int64_t vocab_size = 0;  // The checkpoint's (its embedding's rows).
+  std::string tokenizer_path;
+};
+
+// The tokenizer loads and has the model's vocabulary; the job's prompt or
+// prompts/dialogs file parses; the output file's folder exists and is
+// writable. Each prompt or dialog is encoded as the worker will: one too
+// long for --max_seq_len, or a dialog whose roles break the chat format,
+// gets an error record when the job runs (the others run), so it is a
+// warning here, and an error when nothing could run. `warnings` also says
+// when --max_seq_len caps --max_gen_len.
+absl::Status CheckJobInputs(const PreflightModel& model, const JobFlags& flags, std::vector<std::string>* warnings);
+
+// --log_dir: made if missing, and the ranks' logs can be created in it.
+absl::Status CheckLogFolder(const std::string& log_dir);
 
 }  // namespace llama
 

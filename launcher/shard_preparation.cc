@@ -1,7 +1,5 @@
 #include "launcher/shard_preparation.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,20 +35,6 @@ absl::StatusOr<std::string> JobFailure(const std::string& marker, const std::str
   return text;
 }
 
-// Whether files can be created in `dir` (made if missing). Permission bits
-// do not tell (root ignores them; a read-only mount overrides them): try.
-bool CanWriteInto(const fs::path& dir) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) return false;
-  std::string probe = (dir / ".write-probe-XXXXXX").string();
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0) return false;
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return true;
-}
-
 }  // namespace
 
 absl::StatusOr<ShardLocation> ChooseShardDir(const ConvertOptions& convert, const std::string& cache_root) {
@@ -61,7 +45,7 @@ absl::StatusOr<ShardLocation> ChooseShardDir(const ConvertOptions& convert, cons
   const std::string tp = absl::StrCat("tp", convert.world_size,
                                       convert.dtype.has_value() ? absl::StrCat("-", DTypeName(*convert.dtype)) : "");
   ShardLocation next_to_checkpoint{(ckpt / "shards" / tp).string(), ""};
-  if (CanWriteInto(ckpt / "shards")) return next_to_checkpoint;
+  if (ProbeWritableFolder((ckpt / "shards").string()).ok()) return next_to_checkpoint;
   ConvertOptions check = convert;
   check.out_dir = next_to_checkpoint.dir;
   check.check_only = true;

@@ -1,5 +1,5 @@
-// //tools:convert --format=gguf: the file read back by an independent
-// reader here (structure, metadata, every tensor's bytes against our own
+// //tools:convert --format=gguf: the file read back by checkpoint/
+// gguf_reader (structure, metadata, every tensor's bytes against our own
 // shards), and loaded by llama.cpp itself (node-llama-cpp's prebuilt
 // library), whose greedy tokens must be PyTorch's golden ones.
 
@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/process.h"
 #include "checkpoint/checkpoint_fixture.h"
+#include "checkpoint/gguf_reader.h"
 #include "checkpoint/shard_format.h"
 #include "ops/cast.h"
 #include "tests/fixtures/test_util.h"
@@ -33,108 +34,24 @@ using ::testing::HasSubstr;
 
 std::string TempDir() { return getenv("TEST_TMPDIR"); }
 
-// ---- A GGUF reader written from the specification (ggml docs/gguf.md),
-// independently of checkpoint/gguf_writer.
-
-struct GgufInfo {
-  std::string name;
-  std::vector<uint64_t> dims;  // Innermost first.
-  uint32_t type;
-  uint64_t offset;
-};
-
-struct GgufFile {
-  std::string bytes;
-  uint32_t version = 0;
+// The file read back by checkpoint/gguf_reader (written from the
+// specification, ggml docs/gguf.md; it shares only the format's constants
+// with the writer), with its metadata by key and its bytes.
+struct ReadBack {
+  std::unique_ptr<GgufFile> file;
   std::map<std::string, nlohmann::json> metadata;
-  std::vector<GgufInfo> tensors;
-  uint64_t data_start = 0;
+  std::string bytes;
 };
 
-class Cursor {
- public:
-  explicit Cursor(const std::string& bytes) : bytes_(bytes) {}
-  template <typename T>
-  T Get() {
-    T value{};
-    if (at_ + sizeof value > bytes_.size()) {
-      ADD_FAILURE() << "read past the end at " << at_;
-      at_ = bytes_.size();
-      return value;
-    }
-    std::memcpy(&value, bytes_.data() + at_, sizeof value);
-    at_ += sizeof value;
-    return value;
-  }
-  std::string String() {
-    const uint64_t size = Get<uint64_t>();
-    if (size > bytes_.size() - at_) {
-      ADD_FAILURE() << "string of " << size << " bytes past the end at " << at_;
-      at_ = bytes_.size();
-      return "";
-    }
-    std::string s = bytes_.substr(at_, size);
-    at_ += size;
-    return s;
-  }
-  nlohmann::json Value(uint32_t type) {
-    switch (type) {
-      case 0: return Get<uint8_t>();
-      case 1: return Get<int8_t>();
-      case 2: return Get<uint16_t>();
-      case 3: return Get<int16_t>();
-      case 4: return Get<uint32_t>();
-      case 5: return Get<int32_t>();
-      case 6: return Get<float>();
-      case 7: return Get<uint8_t>() != 0;
-      case 8: return String();
-      case 9: {
-        const uint32_t element = Get<uint32_t>();
-        const uint64_t count = Get<uint64_t>();
-        nlohmann::json array = nlohmann::json::array();
-        for (uint64_t i = 0; i < count && at_ < bytes_.size(); ++i) array.push_back(Value(element));
-        return array;
-      }
-      case 10: return Get<uint64_t>();
-      case 11: return Get<int64_t>();
-      case 12: return Get<double>();
-    }
-    ADD_FAILURE() << "unknown value type " << type;
-    at_ = bytes_.size();
-    return nullptr;
-  }
-  uint64_t at() const { return at_; }
-
- private:
-  const std::string& bytes_;
-  uint64_t at_ = 0;
-};
-
-GgufFile ReadGguf(const std::string& path) {
-  GgufFile file;
-  file.bytes = ReadFileOrEmpty(path);
-  Cursor cursor(file.bytes);
-  EXPECT_EQ(cursor.Get<uint32_t>(), 0x46554747u) << "magic \"GGUF\"";
-  file.version = cursor.Get<uint32_t>();
-  const uint64_t tensors = cursor.Get<uint64_t>(), kvs = cursor.Get<uint64_t>();
-  for (uint64_t i = 0; i < kvs; ++i) {
-    const std::string key = cursor.String();
-    const uint32_t type = cursor.Get<uint32_t>();
-    EXPECT_EQ(file.metadata.count(key), 0u) << "duplicate key " << key;
-    file.metadata[key] = cursor.Value(type);
-  }
-  for (uint64_t i = 0; i < tensors; ++i) {
-    GgufInfo info;
-    info.name = cursor.String();
-    const uint32_t n_dims = cursor.Get<uint32_t>();
-    for (uint32_t d = 0; d < n_dims; ++d) info.dims.push_back(cursor.Get<uint64_t>());
-    info.type = cursor.Get<uint32_t>();
-    info.offset = cursor.Get<uint64_t>();
-    file.tensors.push_back(info);
-  }
-  const uint64_t alignment = file.metadata.count("general.alignment") ? file.metadata["general.alignment"].get<uint64_t>() : 32;
-  file.data_start = (cursor.at() + alignment - 1) / alignment * alignment;
-  return file;
+ReadBack ReadGguf(const std::string& path) {
+  ReadBack read;
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return read;
+  read.file = *std::move(file);
+  for (const auto& [key, value] : read.file->metadata()) read.metadata[key] = value;
+  read.bytes = ReadFileOrEmpty(path);
+  return read;
 }
 
 // Bytes of `count` elements of a ggml type: F32, F16/BF16, Q8_0 (blocks of 32 in 34 bytes).
@@ -185,12 +102,13 @@ std::string OurName(const std::string& gguf) {
 // The file is well-formed and holds the shard's model: every tensor, its
 // bytes (the norms widened to f32), the config and the vocabulary.
 void ExpectGgufHoldsTheShard(const std::string& gguf_path, const std::string& shard_path, uint32_t weight_type) {
-  const GgufFile gguf = ReadGguf(gguf_path);
+  ReadBack gguf = ReadGguf(gguf_path);
+  ASSERT_NE(gguf.file, nullptr);
   absl::StatusOr<std::unique_ptr<ShardReader>> shard = ShardReader::Open(shard_path);
   ASSERT_TRUE(shard.ok()) << shard.status();
   const shard::ModelConfig& c = (*shard)->index().config();
-  EXPECT_EQ(gguf.version, 3u);
-  auto m = gguf.metadata;
+  EXPECT_EQ(gguf.file->version(), 3u);
+  auto& m = gguf.metadata;
   EXPECT_EQ(m["general.architecture"], "llama");
   EXPECT_EQ(m["llama.block_count"], c.n_layers());
   EXPECT_EQ(m["llama.embedding_length"], c.dim());
@@ -212,36 +130,38 @@ void ExpectGgufHoldsTheShard(const std::string& gguf_path, const std::string& sh
   }
   EXPECT_EQ(m["tokenizer.ggml.token_type"][1], 3) << "BOS is a control token";
 
-  ASSERT_EQ(gguf.tensors.size(), static_cast<size_t>((*shard)->index().tensors_size()));
-  EXPECT_EQ(gguf.data_start % 32, 0u);
+  ASSERT_EQ(gguf.file->tensors().size(), static_cast<size_t>((*shard)->index().tensors_size()));
+  const uint64_t data_start = gguf.file->data_offset();
+  EXPECT_EQ(data_start % 32, 0u);
   uint64_t end = 0;
-  for (const GgufInfo& info : gguf.tensors) {
+  for (const GgufTensorInfo& info : gguf.file->tensors()) {
     SCOPED_TRACE(info.name);
     EXPECT_EQ(info.offset % 32, 0u);
     EXPECT_GE(info.offset, end) << "overlaps the previous tensor";
     absl::StatusOr<ShardTensor> ours = (*shard)->Tensor(OurName(info.name));
     ASSERT_TRUE(ours.ok()) << ours.status();
-    std::vector<uint64_t> shape(info.dims.rbegin(), info.dims.rend());
-    EXPECT_EQ(shape, std::vector<uint64_t>(ours->entry->shape().begin(), ours->entry->shape().end()));
+    const std::vector<int64_t>& shape = info.shape;
+    EXPECT_EQ(shape, std::vector<int64_t>(ours->entry->shape().begin(), ours->entry->shape().end()));
     uint64_t count = 1;
-    for (uint64_t d : shape) count *= d;
-    const uint64_t size = GgmlBytes(info.type, count);
+    for (int64_t d : shape) count *= d;
+    const uint32_t type = info.ggml_type;
+    const uint64_t size = GgmlBytes(type, count);
     end = info.offset + size;
-    ASSERT_LE(gguf.data_start + end, gguf.bytes.size());
-    const char* data = gguf.bytes.data() + gguf.data_start + info.offset;
+    ASSERT_LE(data_start + end, gguf.bytes.size());
+    const char* data = gguf.bytes.data() + data_start + info.offset;
     if (info.name == "token_embd.weight" && weight_type == 8) {
-      EXPECT_EQ(static_cast<int>(info.type), 0) << "int8 exports keep the embedding as stored (f32 here)";
+      EXPECT_EQ(static_cast<int>(type), 0) << "int8 exports keep the embedding as stored (f32 here)";
       ASSERT_EQ(size, ours->bytes.size());
       EXPECT_EQ(std::memcmp(data, ours->bytes.data(), size), 0);
     } else if (shape.size() == 1) {
       // Norms stay f32 (exact from an f32 or 16-bit source); in the shard's
       // type they are the shard's values.
-      EXPECT_EQ(info.type, 0u) << "norms are f32";
+      EXPECT_EQ(type, 0u) << "norms are f32";
       std::vector<uint8_t> narrowed(ours->bytes.size());
       ASSERT_TRUE(CastElements(data, DType::kF32, narrowed.data(), ours->dtype, count).ok());
       EXPECT_EQ(std::memcmp(narrowed.data(), ours->bytes.data(), narrowed.size()), 0);
     } else {
-      EXPECT_EQ(info.type, weight_type);
+      EXPECT_EQ(type, weight_type);
       ASSERT_EQ(size, ours->bytes.size());
       EXPECT_EQ(std::memcmp(data, ours->bytes.data(), size), 0);
     }

@@ -235,6 +235,13 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"two_inputs", {"--prompt=hi"}, "tiny_fp32_mp1",
                                 "give exactly one of --prompt, --prompts_file, --dialogs_file (2 given)"},
                       BadLaunch{"bad_prompts", {"--prompts_file=/etc/hostname"}, "tiny_fp32_mp1", "/etc/hostname"},
+                      // Checks that need no weights, before converting (#33).
+                      BadLaunch{"tokenizer_vocab", {}, "llama3_bf16_mp1",
+                                "has 600 tokens but the model in "},
+                      BadLaunch{"prompts_too_long", {"--max_seq_len=2", "--max_gen_len=1"}, "tiny_fp32_mp1",
+                                ": nothing can run: prompt 0 has "},
+                      BadLaunch{"log_dir", {"--log_dir=/etc/hostname/logs"}, "tiny_fp32_mp1",
+                                "--log_dir: cannot create \"/etc/hostname/logs\""},
                       BadLaunch{"no_output_folder", {"--output=/nonexistent/out.jsonl"}, "tiny_fp32_mp1",
                                 "--output \"/nonexistent/out.jsonl\": the folder /nonexistent does not exist"},
                       BadLaunch{"token_file", {"--token_file=/nonexistent/token"}, "tiny_fp32_mp1",
@@ -254,6 +261,37 @@ INSTANTIATE_TEST_SUITE_P(
                                                 : "--device=cuda: this binary was built without CUDA",
                                 {"CUDA_VISIBLE_DEVICES=0"}}),
     [](const ::testing::TestParamInfo<BadLaunch>& info) { return info.param.name; });
+
+// A dialog the chat format refuses is found before converting, in the
+// worker's words; one prompt of several that is too long is a warning
+// before converting, and the others run.
+TEST(LauncherTest, DialogRolesAndPromptLengthsAreCheckedBeforeConverting) {
+  std::vector<std::string> args = FixtureJob("bad_roles", 1);
+  const std::string shard_dir = TempDir() + "/shards_bad_roles";
+  const std::string dialogs = TempDir() + "/bad_roles.json";
+  std::ofstream(dialogs) << R"([[{"role": "assistant", "content": "I speak first"}]])";
+  args.insert(args.end(), {"--shard_dir=" + shard_dir, "--prompts_file=", "--dialogs_file=" + dialogs});
+  LauncherRun run = Launch("bad_roles", args);
+  EXPECT_EQ(ExitCodeOf(run, 60s), 1);
+  EXPECT_THAT(run.err(), HasSubstr(": nothing can run: dialog 0: dialog message 0 has role \"assistant\""));
+  EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before refusing";
+
+  const std::string prompts = TempDir() + "/one_long.json";
+  std::string long_prompt;
+  for (int i = 0; i < 20; ++i) long_prompt += "I believe the meaning of life is ";
+  std::ofstream(prompts) << nlohmann::json({"Hi", long_prompt}).dump();
+  args = FixtureJob("one_long", 1);
+  args.insert(args.end(), {"--shard_dir=" + TempDir() + "/shards_one_long", "--prompts_file=" + prompts,
+                           "--max_seq_len=16", "--max_gen_len=2"});
+  LauncherRun mixed = Launch("one_long", args);
+  EXPECT_EQ(ExitCodeOf(mixed, 120s), 1);  // One failed prompt.
+  const std::string err = mixed.err();
+  const size_t warning = err.find("prompt 1 has ");
+  ASSERT_NE(warning, std::string::npos) << err;
+  const size_t converted = err.find("launcher: converted to");
+  ASSERT_NE(converted, std::string::npos) << err;
+  EXPECT_LT(warning, converted) << "warned only after converting";
+}
 
 TEST(LauncherFaultTest, BusyMasterPort) {
   absl::StatusOr<net::Socket> squatter = net::Listen("0.0.0.0", 0);

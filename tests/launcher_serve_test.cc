@@ -286,6 +286,31 @@ TEST(LauncherChatTest, ATurnPastTheContextSaysWhy) {
   EXPECT_THAT(said, HasSubstr("/reset starts a new dialog")) << said;
 }
 
+// A chat whose history outgrows the context goes on: the oldest exchange
+// is dropped, saying so, and the turn is answered as if the dialog began
+// there (both turns are the same text, so both answers are the same).
+TEST(LauncherChatTest, AHistoryPastTheContextDropsItsOldestTurns) {
+  const std::string input = absl::StrCat(TempDir(), "/chat_history_input.txt");
+  std::string turn;
+  for (int i = 0; i < 12; ++i) turn += "hello ";  // About 75 of the 128 tokens with the chat format's markers.
+  std::ofstream(input) << turn << "\n" << turn << "\n";
+  LauncherRun chat = RunProgram(
+      "chat_history", {"/bin/sh", "-c",
+                       absl::StrCat("exec launcher/launcher chat --ckpt_dir=", CheckpointFixturePath("tiny_fp32_mp1"),
+                                    " --tokenizer_path=", TokenizerFixturePath("tokenizer.model"), " --shard_dir=",
+                                    TempDir(), "/serve_shards_tiny_fp32_mp1_1 --log_dir=", TempDir(),
+                                    "/chat_history/logs --nproc_per_node=1 --max_seq_len=128 --temperature=0 "
+                                    "--max_gen_len=12 < ", input)},
+      {"HOME=" + TempDir(), "PATH=/usr/bin:/bin"});
+  ASSERT_EQ(ExitCodeOf(chat, 60s), 0) << chat.err();
+  const std::string note = "(the history no longer fits the model's context: its oldest turn is dropped)\n";
+  const std::string out = chat.out();
+  const size_t at = out.find(note);
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_GT(at, 1u) << "the first answer is empty: " << out;
+  EXPECT_EQ(out.substr(0, at), out.substr(at + note.size())) << out;
+}
+
 // launcher chat on a pseudo-terminal, as a person uses it: a prompt, an
 // answer, Ctrl-C (the terminal's interrupt character) at the prompt does
 // not end the chat, /exit leaves with exit code 0. (Ctrl-C during an answer

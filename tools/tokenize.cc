@@ -5,9 +5,9 @@
 //   tokenize --tokenizer_path=tokenizer.model --ids=1,15043,3186
 //
 // For text: one line per token (id, the vocabulary entry, its text decoded
-// alone). For
-// dialogs: the chat prompt's ids as the reference's chat_completion builds
-// them, then its decoded text. For ids: the decoded text.
+// alone). For dialogs: the chat prompt's ids as the reference's
+// chat_completion builds them, then its decoded text, or why the chat
+// format refuses it. For ids: the decoded text.
 
 #include <algorithm>
 #include <cstdio>
@@ -82,9 +82,11 @@ absl::Status Tokenize() {
     ASSIGN_OR_RETURN(std::vector<llama::Dialog> dialogs, llama::ReadDialogsFile(FLAGS_dialogs_file));
     for (size_t i = 0; i < dialogs.size(); ++i) {
       absl::StatusOr<llama::ChatPrompt> prompt = llama::EncodeDialog(*tokenizer, dialogs[i]);
+      // What the chat format does with this dialog is the answer, a refusal
+      // too (as a batch job gives it an error record); the others follow.
       if (!prompt.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(FLAGS_dialogs_file, ": dialog ", i, ": ", prompt.status().message()));
+        std::printf("dialog %zu: refused: %s\n", i, std::string(prompt.status().message()).c_str());
+        continue;
       }
       ASSIGN_OR_RETURN(std::string text, tokenizer->Decode(prompt->tokens));
       std::printf("dialog %zu: %zu tokens%s\n  ids: [%s]\n  text: \"%s\"\n", i,

@@ -1,0 +1,83 @@
+// What the launcher finds before converting: each check that needs no
+// weights, with the message the user gets.
+
+#include "launcher/preflight.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tokenizer/tokenizer_fixture.h"
+
+namespace llama {
+namespace {
+
+using ::llama::testing::TokenizerFixturePath;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The fixture's tokenizer (600 pieces) and a model of its vocabulary.
+PreflightModel FixtureModel() { return {"/data/tiny", 600, TokenizerFixturePath("tokenizer.model")}; }
+
+JobFlags Prompt(const std::string& prompt) {
+  JobFlags flags;
+  flags.prompt = prompt;
+  flags.max_gen_len = 4;
+  return flags;
+}
+
+TEST(PreflightTest, TheTokenizerMustHaveTheModelsVocabulary) {
+  PreflightModel model = FixtureModel();
+  model.vocab_size = 32000;
+  std::vector<std::string> warnings;
+  EXPECT_EQ(CheckJobInputs(model, Prompt("Hello"), &warnings).message(),
+            "the tokenizer " + model.tokenizer_path +
+                " has 600 tokens but the model in /data/tiny has a vocabulary of 32000; use the checkpoint's own "
+                "tokenizer (--tokenizer_path)");
+  EXPECT_TRUE(CheckJobInputs(FixtureModel(), Prompt("Hello"), &warnings).ok());
+  EXPECT_THAT(warnings, IsEmpty());
+}
+
+TEST(PreflightTest, APromptLongerThanMaxSeqLen) {
+  JobFlags flags = Prompt("Hello world, this is far too long for the context");
+  flags.max_seq_len = 4;
+  flags.max_gen_len = 2;
+  std::vector<std::string> warnings;
+  EXPECT_THAT(CheckJobInputs(FixtureModel(), flags, &warnings).message(),
+              HasSubstr("--prompt: nothing can run: prompt 0 has "));
+  EXPECT_THAT(CheckJobInputs(FixtureModel(), flags, &warnings).message(), HasSubstr("more than --max_seq_len=4"));
+  // One of two: the other runs, so the long one is a warning.
+  flags.prompt.clear();
+  flags.prompts_file = TempFile("prompts.json", R"(["Hi", "Hello world, this is far too long for the context"])");
+  ASSERT_TRUE(CheckJobInputs(FixtureModel(), flags, &warnings).ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("--prompts_file " + flags.prompts_file + ": prompt 1 has "));
+  EXPECT_THAT(warnings[0], HasSubstr("it gets an error record, the others run"));
+}
+
+TEST(PreflightTest, DialogRolesAreTheChatFormats) {
+  JobFlags flags;
+  flags.max_gen_len = 4;
+  flags.dialogs_file = TempFile("dialogs.json", R"([[{"role": "assistant", "content": "I speak first"}]])");
+  std::vector<std::string> warnings;
+  const absl::Status status = CheckJobInputs(FixtureModel(), flags, &warnings);
+  EXPECT_THAT(status.message(), HasSubstr("--dialogs_file " + flags.dialogs_file + ": nothing can run: dialog 0: "));
+}
+
+TEST(PreflightTest, ALogFolderThatCannotBeMade) {
+  const std::string file = TempFile("a_file", "x");
+  EXPECT_THAT(CheckLogFolder(file + "/logs").message(), HasSubstr("--log_dir: cannot create \"" + file + "/logs\""));
+  EXPECT_TRUE(CheckLogFolder(std::string(std::getenv("TEST_TMPDIR")) + "/logs/run1").ok());
+}
+
+}  // namespace
+}  // namespace llama
