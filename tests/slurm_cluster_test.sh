@@ -107,7 +107,7 @@ cd "$T/jobs"
 grep -q -- '--gpus-per-node' submit.out && fail "a gres line in a CPU job's script"
 job="$(tail -n1 submit.out)"
 [ "$(wait_for "$job" 90)" = COMPLETED ] || fail "job $job: $(cat llama2-$job.out)"
-grep '^0: ' "llama2-$job.out" | sed 's/^0: \{0,1\}//' | grep -v '^launcher:\|^convert\|^          the\|^$' > job.text
+grep '^0: ' "llama2-$job.out" | sed 's/^0: \{0,1\}//' | grep -v '^launcher:\|^convert\|^verify\|^          the\|^$' > job.text
 diff <(grep -v '^$' "$T/local.out") job.text || fail "the 2-node text differs from the single-node one"
 echo "PASS: 2-node job $job gives the single-node text"
 
