@@ -163,8 +163,13 @@ std::string SbatchScript(const SbatchOptions& o, const std::string& launcher, co
                   "set -euo pipefail\n"
                   "# One secret per job, shared by every node's launcher through the environment.\n"
                   "export RENDEZVOUS_TOKEN=\"$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n')\"\n"
+                  "# Node 0's address as Slurm itself reaches it (its NodeAddr; the node's name when\n"
+                  "# none is set), so the job runs where node names do not resolve.\n"
+                  "node0=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\"\n"
+                  "node0_addr=\"$(scontrol show node \"$node0\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')\"\n"
                   "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label ",
-                  ShellQuote(launcher), " --nproc_per_node=", o.workers_per_node);
+                  ShellQuote(launcher), " --nproc_per_node=", o.workers_per_node,
+                  " --master_addr=\"${node0_addr:-$node0}\"");
   for (const std::string& arg : args) absl::StrAppend(&script, " ", ShellQuote(arg));
   absl::StrAppend(&script, "\n");
   return script;

@@ -126,8 +126,10 @@ TEST(SlurmTest, SbatchScript) {
   EXPECT_THAT(script, HasSubstr("#SBATCH --exclusive\n"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --output=llama2-%j.out\n"));
   EXPECT_THAT(script, HasSubstr("export RENDEZVOUS_TOKEN="));
+  EXPECT_THAT(script, HasSubstr("node0_addr=\"$(scontrol show node \"$node0\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')\"\n"));
   EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label '/opt/llama/launcher' "
-                                "--nproc_per_node=8 '--ckpt_dir=/data/llama-2-70b' '--prompt=it'\\''s'\n"));
+                                "--nproc_per_node=8 --master_addr=\"${node0_addr:-$node0}\" "
+                                "'--ckpt_dir=/data/llama-2-70b' '--prompt=it'\\''s'\n"));
 }
 
 // A partition without GPUs: workers per node, and no gres request (sbatch
@@ -140,7 +142,7 @@ TEST(SlurmTest, SbatchScriptForCpuNodes) {
   const std::string script = SbatchScript(o, "/shared/my tools/launcher", {});
   EXPECT_THAT(script, Not(HasSubstr("gpus")));
   EXPECT_THAT(script, HasSubstr("#SBATCH --qos=high\n#SBATCH --mem=0\n"));
-  EXPECT_THAT(script, HasSubstr("--label '/shared/my tools/launcher' --nproc_per_node=3\n"));
+  EXPECT_THAT(script, HasSubstr("--label '/shared/my tools/launcher' --nproc_per_node=3 --master_addr="));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #!/bin/bash
 # A real Slurm on one host (#32): munged, slurmctld and two slurmd (nodes
-# named after this host, whose name resolves for the job's master address,
-# and <host>2, after it in the node list; their own ports and spool folders
+# whose names resolve nowhere, as on clusters that set NodeAddr, so the job
+# must take node 0's address from Slurm; their own ports and spool folders
 # under a temporary folder), a CPU-only partition. Submits a 2-node demo
 # job with `launcher sbatch` (its text must be the single-node run's) and a
 # failing 2-node job (it must end within seconds: srun --kill-on-bad-exit),
@@ -22,6 +22,8 @@ for tool in munged slurmctld slurmd sbatch squeue scontrol; do
 done
 host="$(hostname -s)"
 getent hosts "$host" >/dev/null || skip "this host's name $host does not resolve"
+n0=llamaslurm0 n1=llamaslurm1  # Node names; NodeAddr is how Slurm reaches them.
+getent hosts "$n0" >/dev/null && skip "$n0 resolves here: the test needs node names that do not"
 
 T="$(mktemp -d /tmp/llama-slurm-XXXXXX)"  # Short: the munge socket path must fit a sockaddr_un.
 pids=()  # Every daemon started (slurmctld and slurmd: from their pid files at the end).
@@ -41,7 +43,7 @@ trap cleanup EXIT
 fail() { echo "FAILED: $*"; for f in "$T"/log/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 
 runfiles="${TEST_SRCDIR:-$PWD/..}/llama2_cpp"
-mkdir -p "$T/bin" "$T/state" "$T/spool/$host" "$T/spool/${host}2" "$T/munge" "$T/log" "$T/run" "$T/home" "$T/jobs"
+mkdir -p "$T/bin" "$T/state" "$T/spool/$n0" "$T/spool/$n1" "$T/munge" "$T/log" "$T/run" "$T/home" "$T/jobs"
 cp "$runfiles/launcher/launcher" "$runfiles/worker/worker" "$T/bin/"
 base=$((20000 + RANDOM % 10000))
 cat > "$T/slurm.conf" <<CONF
@@ -69,9 +71,9 @@ AccountingStorageType=accounting_storage/none
 MpiDefault=none
 InactiveLimit=0
 KillWait=5
-NodeName=$host NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=2 RealMemory=2000
-NodeName=${host}2 NodeHostname=${host}2 NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=2 RealMemory=2000
-PartitionName=cpu Nodes=$host,${host}2 Default=YES MaxTime=INFINITE State=UP
+NodeName=$n0 NodeHostname=$n0 NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=2 RealMemory=2000
+NodeName=$n1 NodeHostname=$n1 NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=2 RealMemory=2000
+PartitionName=cpu Nodes=$n0,$n1 Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF="$T/slurm.conf" HOME="$T/home"
 head -c 1024 /dev/urandom > "$T/munge/munge.key"
@@ -81,8 +83,8 @@ munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/munge.socket" 
 pids+=("$(cat "$T/munge/munged.pid")")
 slurmctld -f "$T/slurm.conf" || fail "slurmctld did not start"
 sleep 1
-slurmd -f "$T/slurm.conf" -N "$host" || fail "slurmd $host did not start"
-slurmd -f "$T/slurm.conf" -N "${host}2" || fail "slurmd ${host}2 did not start"
+slurmd -f "$T/slurm.conf" -N "$n0" || fail "slurmd $n0 did not start"
+slurmd -f "$T/slurm.conf" -N "$n1" || fail "slurmd $n1 did not start"
 for i in $(seq 30); do
   [ "$(sinfo -h -o %T -p cpu 2>/dev/null | sort -u)" = idle ] && break
   sleep 1
