@@ -1,9 +1,9 @@
 // Structured output end to end on the fixture models (random weights, so
 // nothing but the constraint makes the output valid): every schema of
-// testdata/schemas.json, greedy and sampled, with Llama 2's SentencePiece
+// worker/grammar's corpus, greedy and sampled, with Llama 2's SentencePiece
 // and Llama 3's tiktoken tokenizers, all requests on one engine at once;
-// then python-jsonschema (testdata/validate_outputs.py) checks every
-// answer, knowing nothing of our grammar code.
+// then python-jsonschema (worker/grammar/testdata/validate_outputs.py)
+// checks every answer, knowing nothing of our grammar code.
 
 #include <fstream>
 #include <regex>
@@ -21,7 +21,14 @@
 #include "worker/grammar/regex_to_gbnf.h"
 #include "worker/model/golden_fixture.h"
 
-namespace llama::grammar {
+namespace llama {
+
+using grammar::ChoiceGbnf;
+using grammar::GrammarCache;
+using grammar::JsonSchemaToGbnf;
+using grammar::RegexToGbnf;
+using grammar::TokenAutomaton;
+using grammar::TokenMatcher;
 namespace {
 
 struct Fixture {
@@ -149,4 +156,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace llama::grammar
+}  // namespace llama
