@@ -491,7 +491,8 @@ TEST(LauncherSlurmTest, SbatchRepeatableFlagsAndCpuNodes) {
                            {"PATH=/nonexistent"});
   ASSERT_EQ(ExitCodeOf(run), 0) << run.err();
   EXPECT_THAT(run.out(), HasSubstr("#SBATCH --qos=high\n#SBATCH --mem=0\n"));
-  EXPECT_THAT(run.out(), HasSubstr("--nproc_per_node=3 '--worker_env=A=1' '--worker_env=B=2'\n"));
+  EXPECT_THAT(run.out(), HasSubstr("--nproc_per_node=3 --master_addr=\"${node0_addr:-$node0}\" '--worker_env=A=1' "
+                                   "'--worker_env=B=2'\n"));
   EXPECT_THAT(run.out(), Not(HasSubstr("gpus-per-node")));
 }
 
