@@ -126,7 +126,7 @@ const weather = {type: "function", function: {name: "get_weather", description: 
     parameters: {type: "object", properties: {city: {type: "string", maxLength: 8}}, required: ["city"]}}};
 const ask = [{role: "user", content: "Weather in Paris?"}];
 const called = await llama3.chat.completions.create(
-    {model, messages: ask, tools: [weather], tool_choice: "required", max_tokens: 100, seed: 3});
+    {model, messages: ask, tools: [weather], tool_choice: "required", max_tokens: 400, seed: 3});
 const call = called.choices[0].message.tool_calls?.[0];
 assert.equal(called.choices[0].finish_reason, "tool_calls");
 assert.equal(called.choices[0].message.content, null);
@@ -139,7 +139,7 @@ assert.equal(answered.choices[0].message.role, "assistant");
 assert.ok(answered.usage.prompt_tokens > called.usage.prompt_tokens);
 let streamedCall = null;
 for await (const chunk of await llama3.chat.completions.create({model, messages: ask, tools: [weather], stream: true,
-    tool_choice: {type: "function", function: {name: "get_weather"}}, max_tokens: 100})) {
+    tool_choice: {type: "function", function: {name: "get_weather"}}, max_tokens: 400, seed: 5})) {
   const delta = chunk.choices[0]?.delta ?? {};
   if (delta.tool_calls) streamedCall = delta.tool_calls[0];
   if (chunk.choices[0]?.finish_reason) assert.equal(chunk.choices[0].finish_reason, "tool_calls");
