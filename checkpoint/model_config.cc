@@ -51,6 +51,12 @@ absl::Status ReadDouble(const json& params, absl::string_view source, const char
 
 }  // namespace
 
+int64_t ModelConfig::context_length() const {
+  if (max_seq_len > 0) return max_seq_len;
+  if (rope_scaling.has_value()) return 131072;
+  return rope_theta >= 500000 ? 8192 : 4096;
+}
+
 int64_t ModelConfig::ffn_hidden_dim() const {
   if (hidden_dim.has_value()) return *hidden_dim;
   int64_t hidden = 4 * dim;

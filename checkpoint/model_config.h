@@ -45,6 +45,11 @@ struct ModelConfig {
   int64_t max_seq_len = 0;  // 0: not given.
 
   int64_t head_dim() const { return dim / n_heads; }
+  // The model's own context: max_seq_len when the config gives it (Hugging
+  // Face's max_position_embeddings); else what Meta trained, told apart as
+  // params.json allows: Llama 3.1 and later scale RoPE (131072), Llama 3's
+  // rope_theta is 500000 (8192), Llama 2's the reference's 10000 (4096).
+  int64_t context_length() const;
   // hidden_dim when given, else the reference's FeedForward rule: 2/3 of
   // 4*dim, times the multiplier, rounded up to a multiple of multiple_of.
   int64_t ffn_hidden_dim() const;

@@ -37,6 +37,23 @@ TEST(ModelConfigTest, Llama2Sizes) {
   EXPECT_THAT(CheckWorldSize(*b7, 0).message(), HasSubstr("expected at least 1"));
 }
 
+// Meta's params.json files give no context length: each family's own.
+TEST(ModelConfigTest, ContextLengthIsTheModelsOwn) {
+  const char* llama2 = R"({"dim": 4096, "multiple_of": 256, "n_heads": 32, "n_layers": 32, "norm_eps": 1e-05,
+                           "vocab_size": -1})";
+  const char* llama3 = R"({"dim": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "vocab_size": 128256,
+                           "multiple_of": 1024, "ffn_dim_multiplier": 1.3, "norm_eps": 1e-05, "rope_theta": 500000.0})";
+  const char* llama31 = R"({"dim": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "vocab_size": 128256,
+                            "multiple_of": 1024, "ffn_dim_multiplier": 1.3, "norm_eps": 1e-05, "rope_theta": 500000.0,
+                            "use_scaled_rope": true})";
+  EXPECT_EQ(ParseParamsJson(llama2, "2")->context_length(), 4096);
+  EXPECT_EQ(ParseParamsJson(llama3, "3")->context_length(), 8192);
+  EXPECT_EQ(ParseParamsJson(llama31, "3.1")->context_length(), 131072);
+  ModelConfig given = *ParseParamsJson(llama2, "2");
+  given.max_seq_len = 2048;  // params.json's max_seq_len or config.json's max_position_embeddings.
+  EXPECT_EQ(given.context_length(), 2048);
+}
+
 TEST(ModelConfigTest, OptionalFields) {
   absl::StatusOr<ModelConfig> c = ParseParamsJson(
       R"({"dim": 64, "n_layers": 2, "n_heads": 8, "n_kv_heads": 2, "rope_theta": 500000.0,

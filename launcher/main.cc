@@ -250,7 +250,8 @@ absl::Status PrepareModel(LaunchPlan& plan, PreparedJob& prepared) {
   convert.verify_checklist = fs::exists(fs::path(plan.ckpt_dir) / "checklist.chk");
   ASSIGN_OR_RETURN(const ModelConfig model, ReadCheckpointConfig(convert));
   std::vector<std::string> warnings;
-  RETURN_IF_ERROR(CheckJobInputs({plan.ckpt_dir, model.vocab_size, plan.tokenizer_path}, plan.job, &warnings));
+  RETURN_IF_ERROR(CheckJobInputs({plan.ckpt_dir, model.vocab_size, plan.tokenizer_path, model.context_length()},
+                                 plan.job, &warnings));
   for (const std::string& warning : warnings) std::fprintf(stderr, "launcher: warning: %s\n", warning.c_str());
   RETURN_IF_ERROR(CheckLogFolder(plan.supervise.log_dir));
   ASSIGN_OR_RETURN(prepared.worker_binary, FindWorker(plan.worker_binary));

@@ -34,12 +34,11 @@ absl::Status CheckVocabulary(const PreflightModel& model, const Tokenizer& token
 // generator would find once the model is loaded: too long (it counts the
 // tokens with BOS, and the chat format's markers), or roles out of order.
 absl::StatusOr<std::vector<std::string>> UnrunnableInputs(const Tokenizer& tokenizer, const Job& job,
-                                                          int max_seq_len) {
+                                                          const std::string& context_name, int64_t context) {
   std::vector<std::string> problems;
   const auto check_length = [&](const char* what, size_t index, size_t tokens) {
-    if (tokens > static_cast<size_t>(max_seq_len)) {
-      problems.push_back(
-          absl::StrFormat("%s %d has %d tokens, more than --max_seq_len=%d", what, index, tokens, max_seq_len));
+    if (tokens > static_cast<size_t>(context)) {
+      problems.push_back(absl::StrFormat("%s %d has %d tokens, more than %s", what, index, tokens, context_name));
     }
   };
   for (size_t i = 0; i < job.prompts.size(); ++i) {
@@ -66,9 +65,19 @@ std::string InputSource(const JobFlags& flags) {
 
 // An error when nothing of the job can run; otherwise a warning per input
 // that cannot (the first few).
-absl::Status CheckInputsRun(const Tokenizer& tokenizer, const Job& job, const JobFlags& flags,
+// The longest sequence: --max_seq_len, or the model's own context.
+int64_t Context(const JobFlags& flags, int64_t model_context) {
+  return flags.max_seq_len > 0 ? flags.max_seq_len : model_context;
+}
+std::string ContextName(const JobFlags& flags, int64_t model_context) {
+  return flags.max_seq_len > 0 ? absl::StrFormat("--max_seq_len=%d", flags.max_seq_len)
+                               : absl::StrFormat("the model's context of %d (--max_seq_len=0)", model_context);
+}
+
+absl::Status CheckInputsRun(const Tokenizer& tokenizer, const Job& job, const JobFlags& flags, int64_t context,
                             std::vector<std::string>* warnings) {
-  ASSIGN_OR_RETURN(const std::vector<std::string> problems, UnrunnableInputs(tokenizer, job, flags.max_seq_len));
+  ASSIGN_OR_RETURN(const std::vector<std::string> problems,
+                   UnrunnableInputs(tokenizer, job, ContextName(flags, context), Context(flags, context)));
   if (problems.empty()) return absl::OkStatus();
   const size_t inputs = job.prompts.size() + job.dialogs.size();
   const size_t shown = std::min(problems.size(), kProblemsShown);
@@ -125,7 +134,7 @@ absl::Status CheckJobInputs(const PreflightModel& model, const JobFlags& flags, 
   // a server has no job (its prompts come over HTTP).
   if (!flags.serve) {
     ASSIGN_OR_RETURN(const Job job, ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file));
-    RETURN_IF_ERROR(CheckInputsRun(*tokenizer, job, flags, warnings));
+    RETURN_IF_ERROR(CheckInputsRun(*tokenizer, job, flags, model.context, warnings));
   }
   if (!flags.json_schema.empty()) {
     if (flags.serve) {
@@ -135,11 +144,11 @@ absl::Status CheckJobInputs(const PreflightModel& model, const JobFlags& flags, 
     RETURN_IF_ERROR(ReadJsonSchemaGrammar(flags.json_schema).status());
   }
   if (!flags.output.empty()) RETURN_IF_ERROR(CheckOutputFolder(flags.output));
-  if (flags.max_gen_len >= flags.max_seq_len) {
+  if (flags.max_gen_len >= Context(flags, model.context)) {
     warnings->push_back(absl::StrFormat(
-        "--max_gen_len=%d is at least --max_seq_len=%d: each completion stops at max_seq_len tokens, prompt "
-        "included (as the reference caps it)",
-        flags.max_gen_len, flags.max_seq_len));
+        "--max_gen_len=%d is at least %s: each completion stops at max_seq_len tokens, prompt included (as the "
+        "reference caps it)",
+        flags.max_gen_len, ContextName(flags, model.context)));
   }
   return absl::OkStatus();
 }

@@ -24,12 +24,13 @@ struct PreflightModel {
   std::string ckpt_dir;
   int64_t vocab_size = 0;  // The checkpoint's (its embedding's rows).
   std::string tokenizer_path;
+  int64_t context = 0;  // Its own context length (ModelConfig::context_length).
 };
 
 // The tokenizer loads and has the model's vocabulary; the job's prompt or
 // prompts/dialogs file parses; the output file's folder exists and is
 // writable. Each prompt or dialog is encoded as the worker will: one too
-// long for --max_seq_len, or a dialog whose roles break the chat format,
+// long for --max_seq_len (the model's context without it), or a dialog whose roles break the chat format,
 // gets an error record when the job runs (the others run), so it is a
 // warning here, and an error when nothing could run. `warnings` also says
 // when --max_seq_len caps --max_gen_len.

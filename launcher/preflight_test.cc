@@ -26,7 +26,7 @@ std::string TempFile(const std::string& name, const std::string& text) {
 }
 
 // The fixture's tokenizer (600 pieces) and a model of its vocabulary.
-PreflightModel FixtureModel() { return {"/data/tiny", 600, TokenizerFixturePath("tokenizer.model")}; }
+PreflightModel FixtureModel() { return {"/data/tiny", 600, TokenizerFixturePath("tokenizer.model"), 4096}; }
 
 JobFlags Prompt(const std::string& prompt) {
   JobFlags flags;

@@ -105,7 +105,7 @@ absl::Status CheckLoad(const JobFlags& flags, const LoadShape& load) {
     return absl::InvalidArgumentError("--shared_prefix_tokens, --max_concurrency and --request_rate must be >= 0");
   }
   const int64_t longest = load.shared_prefix_tokens + 3 * load.prompt_tokens / 2 + load.output_tokens;
-  if (longest > flags.max_seq_len) {
+  if (flags.max_seq_len > 0 && longest > flags.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "a request may take %d positions (shared prefix + 1.5 x --prompt_tokens + --output_tokens) but "
         "--max_seq_len=%d",

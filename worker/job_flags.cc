@@ -63,8 +63,9 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
   if (!(f.top_p > 0 && f.top_p <= 1)) {
     return absl::InvalidArgumentError(absl::StrFormat("--top_p=%g: expected a value in (0, 1]", f.top_p));
   }
-  if (f.max_seq_len < 2) {
-    return absl::InvalidArgumentError(absl::StrFormat("--max_seq_len=%d: expected at least 2", f.max_seq_len));
+  if (f.max_seq_len != 0 && f.max_seq_len < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--max_seq_len=%d: expected 0 (the model's own) or at least 2", f.max_seq_len));
   }
   if (f.max_batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrFormat("--max_batch_size=%d: expected at least 1", f.max_batch_size));

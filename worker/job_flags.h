@@ -71,8 +71,10 @@ enum class WorkerForwarding {
     "Sampling temperature; 0 is greedy.") \
   X(double, top_p, 0.9, kGeneration, kAlways, \
     "Top-p (nucleus) sampling threshold, in (0, 1].") \
-  X(int32, max_seq_len, 512, kGeneration, kAlways, \
-    "Longest sequence (prompt + generation) the KV cache holds.") \
+  X(int32, max_seq_len, 0, kGeneration, kAlways, \
+    "Longest sequence (prompt + generation). 0: the model's own context (params.json's or config.json's; " \
+    "else Llama 2 4096, Llama 3 8192, Llama 3.1 and later 131072), shortened to what the free memory's KV " \
+    "cache holds unless --kv_cache_gb or --kv_cache_free_share sizes it.") \
   X(int32, max_gen_len, -1, kGeneration, kAlways, \
     "Most tokens to generate per prompt; -1: max_seq_len - 1, as the reference.") \
   X(int32, max_batch_size, 4, kGeneration, kAlways, \

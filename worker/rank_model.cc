@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <glog/logging.h>
+
 #include "absl/strings/str_format.h"
 #include "base/allowed_cpus.h"
 #include "base/status_macros.h"
@@ -55,6 +57,9 @@ absl::StatusOr<TransformerOptions> TransformerOptionsFromFlags(const JobFlags& f
 
 namespace {
 
+// The share of free memory a KV cache sized by default may take.
+constexpr double kDefaultKvShare = 0.9;
+
 // The smallest of every rank's `value`: each rank's in turn, broadcast.
 absl::StatusOr<int64_t> MinOverRanks(Communicator& communicator, int64_t value) {
   int64_t smallest = value;
@@ -66,20 +71,50 @@ absl::StatusOr<int64_t> MinOverRanks(Communicator& communicator, int64_t value) 
   return smallest;
 }
 
+// The KV blocks `share` of this rank's free memory holds (weights and work
+// buffers counted first), the smallest over the ranks.
+absl::StatusOr<int64_t> FreeShareBlocks(const JobFlags& flags, const ModelWeights& weights, Device device,
+                                        RankPeers& peers, const RankPlan& plan, double share) {
+  ASSIGN_OR_RETURN(const double free, FreeMemoryBytes(device, peers.local_rank));
+  const Sampling sampling = device == Device::kCpu ? Sampling::kOnHost : Sampling::kOnDevice;
+  const double taken = WeightBytes(plan.geometry, weights.layers[0].wq.dtype()) + WorkBytes(plan, sampling);
+  RETURN_IF_ERROR(OpenHostCollective(peers, std::chrono::seconds(flags.collective_timeout)));
+  return MinOverRanks(*peers.host, KvBlocksInBytes(plan, share * std::max(0.0, free - taken)));
+}
+
 }  // namespace
 
 absl::StatusOr<RankPlan> PlanRankModel(const JobFlags& flags, const ModelWeights& weights, Device device,
                                        RankPeers& peers, int local_world_size) {
-  ASSIGN_OR_RETURN(const TransformerOptions options, TransformerOptionsFromFlags(flags, local_world_size));
+  ASSIGN_OR_RETURN(TransformerOptions options, TransformerOptionsFromFlags(flags, local_world_size));
+  const bool own_context = options.max_seq_len == 0;
+  if (own_context) options.max_seq_len = weights.config.context_length();
   ASSIGN_OR_RETURN(RankPlan plan, PlanRank(weights, peers.rank, peers.world_size, options));
-  if (flags.kv_cache_free_share <= 0) return plan;
-  ASSIGN_OR_RETURN(const double free, FreeMemoryBytes(device, peers.local_rank));
-  const Sampling sampling = device == Device::kCpu ? Sampling::kOnHost : Sampling::kOnDevice;
-  const double taken = WeightBytes(plan.geometry, weights.layers[0].wq.dtype()) + WorkBytes(plan, sampling);
-  const double share = flags.kv_cache_free_share * std::max(0.0, free - taken);
-  RETURN_IF_ERROR(OpenHostCollective(peers, std::chrono::seconds(flags.collective_timeout)));
-  ASSIGN_OR_RETURN(const int64_t blocks, MinOverRanks(*peers.host, KvBlocksInBytes(plan, share)));
-  RETURN_IF_ERROR(SetKvBlocks(plan, blocks));
+  if (flags.kv_cache_free_share > 0) {
+    ASSIGN_OR_RETURN(const int64_t blocks, FreeShareBlocks(flags, weights, device, peers, plan,
+                                                           flags.kv_cache_free_share));
+    RETURN_IF_ERROR(SetKvBlocks(plan, blocks));
+    return plan;
+  }
+  if (!own_context || flags.kv_cache_gb > 0) return plan;
+  // The model's own context, with a cache of max_batch_size such sequences
+  // unless free memory holds less: then what it holds, and a context of at
+  // most all of it (vLLM's gpu_memory_utilization default, 0.9).
+  ASSIGN_OR_RETURN(const int64_t fits, FreeShareBlocks(flags, weights, device, peers, plan, kDefaultKvShare));
+  if (fits >= plan.limits.kv_blocks) return plan;
+  if (fits < plan.limits.blocks_per_sequence()) {
+    options.max_seq_len = std::min<int64_t>(options.max_seq_len, fits * options.kv_block_size);
+    if (options.max_seq_len < 2) {
+      return absl::ResourceExhaustedError(
+          "no room for a KV cache once the weights are loaded: free memory, or give --kv_cache_gb");
+    }
+    LOG(INFO) << absl::StrFormat(
+        "context %d positions: the model's own %d does not fit %.0f%% of the free memory as a KV cache "
+        "(--max_seq_len and --kv_cache_gb choose)",
+        options.max_seq_len, weights.config.context_length(), 100 * kDefaultKvShare);
+    ASSIGN_OR_RETURN(plan, PlanRank(weights, peers.rank, peers.world_size, options));
+  }
+  RETURN_IF_ERROR(SetKvBlocks(plan, fits));
   return plan;
 }
 
