@@ -155,9 +155,11 @@ absl::StatusOr<LoadedRank> LoadRank(const JobFlags& flags, const WorkerEnvironme
   ASSIGN_OR_RETURN(loaded.model, CreateRankModel(device, peers, std::move(weights), plan,
                                                  std::chrono::seconds(flags.collective_timeout)));
   loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  LOG(INFO) << absl::StrFormat("rank %d of %d: loaded %s and %s in %.2f s; %s KV cache of %d blocks of %d positions",
-                               env.rank, env.world_size, shard->path(), FLAGS_tokenizer_path, loaded.load_seconds,
-                               DTypeName(plan.kv_cache_dtype), plan.limits.kv_blocks, plan.limits.kv_block_size);
+  LOG(INFO) << absl::StrFormat(
+      "rank %d of %d: loaded %s and %s in %.2f s; context %d positions%s, %s KV cache of %d blocks of %d positions",
+      env.rank, env.world_size, shard->path(), FLAGS_tokenizer_path, loaded.load_seconds, plan.limits.max_seq_len,
+      flags.max_seq_len == 0 ? " (the model's own, or what memory holds of it)" : "", DTypeName(plan.kv_cache_dtype),
+      plan.limits.kv_blocks, plan.limits.kv_block_size);
   return loaded;
 }
 
