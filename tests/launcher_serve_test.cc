@@ -40,12 +40,15 @@ using ::testing::HasSubstr;
 // Starts `launcher serve` on `nproc` ranks (any free port) for fixture
 // `model` and waits for its URL; returns the port (0 if it never came).
 int StartServer(LauncherRun& run, const std::string& name, int nproc, const std::string& model = "tiny_fp32_mp1",
-                const std::string& tokenizer = TokenizerFixturePath("tokenizer.model")) {
-  run = Launch(name, {"serve", "--ckpt_dir=" + CheckpointFixturePath(model), "--tokenizer_path=" + tokenizer,
-                      absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_", model, "_", nproc),
-                      absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
-                      absl::StrCat("--nproc_per_node=", nproc), "--max_seq_len=128", "--port=0",
-                      "--collective_timeout=5", "--grace_period=2"});
+                const std::string& tokenizer = TokenizerFixturePath("tokenizer.model"),
+                const std::string& context_flag = "--max_seq_len=128") {
+  std::vector<std::string> args = {"serve", "--ckpt_dir=" + CheckpointFixturePath(model), "--tokenizer_path=" + tokenizer,
+                                   absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_", model, "_", nproc),
+                                   absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
+                                   absl::StrCat("--nproc_per_node=", nproc), "--port=0", "--collective_timeout=5",
+                                   "--grace_period=2"};
+  if (!context_flag.empty()) args.push_back(context_flag);
+  run = Launch(name, args);
   const std::regex url("serving " + model + " on http://127.0.0.1:([0-9]+)/v1");
   for (int i = 0; i < 600; ++i) {
     std::smatch match;
@@ -110,6 +113,24 @@ TEST(LauncherServeTest, ATakenPortIsRefusedBeforeLoading) {
   EXPECT_EQ(ExitCodeOf(elsewhere, 30s), 1);
   EXPECT_THAT(elsewhere.err(), HasSubstr("--port=8000 on --host=203.0.113.7 cannot be listened on: "));
   EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before checking the host";
+}
+
+// Without --max_seq_len a server's context is the model's own: the Llama
+// 3.1-shaped fixture (use_scaled_rope) serves 131072 positions, as vLLM
+// would report it.
+TEST(LauncherServeTest, TheContextIsTheModelsOwn) {
+  LauncherRun run;
+  const int port = StartServer(run, "serve_own_context", 1, "llama3_bf16_mp1",
+                               "tests/fixtures/tiktoken_fixture/tokenizer.model", /*context_flag=*/"");
+  ASSERT_GT(port, 0);
+  httplib::Client client("127.0.0.1", port);
+  httplib::Result r = client.Post("/tokenize", json{{"model", "llama3_bf16_mp1"}, {"prompt", "hi"}}.dump(),
+                                  "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["max_model_len"], 131072) << r->body;
+  run.process->SignalGroup(SIGTERM);
+  EXPECT_EQ(ExitCodeOf(run, 30s), 0) << run.err();
 }
 
 TEST(LauncherServeTest, Llama3ChatEqualsPyTorch) {
