@@ -239,9 +239,9 @@ absl::Status CheckFreeSpace(const std::string& path, const std::string& shown, u
   const uint64_t free = static_cast<uint64_t>(info.f_bavail) * info.f_frsize;
   if (free >= needed) return absl::OkStatus();
   return absl::ResourceExhaustedError(
-      absl::StrFormat("not enough free space for the %s in \"%s\": %.2f GB needed, %.2f GB is free; free some "
-                      "or choose another folder",
-                      what, shown, needed / 1e9, free / 1e9));
+      absl::StrFormat("not enough free space for the %s in \"%s\": %s needed, %s is free; free some or choose "
+                      "another folder",
+                      what, shown, HumanBytes(needed), HumanBytes(free)));
 }
 
 // One GGUF file of the whole model (see gguf_llama.h): 1-D tensors (the

@@ -137,7 +137,9 @@ TEST(LauncherStorageTest, ConverterRefusesADiskTooSmallBeforeWriting) {
                                                     "--out_dir=" + disk + "/shards/tp1", "--progress=false"}),
       {});
   EXPECT_EQ(ExitCodeOf(run), 1) << run.err();
-  EXPECT_THAT(run.err(), HasSubstr("not enough free space for the shards in \"" + disk + "/shards\": 0."));
+  // In units that show the sizes (#33: it said "0.00 GB needed, 0.00 GB is free").
+  EXPECT_THAT(run.err(), ::testing::ContainsRegex("not enough free space for the shards in \"" + disk +
+                                                  "/shards\": [0-9.]+ kB needed, [0-9.]+ kB is free"));
   EXPECT_EQ(run.out(), "") << "left behind in the shard folder";
 
   // The same for one GGUF file.
@@ -150,7 +152,8 @@ TEST(LauncherStorageTest, ConverterRefusesADiskTooSmallBeforeWriting) {
                    "--progress=false"}),
       {});
   EXPECT_EQ(ExitCodeOf(gguf), 1) << gguf.err();
-  EXPECT_THAT(gguf.err(), HasSubstr("not enough free space for the GGUF file in \"" + disk + "\": 0."));
+  EXPECT_THAT(gguf.err(), ::testing::ContainsRegex("not enough free space for the GGUF file in \"" + disk +
+                                                   "\": [0-9.]+ kB needed, [0-9.]+ kB is free"));
   EXPECT_EQ(gguf.out(), "") << "left behind on the disk";
 }
 
