@@ -281,7 +281,9 @@ absl::Status Downloader::FetchFile(const Job& job, const std::function<void(uint
     bool retry = false;
     last = Classify(job.url_path(), t, code, &retry);
     if (!last.ok()) {
-      if (t.html) fs::remove(partial_path, error);
+      // A page instead of the file, or nothing fetched at all: no partial
+      // file to resume from.
+      if (t.html || (!retry && fs::file_size(partial_path, error) == 0)) fs::remove(partial_path, error);
       if (!retry) return last;
       continue;
     }
@@ -444,15 +446,25 @@ absl::Status FetchAll(Downloader& d, const std::vector<Job>& pending, uint64_t n
   return absl::Status(failures[0].code(), absl::StrJoin(messages, "; "));
 }
 
-absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const UrlRedactor& redact) {
-  RETURN_IF_ERROR(CheckUrlTemplate(options.url_template, redact));
-  ASSIGN_OR_RETURN(const std::vector<MetaModel> models, LookUpMetaModels(options.models));
+// After a failed download: the folders it made and left empty (a model
+// whose files were refused), deepest first; `root` too when it made it.
+// fs::remove takes only empty folders, so no file (a .partial to resume)
+// is ever lost.
+void RemoveEmptyFolders(const std::string& root, bool root_too) {
   std::error_code error;
-  fs::create_directories(options.target_dir, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("--target_dir \"%s\": cannot create: %s", options.target_dir, error.message()));
+  std::vector<fs::path> folders;
+  for (fs::recursive_directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_directory(error)) folders.push_back(it->path());
   }
+  std::sort(folders.begin(), folders.end(), [](const fs::path& a, const fs::path& b) {
+    return std::distance(a.begin(), a.end()) > std::distance(b.begin(), b.end());
+  });
+  for (const fs::path& folder : folders) fs::remove(folder, error);
+  if (root_too) fs::remove(root, error);
+}
+
+// Lists, checks and fetches every file of `models` into options.target_dir.
+absl::StatusOr<DownloadReport> FetchModels(const DownloadOptions& options, const std::vector<MetaModel>& models) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   Downloader d(options);
   DownloadReport report;
@@ -460,6 +472,21 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
   uint64_t needed = 0;
   ASSIGN_OR_RETURN(const std::vector<Job> pending, PendingJobs(d, std::move(jobs), options.target_dir, report, needed));
   RETURN_IF_ERROR(FetchAll(d, pending, needed, options, report));
+  return report;
+}
+
+absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const UrlRedactor& redact) {
+  RETURN_IF_ERROR(CheckUrlTemplate(options.url_template, redact));
+  ASSIGN_OR_RETURN(const std::vector<MetaModel> models, LookUpMetaModels(options.models));
+  std::error_code error;
+  const bool existed = fs::exists(options.target_dir, error);
+  fs::create_directories(options.target_dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("--target_dir \"%s\": cannot create: %s", options.target_dir, error.message()));
+  }
+  absl::StatusOr<DownloadReport> report = FetchModels(options, models);
+  if (!report.ok()) RemoveEmptyFolders(options.target_dir, /*root_too=*/!existed);
   return report;
 }
 

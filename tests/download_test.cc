@@ -258,6 +258,19 @@ TEST_F(DownloadTest, ExpiredUrlStopsAtOnceWithTheReason) {
   EXPECT_EQ(server_->Requests("LICENSE"), 1);  // At once: no retry (a count, not a clock, on a loaded machine).
 }
 
+// A model whose files the server does not have (HTTP 404): the error, and
+// no empty model folder left in the target (a user would take it for a
+// download).
+TEST_F(DownloadTest, ARefusedModelLeavesNoEmptyFolder) {
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(Options({"70B"}));
+  ASSERT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(), HasSubstr("HTTP 404"));
+  EXPECT_FALSE(fs::exists(target_ + "/llama-2-70b"));
+  for (const auto& entry : fs::recursive_directory_iterator(target_)) {
+    EXPECT_TRUE(entry.is_regular_file() && entry.file_size() > 0) << entry.path() << " is left behind";
+  }
+}
+
 TEST_F(DownloadTest, CorruptedByteIsDetectedAndRefetched) {
   const std::string file = "llama-2-7b/consolidated.00.pth";
   Fault corrupt;
