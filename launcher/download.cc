@@ -213,8 +213,14 @@ absl::StatusOr<uint64_t> Downloader::RemoteSize(const std::string& relative) {
     curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT, static_cast<long>(options_.stall_timeout.count()));
     curl_easy_setopt(curl.get(), CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(curl.get(), CURLOPT_HEADERDATA, &total);
-    curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION,
-                     +[](char*, size_t size, size_t count, void*) -> size_t { return size * count; });
+    // A server that ignores Range answers 200 with the whole file: its
+    // Content-Length is the size, and the body is cut off at once.
+    curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, curl.get());
+    curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, +[](char*, size_t size, size_t count, void* handle) -> size_t {
+      long answered = 0;
+      curl_easy_getinfo(static_cast<CURL*>(handle), CURLINFO_RESPONSE_CODE, &answered);
+      return answered == 200 ? 0 : size * count;
+    });
     const CURLcode code = curl_easy_perform(curl.get());
     long status = 0;
     curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
@@ -223,7 +229,11 @@ absl::StatusOr<uint64_t> Downloader::RemoteSize(const std::string& relative) {
       return absl::PermissionDeniedError(absl::StrFormat(kExpired, status, where));
     }
     if (code == CURLE_OK && total > 0) return total;
-    if (code == CURLE_OK && status == 200) return 0;  // No ranges: size unknown.
+    if ((code == CURLE_OK || code == CURLE_WRITE_ERROR) && status == 200) {
+      curl_off_t length = -1;
+      curl_easy_getinfo(curl.get(), CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+      return length > 0 ? static_cast<uint64_t>(length) : 0;  // 0: the server did not say.
+    }
     last = code != CURLE_OK ? redact_(absl::StrFormat("%s: %s", where, curl_easy_strerror(code)))
                             : absl::StrFormat("%s: HTTP %d", where, status);
     std::this_thread::sleep_for(std::chrono::milliseconds(200 << std::min(attempt, 5)));

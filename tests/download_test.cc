@@ -327,6 +327,34 @@ TEST_F(DownloadTest, ServerIgnoringRangeRestartsTheFile) {
   ExpectComplete(file);
 }
 
+// A server that ignores Range still gives the size (its Content-Length,
+// the body cut off at once): the free-space check and the progress know it
+// (#33: "749.94 kB / 0 B", and no check at all).
+TEST_F(DownloadTest, ServerIgnoringRangeStillGivesTheSize) {
+  const std::string root = std::string(getenv("TEST_TMPDIR")) + "/served_huge_no_range";
+  fs::create_directories(root + "/llama-2-7b");
+  for (const char* f : {"LICENSE", "USE_POLICY.md", "tokenizer.model", "tokenizer_checklist.chk",
+                        "llama-2-7b/params.json"}) {
+    fs::copy_file(ServedFolder() + "/" + f, root + "/" + f, fs::copy_options::overwrite_existing);
+  }
+  std::ofstream(root + "/llama-2-7b/consolidated.00.pth").close();
+  fs::resize_file(root + "/llama-2-7b/consolidated.00.pth", 8000000000000);  // Sparse: no disk used.
+  std::ofstream(root + "/llama-2-7b/checklist.chk")
+      << *Md5File(root + "/llama-2-7b/params.json") << "  params.json\n"
+      << "0123456789abcdef0123456789abcdef  consolidated.00.pth\n";
+  absl::StatusOr<std::unique_ptr<HttpTestServer>> huge = HttpTestServer::Start(root, "llama2", kQuery);
+  ASSERT_TRUE(huge.ok()) << huge.status();
+  Fault no_range;
+  no_range.ignore_range = true;
+  (*huge)->SetFault("llama-2-7b/consolidated.00.pth", no_range);
+  DownloadOptions o = Options({"7B"});
+  o.url_template = (*huge)->UrlTemplate();
+  absl::StatusOr<DownloadReport> report = DownloadMetaCheckpoints(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(), HasSubstr("the download needs 8.00 TB more in " + target_));
+  EXPECT_LT((*huge)->BytesServed("llama-2-7b/consolidated.00.pth"), uint64_t{256} << 20);
+}
+
 TEST_F(DownloadTest, BadInput) {
   DownloadOptions o = Options({"7B", "65B"});
   EXPECT_THAT(DownloadMetaCheckpoints(o).status().message(), HasSubstr("unknown model \"65B\""));
