@@ -57,12 +57,12 @@ ReadBack ReadGguf(const std::string& path) {
 // Bytes of `count` elements of a ggml type: F32, F16/BF16, Q8_0 (blocks of 32 in 34 bytes).
 uint64_t GgmlBytes(uint32_t type, uint64_t count) { return type == 0 ? 4 * count : type == 8 ? count / 32 * 34 : 2 * count; }
 
-// Runs //tools:convert with `args` (plus --dtype when given); it must succeed.
+// Runs //tools:convert with `args` (plus --weights_dtype when given); it must succeed.
 void RunConvert(std::vector<std::string> args, const std::string& dtype, const std::string& log) {
   ProcessOptions options;
   options.argv = {"tools/convert", "--progress=false"};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
-  if (!dtype.empty()) options.argv.push_back("--dtype=" + dtype);
+  if (!dtype.empty()) options.argv.push_back("--weights_dtype=" + dtype);
   options.stderr_path = log;
   absl::StatusOr<std::unique_ptr<Process>> convert = Process::Spawn(options);
   ASSERT_TRUE(convert.ok()) << convert.status();
@@ -212,6 +212,11 @@ TEST(GgufExportTest, RefusesWhatOneFileCannotHoldAndMixedUpFlags) {
   ExpectUsageError({ckpt, "--format=ggml", out}, "--format=ggml: expected shards or gguf");
   ExpectUsageError({ckpt, "--format=gguf", out, tokenizer, "--dtype=int4"},
                    "--dtype=\"int4\": expected bf16, fp16, fp32 or int8");
+  // The launcher's name for it, and the former one beside it.
+  ExpectUsageError({ckpt, "--format=gguf", out, tokenizer, "--weights_dtype=int4"},
+                   "--weights_dtype=\"int4\": expected bf16, fp16, fp32 or int8");
+  ExpectUsageError({ckpt, "--format=gguf", out, tokenizer, "--weights_dtype=bf16", "--dtype=fp16"},
+                   "--weights_dtype=bf16 and --dtype=fp16: give one");
 }
 
 // llama.cpp's greedy tokens equal PyTorch's for as long as PyTorch's top

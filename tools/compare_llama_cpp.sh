@@ -34,8 +34,8 @@ c.write_model('$work', 'ckpt', c.BENCH, torch.bfloat16, 1, 3, 600)" && rm -f "$w
 fi
 for dtype in bf16 fp16 int8; do
   [[ -d $work/shards_$dtype ]] || bazel-bin/tools/convert --ckpt_dir="$work/ckpt" --out_dir="$work/shards_$dtype" \
-    --dtype=$dtype --progress=false
-  [[ -f $work/$dtype.gguf ]] || bazel-bin/tools/convert --ckpt_dir="$work/ckpt" --format=gguf --dtype=$dtype \
+    --weights_dtype=$dtype --progress=false
+  [[ -f $work/$dtype.gguf ]] || bazel-bin/tools/convert --ckpt_dir="$work/ckpt" --format=gguf --weights_dtype=$dtype \
     --out="$work/$dtype.gguf" --tokenizer_path="$tokenizer" --progress=false
 done
 for round in $(seq "$rounds"); do

@@ -13,6 +13,7 @@
 #include <gflags/gflags.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/progress.h"
 #include "base/status_macros.h"
 #include "checkpoint/converter.h"
@@ -28,9 +29,10 @@ DEFINE_string(tokenizer_path, "",
               "tokenizer.model whose vocabulary goes into the GGUF file (--format=gguf). Default: in --ckpt_dir or "
               "next to it.");
 DEFINE_int32(world_size, 1, "Number of tensor-parallel ranks (shards) to produce.");
-DEFINE_string(dtype, "",
+DEFINE_string(weights_dtype, "",
               "Output element type: bf16, fp16, fp32 or int8 (q8_0 linear layers; embeddings and norms as stored). "
-              "Default: as in the checkpoint.");
+              "Default: as in the checkpoint. The launcher's flag of the same name.");
+DEFINE_string(dtype, "", "The former name of --weights_dtype, still taken.");
 DEFINE_bool(verify_checklist, false, "Check checklist.chk (MD5 of every file) before converting.");
 DEFINE_bool(progress, true, "Show a progress bar on stderr.");
 
@@ -63,7 +65,14 @@ absl::Status Convert() {
   options.world_size = FLAGS_world_size;
   options.verify_checklist = FLAGS_verify_checklist;
   options.show_progress = FLAGS_progress;
-  if (!FLAGS_dtype.empty()) {
+  if (!FLAGS_dtype.empty() && !FLAGS_weights_dtype.empty() && FLAGS_dtype != FLAGS_weights_dtype) {
+    return absl::InvalidArgumentError(absl::StrFormat("--weights_dtype=%s and --dtype=%s: give one (--dtype is its "
+                                                      "former name)",
+                                                      FLAGS_weights_dtype, FLAGS_dtype));
+  }
+  if (!FLAGS_weights_dtype.empty()) {
+    ASSIGN_OR_RETURN(options.dtype, llama::ParseWeightsDtypeFlag("weights_dtype", FLAGS_weights_dtype));
+  } else if (!FLAGS_dtype.empty()) {
     ASSIGN_OR_RETURN(options.dtype, llama::ParseWeightsDtypeFlag("dtype", FLAGS_dtype));
   }
   ASSIGN_OR_RETURN(const llama::ConvertResult result, llama::ConvertCheckpoint(options));
