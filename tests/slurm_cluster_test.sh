@@ -48,6 +48,9 @@ cp "$runfiles/launcher/launcher" "$runfiles/worker/worker" "$T/bin/"
 base=$((20000 + RANDOM % 10000))
 cat > "$T/slurm.conf" <<CONF
 ClusterName=llamatest
+# The launcher's job port follows the job id: two test clusters on one host
+# (runs side by side) must not both start at job 1.
+FirstJobId=$((1 + RANDOM % 10000))
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
