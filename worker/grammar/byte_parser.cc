@@ -8,38 +8,57 @@ namespace llama::grammar {
 ByteParser::ByteParser(const Grammar& grammar) : grammar_(grammar) {
   std::vector<int32_t> stacks;
   bool accepting = false;
-  for (const int32_t start : grammar_.alternatives(grammar_.root())) Expand(start, kBottom, stacks, accepting);
+  for (const int32_t start : grammar_.alternatives(grammar_.root())) todo_.push_back({start, kBottom});
+  Close(stacks, accepting);
   initial_ = InternState(stacks, accepting);
 }
 
+namespace {
+
+uint64_t PairKey(int32_t position, int32_t below) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(position)) << 32) | static_cast<uint32_t>(below);
+}
+
+}  // namespace
+
 int32_t ByteParser::InternFrame(int32_t position, int32_t below) {
-  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(position)) << 32) | static_cast<uint32_t>(below);
-  const auto [it, inserted] = frame_ids_.try_emplace(key, static_cast<int32_t>(frames_.size()));
+  const auto [it, inserted] = frame_ids_.try_emplace(PairKey(position, below), static_cast<int32_t>(frames_.size()));
   if (inserted) frames_.push_back({position, below});
   return it->second;
 }
 
-void ByteParser::Expand(int32_t position, int32_t below, std::vector<int32_t>& stacks, bool& accepting) {
-  if (stacks.size() > kMaxStacks) return;
-  const Element& e = grammar_.element(position);
-  switch (e.kind) {
-    case Element::kEnd:
-      // The rule is done: return to the frame below, or the sentence is.
-      if (below == kBottom) {
-        accepting = true;
-      } else {
-        const Frame f = frames_[below];
-        Expand(f.position, f.below, stacks, accepting);
+void ByteParser::Close(std::vector<int32_t>& stacks, bool& accepting) {
+  visited_.clear();
+  while (!todo_.empty()) {
+    const auto [position, below] = todo_.back();
+    todo_.pop_back();
+    if (!visited_.insert(PairKey(position, below)).second) continue;
+    if (visited_.size() > kMaxClosure) {
+      overflowed_ = true;
+      todo_.clear();
+      stacks.clear();
+      accepting = false;
+      return;
+    }
+    const Element& e = grammar_.element(position);
+    switch (e.kind) {
+      case Element::kEnd:
+        // The rule is done: return to the frame below, or the sentence is.
+        if (below == kBottom) {
+          accepting = true;
+        } else {
+          todo_.push_back({frames_[below].position, frames_[below].below});
+        }
+        break;
+      case Element::kBytes:
+        stacks.push_back(InternFrame(position, below));
+        break;
+      case Element::kRule: {
+        const bool tail = grammar_.element(position + 1).kind == Element::kEnd;
+        const int32_t callee_below = tail ? below : InternFrame(position + 1, below);
+        for (const int32_t start : grammar_.alternatives(e.value)) todo_.push_back({start, callee_below});
+        break;
       }
-      return;
-    case Element::kBytes:
-      stacks.push_back(InternFrame(position, below));
-      return;
-    case Element::kRule: {
-      const bool tail = grammar_.element(position + 1).kind == Element::kEnd;
-      const int32_t callee_below = tail ? below : InternFrame(position + 1, below);
-      for (const int32_t start : grammar_.alternatives(e.value)) Expand(start, callee_below, stacks, accepting);
-      return;
     }
   }
 }
@@ -65,12 +84,11 @@ ByteParser::StateId ByteParser::InternState(std::vector<int32_t>& stacks, bool a
 ByteParser::StateId ByteParser::Advance(StateId state, uint8_t b) {
   scratch_.clear();
   bool accepting = false;
-  // Expand adds frames, not states: the reference holds until InternState.
   for (const int32_t top : states_[state].stacks) {
     const Frame f = frames_[top];
-    if (!grammar_.byte_set(grammar_.element(f.position).value).Has(b)) continue;
-    Expand(f.position + 1, f.below, scratch_, accepting);
+    if (grammar_.byte_set(grammar_.element(f.position).value).Has(b)) todo_.push_back({f.position + 1, f.below});
   }
+  Close(scratch_, accepting);
   return InternState(scratch_, accepting);
 }
 

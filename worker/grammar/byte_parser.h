@@ -19,9 +19,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "worker/grammar/grammar.h"
 
 namespace llama::grammar {
@@ -43,12 +45,14 @@ class ByteParser {
   bool accepting(StateId state) const { return states_[state].accepting; }
   // Some byte may follow.
   bool live(StateId state) const { return !states_[state].stacks.empty(); }
-  // A state with more stacks than kMaxStacks was cut to kDead: the grammar
-  // is too ambiguous to follow (see TokenMatcher::Accept).
+  // A state with more stacks than kMaxStacks, or a closure of more than
+  // kMaxClosure items, was cut to kDead: the grammar is too ambiguous to
+  // follow (see TokenMatcher::Accept).
   bool overflowed() const { return overflowed_; }
   int64_t states() const { return static_cast<int64_t>(states_.size()); }
 
   static constexpr size_t kMaxStacks = 1 << 16;
+  static constexpr size_t kMaxClosure = 1 << 20;
 
  private:
   static constexpr StateId kUnknown = -2;
@@ -66,8 +70,13 @@ class ByteParser {
   };
 
   int32_t InternFrame(int32_t position, int32_t below);
-  // Adds the stacks that reach a byte set from `position` over `below`.
-  void Expand(int32_t position, int32_t below, std::vector<int32_t>& stacks, bool& accepting);
+  // Adds to `stacks` every stack that reaches a byte set from the items in
+  // todo_ (a position over a frame): the closure, with each (position,
+  // frame) taken once, so that rules with several empty alternatives do
+  // not multiply the paths, and with a work list rather than recursion, so
+  // that a deep stack of frames does not deepen the C++ stack. Past
+  // kMaxClosure items it gives up: nothing, and overflowed().
+  void Close(std::vector<int32_t>& stacks, bool& accepting);
   // The state of `stacks` (sorted and deduplicated here) and `accepting`.
   StateId InternState(std::vector<int32_t>& stacks, bool accepting);
   StateId Advance(StateId state, uint8_t b);
@@ -87,6 +96,8 @@ class ByteParser {
   StateId initial_ = kDead;
   bool overflowed_ = false;
   std::vector<int32_t> scratch_;
+  std::vector<std::pair<int32_t, int32_t>> todo_;  // Close's work list.
+  absl::flat_hash_set<uint64_t> visited_;         // Close's (position, frame) pairs seen.
 };
 
 }  // namespace llama::grammar

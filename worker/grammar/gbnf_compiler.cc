@@ -26,6 +26,11 @@ class GbnfCompiler {
 
  private:
   static constexpr int kMaxRepeat = 10000;
+  // Bounds on what a request's grammar may cost to compile (the text is
+  // the client's): groups nested this deep, rules and elements in all.
+  static constexpr int kMaxNesting = 100;
+  static constexpr size_t kMaxRules = 200000;
+  static constexpr size_t kMaxElements = 4000000;
   static constexpr int kUnbounded = -1;
 
   bool AtEnd() const { return pos_ >= text_.size(); }
@@ -60,6 +65,7 @@ class GbnfCompiler {
   absl::flat_hash_map<std::string, int> rule_ids_;
   std::vector<ByteSet> byte_sets_;
   absl::flat_hash_map<std::vector<CodePointRange>, Element> classes_;
+  int nesting_ = 0;
 };
 
 bool GbnfCompiler::Fail(absl::string_view what) {
@@ -102,6 +108,7 @@ std::string GbnfCompiler::ParseName() {
 
 int GbnfCompiler::RuleId(const std::string& name) {
   const auto [it, inserted] = rule_ids_.try_emplace(name, static_cast<int>(names_.size()));
+  if (inserted && names_.size() == kMaxRules) Fail(absl::StrFormat("more than %d rules", kMaxRules));
   if (inserted) {
     names_.push_back(name);
     rules_.emplace_back();
@@ -195,9 +202,12 @@ bool GbnfCompiler::ParseItem(int base, Sequence& sequence) {
     return true;
   }
   if (c == '(') {
+    if (nesting_ >= kMaxNesting) return Fail(absl::StrFormat("groups nested deeper than %d", kMaxNesting));
     ++pos_;
     SkipSpace(true);
+    ++nesting_;
     std::vector<Sequence> alternatives = ParseAlternatives(/*nested=*/true, base);
+    --nesting_;
     if (!error_.ok()) return false;
     if (Peek() != ')') return Fail("expected ')'");
     ++pos_;
@@ -401,19 +411,40 @@ absl::Status GbnfCompiler::CheckRules() const {
 }
 
 // A rule that can reach itself without reading a byte would make the
-// parser's expansion loop forever (llama.cpp refuses it too).
+// parser's expansion loop forever (llama.cpp refuses it too). Both passes
+// are linear in the grammar's size: its text is the client's.
 absl::Status GbnfCompiler::CheckLeftRecursion() const {
   const int n = static_cast<int>(rules_.size());
+  // Nullable rules, by a work list: an alternative is nullable once each of
+  // its rule references is (a byte set never is).
   std::vector<bool> nullable(n, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (const Sequence& s : rules_[r]) {
-        if (std::all_of(s.begin(), s.end(), [&](const Element& e) { return e.kind == Element::kRule && nullable[e.value]; })) {
-          nullable[r] = changed = true;
+  std::vector<std::vector<std::pair<int, size_t>>> used_in(n);  // Rule -> (rule, alternative) using it.
+  std::vector<std::vector<int>> pending(n);                     // Per alternative: references not yet nullable.
+  std::vector<int> ready;
+  for (int r = 0; r < n; ++r) {
+    pending[r].assign(rules_[r].size(), 0);
+    for (size_t a = 0; a < rules_[r].size(); ++a) {
+      for (const Element& e : rules_[r][a]) {
+        if (e.kind == Element::kBytes) {
+          pending[r][a] = -1;  // Never.
           break;
         }
+        ++pending[r][a];
+        used_in[e.value].push_back({r, a});
+      }
+      if (pending[r][a] == 0 && !nullable[r]) {
+        nullable[r] = true;
+        ready.push_back(r);
+      }
+    }
+  }
+  while (!ready.empty()) {
+    const int done = ready.back();
+    ready.pop_back();
+    for (const auto& [r, a] : used_in[done]) {
+      if (pending[r][a] > 0 && --pending[r][a] == 0 && !nullable[r]) {
+        nullable[r] = true;
+        ready.push_back(r);
       }
     }
   }
@@ -427,28 +458,35 @@ absl::Status GbnfCompiler::CheckLeftRecursion() const {
       }
     }
   }
+  // A cycle in `first`, by an iterative depth-first search.
   std::vector<int> mark(n, 0);  // 0 new, 1 on the path, 2 done.
-  std::vector<int> path;
-  std::function<bool(int)> cyclic = [&](int r) {
-    mark[r] = 1;
-    path.push_back(r);
-    for (int next : first[r]) {
-      if (mark[next] == 1 || (mark[next] == 0 && cyclic(next))) {
-        if (mark[next] == 1) path.push_back(next);
-        return true;
+  for (int root = 0; root < n; ++root) {
+    if (mark[root] != 0) continue;
+    std::vector<std::pair<int, size_t>> path = {{root, 0}};  // Rule, next of its `first` to visit.
+    mark[root] = 1;
+    while (!path.empty()) {
+      auto& [r, next] = path.back();
+      if (next == first[r].size()) {
+        mark[r] = 2;
+        path.pop_back();
+        continue;
       }
-    }
-    path.pop_back();
-    mark[r] = 2;
-    return false;
-  };
-  for (int r = 0; r < n; ++r) {
-    if (mark[r] == 0 && cyclic(r)) {
-      std::vector<std::string> names;
-      for (int p : path) names.push_back(names_[p]);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "grammar: rule '", names_[path.back()], "' is left-recursive or repeats what can be empty (",
-          absl::StrJoin(names, " -> "), "): it could expand forever without reading a character"));
+      const int to = first[r][next++];
+      if (mark[to] == 2) continue;
+      if (mark[to] == 1) {
+        std::vector<std::string> names;
+        bool on = false;
+        for (const auto& [p, unused] : path) {
+          on = on || p == to;
+          if (on) names.push_back(names_[p]);
+        }
+        names.push_back(names_[to]);
+        return absl::InvalidArgumentError(absl::StrCat(
+            "grammar: rule '", names_[to], "' is left-recursive or repeats what can be empty (",
+            absl::StrJoin(names, " -> "), "): it could expand forever without reading a character"));
+      }
+      mark[to] = 1;
+      path.push_back({to, 0});
     }
   }
   return absl::OkStatus();
@@ -468,6 +506,14 @@ absl::StatusOr<std::shared_ptr<const Grammar>> GbnfCompiler::Compile() {
   grammar->root_ = root;
   grammar->byte_sets_ = byte_sets_;
   grammar->rule_names_ = names_;
+  size_t elements = 0;
+  for (const std::vector<Sequence>& alternatives : rules_) {
+    for (const Sequence& s : alternatives) elements += s.size() + 1;
+  }
+  if (elements > kMaxElements) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("grammar: %d elements once repetitions are written out; at most %d", elements, kMaxElements));
+  }
   for (const std::vector<Sequence>& alternatives : rules_) {
     std::vector<int32_t> starts;
     for (const Sequence& s : alternatives) {

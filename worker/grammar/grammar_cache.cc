@@ -13,11 +13,16 @@ absl::StatusOr<std::shared_ptr<TokenAutomaton>> GrammarCache::Get(const std::str
     }
     if (trie_ == nullptr) trie_ = TokenTrie::ForTokenizer(*tokenizer_);
   }
-  // Parsed outside the lock: a large grammar does not hold up the others.
+  // Compiled outside the lock: a large grammar does not hold up the others.
   ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> grammar, Grammar::Parse(gbnf));
+  std::shared_ptr<const TokenTrie> trie;
+  {
+    absl::MutexLock lock(&mutex_);
+    trie = trie_;
+  }
+  auto automaton = std::make_shared<TokenAutomaton>(std::move(grammar), std::move(trie));
   absl::MutexLock lock(&mutex_);
   if (const auto it = by_text_.find(gbnf); it != by_text_.end()) return it->second->second;
-  auto automaton = std::make_shared<TokenAutomaton>(std::move(grammar), trie_);
   recent_.emplace_front(gbnf, automaton);
   by_text_[gbnf] = recent_.begin();
   if (recent_.size() > capacity_) {

@@ -1,7 +1,11 @@
 #include "worker/grammar/grammar.h"
 
+#include <chrono>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
 
 namespace llama::grammar {
 namespace {
@@ -93,6 +97,34 @@ TEST(GrammarTest, RulesOfTheTextNeverMeetGeneratedOnes) {
   EXPECT_TRUE(g->Accepts("ba"));
   EXPECT_TRUE(g->Accepts("bcdd"));
   EXPECT_FALSE(g->Accepts("aa"));
+}
+
+// Grammars are the client's (guided_grammar, guided_regex, patterns): what
+// would take exponential time or a deep C++ stack is bounded.
+TEST(GrammarTest, HostileGrammarsStayCheap) {
+  const auto start = std::chrono::steady_clock::now();
+  // Empty alternatives repeated: 2^60 paths without the closure's dedup.
+  EXPECT_TRUE(Compile(R"(root ::= "x" ("" | ""){60})")->Accepts("x"));
+  EXPECT_TRUE(Compile("root ::= e{24}\ne ::= \"\" | \"\"\n")->Accepts(""));
+  // Many equal parses: the true one is not lost to a count of duplicates.
+  auto ambiguous = Compile(R"(root ::= (("a"? | "b"?){24} "c") | "d")");
+  EXPECT_TRUE(ambiguous->Accepts("d"));
+  EXPECT_TRUE(ambiguous->Accepts("abc"));
+  // A chain of 100k rules, each calling the next before a byte: deep
+  // frames, no deep recursion.
+  std::string chain;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) absl::StrAppend(&chain, i == 0 ? "root" : absl::StrCat("r", i), " ::= r", i + 1, " \"x\"\n");
+  absl::StrAppend(&chain, "r", n, " ::= \"x\"\n");
+  EXPECT_TRUE(Compile(chain)->Accepts(std::string(n + 1, 'x')));
+  // Rules nullable only through a long chain, in the worst order.
+  std::string nullable;
+  for (int i = 0; i < 30000; ++i) absl::StrAppend(&nullable, i == 0 ? "root" : absl::StrCat("n", i), " ::= n", i + 1, "\n");
+  absl::StrAppend(&nullable, "n30000 ::= \"\"\n");
+  EXPECT_TRUE(Compile(nullable)->Accepts(""));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_THAT(ErrorOf("root ::= " + std::string(20000, '(') + "\"a\"" + std::string(20000, ')')),
+              HasSubstr("groups nested deeper than 100"));
 }
 
 TEST(GrammarTest, ErrorsSayWhereAndWhat) {
