@@ -40,8 +40,14 @@ absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path,
   while (true) {
     const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return Errno("cannot open the lock file", path);
-    FileLock lock(path, fd);
+    // Not ours to remove until it is locked and still the file at `path`:
+    // an error before that must not unlink the holder's file.
+    FileLock lock("", fd);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS) {
+        return absl::UnimplementedError(absl::StrFormat("%s: this filesystem takes no locks (%s)", path,
+                                                        std::strerror(errno)));
+      }
       if (errno != EWOULDBLOCK) return Errno("cannot lock", path);
       if (on_wait && !told) on_wait(Holder(fd));
       told = true;
@@ -49,10 +55,8 @@ absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path,
         if (errno != EINTR) return Errno("cannot lock", path);
       }
     }
-    if (!StillNamedBy(fd, path)) {
-      lock.path_.clear();  // Not ours to remove: another holder's file is there now.
-      continue;
-    }
+    if (!StillNamedBy(fd, path)) continue;  // Its holder removed it: lock the file there now.
+    lock.path_ = path;
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     const std::string holder = absl::StrFormat("%s pid %d\n", host, getpid());
@@ -62,6 +66,14 @@ absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path,
     }
     return lock;
   }
+}
+
+bool FileLock::IsHeld(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return held;
 }
 
 void FileLock::Release() {

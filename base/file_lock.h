@@ -25,9 +25,15 @@ class FileLock {
  public:
   // Takes the lock on `path` (created if missing), waiting as long as
   // another process holds it; `on_wait` is called once, with what the
-  // holder wrote ("host pid"), before waiting. Errors name the file.
+  // holder wrote ("host pid"), before waiting. Errors name the file;
+  // Unimplemented where the filesystem takes no locks (ENOLCK: NFS without
+  // a lock daemon, Lustre without -o flock).
   static absl::StatusOr<FileLock> Acquire(const std::string& path,
                                           const std::function<void(const std::string& holder)>& on_wait = nullptr);
+
+  // Some process holds the lock on `path` now (a probe: a shared lock taken
+  // and let go at once, or refused).
+  static bool IsHeld(const std::string& path);
 
   FileLock(FileLock&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) { other.fd_ = -1; }
   FileLock& operator=(FileLock&& other) noexcept;

@@ -46,6 +46,10 @@ TEST(FileLockTest, ASecondHolderWaitsForTheFirstAndIsToldWhoHoldsIt) {
   EXPECT_TRUE(got);
   EXPECT_THAT(holder, HasSubstr(absl::StrCat("pid ", getpid())));
   EXPECT_FALSE(std::filesystem::exists(LockPath())) << "the lock file is left behind";
+  EXPECT_FALSE(FileLock::IsHeld(LockPath()));
+  absl::StatusOr<FileLock> again = FileLock::Acquire(LockPath());
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(FileLock::IsHeld(LockPath()));
 }
 
 // Many takers in turn: each holds it alone, and none is left waiting on a

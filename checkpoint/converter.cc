@@ -15,6 +15,8 @@
 #include <optional>
 #include <vector>
 
+#include <glog/logging.h>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -453,9 +455,11 @@ absl::StatusOr<uint64_t> WriteShardFolder(const ConvertOptions& options, SourceS
   return total;
 }
 
+std::string LockPath(const std::string& out_dir) { return fs::path(out_dir).lexically_normal().string() + ".lock"; }
+
 // The lock that lets one conversion at a time write into out_dir.
 absl::StatusOr<FileLock> LockOutput(const ConvertOptions& options) {
-  const std::string lock = fs::path(options.out_dir).lexically_normal().string() + ".lock";
+  const std::string lock = LockPath(options.out_dir);
   std::error_code error;
   fs::create_directories(fs::path(lock).parent_path(), error);
   return FileLock::Acquire(lock, [&](const std::string& holder) {
@@ -467,20 +471,26 @@ absl::StatusOr<FileLock> LockOutput(const ConvertOptions& options) {
 
 }  // namespace
 
+bool ConversionUnderWay(const std::string& out_dir) { return FileLock::IsHeld(LockPath(out_dir)); }
+
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
   std::optional<FileLock> lock;
   if (!options.check_only) {
     absl::StatusOr<FileLock> taken = LockOutput(options);
-    if (!taken.ok()) {
+    if (absl::IsUnimplemented(taken.status())) {
+      // No locks here: convert unlocked, as before locks were taken.
+      LOG(WARNING) << taken.status().message() << "; converting without a lock (run one conversion at a time)";
+    } else if (!taken.ok()) {
       // Read-only storage that holds a finished conversion needs no lock.
       ConvertOptions check = options;
       check.check_only = true;
       absl::StatusOr<ConvertResult> done = ConvertCheckpoint(check);
       if (done.ok() && done->up_to_date) return done;
       return taken.status();
+    } else {
+      lock.emplace(*std::move(taken));
     }
-    lock.emplace(*std::move(taken));
   }
   ASSIGN_OR_RETURN(SourceSet sources, OpenSources(options));
   ConvertResult result;

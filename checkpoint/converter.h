@@ -70,6 +70,10 @@ struct ConvertResult {
 
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options);
 
+// A conversion into `out_dir` is under way (it holds the folder's lock,
+// from before it checks checklist.chk until its shards are in place).
+bool ConversionUnderWay(const std::string& out_dir);
+
 // The model config a conversion of options.ckpt_dir records, with Meta's
 // vocab_size -1 filled in from the embedding's rows. Read from params.json,
 // config.json or the shards' index and the tensor headers, no weights: what

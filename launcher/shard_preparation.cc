@@ -96,7 +96,9 @@ absl::StatusOr<ConvertResult> WaitForNodeZero(const ShardPreparation& p) {
       return absl::AbortedError(absl::StrFormat("node 0 could not convert the checkpoint: %s", *failure));
     }
     const auto now = std::chrono::steady_clock::now();
-    if (const int64_t bytes = StagedBytes(p.convert.out_dir); bytes != staged) {
+    // Progress: the staged shards grow, or node 0 still holds the lock it
+    // takes before checking checklist.chk (minutes for 70B, writing nothing).
+    if (const int64_t bytes = StagedBytes(p.convert.out_dir); bytes != staged || ConversionUnderWay(p.convert.out_dir)) {
       staged = bytes;
       last_progress = now;
     }

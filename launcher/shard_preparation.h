@@ -23,7 +23,7 @@ struct ShardPreparation {
   int node_rank = 0;
   int nnodes = 1;
   // For nodes > 0: how long node 0's conversion may go without progress
-  // (its staged shards growing) before they give up.
+  // (its staged shards growing, or its lock held) before they give up.
   std::chrono::seconds deadline{300};
   std::chrono::milliseconds poll{1000};
   std::string job_token;  // The job's shared secret (only a hash of it is written).

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/file_lock.h"
 #include "checkpoint/checkpoint_fixture.h"
 
 namespace llama {
@@ -50,6 +51,23 @@ TEST(ShardPreparationTest, AWaitingNodeWaitsAsLongAsNodeZeroMakesProgress) {
   node_one.join();
   ASSERT_TRUE(waited.ok()) << waited.status();
   EXPECT_TRUE(waited->up_to_date);
+}
+
+// Node 0 holds the conversion's lock while it checks checklist.chk,
+// staging nothing: node 1 waits that out too.
+TEST(ShardPreparationTest, AWaitingNodeWaitsWhileNodeZeroHoldsTheLock) {
+  const std::string out = std::string(getenv("TEST_TMPDIR")) + "/locked";
+  absl::StatusOr<FileLock> lock = FileLock::Acquire(out + ".lock");
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  absl::StatusOr<ConvertResult> waited = absl::UnknownError("not run");
+  std::thread node_one([&] { waited = PrepareShards(NodeOne(out)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // More than the deadline.
+  *lock = FileLock::Acquire(out + ".other-lock").value();        // Lets go of the conversion's.
+  ShardPreparation node_zero = NodeOne(out);
+  node_zero.node_rank = 0;
+  ASSERT_TRUE(PrepareShards(node_zero).ok());
+  node_one.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
 }
 
 TEST(ShardPreparationTest, AWaitingNodeGivesUpWhenNodeZeroMakesNoProgress) {

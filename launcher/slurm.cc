@@ -164,9 +164,10 @@ std::string SbatchScript(const SbatchOptions& o, const std::string& launcher, co
                   "# One secret per job, shared by every node's launcher through the environment.\n"
                   "export RENDEZVOUS_TOKEN=\"$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n')\"\n"
                   "# Node 0's address as Slurm itself reaches it (its NodeAddr; the node's name when\n"
-                  "# none is set), so the job runs where node names do not resolve.\n"
-                  "node0=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\"\n"
-                  "node0_addr=\"$(scontrol show node \"$node0\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')\"\n"
+                  "# none is set or scontrol cannot say), so the job runs where node names do not\n"
+                  "# resolve. sed reads all its input: scontrol never dies of SIGPIPE under pipefail.\n"
+                  "node0=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)\"\n"
+                  "node0_addr=\"$(scontrol show node \"$node0\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p' || true)\"\n"
                   "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label ",
                   ShellQuote(launcher), " --nproc_per_node=", o.workers_per_node,
                   " --master_addr=\"${node0_addr:-$node0}\"");

@@ -126,7 +126,9 @@ TEST(SlurmTest, SbatchScript) {
   EXPECT_THAT(script, HasSubstr("#SBATCH --exclusive\n"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --output=llama2-%j.out\n"));
   EXPECT_THAT(script, HasSubstr("export RENDEZVOUS_TOKEN="));
-  EXPECT_THAT(script, HasSubstr("node0_addr=\"$(scontrol show node \"$node0\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')\"\n"));
+  EXPECT_THAT(script, HasSubstr("node0=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)\"\n"));
+  EXPECT_THAT(script,
+              HasSubstr("node0_addr=\"$(scontrol show node \"$node0\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p' || true)\"\n"));
   EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label '/opt/llama/launcher' "
                                 "--nproc_per_node=8 --master_addr=\"${node0_addr:-$node0}\" "
                                 "'--ckpt_dir=/data/llama-2-70b' '--prompt=it'\\''s'\n"));

@@ -71,15 +71,18 @@ absl::StatusOr<int64_t> MinOverRanks(Communicator& communicator, int64_t value) 
   return smallest;
 }
 
-// The KV blocks `share` of this rank's free memory holds (weights and work
-// buffers counted first), the smallest over the ranks.
+// The KV blocks `share` of the free memory holds for this rank, the
+// smallest over the ranks. On the CPU the node's ranks share its memory:
+// each counts every local rank's weights and buffers, and takes its part.
 absl::StatusOr<int64_t> FreeShareBlocks(const JobFlags& flags, const ModelWeights& weights, Device device,
-                                        RankPeers& peers, const RankPlan& plan, double share) {
+                                        RankPeers& peers, int local_world_size, const RankPlan& plan, double share) {
   ASSIGN_OR_RETURN(const double free, FreeMemoryBytes(device, peers.local_rank));
   const Sampling sampling = device == Device::kCpu ? Sampling::kOnHost : Sampling::kOnDevice;
-  const double taken = WeightBytes(plan.geometry, weights.layers[0].wq.dtype()) + WorkBytes(plan, sampling);
+  const int sharers = device == Device::kCpu ? std::max(1, local_world_size) : 1;
+  const double taken =
+      sharers * (WeightBytes(plan.geometry, weights.layers[0].wq.dtype()) + WorkBytes(plan, sampling));
   RETURN_IF_ERROR(OpenHostCollective(peers, std::chrono::seconds(flags.collective_timeout)));
-  return MinOverRanks(*peers.host, KvBlocksInBytes(plan, share * std::max(0.0, free - taken)));
+  return MinOverRanks(*peers.host, KvBlocksInBytes(plan, share * std::max(0.0, free - taken) / sharers));
 }
 
 }  // namespace
@@ -88,33 +91,40 @@ absl::StatusOr<RankPlan> PlanRankModel(const JobFlags& flags, const ModelWeights
                                        RankPeers& peers, int local_world_size) {
   ASSIGN_OR_RETURN(TransformerOptions options, TransformerOptionsFromFlags(flags, local_world_size));
   const bool own_context = options.max_seq_len == 0;
-  if (own_context) options.max_seq_len = weights.config.context_length();
-  ASSIGN_OR_RETURN(RankPlan plan, PlanRank(weights, peers.rank, peers.world_size, options));
-  if (flags.kv_cache_free_share > 0) {
-    ASSIGN_OR_RETURN(const int64_t blocks, FreeShareBlocks(flags, weights, device, peers, plan,
-                                                           flags.kv_cache_free_share));
-    RETURN_IF_ERROR(SetKvBlocks(plan, blocks));
-    return plan;
+  if (!own_context && flags.kv_cache_free_share <= 0) {
+    return PlanRank(weights, peers.rank, peers.world_size, options);  // --kv_cache_gb, or batch x context.
   }
-  if (!own_context || flags.kv_cache_gb > 0) return plan;
-  // The model's own context, with a cache of max_batch_size such sequences
-  // unless free memory holds less: then what it holds, and a context of at
-  // most all of it (vLLM's gpu_memory_utilization default, 0.9).
-  ASSIGN_OR_RETURN(const int64_t fits, FreeShareBlocks(flags, weights, device, peers, plan, kDefaultKvShare));
-  if (fits >= plan.limits.kv_blocks) return plan;
-  if (fits < plan.limits.blocks_per_sequence()) {
-    options.max_seq_len = std::min<int64_t>(options.max_seq_len, fits * options.kv_block_size);
+  // The cache first; with the model's own context, the context is then at
+  // most what the cache holds (a cache the user sized included).
+  if (own_context) options.max_seq_len = weights.config.context_length();
+  const double given_bytes = options.kv_cache_bytes;
+  options.kv_cache_bytes = 0;
+  ASSIGN_OR_RETURN(RankPlan plan, PlanRank(weights, peers.rank, peers.world_size, options));
+  int64_t blocks = plan.limits.kv_blocks;
+  if (flags.kv_cache_free_share > 0) {
+    ASSIGN_OR_RETURN(blocks, FreeShareBlocks(flags, weights, device, peers, local_world_size, plan,
+                                             flags.kv_cache_free_share));
+  } else if (given_bytes > 0) {
+    blocks = std::max<int64_t>(1, KvBlocksInBytes(plan, given_bytes));
+  } else {
+    // vLLM's gpu_memory_utilization default, 0.9.
+    ASSIGN_OR_RETURN(const int64_t fits,
+                     FreeShareBlocks(flags, weights, device, peers, local_world_size, plan, kDefaultKvShare));
+    blocks = std::min(blocks, fits);
+  }
+  if (own_context && blocks < plan.limits.blocks_per_sequence()) {
+    options.max_seq_len = std::min<int64_t>(options.max_seq_len, blocks * options.kv_block_size);
     if (options.max_seq_len < 2) {
       return absl::ResourceExhaustedError(
           "no room for a KV cache once the weights are loaded: free memory, or give --kv_cache_gb");
     }
     LOG(INFO) << absl::StrFormat(
-        "context %d positions: the model's own %d does not fit %.0f%% of the free memory as a KV cache "
-        "(--max_seq_len and --kv_cache_gb choose)",
-        options.max_seq_len, weights.config.context_length(), 100 * kDefaultKvShare);
+        "context %d positions: the model's own %d does not fit the KV cache (%d blocks; --max_seq_len, "
+        "--kv_cache_gb and --kv_cache_free_share choose)",
+        options.max_seq_len, weights.config.context_length(), blocks);
     ASSIGN_OR_RETURN(plan, PlanRank(weights, peers.rank, peers.world_size, options));
   }
-  RETURN_IF_ERROR(SetKvBlocks(plan, fits));
+  RETURN_IF_ERROR(SetKvBlocks(plan, blocks));
   return plan;
 }
 

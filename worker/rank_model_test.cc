@@ -65,10 +65,14 @@ TEST(RankModelTest, AGivenContextAndCacheAreKept) {
   RankPlan plan = Plan(Small(), flags);
   EXPECT_EQ(plan.limits.max_seq_len, 100);
   EXPECT_EQ(plan.limits.kv_blocks, flags.max_batch_size * plan.limits.blocks_per_sequence());
-  // A cache the user sized is not shrunk to fit: too small for the model's
-  // own context, it is an error that says what to change.
+  // A cache the user sized is kept; the model's own context is then what
+  // it holds, and a context the user gave that it cannot hold is an error.
   flags.max_seq_len = 0;
   flags.kv_cache_gb = 0.001;  // 1 MB: 61 blocks of 16 positions at 1 kB a position.
+  plan = Plan(Small(), flags);
+  EXPECT_EQ(plan.limits.kv_blocks, 61);
+  EXPECT_EQ(plan.limits.max_seq_len, 61 * 16);
+  flags.max_seq_len = 4096;
   const absl::StatusOr<RankPlan> small = TryPlan(Small(), flags);
   ASSERT_FALSE(small.ok());
   EXPECT_NE(small.status().message().find("cannot hold one sequence of --max_seq_len=4096"), std::string::npos)
