@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -66,6 +69,20 @@ absl::Status ProbeWritableFolder(const std::string& dir) {
   ::close(fd);
   ::unlink(probe.c_str());
   return absl::OkStatus();
+}
+
+void RemoveEmptyFolders(const std::string& root, bool root_too) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  std::vector<fs::path> folders;
+  for (fs::recursive_directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_directory(error)) folders.push_back(it->path());
+  }
+  std::sort(folders.begin(), folders.end(), [](const fs::path& a, const fs::path& b) {
+    return std::distance(a.begin(), a.end()) > std::distance(b.begin(), b.end());
+  });
+  for (const fs::path& folder : folders) fs::remove(folder, error);  // Only empty ones go.
+  if (root_too) fs::remove(root, error);
 }
 
 }  // namespace llama

@@ -26,6 +26,12 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // read-only mount overrides them). The error says which step failed, why.
 absl::Status ProbeWritableFolder(const std::string& dir);
 
+// Removes the folders under `root` that are empty (deepest first, so a
+// folder of empty folders goes too), and `root` itself when `root_too`
+// and it is empty. Never a file: after a failed download the partial files
+// to resume from stay.
+void RemoveEmptyFolders(const std::string& root, bool root_too);
+
 // The directory part of `path` ("." when it has none).
 std::string DirectoryOf(const std::string& path);
 

@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,7 +19,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +29,7 @@
 #include "base/progress.h"
 #include "base/status_macros.h"
 #include "checkpoint/checklist.h"
+#include "checkpoint/conversion_output.h"
 #include "checkpoint/conversion_sources.h"
 #include "checkpoint/gguf_llama.h"
 #include "checkpoint/gguf_writer.h"
@@ -204,46 +203,6 @@ bool UpToDate(const ConvertOptions& options, const std::vector<shard::SourceFile
     }
   }
   return true;
-}
-
-// Removes a folder only if it holds nothing but shard files.
-absl::Status RemoveShardFolder(const std::string& dir) {
-  std::error_code error;
-  if (!fs::exists(dir, error)) return absl::OkStatus();
-  if (!fs::is_directory(dir, error)) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("refusing to replace \"%s\": it is a file, not a folder of shards", dir));
-  }
-  std::vector<fs::path> files;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!absl::StartsWith(name, "rank-") ||
-        !(absl::EndsWith(name, ".shard") || absl::EndsWith(name, ".shard.tmp"))) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "refusing to replace \"%s\": it holds \"%s\", which convert did not write", dir, name));
-    }
-    files.push_back(entry.path());
-  }
-  for (const fs::path& file : files) fs::remove(file, error);
-  if (!fs::remove(dir, error) || error) {
-    return absl::InternalError(absl::StrFormat("cannot remove \"%s\": %s", dir, error.message()));
-  }
-  return absl::OkStatus();
-}
-
-// Checked before writing anything: a conversion that fills the disk fails
-// late, after minutes, and may starve other writers on the same storage.
-// `path` is on the filesystem that will hold `needed` bytes of `what`;
-// `shown` names the place.
-absl::Status CheckFreeSpace(const std::string& path, const std::string& shown, uint64_t needed, const char* what) {
-  struct statvfs info;
-  if (::statvfs(path.c_str(), &info) != 0) return absl::OkStatus();  // Unknown: let the writes tell.
-  const uint64_t free = static_cast<uint64_t>(info.f_bavail) * info.f_frsize;
-  if (free >= needed) return absl::OkStatus();
-  return absl::ResourceExhaustedError(
-      absl::StrFormat("not enough free space for the %s in \"%s\": %s needed, %s is free; free some or choose "
-                      "another folder",
-                      what, shown, HumanBytes(needed), HumanBytes(free)));
 }
 
 // One GGUF file of the whole model (see gguf_llama.h): 1-D tensors (the
@@ -455,29 +414,15 @@ absl::StatusOr<uint64_t> WriteShardFolder(const ConvertOptions& options, SourceS
   return total;
 }
 
-std::string LockPath(const std::string& out_dir) { return fs::path(out_dir).lexically_normal().string() + ".lock"; }
-
-// The lock that lets one conversion at a time write into out_dir.
-absl::StatusOr<FileLock> LockOutput(const ConvertOptions& options) {
-  const std::string lock = LockPath(options.out_dir);
-  std::error_code error;
-  fs::create_directories(fs::path(lock).parent_path(), error);
-  return FileLock::Acquire(lock, [&](const std::string& holder) {
-    if (!options.show_progress) return;
-    std::fprintf(stderr, "convert: %s is being written by another conversion (%s); waiting for it\n",
-                 options.out_dir.c_str(), holder.c_str());
-  });
-}
-
 }  // namespace
 
-bool ConversionUnderWay(const std::string& out_dir) { return FileLock::IsHeld(LockPath(out_dir)); }
+bool ConversionUnderWay(const std::string& out_dir) { return FileLock::IsHeld(ConversionLockPath(out_dir)); }
 
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
   std::optional<FileLock> lock;
   if (!options.check_only) {
-    absl::StatusOr<FileLock> taken = LockOutput(options);
+    absl::StatusOr<FileLock> taken = LockConversionOutput(options.out_dir, options.show_progress);
     if (absl::IsUnimplemented(taken.status())) {
       // No locks here: convert unlocked, as before locks were taken.
       LOG(WARNING) << taken.status().message() << "; converting without a lock (run one conversion at a time)";

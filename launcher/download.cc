@@ -456,23 +456,6 @@ absl::Status FetchAll(Downloader& d, const std::vector<Job>& pending, uint64_t n
   return absl::Status(failures[0].code(), absl::StrJoin(messages, "; "));
 }
 
-// After a failed download: the folders it made and left empty (a model
-// whose files were refused), deepest first; `root` too when it made it.
-// fs::remove takes only empty folders, so no file (a .partial to resume)
-// is ever lost.
-void RemoveEmptyFolders(const std::string& root, bool root_too) {
-  std::error_code error;
-  std::vector<fs::path> folders;
-  for (fs::recursive_directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
-    if (it->is_directory(error)) folders.push_back(it->path());
-  }
-  std::sort(folders.begin(), folders.end(), [](const fs::path& a, const fs::path& b) {
-    return std::distance(a.begin(), a.end()) > std::distance(b.begin(), b.end());
-  });
-  for (const fs::path& folder : folders) fs::remove(folder, error);
-  if (root_too) fs::remove(root, error);
-}
-
 // Lists, checks and fetches every file of `models` into options.target_dir.
 absl::StatusOr<DownloadReport> FetchModels(const DownloadOptions& options, const std::vector<MetaModel>& models) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -496,6 +479,7 @@ absl::StatusOr<DownloadReport> Download(const DownloadOptions& options, const Ur
         absl::StrFormat("--target_dir \"%s\": cannot create: %s", options.target_dir, error.message()));
   }
   absl::StatusOr<DownloadReport> report = FetchModels(options, models);
+  // No empty model folder left to look like a download (a refused model).
   if (!report.ok()) RemoveEmptyFolders(options.target_dir, /*root_too=*/!existed);
   return report;
 }

@@ -82,6 +82,23 @@ std::string ServedFolder() {
   return root;
 }
 
+// A server for a Llama 2 7B folder whose shard is an 8 TB sparse file
+// (no disk used), larger than any disk; served from TEST_TMPDIR/`name`.
+absl::StatusOr<std::unique_ptr<HttpTestServer>> ServeHugeShard(const std::string& name) {
+  const std::string root = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+  fs::create_directories(root + "/llama-2-7b");
+  for (const char* f : {"LICENSE", "USE_POLICY.md", "tokenizer.model", "tokenizer_checklist.chk",
+                        "llama-2-7b/params.json"}) {
+    fs::copy_file(ServedFolder() + "/" + f, root + "/" + f, fs::copy_options::overwrite_existing);
+  }
+  std::ofstream(root + "/llama-2-7b/consolidated.00.pth").close();
+  fs::resize_file(root + "/llama-2-7b/consolidated.00.pth", 8000000000000);
+  std::ofstream(root + "/llama-2-7b/checklist.chk")
+      << *Md5File(root + "/llama-2-7b/params.json") << "  params.json\n"
+      << "0123456789abcdef0123456789abcdef  consolidated.00.pth\n";
+  return HttpTestServer::Start(root, "llama2", kQuery);
+}
+
 class DownloadTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -331,18 +348,7 @@ TEST_F(DownloadTest, ServerIgnoringRangeRestartsTheFile) {
 // the body cut off at once): the free-space check and the progress know it
 // (#33: "749.94 kB / 0 B", and no check at all).
 TEST_F(DownloadTest, ServerIgnoringRangeStillGivesTheSize) {
-  const std::string root = std::string(getenv("TEST_TMPDIR")) + "/served_huge_no_range";
-  fs::create_directories(root + "/llama-2-7b");
-  for (const char* f : {"LICENSE", "USE_POLICY.md", "tokenizer.model", "tokenizer_checklist.chk",
-                        "llama-2-7b/params.json"}) {
-    fs::copy_file(ServedFolder() + "/" + f, root + "/" + f, fs::copy_options::overwrite_existing);
-  }
-  std::ofstream(root + "/llama-2-7b/consolidated.00.pth").close();
-  fs::resize_file(root + "/llama-2-7b/consolidated.00.pth", 8000000000000);  // Sparse: no disk used.
-  std::ofstream(root + "/llama-2-7b/checklist.chk")
-      << *Md5File(root + "/llama-2-7b/params.json") << "  params.json\n"
-      << "0123456789abcdef0123456789abcdef  consolidated.00.pth\n";
-  absl::StatusOr<std::unique_ptr<HttpTestServer>> huge = HttpTestServer::Start(root, "llama2", kQuery);
+  absl::StatusOr<std::unique_ptr<HttpTestServer>> huge = ServeHugeShard("served_huge_no_range");
   ASSERT_TRUE(huge.ok()) << huge.status();
   Fault no_range;
   no_range.ignore_range = true;
@@ -402,18 +408,7 @@ TEST_F(DownloadTest, TheSecretNeverAppearsWhateverTheUrlsShape) {
 // A shard larger than any disk (an 8 TB sparse file on the server) is
 // refused before a byte of it is fetched, with sizes in the message.
 TEST_F(DownloadTest, NotEnoughFreeSpaceIsRefusedUpFront) {
-  const std::string root = std::string(getenv("TEST_TMPDIR")) + "/served_huge";
-  fs::create_directories(root + "/llama-2-7b");
-  for (const char* f : {"LICENSE", "USE_POLICY.md", "tokenizer.model", "tokenizer_checklist.chk",
-                        "llama-2-7b/params.json"}) {
-    fs::copy_file(ServedFolder() + "/" + f, root + "/" + f, fs::copy_options::overwrite_existing);
-  }
-  std::ofstream(root + "/llama-2-7b/consolidated.00.pth").close();
-  fs::resize_file(root + "/llama-2-7b/consolidated.00.pth", 8000000000000);  // Sparse: no disk used.
-  std::ofstream(root + "/llama-2-7b/checklist.chk")
-      << *Md5File(root + "/llama-2-7b/params.json") << "  params.json\n"
-      << "0123456789abcdef0123456789abcdef  consolidated.00.pth\n";
-  absl::StatusOr<std::unique_ptr<HttpTestServer>> huge = HttpTestServer::Start(root, "llama2", kQuery);
+  absl::StatusOr<std::unique_ptr<HttpTestServer>> huge = ServeHugeShard("served_huge");
   ASSERT_TRUE(huge.ok()) << huge.status();
   DownloadOptions o = Options({"7B"});
   o.url_template = (*huge)->UrlTemplate();

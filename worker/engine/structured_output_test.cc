@@ -12,12 +12,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "base/process.h"
-#include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/engine/engine.h"
 #include "worker/grammar/grammar_cache.h"
 #include "worker/grammar/json_schema.h"
+#include "worker/grammar/output_validation.h"
 #include "worker/grammar/regex_to_gbnf.h"
 #include "worker/model/golden_fixture.h"
 
@@ -120,17 +119,9 @@ TEST_P(StructuredOutputTest, EveryAnswerValidatesAgainstItsSchema) {
   }
   const std::string path = std::string(getenv("TEST_TMPDIR")) + "/results.json";
   std::ofstream(path) << results.dump(1);
-  ProcessOptions validate;
-  validate.argv = {"/usr/bin/python3", "worker/grammar/testdata/validate_outputs.py", path};
-  validate.stdout_path = path + ".out";
-  validate.stderr_path = path + ".err";
-  absl::StatusOr<std::unique_ptr<Process>> process = Process::Spawn(validate);
-  ASSERT_TRUE(process.ok()) << process.status();
-  absl::StatusOr<ExitStatus> exit = (*process)->Wait(std::chrono::seconds(120));
-  ASSERT_TRUE(exit.ok());
-  const std::string report = testing::ReadFileOrEmpty(validate.stdout_path) + testing::ReadFileOrEmpty(validate.stderr_path);
-  EXPECT_TRUE(exit->success()) << report;
-  std::printf("%s: %s", GetParam().model, report.c_str());
+  const grammar::ValidationReport report = grammar::ValidateOutputs(path);
+  EXPECT_TRUE(report.valid) << report.text;
+  std::printf("%s: %s", GetParam().model, report.text.c_str());
 }
 
 TEST_P(StructuredOutputTest, AGrammarOfOneStringGivesExactlyIt) {

@@ -12,11 +12,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "worker/grammar/grammar.h"
+#include "worker/grammar/left_recursion.h"
 #include "worker/grammar/utf8_ranges.h"
 
 namespace llama::grammar {
 
-using Sequence = std::vector<Element>;
 
 class GbnfCompiler {
  public:
@@ -53,7 +53,6 @@ class GbnfCompiler {
   int NewRule(const std::string& base, std::vector<Sequence> alternatives);
   int ByteSetId(const ByteSet& set);
   absl::Status CheckRules() const;
-  absl::Status CheckLeftRecursion() const;
 
   absl::string_view text_;
   size_t pos_ = 0;
@@ -407,89 +406,7 @@ absl::Status GbnfCompiler::CheckRules() const {
       return at.error_;
     }
   }
-  return CheckLeftRecursion();
-}
-
-// A rule that can reach itself without reading a byte would make the
-// parser's expansion loop forever (llama.cpp refuses it too). Both passes
-// are linear in the grammar's size: its text is the client's.
-absl::Status GbnfCompiler::CheckLeftRecursion() const {
-  const int n = static_cast<int>(rules_.size());
-  // Nullable rules, by a work list: an alternative is nullable once each of
-  // its rule references is (a byte set never is).
-  std::vector<bool> nullable(n, false);
-  std::vector<std::vector<std::pair<int, size_t>>> used_in(n);  // Rule -> (rule, alternative) using it.
-  std::vector<std::vector<int>> pending(n);                     // Per alternative: references not yet nullable.
-  std::vector<int> ready;
-  for (int r = 0; r < n; ++r) {
-    pending[r].assign(rules_[r].size(), 0);
-    for (size_t a = 0; a < rules_[r].size(); ++a) {
-      for (const Element& e : rules_[r][a]) {
-        if (e.kind == Element::kBytes) {
-          pending[r][a] = -1;  // Never.
-          break;
-        }
-        ++pending[r][a];
-        used_in[e.value].push_back({r, a});
-      }
-      if (pending[r][a] == 0 && !nullable[r]) {
-        nullable[r] = true;
-        ready.push_back(r);
-      }
-    }
-  }
-  while (!ready.empty()) {
-    const int done = ready.back();
-    ready.pop_back();
-    for (const auto& [r, a] : used_in[done]) {
-      if (pending[r][a] > 0 && --pending[r][a] == 0 && !nullable[r]) {
-        nullable[r] = true;
-        ready.push_back(r);
-      }
-    }
-  }
-  std::vector<std::vector<int>> first(n);  // Rules r can start with.
-  for (int r = 0; r < n; ++r) {
-    for (const Sequence& s : rules_[r]) {
-      for (const Element& e : s) {
-        if (e.kind != Element::kRule) break;
-        first[r].push_back(e.value);
-        if (!nullable[e.value]) break;
-      }
-    }
-  }
-  // A cycle in `first`, by an iterative depth-first search.
-  std::vector<int> mark(n, 0);  // 0 new, 1 on the path, 2 done.
-  for (int root = 0; root < n; ++root) {
-    if (mark[root] != 0) continue;
-    std::vector<std::pair<int, size_t>> path = {{root, 0}};  // Rule, next of its `first` to visit.
-    mark[root] = 1;
-    while (!path.empty()) {
-      auto& [r, next] = path.back();
-      if (next == first[r].size()) {
-        mark[r] = 2;
-        path.pop_back();
-        continue;
-      }
-      const int to = first[r][next++];
-      if (mark[to] == 2) continue;
-      if (mark[to] == 1) {
-        std::vector<std::string> names;
-        bool on = false;
-        for (const auto& [p, unused] : path) {
-          on = on || p == to;
-          if (on) names.push_back(names_[p]);
-        }
-        names.push_back(names_[to]);
-        return absl::InvalidArgumentError(absl::StrCat(
-            "grammar: rule '", names_[to], "' is left-recursive or repeats what can be empty (",
-            absl::StrJoin(names, " -> "), "): it could expand forever without reading a character"));
-      }
-      mark[to] = 1;
-      path.push_back({to, 0});
-    }
-  }
-  return absl::OkStatus();
+  return CheckNoLeftRecursion(rules_, names_);
 }
 
 absl::StatusOr<std::shared_ptr<const Grammar>> GbnfCompiler::Compile() {
