@@ -79,5 +79,27 @@ TEST(PreflightTest, ALogFolderThatCannotBeMade) {
   EXPECT_TRUE(CheckLogFolder(std::string(std::getenv("TEST_TMPDIR")) + "/logs/run1").ok());
 }
 
+// --json_schema is compiled before anything is converted: a file that is
+// not there, not JSON, or holds a keyword we cannot compile is an error
+// naming the flag and the file; a server refuses the flag.
+TEST(PreflightTest, JsonSchemaIsCompiledBeforeConverting) {
+  std::vector<std::string> warnings;
+  JobFlags flags = Prompt("Hello");
+  flags.json_schema = "/nonexistent/schema.json";
+  EXPECT_EQ(CheckJobInputs(FixtureModel(), flags, &warnings).message(),
+            "--json_schema=/nonexistent/schema.json: cannot read the file");
+  flags.json_schema = TempFile("not_json.json", "{\"type\": ");
+  EXPECT_THAT(CheckJobInputs(FixtureModel(), flags, &warnings).message(), HasSubstr("not_json.json: not valid JSON"));
+  flags.json_schema = TempFile("uncompilable.json", R"({"properties": {"a": {"not": {}}}})");
+  EXPECT_THAT(CheckJobInputs(FixtureModel(), flags, &warnings).message(),
+              HasSubstr("uncompilable.json: \"not\" at /properties/a is not supported"));
+  flags.json_schema = TempFile("good.json", R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+  EXPECT_TRUE(CheckJobInputs(FixtureModel(), flags, &warnings).ok());
+  flags.prompt.clear();
+  flags.serve = true;
+  EXPECT_THAT(CheckJobInputs(FixtureModel(), flags, &warnings).message(),
+              HasSubstr("a server takes a schema per request (response_format)"));
+}
+
 }  // namespace
 }  // namespace llama
