@@ -411,7 +411,7 @@ TEST(ApiServerTest, AClientThatLeavesCancelsItsRequest) {
   const int fd = ConnectTo(s.server().port());
   ASSERT_GE(fd, 0);
   const std::string body =
-      json{{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"stream", true}, {"stop", {"\x01"}}}.dump();
+      json{{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"stream", true}, {"ignore_eos", true}}.dump();
   const std::string request = absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                                            "application/json\r\nContent-Length: ",
                                            body.size(), "\r\n\r\n", body);
@@ -444,7 +444,7 @@ bool AwaitRunning(Serving& s) {
 // says "length".
 TEST(ApiServerTest, CancelledAnswersEndWithAnErrorNeverLength) {
   Serving s({}, std::chrono::milliseconds(5));
-  const json long_request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"stop", {"\x01"}}};
+  const json long_request = {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"ignore_eos", true}};
   // Streamed.
   std::string streamed;
   std::thread stream([&] {
@@ -484,7 +484,7 @@ TEST(ApiServerTest, AClientThatLeavesBeforeAPlainAnswerCancelsIt) {
   const int fd = ConnectTo(s.server().port());
   ASSERT_GE(fd, 0);
   const std::string request =
-      RawPost("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"stop", {"\x01"}}});
+      RawPost("/v1/completions", {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 110}, {"ignore_eos", true}});
   ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
   if (!AwaitRunning(s)) {
     char reply[4096] = {};
