@@ -1,8 +1,20 @@
 // A fixed set of worker threads for data-parallel loops in CPU kernels.
+//
+// A decode step of a small model runs a few hundred ParallelFor calls of a
+// few microseconds each, so what a call costs beyond its work is what
+// decides whether two threads beat one. Waking a thread through a mutex and
+// condition variable costs tens of microseconds (a futex round trip each
+// way); here the job is published with one atomic store, idle workers spin
+// on it for a while (kSpinFor) before they sleep, and the caller spins on a
+// countdown until every share is done, as llama.cpp's and OpenMP's barriers
+// do. Workers only sleep when no work came for kSpinFor, i.e. between
+// steps, never between the operations of one step.
 
 #ifndef LLAMA_OPS_CPU_THREAD_POOL_H_
 #define LLAMA_OPS_CPU_THREAD_POOL_H_
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -16,6 +28,12 @@ namespace llama {
 // pool's threads run the pieces. Destruction joins the threads.
 class ThreadPool {
  public:
+  // How long an idle worker waits for the next job before it sleeps: longer
+  // than the gap between two operations of a step (sampling and scheduling
+  // between steps included), short enough that an idle server's workers
+  // sleep at once.
+  static constexpr std::chrono::microseconds kSpinFor{1000};
+
   // 0 threads: one per hardware thread.
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
@@ -31,18 +49,24 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
+  // The first job generation after `seen` (or `seen` once stopping).
+  uint64_t AwaitJob(uint64_t seen);
   void RunShare(int index);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::condition_variable work_done_;
+  // The current job: written by the caller before generation_ moves on,
+  // read by the workers after they see it move.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  // Each on its own cache line: the workers poll generation_ while they
+  // count pending_ down.
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<int> pending_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;  // Guards only the sleep: sleepers_ and wake_.
+  std::condition_variable wake_;
 };
 
 }  // namespace llama
