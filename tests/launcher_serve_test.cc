@@ -27,6 +27,7 @@
 #include "base/net.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "tests/fixtures/sampled_golden.h"
+#include "tests/fixtures/test_util.h"
 #include "tests/launcher_run.h"
 #include "tokenizer/tokenizer_fixture.h"
 
@@ -41,13 +42,14 @@ using ::testing::HasSubstr;
 // `model` and waits for its URL; returns the port (0 if it never came).
 int StartServer(LauncherRun& run, const std::string& name, int nproc, const std::string& model = "tiny_fp32_mp1",
                 const std::string& tokenizer = TokenizerFixturePath("tokenizer.model"),
-                const std::string& context_flag = "--max_seq_len=128") {
+                const std::string& context_flag = "--max_seq_len=128", const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args = {"serve", "--ckpt_dir=" + CheckpointFixturePath(model), "--tokenizer_path=" + tokenizer,
                                    absl::StrCat("--shard_dir=", TempDir(), "/serve_shards_", model, "_", nproc),
                                    absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
                                    absl::StrCat("--nproc_per_node=", nproc), "--port=0", "--collective_timeout=5",
                                    "--grace_period=2"};
   if (!context_flag.empty()) args.push_back(context_flag);
+  args.insert(args.end(), extra.begin(), extra.end());
   run = Launch(name, args);
   const std::regex url("serving " + model + " on http://127.0.0.1:([0-9]+)/v1");
   for (int i = 0; i < 600; ++i) {
@@ -86,6 +88,28 @@ TEST(LauncherServeTest, GreedyCompletionsEqualPyTorchAtOneAndTwoRanksAndSigtermD
     EXPECT_EQ(ExitCodeOf(run, 60s), 0) << run.err();
     EXPECT_THAT(run.err(), HasSubstr("the server drained and stopped"));
   }
+}
+
+// --access_log: a line per request on rank 0's log, with no prompt text.
+TEST(LauncherServeTest, TheAccessLogHasALinePerRequest) {
+  LauncherRun run;
+  const int port = StartServer(run, "serve_access_log", 1, "tiny_fp32_mp1", TokenizerFixturePath("tokenizer.model"),
+                               "--max_seq_len=128", {"--access_log"});
+  ASSERT_GT(port, 0);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(60, 0);
+  httplib::Result r = client.Post(
+      "/v1/completions",
+      json{{"model", "tiny_fp32_mp1"}, {"prompt", "a secret prompt"}, {"max_tokens", 2}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_TRUE(client.Get("/nowhere"));
+  run.process->SignalGroup(SIGTERM);
+  EXPECT_EQ(ExitCodeOf(run, 60s), 0) << run.err();
+  const std::string err = ReadFileOrEmpty(TempDir() + "/serve_access_log/logs/rank0.log");
+  EXPECT_THAT(err, ::testing::ContainsRegex("access: 127\\.0\\.0\\.1:[0-9]+ \"POST /v1/completions HTTP/1\\.1\" 200 [0-9]+ B"));
+  EXPECT_THAT(err, HasSubstr("\"GET /nowhere HTTP/1.1\" 404 "));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("a secret prompt")));
 }
 
 // Llama 3 through the chat endpoint (its header format, <|eot_id|> ending

@@ -129,6 +129,9 @@ enum class WorkerForwarding {
     "Serving: seconds from a request's first byte to its last; later gets 408.") \
   X(int32, keep_alive_timeout, 60, kServing, kAlways, \
     "Serving: seconds an idle connection is kept between requests (and a stalled write waits).") \
+  X(bool, access_log, false, kServing, kAlways, \
+    "Serving: one log line per request (client address, method, path, status, answer bytes, " \
+    "milliseconds; never headers or bodies).") \
   X(int32, drain_timeout, 30, kServing, kAlways, \
     "Serving: seconds the requests in flight may take to finish after SIGTERM or Ctrl-C; the rest are " \
     "cancelled.") \

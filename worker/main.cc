@@ -92,6 +92,7 @@ absl::StatusOr<RunServerOptions> ServingOptions(const JobFlags& flags) {
   o.api.limits.max_body_bytes = flags.max_body_bytes;
   o.api.limits.request_timeout = absl::Seconds(flags.request_timeout);
   o.api.limits.keep_alive_timeout = absl::Seconds(flags.keep_alive_timeout);
+  o.api.access_log = flags.access_log;
   const char* variable = std::getenv(kApiKeyVariable);
   for (const std::string& key : {flags.api_key, std::string(variable != nullptr ? variable : "")}) {
     if (!key.empty()) o.api.api_keys.push_back(key);

@@ -42,6 +42,15 @@ constexpr size_t kReadChunk = 16 << 10;
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr size_t kLingerBytes = size_t{4} << 20;
 
+std::string RemoteName(const tcp::socket& socket) {
+  beast::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  if (ec) return "-";
+  const std::string address = peer.address().to_string();
+  return peer.address().is_v6() ? absl::StrFormat("[%s]:%d", address, peer.port())
+                                : absl::StrFormat("%s:%d", address, peer.port());
+}
+
 }  // namespace
 
 const Route* ConnectionContext::Find(const std::string& method, const std::string& path) const {
@@ -61,7 +70,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : server_(server),
         socket_(std::move(socket)),
         timer_(socket_.get_executor()),
-        buffer_(server->options.limits.max_header_bytes + 2 * kReadChunk) {}
+        buffer_(server->options.limits.max_header_bytes + 2 * kReadChunk),
+        remote_(RemoteName(socket_)) {}
 
   asio::any_io_executor executor() { return socket_.get_executor(); }
 
@@ -78,7 +88,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
-    if (exchange_ != nullptr) std::exchange(exchange_, nullptr)->Gone();
+    if (exchange_ != nullptr) {
+      LogAccess(/*complete=*/false);
+      std::exchange(exchange_, nullptr)->Gone();
+    }
     busy_self_.reset();
   }
 
@@ -88,6 +101,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bhttp::response<bhttp::string_body> message(static_cast<bhttp::status>(response.status), version_);
     for (auto& [name, value] : response.headers) message.set(name, value);
     message.set(bhttp::field::content_type, response.content_type);
+    status_ = response.status;
+    body_bytes_ = response.body.size();
     message.body() = std::move(response.body);
     message.keep_alive(keep_alive_);
     message.prepare_payload();
@@ -99,6 +114,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void StartStream(const Exchange* exchange, int status, const std::string& content_type, const Headers& headers) {
     if (closed_ || exchange_.get() != exchange) return;
     bhttp::response<bhttp::empty_body> head(static_cast<bhttp::status>(status), version_);
+    status_ = status;
     for (const auto& [name, value] : headers) head.set(name, value);
     head.set(bhttp::field::content_type, content_type);
     // HTTP/1.0 has no chunks: the body ends with the connection.
@@ -117,6 +133,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Send(const Exchange* exchange, const std::string& data) {
     if (closed_ || exchange_.get() != exchange || data.empty()) return;
+    body_bytes_ += data.size();
     if (chunked_) {
       Enqueue(absl::StrFormat("%x\r\n", data.size()));
       Enqueue(data);
@@ -186,7 +203,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadHead() {
     const Limits& limits = server_->options.limits;
     // The request's deadline runs from its first byte, which is here.
-    Arm(Clock::now() + ToChrono(limits.request_timeout), Wait::kRequest);
+    request_started_ = Clock::now();
+    head_ = Request{};
+    Arm(request_started_ + ToChrono(limits.request_timeout), Wait::kRequest);
     timed_out_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(limits.max_header_bytes, UINT32_MAX)));
@@ -282,7 +301,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const bool read_whole = parser_.has_value() && parser_->is_done() && !timed_out_;
     keep_alive_ = read_whole && parser_->get().keep_alive();
     parser_.reset();
-    exchange_ = std::make_shared<Exchange>(weak_from_this(), std::move(head_));
+    NewExchange();
     Respond(exchange_.get(), std::move(response));
   }
 
@@ -290,8 +309,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Disarm();
     keep_alive_ = parser_->get().keep_alive();
     parser_.reset();
-    auto exchange = std::make_shared<Exchange>(weak_from_this(), std::move(head_));
-    exchange_ = exchange;
+    NewExchange();
+    std::shared_ptr<Exchange> exchange = exchange_;
     busy_self_ = shared_from_this();  // Until answered: a worker thread may hold only the Exchange.
     WatchForDisconnect();
     if (route_->on_io_thread) {
@@ -338,7 +357,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  void NewExchange() {
+    exchange_ = std::make_shared<Exchange>(weak_from_this(), std::move(head_));
+    status_ = 0;
+    body_bytes_ = 0;
+  }
+
+  void LogAccess(bool complete) {
+    if (!server_->options.access_log) return;
+    const Request& request = exchange_->request();
+    server_->options.access_log({remote_, request.method.empty() ? "-" : request.method,
+                                 request.path.empty() ? "-" : request.path, request.version, status_, body_bytes_,
+                                 absl::FromChrono(Clock::now() - request_started_), complete});
+  }
+
   void AfterAnswer() {
+    LogAccess(/*complete=*/true);
     exchange_.reset();
     answer_complete_ = false;
     chunked_ = false;
@@ -381,6 +415,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   std::shared_ptr<Exchange> exchange_;
   std::shared_ptr<Connection> busy_self_;
+  // For the access log.
+  const std::string remote_;
+  Clock::time_point request_started_;
+  int status_ = 0;
+  size_t body_bytes_ = 0;
 };
 
 // ---- Exchange

@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <glog/logging.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -27,6 +28,13 @@ absl::string_view Request::Header(absl::string_view name) const {
     if (absl::EqualsIgnoreCase(key, name)) return value;
   }
   return {};
+}
+
+std::string AccessLogLine(const AccessRecord& r) {
+  // Escaped: a hostile client's path must not forge lines or quotes.
+  return absl::StrFormat("%s \"%s %s HTTP/1.%d\" %d %d B %.1f ms%s", r.remote, absl::CHexEscape(r.method),
+                         absl::CHexEscape(r.path), r.version == 10 ? 0 : 1, r.status, r.body_bytes,
+                         absl::ToDoubleMilliseconds(r.duration), r.complete ? "" : " (closed before the answer ended)");
 }
 
 // The listener: it accepts, or refuses past the limit, and tracks its

@@ -120,6 +120,23 @@ struct Route {
   bool on_io_thread = false;
 };
 
+// One request as the access log records it: who asked, what, and how it
+// ended; never a header's or the body's contents (prompts, keys).
+struct AccessRecord {
+  std::string remote;  // "address:port" ("[v6]:port"), or "-".
+  std::string method;  // "-" when the head could not be read.
+  std::string path;    // Without the query.
+  int version = 11;
+  int status = 0;  // 0: closed before any answer.
+  size_t body_bytes = 0;  // Of the answer, as written (chunk framing not counted).
+  absl::Duration duration;  // From the request's first byte to its answer's last, or the close.
+  bool complete = true;  // false: the connection closed before the answer ended.
+};
+
+// `127.0.0.1:5000 "POST /v1/completions HTTP/1.1" 200 512 B 85.2 ms`, with
+// "(closed before the answer ended)" when not complete.
+std::string AccessLogLine(const AccessRecord& record);
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port.
@@ -130,6 +147,9 @@ struct ServerOptions {
   // The body of an error the server itself gives (a limit, a bad request,
   // no route): status, message, a short code.
   std::function<Response(int status, const std::string& message, const std::string& code)> error_response;
+  // Called on an I/O thread once per request when its exchange ends; unset:
+  // no access log.
+  std::function<void(const AccessRecord&)> access_log;
 };
 
 class Server {

@@ -30,6 +30,7 @@ namespace llama::http {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 
@@ -101,6 +102,10 @@ class HttpServerTest : public ::testing::Test {
     options.error_response = [](int status, const std::string& message, const std::string& code) {
       return Response{status, "application/json", absl::StrFormat(R"({"error":"%s","code":"%s"})", message, code), {}};
     };
+    options.access_log = [this](const AccessRecord& record) {
+      absl::MutexLock lock(&access_mutex_);
+      access_.push_back(record);
+    };
     server_ = std::make_unique<Server>(options);
     server_->Handle({"POST", "/echo", nullptr, [](std::shared_ptr<Exchange> e) {
                        e->Respond({200, "text/plain", absl::StrCat(e->request().target, ":", e->request().body), {}});
@@ -128,9 +133,64 @@ class HttpServerTest : public ::testing::Test {
   }
   int port() const { return server_->port(); }
 
+  // The access log's records once there are `count` (they are written
+  // after the answer's last byte, so they may trail the client's read).
+  std::vector<AccessRecord> AccessRecords(size_t count) {
+    absl::MutexLock lock(&access_mutex_);
+    const auto enough = [&] { return access_.size() >= count; };
+    access_mutex_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(5));
+    return access_;
+  }
+
   std::unique_ptr<Server> server_;
   absl::Notification gone_;
+  absl::Mutex access_mutex_;
+  std::vector<AccessRecord> access_;
 };
+
+// One record per request, in order, with what the log may hold: the
+// client, method, path without its query, status, answer bytes, duration;
+// a client that leaves mid-answer is marked; an unreadable head is "-".
+TEST_F(HttpServerTest, TheAccessLogHasOneLinePerRequestWithoutContents) {
+  StartServer();
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.Send("POST /echo?key=secret HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nprompt"
+                       "GET /nowhere HTTP/1.0\r\n\r\n"));
+    ASSERT_THAT(c.ReadToClose(), HasSubstr("no route"));
+  }
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.Send("GET /bad\x01target HTTP/1.1\r\n\r\n"));
+    ASSERT_THAT(c.ReadToClose(), HasSubstr("bad target"));
+  }
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.Send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_THAT(c.ReadUntil("started"), HasSubstr("started"));
+  }
+  const std::vector<AccessRecord> records = AccessRecords(4);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].method, "POST");
+  EXPECT_EQ(records[0].path, "/echo");
+  EXPECT_EQ(records[0].status, 200);
+  EXPECT_EQ(records[0].body_bytes, std::string("/echo?key=secret:prompt").size());
+  EXPECT_TRUE(records[0].complete);
+  EXPECT_THAT(records[0].remote, StartsWith("127.0.0.1:"));
+  EXPECT_THAT(AccessLogLine(records[1]), HasSubstr("\"GET /nowhere HTTP/1.0\" 404 "));
+  EXPECT_THAT(AccessLogLine(records[2]), HasSubstr("\"- - HTTP/1.1\" 400 "));
+  EXPECT_EQ(records[3].path, "/forever");
+  EXPECT_FALSE(records[3].complete);
+  EXPECT_EQ(records[3].body_bytes, std::string("started").size());
+  EXPECT_THAT(AccessLogLine(records[3]), HasSubstr(" (closed before the answer ended)"));
+  for (const AccessRecord& r : records) EXPECT_THAT(AccessLogLine(r), Not(HasSubstr("prompt")));
+}
+
+// Whatever reaches a record, a line stays one line with its quotes intact.
+TEST(AccessLogLineTest, EscapesWhatCouldForgeALine) {
+  AccessRecord r{"[::1]:80", "GET", "/a\"b\nc", 11, 200, 5, absl::Milliseconds(1.25), true};
+  EXPECT_EQ(AccessLogLine(r), "[::1]:80 \"GET /a\\\"b\\nc HTTP/1.1\" 200 5 B 1.2 ms");
+}
 
 TEST_F(HttpServerTest, KeepAliveWithoutARequestCapAndPipelinedAnswersInOrder) {
   StartServer();

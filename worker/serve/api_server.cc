@@ -114,6 +114,9 @@ ApiServer::ApiServer(EngineLoop* loop, const Tokenizer* tokenizer, int64_t conte
         o.error_response = [](int status, const std::string& message, const std::string& code) {
           return ErrorResponse({status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code});
         };
+        if (options_.access_log) {
+          o.access_log = [](const http::AccessRecord& record) { LOG(INFO) << "access: " << http::AccessLogLine(record); };
+        }
         return o;
       }()) {}
 

@@ -48,6 +48,7 @@ struct ApiServerOptions {
   int io_threads = 2;
   // Parse, tokenize and turn engine events into answers.
   int worker_threads = 2;
+  bool access_log = false;  // A glog INFO line per request (http::AccessLogLine).
 };
 
 class ApiServer {
