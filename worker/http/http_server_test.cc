@@ -142,10 +142,12 @@ class HttpServerTest : public ::testing::Test {
     return access_;
   }
 
-  std::unique_ptr<Server> server_;
+  // Before server_: the server's threads use them until it is destroyed
+  // (connections closed at Stop are logged and reported gone too).
   absl::Notification gone_;
   absl::Mutex access_mutex_;
   std::vector<AccessRecord> access_;
+  std::unique_ptr<Server> server_;
 };
 
 // One record per request, in order, with what the log may hold: the
