@@ -1,6 +1,6 @@
 // The sources of a conversion, opened and checked: Meta's
-// consolidated.NN.pth files or our own rank-R-of-N.shard files (to
-// reshard), reduced to the pieces ("parts") of every tensor, with the
+// consolidated.NN.pth files, a Hugging Face folder, a GGUF file or our own
+// rank-R-of-N.shard files (to reshard), reduced to the pieces ("parts") of every tensor, with the
 // model config and a record of each file for the up-to-date check.
 // Internal to the converter.
 
@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "checkpoint/gguf_reader.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/shard.pb.h"
 #include "checkpoint/tensor_file.h"
@@ -34,6 +36,10 @@ struct SourcePart {
   // For a part split on rows (dim 0) whose rows are stored in another
   // order: the stored row of each row [begin, end); empty when in order.
   std::vector<int64_t> row_order;
+  // A GGUF tensor of one of ggml's block types (ops/ggml_blocks.h), decoded
+  // row by row; `dtype` is then what it converts to unless told otherwise.
+  // (Q8_0 is also our kQ8_0: converted to kQ8_0 its bytes are copied.)
+  std::optional<uint32_t> ggml_block_type = std::nullopt;
 };
 
 struct SourceSet {
@@ -42,8 +48,11 @@ struct SourceSet {
   // The weight files read (.pth, shards, safetensors), kept open: the
   // parts view their bytes.
   std::vector<std::unique_ptr<TensorFile>> files;
+  // Or the GGUF file read, kept open likewise; its metadata holds the
+  // tokenizer.
+  std::unique_ptr<GgufFile> gguf;
 
-  int file_count() const { return files.size(); }
+  int file_count() const { return gguf != nullptr ? 1 : files.size(); }
   absl::flat_hash_map<std::string, std::vector<SourcePart>> parts;
 };
 
@@ -74,6 +83,11 @@ bool IsHuggingFaceFolder(const std::string& dir);
 // config.json, a tied output projection read from the embedding. `dir`
 // must pass IsHuggingFaceFolder.
 absl::StatusOr<SourceSet> OpenHuggingFaceCheckpoint(const std::string& dir);
+// The GGUF file `ckpt_dir` names: itself when it is a .gguf file, else the
+// one .gguf file in the folder (none or several is an error).
+absl::StatusOr<std::string> FindGgufFile(const std::string& ckpt_dir);
+// A GGUF file of llama.cpp's "llama" architecture (see gguf_sources.cc).
+absl::StatusOr<SourceSet> OpenGgufCheckpoint(const std::string& path);
 // Our shards in `dir` (`found`: ShardFiles' answer), all of one conversion.
 absl::StatusOr<SourceSet> OpenShardFolder(const std::string& dir, const std::map<int, std::string>& found);
 

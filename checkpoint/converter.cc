@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,6 +39,7 @@
 #include "checkpoint/shard_format.h"
 #include "checkpoint/tensor_file.h"
 #include "ops/cast.h"
+#include "ops/ggml_blocks.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llama {
@@ -81,32 +83,12 @@ class SliceCopier {
     from_ = parts[0].dtype;
     to_ = to;
     written_elements_ = 0;
-    const int dim = spec.split_dim();
-    const size_t element = DTypeSize(from_);
-    if (dim < 0) {
-      RETURN_IF_ERROR(Emit(parts[0].bytes));
-    }
-    // Rows (dim 0) come in contiguous runs per part; columns (dim 1) in a
-    // run per part for every row.
-    const int64_t rows = dim == 1 ? spec.shape[0] : 1;
-    for (int64_t row = 0; dim >= 0 && row < rows; ++row) {
-      for (int64_t at = range.begin; at < range.end;) {
-        const SourcePart* part = PartAt(parts, at);
-        if (part == nullptr) {
-          return absl::InternalError(absl::StrFormat("no source holds index %d of dim %d", at, dim));
-        }
-        const int64_t stop = std::min(range.end, part->end);
-        const size_t unit = dim == 0 ? spec.shape[1] * element : element;  // Bytes per index.
-        const size_t row_offset = dim == 0 ? 0 : row * (part->end - part->begin) * element;
-        if (!part->row_order.empty()) {  // Rows stored out of order: one at a time.
-          for (; at < stop; ++at) {
-            RETURN_IF_ERROR(Emit(part->bytes.subspan(part->row_order[at - part->begin] * unit, unit)));
-          }
-          continue;
-        }
-        RETURN_IF_ERROR(Emit(part->bytes.subspan(row_offset + (at - part->begin) * unit, (stop - at) * unit)));
-        at = stop;
-      }
+    const std::optional<uint32_t> block_type = parts[0].ggml_block_type;
+    // A GGUF Q8_0 tensor is our int8 already; the other block types decode.
+    if (block_type.has_value() && !(from_ == DType::kQ8_0 && to_ == DType::kQ8_0)) {
+      RETURN_IF_ERROR(CopyDecoded(spec, parts[0], range));
+    } else {
+      RETURN_IF_ERROR(CopyStored(spec, parts, range));
     }
     RETURN_IF_ERROR(Flush());
     for (const SourcePart& part : parts) ReleasePages(part.bytes);
@@ -114,12 +96,63 @@ class SliceCopier {
   }
 
  private:
+  // Parts whose bytes are elements of their dtype (or whole q8_0 blocks).
+  absl::Status CopyStored(const TensorSpec& spec, const std::vector<SourcePart>& parts, DimRange range) {
+    const int dim = spec.split_dim();
+    const auto bytes_of = [this](int64_t elements) { return TensorBytes(from_, elements); };
+    if (dim < 0) return Emit(parts[0].bytes);
+    // Rows (dim 0) come in contiguous runs per part; columns (dim 1) in a
+    // run per part for every row.
+    const int64_t rows = dim == 1 ? spec.shape[0] : 1;
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t at = range.begin; at < range.end;) {
+        const SourcePart* part = PartAt(parts, at);
+        if (part == nullptr) {
+          return absl::InternalError(absl::StrFormat("no source holds index %d of dim %d", at, dim));
+        }
+        const int64_t stop = std::min(range.end, part->end);
+        const size_t unit = dim == 0 ? bytes_of(spec.shape[1]) : bytes_of(1);  // Bytes per index (rows only, q8_0).
+        const size_t row_offset = dim == 0 ? 0 : row * bytes_of(part->end - part->begin);
+        if (!part->row_order.empty()) {  // Rows stored out of order: one at a time.
+          for (; at < stop; ++at) {
+            RETURN_IF_ERROR(Emit(part->bytes.subspan(part->row_order[at - part->begin] * unit, unit)));
+          }
+          continue;
+        }
+        const size_t offset = dim == 0 ? (at - part->begin) * unit : bytes_of(at - part->begin);
+        const size_t length = dim == 0 ? (stop - at) * unit : bytes_of(stop - at);
+        RETURN_IF_ERROR(Emit(part->bytes.subspan(row_offset + offset, length)));
+        at = stop;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A GGUF part of ggml blocks (one part, the whole 2-D tensor): each row
+  // needed is decoded whole and its slice queued as f32.
+  absl::Status CopyDecoded(const TensorSpec& spec, const SourcePart& part, DimRange range) {
+    from_ = DType::kF32;
+    const uint32_t type = *part.ggml_block_type;
+    const int64_t rows = spec.shape[0], cols = spec.shape[1];
+    const int64_t row_bytes = GgmlRowBytes(*GgmlTraitsOf(type), cols);
+    const int dim = spec.split_dim();
+    const DimRange row_range = dim == 0 ? range : DimRange{0, rows};
+    const DimRange col_range = dim == 1 ? range : DimRange{0, cols};
+    std::vector<float> row(cols);
+    for (int64_t r = row_range.begin; r < row_range.end; ++r) {
+      RETURN_IF_ERROR(DecodeGgmlRow(type, part.bytes.data() + r * row_bytes, cols, row.data()));
+      RETURN_IF_ERROR(Emit(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(row.data() + col_range.begin),
+                                               (col_range.end - col_range.begin) * sizeof(float))));
+    }
+    return absl::OkStatus();
+  }
+
   // Queues source bytes for output (converted to the output dtype), in
   // units of one element, or of one 32-element block for q8_0 (every run of
   // a row is whole blocks: ConvertCheckpoint checks the row lengths).
   absl::Status Emit(absl::Span<const uint8_t> bytes) {
     const size_t unit = to_ == DType::kQ8_0 ? kQ8BlockElements : 1;
-    const size_t in_size = DTypeSize(from_) * unit, out_size = TensorBytes(to_, unit);
+    const size_t in_size = TensorBytes(from_, unit), out_size = TensorBytes(to_, unit);
     while (!bytes.empty()) {
       if (from_ == to_ && buffer_.empty() && bytes.size() >= kChunkBytes) {
         // Large same-type runs go straight from the mapping to the file.
@@ -262,6 +295,12 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
   return result;
 }
 
+// --ckpt_dir names a GGUF file itself.
+bool IsGgufPath(const std::string& path) {
+  std::error_code error;
+  return absl::EndsWith(path, ".gguf") && fs::is_regular_file(path, error);
+}
+
 // Refuses options that cannot work before anything is read.
 absl::Status CheckOptions(const ConvertOptions& options) {
   if (options.out_dir.empty()) return absl::InvalidArgumentError("--out_dir: expected a folder");
@@ -269,8 +308,9 @@ absl::Status CheckOptions(const ConvertOptions& options) {
     return absl::InvalidArgumentError("--dtype: expected bf16, fp16, fp32 or int8");
   }
   std::error_code error;
-  if (!fs::is_directory(options.ckpt_dir, error)) {
-    return absl::NotFoundError(absl::StrFormat("--ckpt_dir \"%s\": not a directory", options.ckpt_dir));
+  if (!fs::is_directory(options.ckpt_dir, error) && !IsGgufPath(options.ckpt_dir)) {
+    return absl::NotFoundError(
+        absl::StrFormat("--ckpt_dir \"%s\": not a directory (or a .gguf file)", options.ckpt_dir));
   }
   if (fs::weakly_canonical(options.ckpt_dir, error) == fs::weakly_canonical(options.out_dir, error)) {
     return absl::InvalidArgumentError("--out_dir must differ from --ckpt_dir");
@@ -291,15 +331,23 @@ absl::Status VerifyChecklistOf(const ConvertOptions& options) {
   return ChecklistStatus(checklist, checks);
 }
 
-// The checkpoint in --ckpt_dir, whichever of the three kinds it is.
+// The checkpoint in --ckpt_dir, whichever of the four kinds it is.
 absl::StatusOr<SourceSet> OpenSources(const ConvertOptions& options) {
+  if (IsGgufPath(options.ckpt_dir)) return OpenGgufCheckpoint(options.ckpt_dir);
   const std::map<int, std::string> meta = NumberedFiles(options.ckpt_dir, "consolidated.", ".pth");
   const std::map<int, std::string> ours = ShardFiles(options.ckpt_dir);
   const bool hugging_face = meta.empty() && ours.empty() && IsHuggingFaceFolder(options.ckpt_dir);
   if (meta.empty() && ours.empty() && !hugging_face) {
+    // A folder of one GGUF file is that file.
+    if (const absl::StatusOr<std::string> gguf = FindGgufFile(options.ckpt_dir); gguf.ok()) {
+      return OpenGgufCheckpoint(*gguf);
+    } else if (absl::IsInvalidArgument(gguf.status())) {
+      return Annotate(gguf.status(), "--ckpt_dir");
+    }
     return absl::NotFoundError(absl::StrFormat(
         "--ckpt_dir \"%s\": no consolidated.NN.pth (Meta's checkpoint), config.json with model.safetensors or "
-        "pytorch_model.bin (Hugging Face's) or rank-R-of-N.shard files", options.ckpt_dir));
+        "pytorch_model.bin (Hugging Face's), a .gguf file (llama.cpp's) or rank-R-of-N.shard files",
+        options.ckpt_dir));
   }
   absl::StatusOr<SourceSet> sources = hugging_face   ? OpenHuggingFaceCheckpoint(options.ckpt_dir)
                                       : meta.empty() ? OpenShardFolder(options.ckpt_dir, ours)

@@ -7,33 +7,10 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "checkpoint/gguf_writer.h"
+#include "ops/ggml_blocks.h"
 
 namespace llama {
 namespace {
-
-// ggml's types: name, elements per block and bytes per block (ggml.c's
-// type_traits). Types left out (the IQ family, ternary) are shown by number
-// and their extent is not checked.
-struct GgmlTypeTraits {
-  uint32_t type;
-  const char* name;
-  uint64_t block_elements;
-  uint64_t block_bytes;
-};
-constexpr GgmlTypeTraits kGgmlTypes[] = {
-    {0, "F32", 1, 4},       {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},    {3, "Q4_1", 32, 20},
-    {6, "Q5_0", 32, 22},    {7, "Q5_1", 32, 24},    {8, "Q8_0", 32, 34},    {9, "Q8_1", 32, 36},
-    {10, "Q2_K", 256, 84},  {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
-    {26, "I32", 1, 4},      {27, "I64", 1, 8},      {28, "F64", 1, 8},      {30, "BF16", 1, 2},
-};
-
-const GgmlTypeTraits* TraitsOf(uint32_t type) {
-  for (const GgmlTypeTraits& traits : kGgmlTypes) {
-    if (traits.type == type) return &traits;
-  }
-  return nullptr;
-}
 
 // gguf_metadata_value_type: the fixed sizes of types 0-7 and 10-12.
 constexpr int kValueBytes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
@@ -123,11 +100,6 @@ class Cursor {
 
 }  // namespace
 
-std::string GgmlTypeName(uint32_t type) {
-  const GgmlTypeTraits* traits = TraitsOf(type);
-  return traits != nullptr ? traits->name : absl::StrFormat("type %d", type);
-}
-
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, FromBytes(file->bytes(), path));
@@ -192,7 +164,9 @@ absl::Status ReadTensorInfos(Cursor& cursor, uint64_t count, std::vector<GgufTen
 absl::Status CheckExtents(const std::vector<GgufTensorInfo>& tensors, uint64_t data_offset, uint64_t file_size,
                           const std::string& source) {
   for (const GgufTensorInfo& t : tensors) {
-    const GgmlTypeTraits* traits = TraitsOf(t.ggml_type);
+    // Types left out of ggml_blocks.h (the IQ family, ternary) are listed
+    // by number; their extent is not checked.
+    const GgmlTypeTraits* traits = GgmlTraitsOf(t.ggml_type);
     if (traits == nullptr) continue;
     uint64_t elements = 1;
     for (int64_t extent : t.shape) elements *= static_cast<uint64_t>(extent);  // Each under 2^40, at most 4.
@@ -235,7 +209,17 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(absl::Span<const u
   }
   file->data_offset_ = (cursor.at() + alignment - 1) / alignment * alignment;
   RETURN_IF_ERROR(CheckExtents(file->tensors_, file->data_offset_, bytes.size(), source));
+  file->bytes_ = bytes;
   return file;
+}
+
+absl::Span<const uint8_t> GgufFile::TensorData(const GgufTensorInfo& info) const {
+  const GgmlTypeTraits* traits = GgmlTraitsOf(info.ggml_type);
+  if (traits == nullptr) return {};
+  uint64_t elements = 1;
+  for (int64_t extent : info.shape) elements *= static_cast<uint64_t>(extent);
+  const uint64_t blocks = (elements + traits->block_elements - 1) / traits->block_elements;
+  return bytes_.subspan(data_offset_ + info.offset, blocks * traits->block_bytes);  // In the file: CheckExtents.
 }
 
 }  // namespace llama

@@ -1,8 +1,8 @@
 // Reads a GGUF file's header (ggml docs/gguf.md, versions 2 and 3; the
 // layout is drawn in gguf_writer.h): the metadata and every tensor's name,
-// ggml type, shape and place, for tools/inspect. Tensor bytes are left in
-// the mapping, unread; ggml's quantized types have no DType of ours, so
-// this is not a TensorFile.
+// ggml type, shape and place (tools/inspect, the GGUF import). Tensor bytes
+// stay in the mapping; ggml's block types have no DType of ours, so this is
+// not a TensorFile (ops/ggml_blocks.h decodes them).
 //
 // Nothing in the file is trusted: every count and length is checked
 // against the bytes left before anything is allocated, arrays nest at most
@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "checkpoint/mapped_file.h"
+#include "ops/ggml_blocks.h"  // GgmlTypeName, for readers of the tensor list.
 
 namespace llama {
 
@@ -36,10 +37,6 @@ struct GgufTensorInfo {
   std::vector<int64_t> shape;  // Row-major (outermost first), as everywhere here; the file stores it reversed.
   uint64_t offset = 0;         // In the data section.
 };
-
-// ggml's name of a type ("F32", "Q4_K", ...), or "type N" for one unknown
-// here.
-std::string GgmlTypeName(uint32_t type);
 
 class GgufFile {
  public:
@@ -55,6 +52,9 @@ class GgufFile {
   const std::vector<std::pair<std::string, nlohmann::json>>& metadata() const { return metadata_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   uint64_t data_offset() const { return data_offset_; }  // Where the data section starts in the file.
+  // A tensor's bytes (one of tensors(), of a type ggml_blocks.h knows;
+  // empty for another type).
+  absl::Span<const uint8_t> TensorData(const GgufTensorInfo& info) const;
 
  private:
   GgufFile() = default;
@@ -64,6 +64,7 @@ class GgufFile {
   std::vector<std::pair<std::string, nlohmann::json>> metadata_;
   std::vector<GgufTensorInfo> tensors_;
   uint64_t data_offset_ = 0;
+  absl::Span<const uint8_t> bytes_;  // The whole file.
 };
 
 }  // namespace llama

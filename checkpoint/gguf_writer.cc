@@ -35,7 +35,7 @@ uint64_t RoundUp(uint64_t n, uint64_t multiple) { return (n + multiple - 1) / mu
 
 }  // namespace
 
-absl::StatusOr<uint32_t> GgmlType(DType dtype) {
+absl::StatusOr<uint32_t> GgmlTypeOf(DType dtype) {
   switch (dtype) {
     case DType::kF32:
       return 0;  // GGML_TYPE_F32
@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<GgufWriter>> GgufWriter::Create(const std::string
   std::vector<uint64_t> sizes;
   uint64_t offset = 0;
   for (const GgufTensor& t : tensors) {
-    ASSIGN_OR_RETURN(const uint32_t type, GgmlType(t.dtype));
+    ASSIGN_OR_RETURN(const uint32_t type, GgmlTypeOf(t.dtype));
     ASSIGN_OR_RETURN(const int64_t numel, NumElements(t.shape, t.name));
     PutString(&header, t.name);
     Put<uint32_t>(&header, t.shape.size());

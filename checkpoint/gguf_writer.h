@@ -32,7 +32,7 @@ inline constexpr uint32_t kGgufVersion = 3;
 inline constexpr uint64_t kGgufAlignment = 32;  // The format's default (general.alignment).
 
 // ggml's type numbers for the element types we write.
-absl::StatusOr<uint32_t> GgmlType(DType dtype);
+absl::StatusOr<uint32_t> GgmlTypeOf(DType dtype);
 
 // Metadata in insertion order, serialized as it is added.
 class GgufMetadata {

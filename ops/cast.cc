@@ -105,6 +105,14 @@ int64_t FindNonFinite(const void* data, DType dtype, size_t count) {
 }
 
 absl::Status CastElements(const void* src, DType from, void* dst, DType to, size_t count) {
+  if (from == to && to == DType::kQ8_0) {  // Whole blocks, copied (a GGUF's Q8_0 into int8 shards).
+    if (count % kQ8BlockElements != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat("q8_0 needs a multiple of %d values, not %d",
+                                                        kQ8BlockElements, count));
+    }
+    std::memcpy(dst, src, TensorBytes(from, count));
+    return absl::OkStatus();
+  }
   if (to == DType::kQ8_0 && IsFloat16Or32(from)) {
     if (count % kQ8BlockElements != 0) {
       return absl::InvalidArgumentError(absl::StrFormat("q8_0 needs a multiple of %d values, not %d",

@@ -1,0 +1,211 @@
+// Converting GGUF files: a GGUF of a checkpoint converts to the same shards
+// as the checkpoint itself; llama.cpp's own quantized files (testdata/gguf,
+// made by llama-quantize) convert at any world size, each rank's slice
+// decoded from the file's blocks; clear refusals.
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_fixture.h"
+#include "checkpoint/converter.h"
+#include "checkpoint/gguf_reader.h"
+#include "checkpoint/gguf_writer.h"
+#include "checkpoint/shard_digest.h"
+#include "checkpoint/shard_format.h"
+#include "ops/cast.h"
+#include "ops/ggml_blocks.h"
+
+namespace llama {
+namespace {
+
+namespace fs = std::filesystem;
+using ::llama::testing::CheckpointFixturePath;
+using ::llama::testing::ExpectSameShards;
+using ::testing::HasSubstr;
+
+std::string OutDir(const std::string& name) { return std::string(getenv("TEST_TMPDIR")) + "/" + name; }
+std::string TestdataGguf(const std::string& type) { return "checkpoint/testdata/gguf/" + type + ".gguf"; }
+
+absl::StatusOr<ConvertResult> Convert(const std::string& ckpt_dir, const std::string& out_dir, int world_size,
+                                      std::optional<DType> dtype = std::nullopt) {
+  ConvertOptions options;
+  options.ckpt_dir = ckpt_dir;
+  options.out_dir = out_dir;
+  options.world_size = world_size;
+  options.dtype = dtype;
+  return ConvertCheckpoint(options);
+}
+
+std::string ExportGguf(const std::string& model, const std::string& tokenizer, DType dtype) {
+  ConvertOptions options;
+  options.ckpt_dir = CheckpointFixturePath(model);
+  options.out_dir = OutDir(absl::StrCat(model, "_", DTypeName(dtype), ".gguf"));
+  options.format = OutputFormat::kGguf;
+  options.tokenizer_path = tokenizer;
+  options.dtype = dtype;
+  const absl::StatusOr<ConvertResult> exported = ConvertCheckpoint(options);
+  EXPECT_TRUE(exported.ok()) << model << ": " << exported.status();
+  return options.out_dir;
+}
+
+ModelConfig ConfigOf(const std::string& dir, int world_size) {
+  absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(dir + "/" + ShardFileName(0, world_size));
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  return reader.ok() ? ModelConfigFromProto((*reader)->index().config()) : ModelConfig{};
+}
+
+void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b, const std::string& label) {
+  EXPECT_EQ(a.dim, b.dim) << label;
+  EXPECT_EQ(a.n_layers, b.n_layers) << label;
+  EXPECT_EQ(a.n_heads, b.n_heads) << label;
+  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads) << label;
+  EXPECT_EQ(a.vocab_size, b.vocab_size) << label;
+  EXPECT_EQ(a.ffn_hidden_dim(), b.ffn_hidden_dim()) << label;
+  EXPECT_EQ(a.norm_eps, b.norm_eps) << label;  // GGUF's f32 1e-5 read back as 1e-5.
+  EXPECT_EQ(a.rope_theta, b.rope_theta) << label;
+  ASSERT_EQ(a.rope_scaling.has_value(), b.rope_scaling.has_value()) << label;
+  if (a.rope_scaling.has_value()) {
+    EXPECT_EQ(a.rope_scaling->factor, b.rope_scaling->factor) << label;
+    EXPECT_EQ(a.rope_scaling->low_freq_factor, b.rope_scaling->low_freq_factor) << label;
+    EXPECT_EQ(a.rope_scaling->high_freq_factor, b.rope_scaling->high_freq_factor) << label;
+    EXPECT_EQ(a.rope_scaling->original_context, b.rope_scaling->original_context) << label;
+  }
+}
+
+// Our export of a checkpoint, imported, is the checkpoint: f32 (the norms
+// are f32 in GGUF) and int8 (GGUF's Q8_0 is our int8), Llama 2 and Llama
+// 3.1 (scaled RoPE through rope_freqs.weight), split at every world size.
+TEST(GgufImportTest, OurExportConvertsToTheCheckpointsOwnShards) {
+  const std::string spm = "tests/fixtures/tokenizer_fixture/tokenizer.model";
+  const std::string tiktoken = "tests/fixtures/tiktoken_fixture/tokenizer.model";
+  const std::tuple<const char*, std::string, DType> cases[] = {
+      {"tiny_fp32_mp1", spm, DType::kF32},
+      {"tiny_fp32_mp1", spm, DType::kQ8_0},
+      {"gqa_bf16_mp1", spm, DType::kF32},
+      {"llama3_bf16_mp1", tiktoken, DType::kF32},
+  };
+  for (const auto& [model, tokenizer, dtype] : cases) {
+    const std::string gguf = ExportGguf(model, tokenizer, dtype);
+    for (int world_size : {1, 2}) {
+      const std::string label = absl::StrCat(model, "_", DTypeName(dtype), "_tp", world_size);
+      const absl::StatusOr<ConvertResult> imported = Convert(gguf, OutDir(label + "_gguf"), world_size);
+      ASSERT_TRUE(imported.ok()) << label << ": " << imported.status();
+      ASSERT_TRUE(Convert(CheckpointFixturePath(model), OutDir(label + "_meta"), world_size, dtype).ok()) << label;
+      ExpectSameConfig(ConfigOf(OutDir(label + "_gguf"), world_size), ConfigOf(OutDir(label + "_meta"), world_size),
+                       label);
+      ExpectSameShards(OutDir(label + "_gguf"), OutDir(label + "_meta"), world_size);
+    }
+  }
+}
+
+// One tensor of a shard as f32 (from f16 or f32).
+std::vector<float> ShardValues(const std::string& dir, int rank, int world_size, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(dir + "/" + ShardFileName(rank, world_size));
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return {};
+  const FileTensor* t = (*reader)->Find(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (t == nullptr) return {};
+  std::vector<float> values(t->bytes.size() / DTypeSize(t->dtype));
+  EXPECT_TRUE(CastElements(t->bytes.data(), t->dtype, values.data(), DType::kF32, values.size()).ok());
+  return values;
+}
+
+// llama-quantize's files: each tensor of a rank's shard is its slice of the
+// file's tensor, decoded (ggml_blocks_test checks decoding against
+// llama.cpp's) and rounded to f16, row-split and column-split alike.
+TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
+  for (const char* type : {"Q4_0", "Q4_K_M", "Q5_K_M"}) {
+    absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(TestdataGguf(type));
+    ASSERT_TRUE(file.ok()) << file.status();
+    const std::pair<const char*, const char*> checked[] = {
+        {"blk.0.attn_k.weight", "layers.0.attention.wk.weight"},   // Rows split.
+        {"blk.0.ffn_down.weight", "layers.0.feed_forward.w2.weight"},  // Columns split.
+        {"output.weight", "output.weight"},                          // Q6_K in every preset.
+    };
+    for (int world_size : {1, 2}) {
+      const std::string out = OutDir(absl::StrCat(type, "_tp", world_size));
+      const absl::StatusOr<ConvertResult> converted = Convert(TestdataGguf(type), out, world_size);
+      ASSERT_TRUE(converted.ok()) << type << ": " << converted.status();
+      for (const auto& [gguf_name, name] : checked) {
+        const GgufTensorInfo* info = nullptr;
+        for (const GgufTensorInfo& t : (*file)->tensors()) info = t.name == gguf_name ? &t : info;
+        ASSERT_NE(info, nullptr) << gguf_name;
+        const int64_t rows = info->shape[0], cols = info->shape[1];
+        std::vector<float> full(rows * cols);
+        ASSERT_TRUE(DecodeGgmlRow(info->ggml_type, (*file)->TensorData(*info).data(), rows * cols, full.data()).ok());
+        for (float& v : full) v = F16ToF32(F32ToF16(v));
+        const bool by_columns = std::string(name).find("w2") != std::string::npos;
+        std::vector<float> joined;  // The ranks' slices put back together.
+        for (int rank = 0; rank < world_size; ++rank) {
+          const std::vector<float> part = ShardValues(out, rank, world_size, name);
+          joined.insert(joined.end(), part.begin(), part.end());
+        }
+        if (by_columns && world_size == 2) {  // Rank r holds columns [r*cols/2, (r+1)*cols/2) of every row.
+          std::vector<float> rebuilt(rows * cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t c = 0; c < cols; ++c) rebuilt[r * cols + c] = joined[(c / (cols / 2)) * rows * (cols / 2) +
+                                                                               r * (cols / 2) + c % (cols / 2)];
+          }
+          joined = rebuilt;
+        }
+        EXPECT_EQ(joined, full) << type << " " << name << " tp" << world_size;
+      }
+    }
+  }
+}
+
+TEST(GgufImportTest, AFolderOfOneGgufFileIsThatFile) {
+  const std::string dir = OutDir("one_gguf");
+  fs::create_directories(dir);
+  fs::copy_file(TestdataGguf("Q4_K_M"), dir + "/model.gguf");
+  const absl::StatusOr<ConvertResult> converted = Convert(dir, OutDir("one_gguf_shards"), 1);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  fs::copy_file(TestdataGguf("Q4_0"), dir + "/other.gguf");
+  const absl::StatusOr<ConvertResult> two = Convert(dir, OutDir("two_gguf_shards"), 1);
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(two.status().message()), HasSubstr("holds 2 GGUF files (model.gguf, other.gguf)"));
+}
+
+// A GGUF file written with our writer: `metadata`, one f32 tensor.
+std::string WriteGguf(const std::string& name, const GgufMetadata& metadata) {
+  const std::string path = OutDir(name + ".gguf");
+  absl::StatusOr<std::unique_ptr<GgufWriter>> writer =
+      GgufWriter::Create(path, metadata, {{"token_embd.weight", DType::kF32, {4, 8}}});
+  EXPECT_TRUE(writer.ok()) << writer.status();
+  const std::vector<uint8_t> zeros(4 * 8 * sizeof(float));
+  EXPECT_TRUE((*writer)->Append(zeros).ok());
+  EXPECT_TRUE((*writer)->Finish().ok());
+  return path;
+}
+
+TEST(GgufImportTest, RefusalsNameTheFileAndTheKey) {
+  GgufMetadata gpt2;
+  gpt2.AddString("general.architecture", "gpt2");
+  absl::StatusOr<ConvertResult> s = Convert(WriteGguf("gpt2", gpt2), OutDir("gpt2_shards"), 1);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("gpt2.gguf: general.architecture is \"gpt2\"; expected \"llama\""));
+
+  GgufMetadata no_heads;
+  no_heads.AddString("general.architecture", "llama");
+  no_heads.AddU32("llama.embedding_length", 8);
+  no_heads.AddU32("llama.block_count", 1);
+  s = Convert(WriteGguf("no_heads", no_heads), OutDir("no_heads_shards"), 1);
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("no_heads.gguf: metadata key \"llama.attention.head_count\" is missing; expected a positive"));
+
+  GgufMetadata config = no_heads;
+  config.AddU32("llama.attention.head_count", 2);
+  config.AddU32("llama.feed_forward_length", 16);
+  s = Convert(WriteGguf("one_tensor", config), OutDir("one_tensor_shards"), 1);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("one_tensor.gguf: missing the tensor \"blk.0.attn_q.weight\""));
+
+  s = Convert(OutDir("nothing.gguf"), OutDir("nothing_shards"), 1);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("not a directory (or a .gguf file)"));
+}
+
+}  // namespace
+}  // namespace llama

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Makes the GGUF files of //tests:gguf_import_test with llama.cpp's own
+# quantizer (not part of the build; the files are committed):
+#   LLAMA_CPP=/path/to/llama.cpp/build/bin checkpoint/testdata/gguf/make_testdata.sh
+# 1. A random Llama model whose rows are whole K-quant blocks of 256 (so
+#    llama-quantize uses the preset's own types, no fallbacks), written by
+#    real PyTorch in Meta's layout (make_checkpoint.py).
+# 2. Our //tools:convert --format=gguf --dtype=fp32 with the fixture's
+#    SentencePiece tokenizer (the export //tests:gguf_export_test checks
+#    against llama.cpp).
+# 3. llama-quantize to Q4_0, Q4_K_M and Q5_K_M (Q6_K for the output
+#    projection in each, and for some layers in the K_M presets).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+out="$root/checkpoint/testdata/gguf"
+: "${LLAMA_CPP:?set LLAMA_CPP to the bin folder of a llama.cpp build}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$root"
+./bazelw build //tools:convert //tests/fixtures:tokenizer_fixture
+/usr/bin/python3 "$out/make_checkpoint.py" "$work/model"
+bazel-bin/tools/convert --ckpt_dir="$work/model" --format=gguf --dtype=fp32 --progress=false \
+  --tokenizer_path=bazel-bin/tests/fixtures/tokenizer_fixture/tokenizer.model --out="$work/f32.gguf"
+for type in Q4_0 Q4_K_M Q5_K_M; do
+  "$LLAMA_CPP/llama-quantize" "$work/f32.gguf" "$out/$type.gguf" "$type" > "$work/$type.log" 2>&1 ||
+    { cat "$work/$type.log"; exit 1; }
+done
+ls -l "$out"/*.gguf

@@ -1,0 +1,74 @@
+// ggml's tensor types as GGUF files store them (ggml.h's enum ggml_type,
+// ggml-common.h's block layouts): the traits every reader of a GGUF file
+// needs (elements and bytes per block), and the decoding of the block types
+// a Llama GGUF holds (llama.cpp's quantize presets Q4_0, Q4_K_M, Q5_K_M,
+// Q6_K, Q8_0) into f32.
+//
+// Decoding does exactly llama.cpp's float operations in its order (each
+// product and difference rounded to f32, no fused multiply-add), so a
+// decoded value is bit for bit the value llama.cpp's reference
+// dequantize_row_* gives.
+
+#ifndef LLAMA_OPS_GGML_BLOCKS_H_
+#define LLAMA_OPS_GGML_BLOCKS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace llama {
+
+// ggml_type values (stable: they are written into files).
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kBF16 = 30,
+};
+
+struct GgmlTypeTraits {
+  GgmlType type;
+  const char* name;  // ggml's: "F32", "Q4_K", ...
+  int64_t block_elements;
+  int64_t block_bytes;
+};
+
+// The traits of a type whose layout is known here (the IQ family and the
+// ternary types are not), or null.
+const GgmlTypeTraits* GgmlTraitsOf(uint32_t type);
+
+// ggml's name of a type, or "type N" for one unknown here.
+std::string GgmlTypeName(uint32_t type);
+
+// True for the block types DecodeGgmlRow decodes.
+bool IsDecodableGgmlBlockType(uint32_t type);
+
+// Bytes of a row of `elements` values of a known `type` (elements must be
+// a multiple of its block size).
+int64_t GgmlRowBytes(const GgmlTypeTraits& traits, int64_t elements);
+
+// Decodes `elements` values (a multiple of the type's block size) of one
+// of the decodable block types (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) from
+// `blocks` into `out`. Any other type is an error naming it.
+absl::Status DecodeGgmlRow(uint32_t type, const uint8_t* blocks, int64_t elements, float* out);
+
+}  // namespace llama
+
+#endif  // LLAMA_OPS_GGML_BLOCKS_H_
