@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -119,10 +120,10 @@ absl::Status CheckCheckpointFolder(const std::string& ckpt_dir) {
   if (!fs::exists(ckpt_dir, error)) {
     return absl::NotFoundError(absl::StrFormat("--ckpt_dir \"%s\" does not exist", ckpt_dir));
   }
-  if (!fs::is_directory(ckpt_dir, error)) {
+  if (!fs::is_directory(ckpt_dir, error) && !absl::EndsWith(ckpt_dir, ".gguf")) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--ckpt_dir \"%s\" is a file; expected the folder holding consolidated.NN.pth and params.json (or a "
-        "Hugging Face folder: config.json and model*.safetensors)", ckpt_dir));
+        "Hugging Face folder: config.json and model*.safetensors), or a .gguf file", ckpt_dir));
   }
   return absl::OkStatus();
 }

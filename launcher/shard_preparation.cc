@@ -44,8 +44,10 @@ absl::StatusOr<ShardLocation> ChooseShardDir(const ConvertOptions& convert, cons
   // replace the bf16 shards another job uses.
   const std::string tp = absl::StrCat("tp", convert.world_size,
                                       convert.dtype.has_value() ? absl::StrCat("-", DTypeName(*convert.dtype)) : "");
-  ShardLocation next_to_checkpoint{(ckpt / "shards" / tp).string(), ""};
-  if (ProbeWritableFolder((ckpt / "shards").string()).ok()) return next_to_checkpoint;
+  // A checkpoint that is one file (GGUF) has its shards beside it.
+  const fs::path shards = fs::is_regular_file(ckpt, error) ? fs::path(ckpt.string() + ".shards") : ckpt / "shards";
+  ShardLocation next_to_checkpoint{(shards / tp).string(), ""};
+  if (ProbeWritableFolder(shards.string()).ok()) return next_to_checkpoint;
   ConvertOptions check = convert;
   check.out_dir = next_to_checkpoint.dir;
   check.check_only = true;

@@ -40,8 +40,8 @@ struct ShardLocation {
   std::string note;
 };
 
-// "<ckpt_dir>/shards/tp<world_size>" ("tp2-q8_0" with a --weights_dtype)
-// when the checkpoint folder is writable
+// "<ckpt_dir>/shards/tp<world_size>" ("tp2-q8_0" with a --weights_dtype;
+// "<file>.gguf.shards/tp1" for a GGUF file) when the checkpoint folder is writable
 // or already holds that conversion up to date; otherwise (read-only shared
 // storage) a folder for this checkpoint under `cache_root` (the launcher
 // passes ~/.cache/llama2-cpp/shards), named by the checkpoint's folder name

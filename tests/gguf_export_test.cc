@@ -246,7 +246,7 @@ TEST(GgufExportTest, LlamaCppGeneratesPyTorchsGreedyTokens) {
     // Texts for llama.cpp's tokenizer on the exported vocabulary.
     const std::vector<std::string> texts = {"I believe the meaning of life is", "Hello,  world!\n\n  123456 don't",
                                             "The quick brown fox. Paris, the capital of France"};
-    options.argv = {"/usr/bin/env", "node", "tests/gguf/llama_cpp_greedy.mjs", NodeToolsDir(), gguf,
+    options.argv = {"/usr/bin/env", "node", "tests/fixtures/llama_cpp_greedy.mjs", NodeToolsDir(), gguf,
                     golden["prompts"].dump(), "64", nlohmann::json(texts).dump()};
     options.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
     options.stdout_path = TempDir() + "/" + model + ".llamacpp.out";
