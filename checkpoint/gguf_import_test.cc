@@ -183,6 +183,44 @@ std::string WriteGguf(const std::string& name, const GgufMetadata& metadata) {
   return path;
 }
 
+// llama.cpp writes no output.weight for a model whose output projection is
+// its embedding (tie_word_embeddings): the embedding is used for both.
+TEST(GgufImportTest, AFileWithoutAnOutputProjectionTiesItToTheEmbedding) {
+  GgufMetadata m;
+  m.AddString("general.architecture", "llama");
+  m.AddU32("llama.embedding_length", 8);
+  m.AddU32("llama.block_count", 1);
+  m.AddU32("llama.attention.head_count", 2);
+  m.AddU32("llama.feed_forward_length", 16);
+  m.AddF32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
+  const std::vector<GgufTensor> tensors = {
+      {"token_embd.weight", DType::kF32, {4, 8}},       {"blk.0.attn_norm.weight", DType::kF32, {8}},
+      {"blk.0.attn_q.weight", DType::kF32, {8, 8}},     {"blk.0.attn_k.weight", DType::kF32, {8, 8}},
+      {"blk.0.attn_v.weight", DType::kF32, {8, 8}},     {"blk.0.attn_output.weight", DType::kF32, {8, 8}},
+      {"blk.0.ffn_norm.weight", DType::kF32, {8}},      {"blk.0.ffn_gate.weight", DType::kF32, {16, 8}},
+      {"blk.0.ffn_down.weight", DType::kF32, {8, 16}},  {"blk.0.ffn_up.weight", DType::kF32, {16, 8}},
+      {"output_norm.weight", DType::kF32, {8}},
+  };
+  const std::string path = OutDir("tied.gguf");
+  absl::StatusOr<std::unique_ptr<GgufWriter>> writer = GgufWriter::Create(path, m, tensors);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  float next = 0;
+  for (const GgufTensor& t : tensors) {
+    std::vector<float> values(t.shape.size() == 1 ? t.shape[0] : t.shape[0] * t.shape[1]);
+    for (float& v : values) v = (next += 0.25f);
+    ASSERT_TRUE((*writer)->Append(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(values.data()),
+                                                      values.size() * sizeof(float))).ok());
+  }
+  ASSERT_TRUE((*writer)->Finish().ok());
+  const absl::StatusOr<ConvertResult> converted = Convert(path, OutDir("tied_shards"), 1);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  const std::vector<float> embedding = ShardValues(OutDir("tied_shards"), 0, 1, "tok_embeddings.weight");
+  ASSERT_EQ(embedding.size(), 32u);
+  EXPECT_EQ(embedding[0], 0.25f);
+  EXPECT_EQ(ShardValues(OutDir("tied_shards"), 0, 1, "output.weight"), embedding);
+  EXPECT_EQ(ConfigOf(OutDir("tied_shards"), 1).norm_eps, 1e-6);
+}
+
 TEST(GgufImportTest, RefusalsNameTheFileAndTheKey) {
   GgufMetadata gpt2;
   gpt2.AddString("general.architecture", "gpt2");
