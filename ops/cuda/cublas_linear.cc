@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "ops/cuda/cuda_libraries.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/gemv.h"
@@ -14,22 +15,23 @@ namespace llama::cuda {
 absl::StatusOr<std::unique_ptr<CublasLinear>> CublasLinear::Create(CUstream_st* stream, int64_t max_input_elements) {
   auto linear = std::unique_ptr<CublasLinear>(new CublasLinear());
   linear->stream_ = stream;
-  RETURN_IF_ERROR(CublasCall(cublasCreate(&linear->handle_), "cublasCreate"));
-  RETURN_IF_ERROR(CublasCall(cublasSetStream(linear->handle_, stream), "cublasSetStream"));
+  ASSIGN_OR_RETURN(linear->cublas_, Cublas());
+  RETURN_IF_ERROR(CublasCall(linear->cublas_->cublasCreate(&linear->handle_), "cublasCreate"));
+  RETURN_IF_ERROR(CublasCall(linear->cublas_->cublasSetStream(linear->handle_, stream), "cublasSetStream"));
   // Exact f32 for f32 weights: no TF32 rounding of the inputs.
-  RETURN_IF_ERROR(CublasCall(cublasSetMathMode(linear->handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"));
+  RETURN_IF_ERROR(CublasCall(linear->cublas_->cublasSetMathMode(linear->handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"));
   // A workspace of our own: cuBLAS must not allocate while a CUDA graph is
   // being captured (32 MiB: NVIDIA's recommendation for Hopper).
   constexpr size_t kWorkspaceBytes = 32 << 20;
   RETURN_IF_ERROR(CudaCall(cudaMalloc(&linear->workspace_, kWorkspaceBytes), "cudaMalloc"));
-  RETURN_IF_ERROR(CublasCall(cublasSetWorkspace(linear->handle_, linear->workspace_, kWorkspaceBytes), "cublasSetWorkspace"));
+  RETURN_IF_ERROR(CublasCall(linear->cublas_->cublasSetWorkspace(linear->handle_, linear->workspace_, kWorkspaceBytes), "cublasSetWorkspace"));
   RETURN_IF_ERROR(CudaCall(cudaMalloc(&linear->scratch_, max_input_elements * 2), "cudaMalloc"));
   linear->scratch_elements_ = max_input_elements;
   return linear;
 }
 
 CublasLinear::~CublasLinear() {
-  if (handle_ != nullptr) cublasDestroy(handle_);
+  if (handle_ != nullptr) cublas_->cublasDestroy(handle_);
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (workspace_ != nullptr) cudaFree(workspace_);
 }
@@ -72,7 +74,7 @@ absl::Status CublasLinear::RunGroup(const float* x, int64_t n, DType dtype, int6
   for (const LinearOutput& o : group) {
     // Row-major y[n, out] = x[n, in] w[out, in]^T is, column-major,
     // y^T[out, n] = (w^T[in, out])^T x^T[in, n]: A = w (transposed), B = x.
-    RETURN_IF_ERROR(CublasCall(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, o.out, n, in, &one, o.w, type, in,
+    RETURN_IF_ERROR(CublasCall(cublas_->cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, o.out, n, in, &one, o.w, type, in,
                                             input, type, in, &zero, o.y, CUDA_R_32F, o.out, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT),
                                dtype == DType::kF32 ? "cublasGemmEx(f32)" : "cublasGemmEx(16-bit)"));

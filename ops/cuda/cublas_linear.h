@@ -22,6 +22,8 @@ struct CUstream_st;
 
 namespace llama::cuda {
 
+struct CublasLibrary;
+
 // Owns a cuBLAS handle bound to one stream and the scratch for casting x.
 // Not thread-safe.
 class CublasLinear {
@@ -44,6 +46,7 @@ class CublasLinear {
  private:
   CublasLinear() = default;
 
+  const CublasLibrary* cublas_ = nullptr;  // Opened by Create (cuda_libraries.h).
   cublasContext* handle_ = nullptr;
   CUstream_st* stream_ = nullptr;
   void* scratch_ = nullptr;

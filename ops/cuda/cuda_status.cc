@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "ops/cuda/cuda_libraries.h"
 
 namespace llama::cuda {
 
@@ -13,18 +14,22 @@ absl::Status CudaCall(cudaError_t code, const char* call) {
                                              static_cast<int>(code)));
 }
 
+// A code came from the library, so it is open; its text describes the code.
 absl::Status CublasCall(cublasStatus_t code, const char* call) {
   if (code == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s failed: %s (%s)", call,
-                                             cublasGetStatusString(code),
-                                             cublasGetStatusName(code)));
+  const absl::StatusOr<const CublasLibrary*> cublas = Cublas();
+  if (!cublas.ok()) return absl::InternalError(absl::StrFormat("%s failed: cuBLAS status %d", call, code));
+  return absl::InternalError(absl::StrFormat("%s failed: %s (%s)", call, (*cublas)->cublasGetStatusString(code),
+                                             (*cublas)->cublasGetStatusName(code)));
 }
 
 absl::Status NcclCall(ncclResult_t code, const char* call) {
   if (code == ncclSuccess) return absl::OkStatus();
+  const absl::StatusOr<const NcclLibrary*> nccl = Nccl();
+  if (!nccl.ok()) return absl::InternalError(absl::StrFormat("%s failed: NCCL result %d", call, code));
   // ncclGetLastError carries the detail (which peer, which transport).
-  return absl::InternalError(absl::StrFormat("%s failed: %s: %s", call,
-                                             ncclGetErrorString(code), ncclGetLastError(nullptr)));
+  return absl::InternalError(absl::StrFormat("%s failed: %s: %s", call, (*nccl)->ncclGetErrorString(code),
+                                             (*nccl)->ncclGetLastError(nullptr)));
 }
 
 absl::StatusOr<int> VisibleDeviceCount(std::string* why_none) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/cuda/axpy.h"
+#include "ops/cuda/cuda_libraries.h"
 #include "ops/cuda/cuda_status.h"
 
 namespace llama::cuda {
@@ -93,36 +94,53 @@ TEST(ToolkitTest, AxpyKernelMatchesCpu) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 1.0f) << i;
 }
 
+// Opened at run time (cuda_libraries.h), needing no GPU: the toolkit's
+// libraries are found and have every function we call.
+TEST(ToolkitTest, CublasAndNcclOpenWithEveryFunction) {
+  const absl::StatusOr<const CublasLibrary*> cublas = Cublas();
+  ASSERT_TRUE(cublas.ok()) << cublas.status();
+  EXPECT_NE((*cublas)->cublasGemmEx, nullptr);
+  EXPECT_STREQ((*cublas)->cublasGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
+  const absl::StatusOr<const NcclLibrary*> nccl = Nccl();
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  EXPECT_NE((*nccl)->ncclBroadcast, nullptr);
+  EXPECT_STREQ((*nccl)->ncclGetErrorString(ncclSuccess), "no error");
+}
+
 TEST(ToolkitTest, CublasSgemmMatchesCpu) {
   SKIP_WITHOUT_GPU();
   // Column-major, as cuBLAS expects: C (2x2) = A (2x3) * B (3x2).
   const std::vector<float> a = {1, 4, 2, 5, 3, 6};
   const std::vector<float> b = {7, 9, 11, 8, 10, 12};
   DeviceFloats da(a), db(b), dc(std::vector<float>(4, 0.0f));
+  absl::StatusOr<const CublasLibrary*> cublas = Cublas();
+  ASSERT_TRUE(cublas.ok()) << cublas.status();
   cublasHandle_t handle = nullptr;
-  ASSERT_TRUE(CublasCall(cublasCreate(&handle), "cublasCreate").ok());
+  ASSERT_TRUE(CublasCall((*cublas)->cublasCreate(&handle), "cublasCreate").ok());
   const float one = 1.0f, zero = 0.0f;
-  ASSERT_TRUE(CublasCall(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, da.get(), 2,
+  ASSERT_TRUE(CublasCall((*cublas)->cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, da.get(), 2,
                                      db.get(), 3, &zero, dc.get(), 2),
                          "cublasSgemm")
                   .ok());
   ASSERT_TRUE(CudaCall(cudaDeviceSynchronize(), "cudaDeviceSynchronize").ok());
-  cublasDestroy(handle);
+  (*cublas)->cublasDestroy(handle);
   // [[1 2 3] [4 5 6]] * [[7 8] [9 10] [11 12]] = [[58 64] [139 154]].
   EXPECT_THAT(dc.ToHost(), ::testing::ElementsAre(58, 139, 64, 154));
 }
 
 TEST(ToolkitTest, NcclAllReduceOnOneRank) {
   SKIP_WITHOUT_GPU();
+  absl::StatusOr<const NcclLibrary*> nccl = Nccl();
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
   ncclComm_t comm = nullptr;
   const int devices[] = {0};
-  ASSERT_TRUE(NcclCall(ncclCommInitAll(&comm, 1, devices), "ncclCommInitAll").ok());
+  ASSERT_TRUE(NcclCall((*nccl)->ncclCommInitAll(&comm, 1, devices), "ncclCommInitAll").ok());
   DeviceFloats data(std::vector<float>{1.5f, -2.0f, 3.0f});
-  ASSERT_TRUE(NcclCall(ncclAllReduce(data.get(), data.get(), 3, ncclFloat, ncclSum, comm, nullptr),
+  ASSERT_TRUE(NcclCall((*nccl)->ncclAllReduce(data.get(), data.get(), 3, ncclFloat, ncclSum, comm, nullptr),
                        "ncclAllReduce")
                   .ok());
   ASSERT_TRUE(CudaCall(cudaDeviceSynchronize(), "cudaDeviceSynchronize").ok());
-  ncclCommDestroy(comm);
+  (*nccl)->ncclCommDestroy(comm);
   // A sum over one rank is the identity.
   EXPECT_THAT(data.ToHost(), ::testing::ElementsAre(1.5f, -2.0f, 3.0f));
 }

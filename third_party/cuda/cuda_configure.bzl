@@ -2,7 +2,8 @@
 
 Looks at $CUDA_HOME, else /usr/local/cuda. With a toolkit (nvcc, cudart,
 cuBLAS and NCCL all present) the generated @local_cuda repository exposes
-`cudart`, `cublas` and `nccl` and `defs.bzl` says CUDA_AVAILABLE = True.
+`cuda_headers` and `cudart` (the static runtime; cuBLAS and NCCL are opened
+at run time) and `defs.bzl` says CUDA_AVAILABLE = True.
 Without one, the same targets exist but are empty and CUDA_AVAILABLE is
 False: `cuda_library` and `cuda_test` then define nothing, and code reaching
 the CUDA backend reports that the binary was built without CUDA.
@@ -13,7 +14,7 @@ _REQUIRED = [
     "include/cuda_runtime.h",
     "include/cublas_v2.h",
     "include/nccl.h",
-    "lib64/libcudart.so",
+    "lib64/libcudart_static.a",
     "lib64/libcublas.so",
     "lib64/libcublasLt.so",
     "lib64/libnccl.so",
@@ -54,7 +55,7 @@ def _cuda_configure_impl(rctx):
         "",
     ]
     if root == None:
-        for name in ["cuda_headers", "cudart", "cublas", "nccl"]:
+        for name in ["cuda_headers", "cudart"]:
             build.append('cc_library(name = "%s")' % name)
         rctx.file("defs.bzl", "CUDA_AVAILABLE = False\nCUDA_REASON = %s\nNVCC = None\n" % repr(reason))
         rctx.file("BUILD.bazel", "\n".join(build) + "\n")
@@ -73,19 +74,18 @@ def _cuda_configure_impl(rctx):
         ")",
         "",
     ]
-    for name, libs in [
-        ("cudart", ["-lcudart"]),
-        ("cublas", ["-lcublasLt", "-lcublas"]),
-        ("nccl", ["-lnccl"]),
-    ]:
-        build += [
-            "cc_library(",
-            '    name = "%s",' % name,
-            "    linkopts = %s," % repr(["-L" + lib, "-Wl,-rpath," + lib] + libs),
-            '    deps = [":cuda_headers"],',
-            ")",
-            "",
-        ]
+    # The runtime linked statically: it opens the driver (libcuda.so.1) at
+    # run time, so a binary built here needs no CUDA library to start and
+    # no path of this machine. cuBLAS and NCCL are opened at run time too
+    # (ops/cuda/cuda_libraries.h).
+    build += [
+        "cc_library(",
+        '    name = "cudart",',
+        "    linkopts = %s," % repr(["-L" + lib, "-l:libcudart_static.a", "-ldl", "-lrt", "-lpthread"]),
+        '    deps = [":cuda_headers"],',
+        ")",
+        "",
+    ]
     build += [
         "filegroup(",
         '    name = "nvcc",',

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "ops/cuda/cuda_libraries.h"
 #include "ops/cuda/cuda_status.h"
 
 namespace llama {
@@ -20,10 +21,12 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rende
                                                                            std::chrono::milliseconds timeout) {
   const RendezvousOptions& o = rendezvous->options();
   auto comm = std::unique_ptr<NcclCommunicator>(new NcclCommunicator(o.rank, o.world_size, timeout));
+  ASSIGN_OR_RETURN(comm->nccl_, cuda::Nccl());
+  const cuda::NcclLibrary* nccl = comm->nccl_;
   RETURN_IF_ERROR(CudaCall(cudaSetDevice(device), "cudaSetDevice"));
   ncclUniqueId id;
   if (o.rank == 0) {
-    RETURN_IF_ERROR(NcclCall(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    RETURN_IF_ERROR(NcclCall(nccl->ncclGetUniqueId(&id), "ncclGetUniqueId"));
     RETURN_IF_ERROR(rendezvous->store().Set("nccl/id", std::string(id.internal, sizeof id.internal)));
   } else {
     ASSIGN_OR_RETURN(std::string shared, rendezvous->store().Get("nccl/id", o.join_timeout));
@@ -43,7 +46,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(Rende
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t raw = nullptr;
-  const ncclResult_t started = ncclCommInitRankConfig(&raw, o.world_size, id, o.rank, &config);
+  const ncclResult_t started = nccl->ncclCommInitRankConfig(&raw, o.world_size, id, o.rank, &config);
   comm->comm_ = raw;
   if (started != ncclSuccess && started != ncclInProgress) {
     // Whatever was created is aborted in the destructor.
@@ -61,7 +64,7 @@ absl::Status NcclCommunicator::Settle(int result_code, const char* what) {
   while (result == ncclInProgress) {
     if (std::chrono::steady_clock::now() >= deadline) return AbortAtDeadline(what);
     std::this_thread::sleep_for(std::chrono::microseconds(100));
-    if (ncclResult_t q = ncclCommGetAsyncError(comm_, &result); q != ncclSuccess) result = q;
+    if (ncclResult_t q = nccl_->ncclCommGetAsyncError(comm_, &result); q != ncclSuccess) result = q;
   }
   if (result == ncclSuccess) return absl::OkStatus();
   Abort();
@@ -76,7 +79,7 @@ absl::Status NcclCommunicator::AbortAtDeadline(const char* what) {
 }
 
 void NcclCommunicator::Abort() {
-  if (comm_ != nullptr) ncclCommAbort(comm_);
+  if (comm_ != nullptr) nccl_->ncclCommAbort(comm_);
   comm_ = nullptr;
   aborted_ = true;
 }
@@ -84,18 +87,18 @@ void NcclCommunicator::Abort() {
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) {
     if (aborted_) {
-      ncclCommAbort(comm_);
+      nccl_->ncclCommAbort(comm_);
     } else {
       // Non-blocking: the destroy may still be settling when it returns.
-      ncclResult_t state = ncclCommFinalize(comm_);
+      ncclResult_t state = nccl_->ncclCommFinalize(comm_);
       while (state == ncclInProgress) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
-        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+        if (nccl_->ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
       }
       if (state == ncclSuccess) {
-        ncclCommDestroy(comm_);
+        nccl_->ncclCommDestroy(comm_);
       } else {
-        ncclCommAbort(comm_);
+        nccl_->ncclCommAbort(comm_);
       }
     }
   }
@@ -110,7 +113,7 @@ absl::Status NcclCommunicator::Wait(const char* what) {
     if (state == cudaSuccess) return absl::OkStatus();
     if (state != cudaErrorNotReady) return CudaCall(state, what);
     ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &async);
+    nccl_->ncclCommGetAsyncError(comm_, &async);
     // ncclInProgress: a non-blocking call still settling, not a failure.
     if (async != ncclSuccess && async != ncclInProgress) {
       Abort();
@@ -123,17 +126,17 @@ absl::Status NcclCommunicator::Wait(const char* what) {
 
 absl::Status NcclCommunicator::AllReduceSum(float* data, size_t count) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  return Settle(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
+  return Settle(nccl_->ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
 }
 
 absl::Status NcclCommunicator::AllGather(const float* send, size_t count, float* recv) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  return Settle(ncclAllGather(send, recv, count, ncclFloat, comm_, stream_), "ncclAllGather");
+  return Settle(nccl_->ncclAllGather(send, recv, count, ncclFloat, comm_, stream_), "ncclAllGather");
 }
 
 absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
   if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
-  return Settle(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
+  return Settle(nccl_->ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
 }
 
 }  // namespace llama

@@ -25,6 +25,9 @@
 // Keeps nccl.h and cuda_runtime.h out of this header.
 struct ncclComm;
 struct CUstream_st;
+namespace llama::cuda {
+struct NcclLibrary;
+}  // namespace llama::cuda
 
 namespace llama {
 
@@ -67,6 +70,7 @@ class NcclCommunicator final : public Communicator {
   int rank_;
   int world_size_;
   std::chrono::milliseconds timeout_;
+  const cuda::NcclLibrary* nccl_ = nullptr;  // Opened by Create (ops/cuda/cuda_libraries.h).
   ncclComm* comm_ = nullptr;
   CUstream_st* own_stream_ = nullptr;
   CUstream_st* stream_ = nullptr;
