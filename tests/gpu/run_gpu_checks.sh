@@ -123,11 +123,12 @@ PY
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
     gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
     echo "GPUs: ${gpus} (${gpu_name:-none visible}); deadline ${GPU_CHECKS_DEADLINE_S:-420} s; logs in $out" | tee -a "$table_file"
-    # The CUDA libraries the binaries need, wherever this machine keeps them:
+    # The CUDA libraries the binaries open (ops/cuda/cuda_libraries.h; the
+    # runtime is linked in), wherever this machine keeps them:
     # the loader's cache first, then one walk of the usual places for what it
     # lacks (a walk per library took 30 s of the deadline on a busy disk).
     dirs="" missing=() ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
-    for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+    for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
       found=$("$ldconfig" -p 2>/dev/null | awk -v lib="$lib" '$1 == lib {print $NF; exit}')
       if [[ -n "$found" ]]; then dirs="$dirs:$(dirname "$found")"; else missing+=(-o -name "$lib"); fi
     done
