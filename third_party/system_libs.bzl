@@ -37,7 +37,7 @@ _HINT = "Install the build dependencies first: ./bazelw (or third_party/setup.sh
 
 # Libraries Debian ships only as shared objects; with LLAMA_STATIC they stay
 # dynamic (and travel beside the binary).
-_SHARED_ONLY = ["sentencepiece", "curl", "cpp-httplib"]
+_SHARED_ONLY = ["sentencepiece", "libcurl", "cpp-httplib"]
 
 def _pkg_config_libs(rctx, modules):
     static = rctx.os.environ.get("LLAMA_STATIC", "") == "1" and not [m for m in modules if m in _SHARED_ONLY]

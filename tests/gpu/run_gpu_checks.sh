@@ -38,19 +38,7 @@ readonly TEST_TARGETS=(//ops/cuda:toolkit_test //ops/cuda:parity_test //ops/cuda
 readonly TOOL_TARGETS=(//tools:bench //worker)
 readonly BUNDLE="${GPU_BUNDLE:-.gpu_bundle}"
 
-# The files a build of the given targets makes (flags first, then
-# targets), one path per line, from Bazel itself. Bazel 4.2 has no cquery
-# --output=files; a Starlark expression prints the same.
-bazel_outputs() {
-  local flags=() targets=()
-  for arg in "$@"; do [[ $arg == --* ]] && flags+=("$arg") || targets+=("$arg"); done
-  local expression
-  expression="$(IFS=+; echo "${targets[*]}")"
-  ./bazelw cquery "${flags[@]}" --output=starlark \
-    --starlark:expr='"\n".join([f.path for f in target.files.to_list()])' "${expression}" 2>/dev/null |
-    grep -v '^$'
-  [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "run_gpu_checks: bazel cquery ${targets[*]} failed" >&2; return 1; }
-}
+source tools/bazel_outputs.sh
 
 case "${1:-}" in
   build)
