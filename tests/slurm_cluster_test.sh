@@ -6,7 +6,10 @@
 # job with `launcher sbatch` (its text must be the single-node run's) and a
 # failing 2-node job (it must end within seconds: srun --kill-on-bad-exit),
 # then stops every daemon it started. Skips, saying why, without root or
-# Debian's slurm-wlm and munge packages.
+# Debian's slurm-wlm and munge packages. Also: a launcher run as the batch
+# script itself (sbatch --wrap) is a one-node launcher, not a node of an
+# srun step; a `-- serve` job answers HTTP, and scancel ends it with no
+# process left behind.
 set -u
 # A skip is a skipped case in the test's XML, so CI counts it with its reason.
 skip() {
@@ -127,3 +130,34 @@ start=$SECONDS
 [ $((SECONDS - start)) -lt 30 ] || fail "the failing job took $((SECONDS - start)) s"
 grep -q "no tokenizer.model" "llama2-$job.out" || fail "job $job's error: $(cat llama2-$job.out)"
 echo "PASS: failing job $job ended FAILED in $((SECONDS - start)) s"
+
+# The batch script itself (no srun step): a plain one-node launcher, on -N1
+# and -N2 alike (SLURM_PROCID is set there too; SLURM_STEP_ID tells).
+for nodes in 1 2; do
+  job="$(sbatch --parsable -N "$nodes" -o "wrap-%j.out" --wrap "'$T/bin/launcher' --nproc_per_node=2")" ||
+    fail "sbatch --wrap"
+  [ "$(wait_for "$job" 90)" = COMPLETED ] || fail "wrap job $job (-N$nodes): $(cat "wrap-$job.out")"
+  grep -q "2 rank(s) on 1 node(s)" "wrap-$job.out" || fail "wrap job $job (-N$nodes): $(cat "wrap-$job.out")"
+done
+echo "PASS: sbatch --wrap runs a one-node launcher on -N1 and -N2"
+
+# A server job: it answers, and scancel ends it with no worker left.
+port=$((base + 10))
+"$T/bin/launcher" sbatch --nodes=1 --nproc_per_node=2 --launcher_path="$T/bin/launcher" -- serve --port="$port" \
+  > serve.out 2> serve.err || fail "launcher sbatch -- serve: $(cat serve.err)"
+job="$(tail -n1 serve.out)"
+answered=""
+for i in $(seq 90); do
+  if curl -sf "http://127.0.0.1:$port/health" > /dev/null 2>&1; then answered=yes; break; fi
+  sleep 1
+done
+[ -n "$answered" ] || fail "serve job $job never answered on port $port: $(cat "llama2-$job.out" 2>/dev/null)"
+curl -sf "http://127.0.0.1:$port/v1/models" | grep -q '"object"' || fail "serve job $job: /v1/models"
+scancel "$job"
+state="$(wait_for "$job" 60)"
+[ "$state" = CANCELLED ] || fail "serve job $job after scancel: $state"
+sleep 2
+if pgrep -f "$T/bin/(worker|launcher)" > /dev/null; then
+  fail "processes left after scancel: $(pgrep -a -f "$T/bin/(worker|launcher)")"
+fi
+echo "PASS: serve job $job answered, and scancel left no process"
