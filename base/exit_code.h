@@ -22,7 +22,8 @@
 //                       tokenizer of another model, shards of another
 //                       conversion, --device=cuda in a build without CUDA.
 //                       A failure at run time (a store connection or NCCL
-//                       communicator gone) is Unavailable instead.
+//                       communicator gone) is Unavailable instead, a
+//                       writer used out of order (a bug) Internal.
 //   PermissionDenied    a folder or file the user named that cannot be
 //                       written, a job token the other ranks refuse, a
 //                       download URL past its expiry.
