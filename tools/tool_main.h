@@ -1,7 +1,7 @@
 // One way in and out for the command-line tools: flags and logging set up
 // the same way in each, the tool's work returns a Status, and a failure is
-// printed once, as "<tool>: <message>", with exit code 2 for a usage error
-// (InvalidArgument) and 1 for anything else.
+// printed once, as "<tool>: <message>", with the exit status every binary
+// gives (base/exit_code.h: 2 for a wrong input, 1 for a run that failed).
 
 #ifndef LLAMA_TOOLS_TOOL_MAIN_H_
 #define LLAMA_TOOLS_TOOL_MAIN_H_
