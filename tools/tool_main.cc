@@ -18,6 +18,20 @@ int ReportFailure(const char* name, const absl::Status& status) {
   return ExitCodeFor(status);
 }
 
+absl::Status RanksEnded(int exit_status) {
+  constexpr char kWhy[] = "a rank failed (see above)";
+  switch (exit_status) {
+    case kExitOk:
+      return absl::OkStatus();
+    case kExitBadInput:
+      return absl::InvalidArgumentError(kWhy);
+    case kExitCancelled:
+      return absl::CancelledError(kWhy);
+    default:
+      return absl::InternalError(kWhy);
+  }
+}
+
 int ToolMain(int argc, char** argv, const char* name, const char* usage,
              const std::function<absl::Status(const std::vector<std::string>& args)>& run,
              const std::vector<std::string>& shared_flags, const std::vector<FlagGroup>& more_groups) {

@@ -26,6 +26,11 @@ int ToolMain(int argc, char** argv, const char* name, const char* usage,
 // The exit code for `status`, after printing it as above when it failed.
 int ReportFailure(const char* name, const absl::Status& status);
 
+// OK for a tool whose ranks (tools/local_ranks.h) ended with exit status
+// 0; else an error that exits with the same status, the ranks having
+// printed why.
+absl::Status RanksEnded(int exit_status);
+
 }  // namespace llama
 
 #endif  // LLAMA_TOOLS_TOOL_MAIN_H_
