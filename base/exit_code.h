@@ -39,10 +39,12 @@
 //
 // A failure another process found is 1 where it is reported: the launcher's
 // "rank R failed" (its log and exit status say what the rank found) and
-// node 1's "node 0 could not convert". So is a job that ran but left some
-// work undone (Aborted): a batch job whose prompts could not all run, a
-// chat whose last turn failed. Their other answers are kept, and a rerun
-// resumes; 2 means the input was refused as a whole.
+// node 1's "node 0 could not convert". (A tool's ranks are forked copies of
+// the tool reading its own flags, so their status is the tool's.) So is a
+// job that ran but left some work undone (Aborted): a batch job whose
+// prompts could not all run, a chat whose last turn failed. Their other
+// answers are kept (a batch job's rerun resumes); 2 means the input was
+// refused as a whole.
 
 #ifndef LLAMA_BASE_EXIT_CODE_H_
 #define LLAMA_BASE_EXIT_CODE_H_
