@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<GgufWriter>> GgufWriter::Create(const std::string
 absl::Status GgufWriter::Append(absl::Span<const uint8_t> bytes) {
   while (!bytes.empty()) {
     if (current_ == tensors_.size()) {
-      return absl::FailedPreconditionError(
+      return absl::InternalError(
           absl::StrFormat("%s: %d bytes appended after the last tensor", file_->partial_path(), bytes.size()));
     }
     if (written_ == 0) {  // A tensor starts at its aligned offset.
@@ -154,9 +154,8 @@ absl::Status GgufWriter::Finish() {
   // Zero-sized tensors at the end never see an Append.
   while (current_ < tensors_.size() && sizes_[current_] == 0) ++current_;
   if (current_ != tensors_.size()) {
-    return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" is missing %d bytes",
-                                                         file_->partial_path(), tensors_[current_].name,
-                                                         sizes_[current_] - written_));
+    return absl::InternalError(absl::StrFormat("%s: tensor \"%s\" is missing %d bytes", file_->partial_path(),
+                                               tensors_[current_].name, sizes_[current_] - written_));
   }
   return file_->Commit();
 }

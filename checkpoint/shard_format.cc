@@ -234,7 +234,7 @@ absl::Status ShardWriter::BeginTensor(const std::string& name, DType dtype,
 
 absl::Status ShardWriter::Append(absl::Span<const uint8_t> bytes) {
   if (!tensor_open_ || bytes.size() > pending_) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return absl::InternalError(absl::StrFormat(
         "%s: %d bytes appended beyond the open tensor's size", file_->partial_path(), bytes.size()));
   }
   XXH3_64bits_update(hash_, bytes.data(), bytes.size());
@@ -245,7 +245,7 @@ absl::Status ShardWriter::Append(absl::Span<const uint8_t> bytes) {
 absl::Status ShardWriter::EndTensor() {
   if (!tensor_open_) return absl::OkStatus();
   if (pending_ != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return absl::InternalError(absl::StrFormat(
         "%s: tensor \"%s\" is missing %d bytes", file_->partial_path(), entries_.back().name(), pending_));
   }
   entries_.back().set_xxh3_64(XXH3_64bits_digest(hash_));

@@ -294,7 +294,9 @@ absl::Status RunChatSession(const std::vector<WorkerLaunch>& workers, Supervisor
                                                outcome.failed_exit.Describe(), outcome.failed_log));
   }
   if (port == 0) return absl::UnavailableError("the chat's server ended before it listened");
-  if (!last_error.empty()) return absl::FailedPreconditionError("the chat ended on a turn that failed: " + last_error);
+  // Aborted: the session ran, as a batch job with a prompt that could not
+  // run, so 1 rather than 2 (base/exit_code.h).
+  if (!last_error.empty()) return absl::AbortedError("the chat ended on a turn that failed: " + last_error);
   return absl::OkStatus();
 }
 

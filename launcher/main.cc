@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/exit_code.h"
 #include "base/net.h"
 #include "base/status_macros.h"
 #include "base/working_directory.h"
@@ -339,11 +340,14 @@ absl::Status Execute(LaunchPlan plan) {
                        seconds(prepare_start, job_start));
 }
 
-// The launcher's exit status for `status`, after its one line.
+// The launcher's exit status for `status`, after its one line: the rule of
+// every binary (base/exit_code.h). A rank that failed comes as Internal,
+// so 1 whatever the rank found, its exit status and last line being in the
+// message; so does a batch job with prompts that could not run ("rank 0
+// failed (exit code 1): 1 of 5 prompts could not run ...").
 int ExitCode(const absl::Status& status) {
-  if (status.ok()) return 0;
-  std::fprintf(stderr, "launcher: %s\n", std::string(status.message()).c_str());
-  return absl::IsCancelled(status) ? 130 : 1;
+  if (!status.ok()) std::fprintf(stderr, "launcher: %s\n", std::string(status.message()).c_str());
+  return ExitCodeFor(status);
 }
 
 }  // namespace
@@ -354,7 +358,7 @@ int main(int argc, char** argv) {
   llama::HandleHelpAndVersion(argc, argv, "launcher", help.usage, help.groups);
   gflags::SetUsageMessage(llama::kLauncherUsage);
   const std::vector<std::string> given(argv, argv + argc);
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  llama::ParseFlags(&argc, &argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   if (absl::Status entered = llama::EnterBazelRunWorkingDirectory(); !entered.ok()) {

@@ -41,10 +41,14 @@ $PRESIGNED_URL or typed at the terminal, and never printed):
   launcher download --models=7B,13B-chat --target_dir=$HOME/llama
   launcher download --models=Llama3.1-8B-Instruct --target_dir=$HOME/llama   (llama-stack's ids)
 
-Exit status: 0 on success (and after a server's drain); 1 with one line
-naming the rank that failed, how, its last error and its log; 130 when a
-job is interrupted (Ctrl-C or SIGTERM stop every worker; a second one kills
-them at once).
+Exit status (the worker's and the tools' too), after one line saying why:
+  0    success (and after a server's drain)
+  1    the run failed: a rank (named, with how it ended, its last error and
+       its log), I/O, a deadline, memory or disk; also a job whose prompts
+       could not all run (the others' answers are kept). Retrying may help.
+  2    the input is wrong: a flag, a path, a file's contents. Fix it.
+  130  interrupted (Ctrl-C or SIGTERM stop every worker; a second one kills
+       them at once)
 )";
 
 namespace {

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -183,6 +184,7 @@ struct BadLaunch {
   std::string name;
   std::vector<std::string> extra;
   std::string model;
+  int code;  // 2: the input is wrong; 1: the run failed (base/exit_code.h).
   const char* expected;
   std::vector<std::string> env = {};
   bool before_any_work = true;  // Refused before converting or starting a worker.
@@ -199,7 +201,7 @@ TEST_P(LauncherErrorTest, OneClearLine) {
   LauncherRun run = Launch(bad.name, args, bad.env);
   absl::StatusOr<ExitStatus> exit = run.process->Wait(60s);
   ASSERT_TRUE(exit.ok());
-  EXPECT_EQ(exit->code, 1);
+  EXPECT_EQ(exit->code, bad.code) << run.err();
   std::string last_line = run.err();
   while (!last_line.empty() && last_line.back() == '\n') last_line.pop_back();
   last_line = last_line.substr(last_line.rfind('\n') + 1);
@@ -213,50 +215,53 @@ TEST_P(LauncherErrorTest, OneClearLine) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, LauncherErrorTest,
-    ::testing::Values(BadLaunch{"no_worker", {"--worker=/nonexistent/worker"}, "tiny_fp32_mp1",
+    ::testing::Values(BadLaunch{"no_worker", {"--worker=/nonexistent/worker"}, "tiny_fp32_mp1", 2,
                                 "cannot run \"/nonexistent/worker\"", {}, /*before_any_work=*/false},
-                      BadLaunch{"checklist", {}, "broken/bad_checksum", "consolidated.00.pth is corrupt or truncated"},
-                      BadLaunch{"split", {"--nproc_per_node=3"}, "tiny_fp32_mp1",
+                      // A damaged checkpoint is DataLoss, 1 (base/exit_code.h says why).
+                      BadLaunch{"checklist", {}, "broken/bad_checksum", 1,
+                                "consolidated.00.pth is corrupt or truncated"},
+                      BadLaunch{"split", {"--nproc_per_node=3"}, "tiny_fp32_mp1", 2,
                                 "--nproc_per_node=3 x --nnodes=1: world size 3 does not divide n_heads (4)"},
-                      // Found by the worker: the launcher's line ends with its error.
-                      BadLaunch{"worker_error", {"--kv_cache_gb=100000"}, "tiny_fp32_mp1",
+                      // Found by the worker: the launcher's line ends with its error
+                      // (a rank that failed is 1, whatever it found).
+                      BadLaunch{"worker_error", {"--kv_cache_gb=100000"}, "tiny_fp32_mp1", 1,
                                 "rank 0 failed (exit code 1): the weights (0.00 GB), the KV cache (100000.00 GB", {},
                                 /*before_any_work=*/false},
-                      BadLaunch{"no_ckpt", {"--ckpt_dir=/nonexistent/llama-2-7b"}, "tiny_fp32_mp1",
+                      BadLaunch{"no_ckpt", {"--ckpt_dir=/nonexistent/llama-2-7b"}, "tiny_fp32_mp1", 2,
                                 "--ckpt_dir \"/nonexistent/llama-2-7b\" does not exist"},
-                      BadLaunch{"no_tokenizer", {"--tokenizer_path=/nonexistent/tokenizer.model"}, "tiny_fp32_mp1",
+                      BadLaunch{"no_tokenizer", {"--tokenizer_path=/nonexistent/tokenizer.model"}, "tiny_fp32_mp1", 2,
                                 "tokenizer model \"/nonexistent/tokenizer.model\": no such file (--tokenizer_path)"},
-                      BadLaunch{"bad_tokenizer", {"--tokenizer_path=/etc/hostname"}, "tiny_fp32_mp1",
+                      BadLaunch{"bad_tokenizer", {"--tokenizer_path=/etc/hostname"}, "tiny_fp32_mp1", 2,
                                 "is neither a SentencePiece model"},
-                      BadLaunch{"bad_weights_dtype", {"--weights_dtype=int4"}, "tiny_fp32_mp1",
+                      BadLaunch{"bad_weights_dtype", {"--weights_dtype=int4"}, "tiny_fp32_mp1", 2,
                                 "--weights_dtype=\"int4\": expected bf16, fp16, fp32 or int8"},
-                      BadLaunch{"unresolvable_master", {"--master_addr=no-such-host.invalid"}, "tiny_fp32_mp1",
+                      BadLaunch{"unresolvable_master", {"--master_addr=no-such-host.invalid"}, "tiny_fp32_mp1", 2,
                                 "--master_addr=no-such-host.invalid: cannot resolve host \"no-such-host.invalid\""},
-                      BadLaunch{"two_inputs", {"--prompt=hi"}, "tiny_fp32_mp1",
+                      BadLaunch{"two_inputs", {"--prompt=hi"}, "tiny_fp32_mp1", 2,
                                 "give exactly one of --prompt, --prompts_file, --dialogs_file (2 given)"},
-                      BadLaunch{"bad_prompts", {"--prompts_file=/etc/hostname"}, "tiny_fp32_mp1", "/etc/hostname"},
+                      BadLaunch{"bad_prompts", {"--prompts_file=/etc/hostname"}, "tiny_fp32_mp1", 2, "/etc/hostname"},
                       // Checks that need no weights, before converting (#33).
-                      BadLaunch{"tokenizer_vocab", {}, "llama3_bf16_mp1",
+                      BadLaunch{"tokenizer_vocab", {}, "llama3_bf16_mp1", 2,
                                 "has 600 tokens but the model in "},
-                      BadLaunch{"prompts_too_long", {"--max_seq_len=2", "--max_gen_len=1"}, "tiny_fp32_mp1",
+                      BadLaunch{"prompts_too_long", {"--max_seq_len=2", "--max_gen_len=1"}, "tiny_fp32_mp1", 2,
                                 ": nothing can run: prompt 0 has "},
-                      BadLaunch{"log_dir", {"--log_dir=/etc/hostname/logs"}, "tiny_fp32_mp1",
+                      BadLaunch{"log_dir", {"--log_dir=/etc/hostname/logs"}, "tiny_fp32_mp1", 2,
                                 "--log_dir: cannot create \"/etc/hostname/logs\""},
-                      BadLaunch{"no_output_folder", {"--output=/nonexistent/out.jsonl"}, "tiny_fp32_mp1",
+                      BadLaunch{"no_output_folder", {"--output=/nonexistent/out.jsonl"}, "tiny_fp32_mp1", 2,
                                 "--output \"/nonexistent/out.jsonl\": the folder /nonexistent does not exist"},
-                      BadLaunch{"token_file", {"--token_file=/nonexistent/token"}, "tiny_fp32_mp1",
+                      BadLaunch{"token_file", {"--token_file=/nonexistent/token"}, "tiny_fp32_mp1", 2,
                                 "--token_file \"/nonexistent/token\": missing or empty"},
-                      BadLaunch{"bad_device", {"--device=tpu"}, "tiny_fp32_mp1", "--device=\"tpu\""},
-                      BadLaunch{"bad_kv_cache_dtype", {"--kv_cache_dtype=int8"}, "tiny_fp32_mp1",
+                      BadLaunch{"bad_device", {"--device=tpu"}, "tiny_fp32_mp1", 2, "--device=\"tpu\""},
+                      BadLaunch{"bad_kv_cache_dtype", {"--kv_cache_dtype=int8"}, "tiny_fp32_mp1", 2,
                                 "--kv_cache_dtype=\"int8\": expected f32, bf16 or f16"},
-                      BadLaunch{"max_gen_len", {"--max_gen_len=-2"}, "tiny_fp32_mp1",
+                      BadLaunch{"max_gen_len", {"--max_gen_len=-2"}, "tiny_fp32_mp1", 2,
                                 "--max_gen_len=-2: expected -1 (max_seq_len - 1) or a count >= 0"},
-                      BadLaunch{"nan_weight", {}, "broken/nan_weight",
+                      BadLaunch{"nan_weight", {}, "broken/nan_weight", 1,
                                 "tensor \"layers.1.feed_forward.w2.weight\": element 581 of the shard's part is "
                                 "NaN or infinite"},
                       // One visible GPU, whatever this machine has; a build
                       // without CUDA refuses --device=cuda before counting.
-                      BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1",
+                      BadLaunch{"gpus", {"--device=cuda", "--nproc_per_node=2"}, "tiny_fp32_mp1", 2,
                                 BuiltWithCuda() ? "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible"
                                                 : "--device=cuda: this binary was built without CUDA",
                                 {"CUDA_VISIBLE_DEVICES=0"}}),
@@ -272,7 +277,7 @@ TEST(LauncherTest, DialogRolesAndPromptLengthsAreCheckedBeforeConverting) {
   std::ofstream(dialogs) << R"([[{"role": "assistant", "content": "I speak first"}]])";
   args.insert(args.end(), {"--shard_dir=" + shard_dir, "--prompts_file=", "--dialogs_file=" + dialogs});
   LauncherRun run = Launch("bad_roles", args);
-  EXPECT_EQ(ExitCodeOf(run, 60s), 1);
+  EXPECT_EQ(ExitCodeOf(run, 60s), 2);
   EXPECT_THAT(run.err(), HasSubstr(": nothing can run: dialog 0: dialog message 0 has role \"assistant\""));
   EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before refusing";
 
@@ -284,7 +289,7 @@ TEST(LauncherTest, DialogRolesAndPromptLengthsAreCheckedBeforeConverting) {
   args.insert(args.end(), {"--shard_dir=" + TempDir() + "/shards_one_long", "--prompts_file=" + prompts,
                            "--max_seq_len=16", "--max_gen_len=2"});
   LauncherRun mixed = Launch("one_long", args);
-  EXPECT_EQ(ExitCodeOf(mixed, 120s), 1);  // One failed prompt.
+  EXPECT_EQ(ExitCodeOf(mixed, 120s), 1);  // One failed prompt: the job ran, so not 2.
   const std::string err = mixed.err();
   const size_t warning = err.find("prompt 1 has ");
   ASSERT_NE(warning, std::string::npos) << err;
@@ -301,18 +306,18 @@ TEST(LauncherFaultTest, BusyMasterPort) {
   LauncherRun run = Launch("busy", args);
   absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
   ASSERT_TRUE(exit.ok());
-  EXPECT_EQ(exit->code, 1);
+  EXPECT_EQ(exit->code, 2);
   EXPECT_THAT(run.err(), HasSubstr(absl::StrCat("--master_port=", port, " is already in use")));
 }
 
 TEST(LauncherFaultTest, DownloadNeedsATargetAndAUrl) {
   LauncherRun no_target = Launch("dl_no_target", {"download", "--models=7B"});
-  EXPECT_EQ(ExitCodeOf(no_target), 1) << no_target.err();
+  EXPECT_EQ(ExitCodeOf(no_target), 2) << no_target.err();
   EXPECT_THAT(no_target.err(), HasSubstr("download: --target_dir is required"));
   LauncherRun no_url = Launch("dl_no_url", {"download", "--models=7B", "--target_dir=" + TempDir() + "/dl"});
   absl::StatusOr<ExitStatus> exit = no_url.process->Wait(30s);
   ASSERT_TRUE(exit.ok());
-  EXPECT_EQ(exit->code, 1);
+  EXPECT_EQ(exit->code, 2);
   EXPECT_THAT(no_url.err(), HasSubstr("no presigned URL"));
 }
 
@@ -377,14 +382,15 @@ TEST(LauncherMultiNodeTest, NodeLocalShards) {
 
 // Node 0 cannot convert (6 ranks do not divide the model's 4 heads, which
 // only the conversion finds out): node 1 stops at once with node 0's reason
-// instead of waiting out its deadline.
+// instead of waiting out its deadline. Node 0 found the wrong input (2);
+// node 1 reports another node's failure (1).
 TEST(LauncherMultiNodeTest, ANodeStopsWhenNodeZerosConversionFailed) {
   const auto start = std::chrono::steady_clock::now();
   auto [reserved_port, nodes] = LaunchTwoNodes("failed_conversion", "tiny_fp32_mp1", {"--nproc_per_node=3"});
-  for (LauncherRun& run : nodes) {
-    absl::StatusOr<ExitStatus> exit = run.process->Wait(60s);
+  for (size_t node = 0; node < nodes.size(); ++node) {
+    absl::StatusOr<ExitStatus> exit = nodes[node].process->Wait(60s);
     ASSERT_TRUE(exit.ok());
-    EXPECT_EQ(exit->code, 1) << run.err();
+    EXPECT_EQ(exit->code, node == 0 ? 2 : 1) << nodes[node].err();
   }
   const char* reason = "--nproc_per_node=3 x --nnodes=2: world size 6 does not divide n_heads (4)";
   EXPECT_THAT(nodes[0].err(), HasSubstr(reason));
@@ -398,7 +404,7 @@ TEST(LauncherMultiNodeTest, NodesWithoutASharedTokenAreRefused) {
   LauncherRun run = Launch("no_token", args);
   absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
   ASSERT_TRUE(exit.ok());
-  EXPECT_EQ(exit->code, 1);
+  EXPECT_EQ(exit->code, 2);
   EXPECT_THAT(run.err(), HasSubstr("set RENDEZVOUS_TOKEN or --token_file"));
 }
 
@@ -523,7 +529,7 @@ TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
     LauncherRun run = Launch(absl::StrCat("sbatch_", c.name), c.args, {"PATH=/nonexistent"});
     absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
     ASSERT_TRUE(exit.ok()) << c.name;
-    EXPECT_EQ(exit->code, 1) << c.name;
+    EXPECT_EQ(exit->code, 2) << c.name;
     EXPECT_THAT(run.err(), HasSubstr(c.message)) << c.name;
     EXPECT_THAT(run.out(), Not(HasSubstr("#!/bin/bash"))) << c.name;
   }
@@ -555,6 +561,20 @@ TEST(LauncherHelpTest, HelpAndVersion) {
   EXPECT_THAT(version.out(), HasSubstr("launcher (llama2-cpp "));
   EXPECT_THAT(version.out(), HasSubstr("commit "));
   EXPECT_THAT(version.out(), HasSubstr("CPU kernels: "));
+}
+
+// A flag gflags refuses is a wrong input like any other: 2, not gflags' 1.
+TEST(LauncherHelpTest, ARefusedFlagExits2) {
+  const std::pair<const char*, const char*> refused[] = {{"--no_such_flag", "unknown command line flag"},
+                                                         {"--max_gen_len=many", "illegal value 'many'"}};
+  int runs = 0;
+  for (const char* binary : {"launcher/launcher", "worker/worker"}) {
+    for (const auto& [flag, said] : refused) {
+      LauncherRun run = RunProgram(absl::StrCat("refused_flag_", runs++), {binary, flag}, {});
+      EXPECT_EQ(ExitCodeOf(run), 2) << binary << " " << flag << ": " << run.err();
+      EXPECT_THAT(run.err(), HasSubstr(said)) << binary;
+    }
+  }
 }
 
 // A subcommand's --help says what it does first and lists only its flags.

@@ -125,7 +125,7 @@ TEST(LauncherServeTest, ATakenPortIsRefusedBeforeLoading) {
                                           "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
                                           "--shard_dir=" + shard_dir, "--host=127.0.0.1",
                                           absl::StrCat("--port=", port), "--max_seq_len=128"});
-  EXPECT_EQ(ExitCodeOf(run, 30s), 1);
+  EXPECT_EQ(ExitCodeOf(run, 30s), 2);  // The --port given is the input to change.
   EXPECT_THAT(run.err(), HasSubstr(absl::StrCat("--port=", port, " on --host=127.0.0.1 is already in use")));
   EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before checking the port";
 
@@ -134,7 +134,7 @@ TEST(LauncherServeTest, ATakenPortIsRefusedBeforeLoading) {
                                                   "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
                                                   "--shard_dir=" + shard_dir, "--host=203.0.113.7", "--port=8000",
                                                   "--max_seq_len=128"});
-  EXPECT_EQ(ExitCodeOf(elsewhere, 30s), 1);
+  EXPECT_EQ(ExitCodeOf(elsewhere, 30s), 2);
   EXPECT_THAT(elsewhere.err(), HasSubstr("--port=8000 on --host=203.0.113.7 cannot be listened on: "));
   EXPECT_FALSE(std::filesystem::exists(shard_dir)) << "converted before checking the host";
 }
@@ -311,7 +311,8 @@ TEST(LauncherChatTest, ScriptedTurnsKeepTheHistoryAndMatchTheBatchJob) {
 }
 
 // A turn past the context gets the server's reason and what to do, not an
-// empty "error: "; the chat ends on it, so it exits 1.
+// empty "error: "; the chat ends on it, so it exits 1 (the session ran, as
+// a batch job with a prompt that could not run; not 2).
 TEST(LauncherChatTest, ATurnPastTheContextSaysWhy) {
   const std::string input = absl::StrCat(TempDir(), "/chat_long_input.txt");
   std::string turn;

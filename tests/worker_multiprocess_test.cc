@@ -112,14 +112,29 @@ void ExpectSuccess(Job& job) {
   }
 }
 
-// Waits for every process; each must exit 1: a clear error, not a crash,
-// a signal or a hang.
-void ExpectEveryRankFails(Job& job) {
+// Waits for every process; each must exit `code` (2: the input is wrong,
+// 1: the run failed): a clear error, not a crash, a signal or a hang.
+void ExpectEveryRankFails(Job& job, int code) {
   for (size_t i = 0; i < job.ranks.size(); ++i) {
     absl::StatusOr<ExitStatus> exit = job.ranks[i]->Wait(30s);
     ASSERT_TRUE(exit.ok()) << "rank " << i << ": " << exit.status();
-    EXPECT_EQ(exit->code, 1) << "rank " << i << ": " << exit->Describe() << "\n" << job.Log(i);
+    EXPECT_EQ(exit->code, code) << "rank " << i << ": " << exit->Describe() << "\n" << job.Log(i);
   }
+}
+
+// Waits for every rank of a job refused for its input: a rank that found
+// the problem (its log says `found`) exits 2; one that lost a peer first
+// (the peer's exit took the store with it) exits 1, as any lost peer.
+void ExpectRanksRefuse(Job& job, const std::string& found) {
+  int finders = 0;
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    absl::StatusOr<ExitStatus> exit = job.ranks[i]->Wait(30s);
+    ASSERT_TRUE(exit.ok()) << "rank " << i << ": " << exit.status();
+    const bool found_it = job.Log(i).find(found) != std::string::npos;
+    finders += found_it;
+    EXPECT_EQ(exit->code, found_it ? 2 : 1) << "rank " << i << ": " << exit->Describe() << "\n" << job.Log(i);
+  }
+  EXPECT_GT(finders, 0) << "no rank said: " << found;
 }
 
 std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
@@ -267,8 +282,9 @@ TEST(WorkerFaultTest, SampledTokensAgreeAcrossRanksAndWorldSizes) {
 
 // A prompt that cannot run costs its own answer: the others run, its line
 // in --output carries the error, every line its index, and the job exits 1
-// saying how many failed. A rerun resumes (the answered prompts are not run
-// again); a different prompts file is refused, not resumed.
+// (it ran; not 2, a refusal of the whole input) saying how many failed. A
+// rerun resumes (the answered prompts are not run again); a different
+// prompts file is refused (2), not resumed.
 TEST(WorkerFaultTest, ABadPromptCostsOneAnswerAndARerunResumes) {
   const std::string shards = Shards("tiny_fp32_mp1", 1);
   nlohmann::json prompts = nlohmann::json::array();
@@ -281,7 +297,7 @@ TEST(WorkerFaultTest, ABadPromptCostsOneAnswerAndARerunResumes) {
   const std::vector<std::string> flags = {"--prompts_file=" + path, "--temperature=0", "--max_seq_len=128",
                                           "--max_gen_len=8"};
   Job first = Start("bad_prompt", shards, 1, flags);
-  ExpectEveryRankFails(first);
+  ExpectEveryRankFails(first, 1);
   EXPECT_THAT(first.Log(0), HasSubstr("error: prompt 2 cannot run: prompt 2 has"));
   EXPECT_THAT(first.Log(0), HasSubstr("1 of 5 prompts could not run"));
   // No GPU here: the device line says so, whatever the binary was built with.
@@ -296,7 +312,7 @@ TEST(WorkerFaultTest, ABadPromptCostsOneAnswerAndARerunResumes) {
   EXPECT_THAT(rows[2]["error"].get<std::string>(), HasSubstr("more than max_seq_len 128"));
 
   Job again = Start("bad_prompt", shards, 1, flags);
-  ExpectEveryRankFails(again);
+  ExpectEveryRankFails(again, 1);
   EXPECT_THAT(again.Log(0), HasSubstr("resuming: 4 of 5 prompts done"));
   EXPECT_THAT(again.Log(0), HasSubstr("generating for 1 prompt(s)"));
   const std::vector<nlohmann::json> resumed = ReadJsonl(again.dir + "/out.jsonl");
@@ -309,7 +325,7 @@ TEST(WorkerFaultTest, ABadPromptCostsOneAnswerAndARerunResumes) {
   prompts.erase(prompts.begin() + 2);
   std::ofstream(path) << prompts.dump();
   Job other = Start("bad_prompt", shards, 1, flags);
-  ExpectEveryRankFails(other);
+  ExpectEveryRankFails(other, 2);
   EXPECT_THAT(other.Log(0), HasSubstr("is of another job"));
   EXPECT_EQ(ReadJsonl(other.dir + "/out.jsonl"), resumed);
 }
@@ -394,7 +410,7 @@ TEST(WorkerFaultTest, BusyPortIsAClearError) {
   Job job = Start("busy", Shards("tiny_fp32_mp1", 2), 2, {"--prompt=hello", "--rendezvous_timeout=2"}, {0}, port);
   absl::StatusOr<ExitStatus> exit = job.ranks[0]->Wait(30s);
   ASSERT_TRUE(exit.ok());
-  EXPECT_EQ(exit->code, 1);
+  EXPECT_EQ(exit->code, 2) << "the port given is the input to change";
   EXPECT_THAT(job.Log(0), HasSubstr(absl::StrCat("port ", port)));
   EXPECT_THAT(job.Log(0), HasSubstr("already in use"));
 }
@@ -408,29 +424,24 @@ TEST(WorkerFaultTest, RanksWithDifferentModelsAreRefused) {
   std::filesystem::copy_file(Shards("tiny_fp16_mp1", 2) + "/rank-1-of-2.shard", mixed + "/rank-1-of-2.shard",
                              std::filesystem::copy_options::overwrite_existing);
   Job job = Start("mixed", mixed, 2, {"--prompt=hello"});
-  for (auto& rank : job.ranks) {
-    absl::StatusOr<ExitStatus> exit = rank->Wait(30s);
-    ASSERT_TRUE(exit.ok());
-    EXPECT_EQ(exit->code, 1);
-  }
-  EXPECT_THAT(job.Log(0) + job.Log(1), HasSubstr("loaded a different model than rank"));
+  ExpectRanksRefuse(job, "loaded a different model than rank");
 }
 
 TEST(WorkerFaultTest, JobFlagsAreChecked) {
   Job job = Start("no_prompt", Shards("tiny_fp32_mp1", 1), 1, {});
-  ExpectEveryRankFails(job);
+  ExpectEveryRankFails(job, 2);
   EXPECT_THAT(job.Log(0), HasSubstr("give exactly one of --prompt, --prompts_file, --dialogs_file"));
 }
 
 TEST(WorkerFaultTest, KvCacheDtypeIsChecked) {
   Job job = Start("bad_kv", Shards("tiny_fp32_mp1", 1), 1, {"--prompt=hello", "--kv_cache_dtype=int8"});
-  ExpectEveryRankFails(job);
+  ExpectEveryRankFails(job, 2);
   EXPECT_THAT(job.Log(0), HasSubstr("--kv_cache_dtype=\"int8\": expected f32, bf16 or f16"));
 }
 
 TEST(WorkerFaultTest, ShardsOfAnotherWorldSizeSayHowToConvert) {
   Job job = Start("wrong_ws", Shards("tiny_fp32_mp1", 1), 2, {"--prompt=hello"});
-  ExpectEveryRankFails(job);
+  ExpectRanksRefuse(job, "no shard for rank");
   EXPECT_THAT(job.Log(0), HasSubstr("no shard for rank 0 of 2"));
   EXPECT_THAT(job.Log(0), HasSubstr("--world_size=2"));
 }

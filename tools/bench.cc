@@ -325,10 +325,9 @@ int main(int argc, char** argv) {
     if (FLAGS_world_size > 1 && !FLAGS_shard.empty()) {
       return absl::InvalidArgumentError("--world_size > 1 runs the synthetic model only");
     }
-    const int failed = llama::RunLocalRanks(
+    return llama::RanksEnded(llama::RunLocalRanks(
         FLAGS_world_size, "bench", [](const llama::RendezvousOptions& join) {
           return llama::ReportFailure("bench", RunRank(join));
-        });
-    return failed == 0 ? absl::OkStatus() : absl::InternalError("a rank failed (see above)");
+        }));
   }, BenchJobFlags(), {llama::BenchModelFlags()});
 }

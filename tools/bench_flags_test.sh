@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The bench refuses sizes it cannot measure, naming the flag, before it
-# builds a model (so each refusal is immediate).
+# builds a model (so each refusal is immediate), with exit status 2 (the
+# input is wrong, base/exit_code.h), as it does a flag gflags refuses.
 set -uo pipefail
 bench="$1"
 failed=0
@@ -8,8 +9,8 @@ expect_refusal() {  # flag, message
   local out
   out=$("$bench" "$1" 2>&1)
   local rc=$?
-  if [[ $rc -eq 0 || "$out" != *"$2"* ]]; then
-    echo "FAIL: bench $1 exited $rc; expected a refusal containing: $2"
+  if [[ $rc -ne 2 || "$out" != *"$2"* ]]; then
+    echo "FAIL: bench $1 exited $rc; expected 2 and a refusal containing: $2"
     echo "$out" | tail -n 5
     failed=1
   else
@@ -21,4 +22,5 @@ expect_refusal --prefill_tokens=-2 "--prefill_tokens=-2: expected at least 1"
 expect_refusal --batch=0 "--batch=0: expected at least 1"
 expect_refusal --world_size=0 "--world_size=0: expected at least 1"
 expect_refusal --weights_dtype=int4 '--weights_dtype="int4": expected bf16, fp16, fp32 or int8'
+expect_refusal --no_such_flag "unknown command line flag 'no_such_flag'"
 exit $failed

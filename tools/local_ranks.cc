@@ -44,7 +44,9 @@ int RunLocalRanks(int world_size, const std::string& token,
   for (pid_t pid : children) {
     int status = 0;
     waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) result = 1;
+    if (result == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
   }
   return result;
 }

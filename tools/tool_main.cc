@@ -5,6 +5,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "base/exit_code.h"
 #include "base/working_directory.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -13,9 +14,22 @@
 namespace llama {
 
 int ReportFailure(const char* name, const absl::Status& status) {
-  if (status.ok()) return 0;
-  std::fprintf(stderr, "%s: %s\n", name, std::string(status.message()).c_str());
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  if (!status.ok()) std::fprintf(stderr, "%s: %s\n", name, std::string(status.message()).c_str());
+  return ExitCodeFor(status);
+}
+
+absl::Status RanksEnded(int exit_status) {
+  constexpr char kWhy[] = "a rank failed (see above)";
+  switch (exit_status) {
+    case kExitOk:
+      return absl::OkStatus();
+    case kExitBadInput:
+      return absl::InvalidArgumentError(kWhy);
+    case kExitCancelled:
+      return absl::CancelledError(kWhy);
+    default:
+      return absl::InternalError(kWhy);
+  }
 }
 
 int ToolMain(int argc, char** argv, const char* name, const char* usage,
@@ -32,7 +46,7 @@ int ToolMain(int argc, char** argv, const char* name, const char* usage,
   if (!shared_flags.empty()) groups.push_back({"The job's flags it takes", shared_flags});
   HandleHelpAndVersion(argc, argv, name, usage, groups);
   gflags::SetUsageMessage(usage);
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  ParseFlags(&argc, &argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   if (absl::Status entered = EnterBazelRunWorkingDirectory(); !entered.ok()) return ReportFailure(name, entered);

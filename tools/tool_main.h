@@ -1,7 +1,7 @@
 // One way in and out for the command-line tools: flags and logging set up
 // the same way in each, the tool's work returns a Status, and a failure is
-// printed once, as "<tool>: <message>", with exit code 2 for a usage error
-// (InvalidArgument) and 1 for anything else.
+// printed once, as "<tool>: <message>", with the exit status every binary
+// gives (base/exit_code.h: 2 for a wrong input, 1 for a run that failed).
 
 #ifndef LLAMA_TOOLS_TOOL_MAIN_H_
 #define LLAMA_TOOLS_TOOL_MAIN_H_
@@ -25,6 +25,11 @@ int ToolMain(int argc, char** argv, const char* name, const char* usage,
 
 // The exit code for `status`, after printing it as above when it failed.
 int ReportFailure(const char* name, const absl::Status& status);
+
+// OK for a tool whose ranks (tools/local_ranks.h) ended with exit status
+// 0; else an error that exits with the same status, the ranks having
+// printed why.
+absl::Status RanksEnded(int exit_status);
 
 }  // namespace llama
 

@@ -10,12 +10,22 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/exit_code.h"
 #include "ops/cpu/linear.h"
 #include "ops/device.h"
 #include "worker/build_version.h"
 
+// gflags' exit on a refused flag: exported, though in no header, for
+// gflags' own tests of that exit; the one way to choose its status.
+namespace GFLAGS_NAMESPACE {
+extern GFLAGS_DLL_DECL void (*gflags_exitfunc)(int);
+}  // namespace GFLAGS_NAMESPACE
+
 namespace llama {
 namespace {
+
+// gflags calls it with 1 after printing "ERROR: unknown command line flag".
+[[noreturn]] void ExitBadInput(int /*gflags_code*/) { std::exit(kExitBadInput); }
 
 // A default as it was written: doubles in their shortest form.
 std::string ShownDefault(const gflags::CommandLineFlagInfo& flag) {
@@ -74,13 +84,23 @@ void HandleHelpAndVersion(int argc, char** argv, const std::string& binary, cons
     if (arg == "--") break;
     if (kHelp.count(arg) > 0) {
       std::fputs(FlagHelp(usage, groups).c_str(), stdout);
-      std::exit(0);
+      std::exit(kExitOk);
     }
     if (arg == "--version" || arg == "-version") {
       std::fputs(VersionText(binary).c_str(), stdout);
-      std::exit(0);
+      std::exit(kExitOk);
     }
   }
+}
+
+void ParseFlags(int* argc, char*** argv) {
+  // Only the flags' own parse: gflags' help flags (--helpxml, --helpon, ...)
+  // keep its exits.
+  void (*const gflags_exit)(int) = GFLAGS_NAMESPACE::gflags_exitfunc;
+  GFLAGS_NAMESPACE::gflags_exitfunc = &ExitBadInput;
+  gflags::ParseCommandLineNonHelpFlags(argc, argv, /*remove_flags=*/true);
+  GFLAGS_NAMESPACE::gflags_exitfunc = gflags_exit;
+  gflags::HandleCommandLineHelpFlags();
 }
 
 }  // namespace llama

@@ -1,7 +1,8 @@
 // --help (also -h, --helpshort, --helpfull) and --version for our binaries,
 // in place of gflags' own: the binary's flags grouped as it lists them,
 // defaults written as set ("0.6", not "0.59999999999999998"), the logging
-// library's flags left out but --log_dir, exit 0. Binaries only.
+// library's flags left out but --log_dir, exit 0; and the flags' parse,
+// whose refusals exit 2. Binaries only.
 
 #ifndef LLAMA_WORKER_FLAG_HELP_H_
 #define LLAMA_WORKER_FLAG_HELP_H_
@@ -38,6 +39,12 @@ std::string VersionText(const std::string& binary);
 // argv asks for one, else returns.
 void HandleHelpAndVersion(int argc, char** argv, const std::string& binary, const std::string& usage,
                           const std::vector<FlagGroup>& groups);
+
+// gflags::ParseCommandLineFlags (flags removed from argv), except that a
+// flag it refuses (unknown, a bad value, a --flagfile not there) exits
+// kExitBadInput like any other wrong input (base/exit_code.h), not
+// gflags' 1.
+void ParseFlags(int* argc, char*** argv);
 
 }  // namespace llama
 

@@ -28,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/durable_file.h"
+#include "base/exit_code.h"
 #include "base/progress_line.h"
 #include "base/status_macros.h"
 #include "checkpoint/shard_format.h"
@@ -263,9 +264,11 @@ class BatchResults {
   }
 
   // The job's end: an error saying how many prompts failed, if any did.
+  // Aborted, not InvalidArgument: the job ran and kept the other answers,
+  // so it exits 1 as the launcher does for it, not 2 (base/exit_code.h).
   absl::Status Outcome() const {
     if (failed_ == 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::AbortedError(absl::StrFormat(
         "%zu of %zu %s could not run (above, and as \"error\" lines%s); the others completed", failed_, total(),
         kind(), output_.file ? " in --output" : ""));
   }
@@ -407,7 +410,8 @@ int main(int argc, char** argv) {
       "One rank of a Llama 2 job. Alone:\n"
       "  worker --shard_dir=DIR --tokenizer_path=tokenizer.model --prompt=\"...\"\n"
       "Under //launcher (or torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/RENDEZVOUS_TOKEN),\n"
-      "each rank maps DIR/rank-R-of-N.shard and rank 0 prints the results.";
+      "each rank maps DIR/rank-R-of-N.shard and rank 0 prints the results.\n"
+      "Exit status: 0, 1 when the run failed, 2 when the input is wrong (as the launcher's: launcher --help).";
   using llama::JobFlagGroup;
   using llama::JobFlagNames;
   llama::HandleHelpAndVersion(
@@ -421,7 +425,7 @@ int main(int argc, char** argv) {
        {"Deadlines between ranks", JobFlagNames(JobFlagGroup::kDeadlines)},
        {"Logging", {"log_dir"}}});
   gflags::SetUsageMessage(usage);
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  llama::ParseFlags(&argc, &argv);
   if (FLAGS_serve) {
     // Every thread inherits the mask: rank 0 takes SIGTERM and SIGINT as a
     // drain (sigtimedwait), the other ranks as nothing (they end when rank 0
@@ -438,7 +442,6 @@ int main(int argc, char** argv) {
   if (!status.ok()) {
     const char* rank = std::getenv("RANK");
     std::fprintf(stderr, "worker rank %s: %s\n", rank != nullptr ? rank : "0", std::string(status.message()).c_str());
-    return 1;
   }
-  return 0;
+  return llama::ExitCodeFor(status);
 }

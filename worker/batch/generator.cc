@@ -228,7 +228,7 @@ absl::StatusOr<std::vector<Completion>> Generator::TextCompletion(const std::vec
                                                                   const SamplingOptions& options,
                                                                   const CompletionsDone& on_batch,
                                                                   const BatchSelection& selection) {
-  if (tokenizer_ == nullptr) return absl::FailedPreconditionError("TextCompletion needs a tokenizer");
+  if (tokenizer_ == nullptr) return absl::InternalError("TextCompletion needs a tokenizer");
   std::vector<absl::StatusOr<std::vector<int>>> encoded;
   for (const std::string& prompt : prompts) encoded.push_back(tokenizer_->Encode(prompt, /*bos=*/true, /*eos=*/false));
   return Complete(encoded, std::vector<bool>(prompts.size(), false), options, on_batch, selection);
@@ -238,7 +238,7 @@ absl::StatusOr<std::vector<Completion>> Generator::ChatCompletion(const std::vec
                                                                   const SamplingOptions& options,
                                                                   const CompletionsDone& on_batch,
                                                                   const BatchSelection& selection) {
-  if (tokenizer_ == nullptr) return absl::FailedPreconditionError("ChatCompletion needs a tokenizer");
+  if (tokenizer_ == nullptr) return absl::InternalError("ChatCompletion needs a tokenizer");
   std::vector<absl::StatusOr<std::vector<int>>> encoded;
   std::vector<bool> unsafe;
   for (size_t i = 0; i < dialogs.size(); ++i) {

@@ -106,7 +106,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 absl::Status NcclCommunicator::Wait(const char* what) {
-  if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
+  if (comm_ == nullptr) return absl::UnavailableError("NCCL communicator was aborted");
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
     const cudaError_t state = cudaStreamQuery(stream_);
@@ -125,17 +125,17 @@ absl::Status NcclCommunicator::Wait(const char* what) {
 }
 
 absl::Status NcclCommunicator::AllReduceSum(float* data, size_t count) {
-  if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
+  if (comm_ == nullptr) return absl::UnavailableError("NCCL communicator was aborted");
   return Settle(nccl_->ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
 }
 
 absl::Status NcclCommunicator::AllGather(const float* send, size_t count, float* recv) {
-  if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
+  if (comm_ == nullptr) return absl::UnavailableError("NCCL communicator was aborted");
   return Settle(nccl_->ncclAllGather(send, recv, count, ncclFloat, comm_, stream_), "ncclAllGather");
 }
 
 absl::Status NcclCommunicator::Broadcast(void* data, size_t bytes, int root) {
-  if (comm_ == nullptr) return absl::FailedPreconditionError("NCCL communicator was aborted");
+  if (comm_ == nullptr) return absl::UnavailableError("NCCL communicator was aborted");
   return Settle(nccl_->ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_), "ncclBroadcast");
 }
 

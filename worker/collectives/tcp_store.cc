@@ -314,7 +314,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const st
 TcpStoreClient::~TcpStoreClient() { Close().IgnoreError(); }
 
 absl::Status TcpStoreClient::SendRequest(uint8_t op, const std::string& key, net::Deadline deadline) {
-  if (!socket_.valid()) return absl::FailedPreconditionError("store connection is closed");
+  if (!socket_.valid()) return absl::UnavailableError("store connection is closed");
   RETURN_IF_ERROR(SendByte(socket_, op, deadline, peer_));
   return net::SendString(socket_, key, deadline, peer_);
 }

@@ -81,7 +81,7 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
   if (request.prompt_logprobs) s->prompt_logprobs.assign(s->prompt_len, 0.0f);
   s->request = std::move(request);
   absl::MutexLock lock(&mutex_);
-  if (!failed_.ok()) return absl::FailedPreconditionError(absl::StrCat("the engine failed: ", failed_.message()));
+  if (!failed_.ok()) return absl::UnavailableError(absl::StrCat("the engine failed: ", failed_.message()));
   s->id = next_id_++;
   const RequestId id = s->id;
   submitted_.push_back(std::move(s));
