@@ -235,29 +235,64 @@ absl::StatusOr<std::string> PrepareJobShards(const LaunchPlan& plan, ConvertOpti
   return convert.out_dir;
 }
 
-// The model's files for the workers: the checkpoint obtained, its tokenizer
-// found, everything that needs no weights checked (the tokenizer against the
-// checkpoint's vocabulary, the job's inputs as the worker will read and
-// tokenize them, the log folder, the worker binary), then the shards
-// prepared, which can take minutes.
-absl::Status PrepareModel(LaunchPlan& plan, PreparedJob& prepared) {
-  RETURN_IF_ERROR(ObtainCheckpoint(plan));
+// Everything about the model and the job that needs no weights: the
+// checkpoint's folder, its tokenizer (found unless given), its config, the
+// tokenizer against its vocabulary and the job's inputs as the worker will
+// read and tokenize them; the config.
+absl::StatusOr<ModelConfig> CheckModelAndInputs(LaunchPlan& plan) {
   RETURN_IF_ERROR(CheckCheckpointFolder(plan.ckpt_dir));
   if (plan.tokenizer_path.empty()) {
     ASSIGN_OR_RETURN(plan.tokenizer_path, FindTokenizer(plan.ckpt_dir));
   }
   ConvertOptions convert = plan.convert;
   convert.ckpt_dir = plan.ckpt_dir;
+  // A checkpoint that cannot be read is best explained by its checklist.
   convert.verify_checklist = fs::exists(fs::path(plan.ckpt_dir) / "checklist.chk");
   ASSIGN_OR_RETURN(const ModelConfig model, ReadCheckpointConfig(convert));
   std::vector<std::string> warnings;
   RETURN_IF_ERROR(CheckJobInputs({plan.ckpt_dir, model.vocab_size, plan.tokenizer_path, model.context_length()},
                                  plan.job, &warnings));
   for (const std::string& warning : warnings) std::fprintf(stderr, "launcher: warning: %s\n", warning.c_str());
+  return model;
+}
+
+// The model's files for the workers: the checkpoint obtained, everything
+// that needs no weights checked (CheckModelAndInputs, the log folder, the
+// worker binary), then the shards prepared, which can take minutes.
+absl::Status PrepareModel(LaunchPlan& plan, PreparedJob& prepared) {
+  RETURN_IF_ERROR(ObtainCheckpoint(plan));
+  RETURN_IF_ERROR(CheckModelAndInputs(plan).status());
   RETURN_IF_ERROR(CheckLogFolder(plan.supervise.log_dir));
   ASSIGN_OR_RETURN(prepared.worker_binary, FindWorker(plan.worker_binary));
+  ConvertOptions convert = plan.convert;
+  convert.ckpt_dir = plan.ckpt_dir;
+  convert.verify_checklist = fs::exists(fs::path(plan.ckpt_dir) / "checklist.chk");
   ASSIGN_OR_RETURN(prepared.shard_dir, PrepareJobShards(plan, convert, prepared.token));
   prepared.tokenizer_path = plan.tokenizer_path;
+  return absl::OkStatus();
+}
+
+// What every node of a submitted job would check first, checked before the
+// queue wait with a local run's messages: the job's flags as the nodes'
+// launchers plan them (its flags are this process's now: RunSbatchCommand
+// applied them), and, for a checkpoint that is already there (not the
+// demo's, not a download) unless this is a dry run (its paths may be
+// another machine's), CheckModelAndInputs and the world size (nodes x
+// workers per node) against the model's heads. The nodes' GPUs are the ones
+// the job asks for, whatever this machine (a login node) has.
+absl::Status CheckSubmittedJob(const SubmittedJob& job) {
+  std::vector<std::string> words;
+  if (job.serve) words.push_back("serve");
+  LaunchContext node = CurrentContext();
+  node.visible_gpus.clear();
+  for (int gpu = 0; gpu < job.gpus_per_node; ++gpu) node.visible_gpus.push_back(std::to_string(gpu));
+  ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(words, LauncherFlagsFromCommandLine({}), node));
+  if (plan.demo || plan.download || job.dry_run) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const ModelConfig model, CheckModelAndInputs(plan));
+  if (absl::Status fits = CheckWorldSize(model, job.nodes * job.workers_per_node); !fits.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("sbatch: --nodes=%d x %d worker(s) per node: %s", job.nodes,
+                                                      job.workers_per_node, fits.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -315,7 +350,8 @@ absl::Status ReportOutcome(const LaunchPlan& plan, const JobOutcome& outcome, si
 absl::Status Execute(LaunchPlan plan) {
   if (plan.command == LaunchCommand::kDownload) return RunDownloadCommand();
   if (plan.command == LaunchCommand::kSbatch) {
-    return RunSbatchCommand(SelfPath(), {plan.sbatch_args, plan.worker_environment, plan.sbatch_options});
+    return RunSbatchCommand(SelfPath(),
+                            {plan.sbatch_args, plan.worker_environment, plan.sbatch_options, CheckSubmittedJob});
   }
   PreparedJob prepared;
   net::Socket store_listener;

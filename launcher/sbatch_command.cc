@@ -232,6 +232,10 @@ absl::Status RunSbatchCommand(const std::string& launcher_path, const SbatchRequ
   const bool nproc_given = !gflags::GetCommandLineFlagInfoOrDie("nproc_per_node").is_default;
   options.workers_per_node = nproc_given ? nproc_per_node : std::max(1, options.gpus_per_node);
   if (options.workers_per_node < 1) return absl::InvalidArgumentError("sbatch: --nproc_per_node must be >= 1");
+  if (request.check_job) {
+    RETURN_IF_ERROR(request.check_job(
+        {!job.empty() && job[0] == "serve", options.nodes, options.workers_per_node, options.gpus_per_node, FLAGS_dry_run}));
+  }
   const std::string script = SbatchScript(options, launcher, job);
   std::printf("%s", script.c_str());
   std::fflush(stdout);

@@ -421,6 +421,18 @@ TEST(LauncherSlurmTest, SrunPlacement) {
   EXPECT_THAT(ReadFileOrEmpty(TempDir() + "/slurm/logs/rank0.log"), HasSubstr("rank 0 of 2"));
 }
 
+// A folder on "shared storage" with a launcher and the worker beside it
+// (both checked at submission, neither run).
+std::string FakeSharedLauncher() {
+  const std::string shared = TempDir() + "/shared tools";
+  std::filesystem::create_directories(shared);
+  for (const char* binary : {"/launcher", "/worker"}) {
+    std::ofstream(shared + binary) << "#!/bin/sh\n";
+    chmod((shared + binary).c_str(), 0755);
+  }
+  return shared + "/launcher";
+}
+
 TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
   const std::string bin = TempDir() + "/fakebin";
   std::filesystem::create_directories(bin);
@@ -430,28 +442,27 @@ TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
   std::ofstream(bin + "/sbatch") << "#!/bin/sh\nfor a; do f=\"$a\"; done\ncp \"$f\" " << submitted
                                  << "\necho \"$f\" > " << submitted << ".path\necho 42\n";
   chmod((bin + "/sbatch").c_str(), 0755);
-  // The launcher the nodes run, with its worker beside it (checked at submission).
-  const std::string shared = TempDir() + "/shared tools";
-  std::filesystem::create_directories(shared);
-  for (const char* binary : {"/launcher", "/worker"}) {
-    std::ofstream(shared + binary) << "#!/bin/sh\n";
-    chmod((shared + binary).c_str(), 0755);
-  }
-  // Job flags before "--" are passed on as well as those after it.
-  LauncherRun run = Launch("sbatch", {"sbatch", "--nodes=2", "--gpus_per_node=4", "--partition=gpu",
-                                      "--launcher_path=" + shared + "/launcher", "--max_gen_len=64", "--",
-                                      "--ckpt_dir=/data/llama-2-13b", "--prompt=hello"},
+  const std::string launcher = FakeSharedLauncher();
+  const std::string shared = std::filesystem::path(launcher).parent_path().string();
+  // Job flags before "--" are passed on as well as those after it. The
+  // checkpoint is checked at submission (a 4-head model: 2 nodes x 4 GPUs
+  // would not divide it; 2 x 2 does).
+  const std::string ckpt = CheckpointFixturePath("tiny_fp32_mp1");
+  const std::string tokenizer = TokenizerFixturePath("tokenizer.model");
+  LauncherRun run = Launch("sbatch", {"sbatch", "--nodes=2", "--gpus_per_node=2", "--partition=gpu",
+                                      "--launcher_path=" + launcher, "--max_gen_len=64", "--",
+                                      "--ckpt_dir=" + ckpt, "--tokenizer_path=" + tokenizer, "--prompt=hello"},
                            {"PATH=" + bin + ":/usr/bin:/bin"});
   absl::StatusOr<ExitStatus> exit = run.process->Wait(30s);
   ASSERT_TRUE(exit.ok());
   EXPECT_TRUE(exit->success()) << run.err();
   const std::string script = ReadFileOrEmpty(submitted);
   EXPECT_THAT(script, HasSubstr("#SBATCH --nodes=2"));
-  EXPECT_THAT(script, HasSubstr("#SBATCH --gpus-per-node=4"));
+  EXPECT_THAT(script, HasSubstr("#SBATCH --gpus-per-node=2"));
   EXPECT_THAT(script, HasSubstr("#SBATCH --exclusive"));
   EXPECT_THAT(script, HasSubstr("srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label '" + shared +
-                                "/launcher' --nproc_per_node=4 "));
-  EXPECT_THAT(script, HasSubstr("'--ckpt_dir=/data/llama-2-13b'"));
+                                "/launcher' --nproc_per_node=2 "));
+  EXPECT_THAT(script, HasSubstr("'--ckpt_dir=" + ckpt + "'"));
   EXPECT_THAT(script, HasSubstr("'--prompt=hello'"));
   EXPECT_THAT(script, HasSubstr("'--max_gen_len=64'"));
   // The job id alone on the last line, for scripts.
@@ -503,11 +514,25 @@ TEST(LauncherSlurmTest, SbatchRepeatableFlagsAndCpuNodes) {
 }
 
 TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
+  // What the nodes would refuse after the queue wait, refused at
+  // submission with a local run's message.
+  const std::string shared = "--launcher_path=" + FakeSharedLauncher();
+  const std::string ckpt = "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1");
+  const std::string tokenizer = "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model");
   const struct {
     const char* name;
     std::vector<std::string> args;
     const char* message;
   } cases[] = {
+      {"no_checkpoint", {"sbatch", shared, "--", "--ckpt_dir=/nonexistent", "--prompt=hi"},
+       "--ckpt_dir \"/nonexistent\" does not exist"},
+      {"no_input", {"sbatch", shared, "--", ckpt, tokenizer}, "give exactly one of --prompt"},
+      {"int4", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", ckpt, "--prompt=hi", "--weights_dtype=int4"},
+       "--weights_dtype=\"int4\""},
+      {"heads", {"sbatch", shared, "--nodes=2", "--nproc_per_node=3", "--", ckpt, tokenizer, "--prompt=hi"},
+       "--nodes=2 x 3 worker(s) per node: world size 6 does not divide n_heads (4)"},
+      {"tokenizer", {"sbatch", shared, "--", ckpt, "--tokenizer_path=/nonexistent.model", "--prompt=hi"},
+       "--tokenizer_path=/nonexistent.model: no such file"},
       {"bazel_path", {"sbatch", "--dry_run", "--", "--ckpt_dir=/x"}, "runs from Bazel's output tree"},
       {"nnodes", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--nnodes=2"}, "--nnodes is decided by SLURM"},
       {"master_addr", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--master_addr=h"},
