@@ -12,6 +12,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace llama::http {
@@ -45,10 +46,8 @@ constexpr size_t kLingerBytes = size_t{4} << 20;
 std::string RemoteName(const tcp::socket& socket) {
   beast::error_code ec;
   const tcp::endpoint peer = socket.remote_endpoint(ec);
-  if (ec) return "-";
-  const std::string address = peer.address().to_string();
-  return peer.address().is_v6() ? absl::StrFormat("[%s]:%d", address, peer.port())
-                                : absl::StrFormat("%s:%d", address, peer.port());
+  const bool v6 = peer.address().is_v6();
+  return ec ? "-" : absl::StrCat(v6 ? "[" : "", peer.address().to_string(), v6 ? "]:" : ":", peer.port());
 }
 
 }  // namespace
