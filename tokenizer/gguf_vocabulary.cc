@@ -86,6 +86,18 @@ class Keys {
 
 bool IsString(const json& v) { return v.is_string(); }
 
+// SentencePiece finds BOS and EOS only among control pieces.
+absl::StatusOr<int> ControlId(const Keys& keys, absl::string_view key,
+                              const std::vector<SentencePieceSpec::Piece>& pieces) {
+  ASSIGN_OR_RETURN(const int id, keys.Id(key, static_cast<int>(pieces.size())));
+  if (pieces[id].type != SentencePieceType::kControl) {
+    return keys.Error(key,
+                      absl::StrFormat("is %d, \"%s\" of type %d", id, pieces[id].text, static_cast<int>(pieces[id].type)),
+                      "a control token (tokenizer.ggml.token_type 3)");
+  }
+  return id;
+}
+
 // llama.cpp's "llama" tokenizer: SentencePiece's pieces, scores and types.
 absl::StatusOr<std::string> SentencePieceFromGguf(const Keys& keys) {
   ASSIGN_OR_RETURN(const json* tokens, keys.Array(kTokens, -1, "strings", IsString));
@@ -109,8 +121,8 @@ absl::StatusOr<std::string> SentencePieceFromGguf(const Keys& keys) {
     return keys.Error("tokenizer.ggml.token_type", "marks no unknown token (type 2) as SentencePiece needs one",
                       "one, or tokenizer.ggml.unknown_token_id naming it");
   }
-  ASSIGN_OR_RETURN(spec.bos_id, keys.Id("tokenizer.ggml.bos_token_id", static_cast<int>(n)));
-  ASSIGN_OR_RETURN(spec.eos_id, keys.Id("tokenizer.ggml.eos_token_id", static_cast<int>(n)));
+  ASSIGN_OR_RETURN(spec.bos_id, ControlId(keys, "tokenizer.ggml.bos_token_id", spec.pieces));
+  ASSIGN_OR_RETURN(spec.eos_id, ControlId(keys, "tokenizer.ggml.eos_token_id", spec.pieces));
   spec.add_dummy_prefix = keys.Flag("tokenizer.ggml.add_space_prefix", true);
   spec.remove_extra_whitespaces = keys.Flag("tokenizer.ggml.remove_extra_whitespaces", false);
   return SerializeSentencePieceModel(spec);
