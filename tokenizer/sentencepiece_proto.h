@@ -1,9 +1,11 @@
 // Writes a SentencePiece model file (a serialized sentencepiece.ModelProto)
 // from a vocabulary, for vocabularies that arrive in another container
 // (GGUF's tokenizer.ggml.* arrays). Protocol Buffers' wire format is written
-// directly: the message is small and fixed, and Debian ships neither
-// SentencePiece's .proto nor its generated header (and linking a second
-// copy of its message types beside libsentencepiece's would clash).
+// directly: the few fields are fixed, Debian installs neither
+// SentencePiece's .proto nor its generated header, and libsentencepiece
+// carries its own protobuf runtime (third_party/system_libs.bzl), which a
+// generated message of ours would sit beside. Tokenizer::FromSerialized
+// (SentencePiece's own parser) is the check that the bytes are right.
 
 #ifndef LLAMA_TOKENIZER_SENTENCEPIECE_PROTO_H_
 #define LLAMA_TOKENIZER_SENTENCEPIECE_PROTO_H_
