@@ -124,6 +124,22 @@ TEST(LlamaGgufMetadataTest, TiktokenVocabularyComesBackFromTheFile) {
   ExpectRoundTrip(**tiktoken, "tiktoken");
 }
 
+// A file llama.cpp's llama-quantize rewrote (checkpoint/testdata/gguf, from
+// our export of the SentencePiece fixture): its vocabulary as it wrote it.
+TEST(LlamaGgufMetadataTest, VocabularyOfAFileLlamaCppWroteComesBack) {
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open("checkpoint/testdata/gguf/Q4_K_M.gguf");
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<std::string> model = TokenizerModelFromGguf((*file)->metadata(), "Q4_K_M.gguf");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> rebuilt = Tokenizer::FromSerialized(*model, "Q4_K_M.gguf");
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  const Tokenizer& original = testing::FixtureTokenizer();
+  ASSERT_EQ((*rebuilt)->vocab_size(), original.vocab_size());
+  for (const std::string& text : RoundTripTexts()) {
+    EXPECT_EQ(*(*rebuilt)->Encode(text, true, false), *original.Encode(text, true, false)) << text;
+  }
+}
+
 // What llama.cpp reads besides the vocabulary: the chat template, by family
 // (and one we recognise), and the quantization version of the ggml blocks.
 TEST(LlamaGgufMetadataTest, WritesTheFamilysChatTemplateAndTheQuantizationVersion) {
