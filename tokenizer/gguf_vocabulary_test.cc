@@ -4,6 +4,9 @@
 
 #include "tokenizer/gguf_vocabulary.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -105,6 +108,32 @@ TEST(GgufVocabularyTest, Gpt2UndoesTheByteMappingAndNumbersLlama3sSpecials) {
   Metadata instruct = Gpt2Metadata();
   Set(instruct, "tokenizer.ggml.eos_token_id", 257 + 9);
   EXPECT_NE(Rebuilt(instruct), nullptr);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+// llama.cpp's converter writes a Llama 3 GGUF from tokenizer.json: the vocab
+// and added tokens by id, the merges as the file lists them (several per
+// token). From the tiktoken fixture's tokenizer.json, that gives the
+// fixture's ranks file back.
+TEST(GgufVocabularyTest, Gpt2VocabularyAsLlamaCppConvertsTokenizerJsonGivesTheRanksBack) {
+  const nlohmann::json hf = nlohmann::json::parse(ReadFile("tests/fixtures/tokenizer_json_fixture/tokenizer.json"));
+  std::vector<std::string> tokens(hf["model"]["vocab"].size() + hf["added_tokens"].size());
+  for (const auto& [token, id] : hf["model"]["vocab"].items()) tokens[id.get<int>()] = token;
+  for (const nlohmann::json& added : hf["added_tokens"]) tokens[added["id"].get<int>()] = added["content"];
+  Metadata m = Gpt2Metadata();
+  Set(m, "tokenizer.ggml.tokens", tokens);
+  Set(m, "tokenizer.ggml.merges", hf["model"]["merges"]);
+  Set(m, "tokenizer.ggml.bos_token_id", 512);
+  Set(m, "tokenizer.ggml.eos_token_id", 513);
+  absl::StatusOr<std::string> ranks = TokenizerModelFromGguf(m, "llama3.gguf");
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  EXPECT_EQ(*ranks, ReadFile("tests/fixtures/tiktoken_fixture/tokenizer.model"));
 }
 
 TEST(GgufVocabularyTest, ErrorsNameTheFileTheKeyAndWhatWasExpected) {
