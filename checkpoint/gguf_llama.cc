@@ -121,7 +121,9 @@ absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const 
   m.AddString("general.architecture", "llama");
   m.AddString("general.name", name);
   m.AddU32("general.file_type", file_type);
-  m.AddU32("general.quantization_version", 2);  // ggml's block layouts as of 2023 (GGML_QNT_VERSION), q8_0's.
+  // ggml's quantization format version (GGML_QNT_VERSION), which our q8_0
+  // blocks follow; llama.cpp's converters write it.
+  m.AddU32("general.quantization_version", 2);
   m.AddU32("general.alignment", kGgufAlignment);
   // Llama 2 was trained on 4096 positions; Meta's params.json does not say.
   m.AddU32("llama.context_length", config.max_seq_len > 0 ? config.max_seq_len : 4096);

@@ -91,9 +91,9 @@ absl::StatusOr<int> ControlId(const Keys& keys, absl::string_view key,
                               const std::vector<SentencePieceSpec::Piece>& pieces) {
   ASSIGN_OR_RETURN(const int id, keys.Id(key, static_cast<int>(pieces.size())));
   if (pieces[id].type != SentencePieceType::kControl) {
-    return keys.Error(key,
-                      absl::StrFormat("is %d, \"%s\" of type %d", id, pieces[id].text, static_cast<int>(pieces[id].type)),
-                      "a control token (tokenizer.ggml.token_type 3)");
+    const std::string found =
+        absl::StrFormat("is %d, \"%s\" of type %d", id, pieces[id].text, static_cast<int>(pieces[id].type));
+    return keys.Error(key, found, "a control token (tokenizer.ggml.token_type 3)");
   }
   return id;
 }
@@ -151,7 +151,8 @@ absl::StatusOr<std::string> TiktokenFromGguf(const Keys& keys) {
   vocabulary.tokens_key = vocabulary.specials_key = kTokens;
   vocabulary.merges_key = "tokenizer.ggml.merges";
   for (size_t id = 0; id < tokens->size(); ++id) {
-    (id < tokens->size() - specials ? vocabulary.tokens : vocabulary.specials).push_back((*tokens)[id].get<std::string>());
+    std::vector<std::string>& list = id < tokens->size() - specials ? vocabulary.tokens : vocabulary.specials;
+    list.push_back((*tokens)[id].get<std::string>());
   }
   for (const json& merge : *merges) {
     const std::pair<std::string, std::string> parts = absl::StrSplit(merge.get<std::string>(), ' ');

@@ -150,7 +150,8 @@ TEST(GgufVocabularyTest, ErrorsNameTheFileTheKeyAndWhatWasExpected) {
   EXPECT_THAT(ErrorOf(m), HasSubstr("\"tokenizer.ggml.token_type\" is [7,7,"));
   m = SentencePieceMetadata();
   Set(m, "tokenizer.ggml.bos_token_id", 260);
-  EXPECT_THAT(ErrorOf(m), HasSubstr("\"tokenizer.ggml.bos_token_id\" is 260, \"a\" of type 1; expected a control token"));
+  EXPECT_THAT(ErrorOf(m),
+              HasSubstr("\"tokenizer.ggml.bos_token_id\" is 260, \"a\" of type 1; expected a control token"));
   Set(m, "tokenizer.ggml.bos_token_id", 262);
   EXPECT_THAT(ErrorOf(m), HasSubstr("\"tokenizer.ggml.bos_token_id\" is 262; expected a token id below 262"));
 

@@ -32,7 +32,9 @@ const std::vector<std::string>& Llama3SpecialTokens() {
         "<|reserved_special_token_2|>", "<|reserved_special_token_3|>", "<|start_header_id|>", "<|end_header_id|>",
         "<|reserved_special_token_4|>", "<|eot_id|>",
     };
-    for (int i = 5; i < kNumSpecialTokens - 5; ++i) names->push_back(absl::StrFormat("<|reserved_special_token_%d|>", i));
+    for (int i = 5; i < kNumSpecialTokens - 5; ++i) {
+      names->push_back(absl::StrFormat("<|reserved_special_token_%d|>", i));
+    }
     return names;
   }();
   return *kNames;

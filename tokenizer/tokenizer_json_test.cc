@@ -99,7 +99,8 @@ TEST(TokenizerJsonTest, RefusesWhatWouldTokenizeOtherwise) {
               HasSubstr("added_tokens: token 512 is \"<|im_start|>\"; expected \"<|begin_of_text|>\""));
   const std::string few = Edited([](nlohmann::json& t) { t["added_tokens"].erase(255); });
   EXPECT_THAT(ErrorOf(few), HasSubstr("added_tokens has 255 special tokens after the 512 base tokens"));
-  const std::string order = Edited([](nlohmann::json& t) { std::swap(t["model"]["merges"][0], t["model"]["merges"][100]); });
+  const std::string order =
+      Edited([](nlohmann::json& t) { std::swap(t["model"]["merges"][0], t["model"]["merges"][100]); });
   EXPECT_THAT(ErrorOf(order),
               ::testing::ContainsRegex("model.merges\\[1\\] makes token [0-9]+ after an earlier merge made token"));
   const std::string unknown = Edited([](nlohmann::json& t) { t["model"]["merges"][3] = "x yz"; });
