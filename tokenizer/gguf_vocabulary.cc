@@ -59,16 +59,21 @@ class Keys {
     return value->get<int>();
   }
 
-  // An array of `size` elements that each pass `valid` (any size: -1).
+  // An array of `size` elements that each pass `valid` (any size: -1); the
+  // error names the first element that does not.
   template <typename Check>
   absl::StatusOr<const json*> Array(absl::string_view key, int64_t size, absl::string_view element,
                                     Check valid) const {
     const std::string expected = size < 0 ? absl::StrFormat("an array of %s", element)
                                           : absl::StrFormat("an array of %d %s, one per token", size, element);
     ASSIGN_OR_RETURN(const json* value, Get(key, expected, [&](const json& v) {
-                       return v.is_array() && (size < 0 || static_cast<int64_t>(v.size()) == size) &&
-                              std::all_of(v.begin(), v.end(), valid);
+                       return v.is_array() && (size < 0 || static_cast<int64_t>(v.size()) == size);
                      }));
+    const auto bad = std::find_if_not(value->begin(), value->end(), valid);
+    if (bad != value->end()) {
+      return Error(key, absl::StrFormat("has %s at index %d", bad->dump().substr(0, 100), bad - value->begin()),
+                   expected);
+    }
     return value;
   }
 

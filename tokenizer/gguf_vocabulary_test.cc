@@ -146,8 +146,11 @@ TEST(GgufVocabularyTest, ErrorsNameTheFileTheKeyAndWhatWasExpected) {
   EXPECT_THAT(ErrorOf(m), HasSubstr("metadata key \"tokenizer.ggml.scores\" is missing; expected an array of 262 "
                                     "numbers, one per token"));
   m = SentencePieceMetadata();
-  Set(m, "tokenizer.ggml.token_type", std::vector<int>(262, 7));
-  EXPECT_THAT(ErrorOf(m), HasSubstr("\"tokenizer.ggml.token_type\" is [7,7,"));
+  std::vector<int> types = m[3].second;
+  types[200] = 7;
+  Set(m, "tokenizer.ggml.token_type", types);
+  EXPECT_THAT(ErrorOf(m), HasSubstr("\"tokenizer.ggml.token_type\" has 7 at index 200; expected an array of 262 "
+                                    "token types 1-6, one per token"));
   m = SentencePieceMetadata();
   Set(m, "tokenizer.ggml.bos_token_id", 260);
   EXPECT_THAT(ErrorOf(m),
@@ -170,7 +173,8 @@ TEST(GgufVocabularyTest, ErrorsNameTheFileTheKeyAndWhatWasExpected) {
                                     "tokenizer.ggml.tokens"));
   m = Gpt2Metadata();
   Set(m, "tokenizer.ggml.merges", std::vector<std::string>{"ab"});
-  EXPECT_THAT(ErrorOf(m), HasSubstr("\"tokenizer.ggml.merges\" is [\"ab\"]; expected an array of \"<left> <right>\""));
+  EXPECT_THAT(ErrorOf(m),
+              HasSubstr("\"tokenizer.ggml.merges\" has \"ab\" at index 0; expected an array of \"<left> <right>\""));
 }
 
 }  // namespace
