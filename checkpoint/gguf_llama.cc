@@ -8,6 +8,8 @@
 #include "base/status_macros.h"
 #include "checkpoint/llama_layout.h"
 #include "ops/rope_table.h"
+#include "tokenizer/byte_level_bpe.h"
+#include "tokenizer/chat_template.h"
 
 namespace llama {
 
@@ -18,26 +20,6 @@ absl::StatusOr<std::string> GgufTensorName(absl::string_view name) {
 }
 
 namespace {
-
-// GPT-2's reversible map from bytes to printable characters (the form
-// byte-level BPE vocabularies are written in): printable Latin-1 bytes map
-// to themselves, the other 68 to U+0100 and up, in byte order.
-std::string ByteLevelText(absl::string_view bytes) {
-  static const std::vector<std::string> kMap = [] {
-    std::vector<std::string> map(256);
-    int next = 256;
-    for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      const int cp = printable ? b : next++;
-      map[b] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
-                         : std::string{static_cast<char>(0xC0 | cp >> 6), static_cast<char>(0x80 | (cp & 0x3F))};
-    }
-    return map;
-  }();
-  std::string text;
-  for (unsigned char b : bytes) text += kMap[b];
-  return text;
-}
 
 // Llama 3's vocabulary as llama.cpp's "gpt2" tokenizer with its Llama 3
 // pre-tokenizer ("llama-bpe"), as llama.cpp's own converter writes it.
@@ -139,6 +121,9 @@ absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const 
   m.AddString("general.architecture", "llama");
   m.AddString("general.name", name);
   m.AddU32("general.file_type", file_type);
+  // ggml's quantization format version (GGML_QNT_VERSION), which our q8_0
+  // blocks follow; llama.cpp's converters write it.
+  m.AddU32("general.quantization_version", 2);
   m.AddU32("general.alignment", kGgufAlignment);
   // Llama 2 was trained on 4096 positions; Meta's params.json does not say.
   m.AddU32("llama.context_length", config.max_seq_len > 0 ? config.max_seq_len : 4096);
@@ -162,6 +147,11 @@ absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const 
   // The reference's generate prepends BOS and never appends EOS.
   m.AddBool("tokenizer.ggml.add_bos_token", true);
   m.AddBool("tokenizer.ggml.add_eos_token", false);
+  // llama-server picks its chat format from the template (or renders it, with --jinja).
+  m.AddString("tokenizer.chat_template",
+              std::string(StandardChatTemplate(tokenizer.family() == Tokenizer::Family::kTiktoken
+                                                   ? ChatTemplateKind::kLlama3
+                                                   : ChatTemplateKind::kLlama2)));
   return m;
 }
 

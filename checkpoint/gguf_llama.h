@@ -28,8 +28,9 @@ absl::StatusOr<std::string> GgufTensorName(absl::string_view name);
 // llama.cpp's "llama" tokenizer (pieces, scores, types), Llama 3's tiktoken
 // BPE as its "gpt2" tokenizer with the "llama-bpe" pre-tokenizer (tokens in
 // GPT-2's byte-to-character mapping, the merge list recovered from the
-// ranks). `weights` is the type of the 2-D tensors (general.file_type);
-// `name` is general.name.
+// ranks), and the family's chat template (tokenizer.chat_template, from
+// tokenizer/chat_template.h). `weights` is the type of the 2-D tensors
+// (general.file_type); `name` is general.name.
 absl::StatusOr<GgufMetadata> LlamaGgufMetadata(const ModelConfig& config, const Tokenizer& tokenizer,
                                                const std::string& name, DType weights);
 

@@ -43,6 +43,7 @@
 #include "launcher/usage.h"
 #include "launcher/world.h"
 #include "ops/device.h"
+#include "tokenizer/tokenizer_location.h"
 #include "worker/flag_help.h"
 
 namespace llama {
@@ -197,26 +198,6 @@ absl::Status ObtainCheckpoint(LaunchPlan& plan) {
   return absl::OkStatus();
 }
 
-// tokenizer.model where download.sh's Llama 2 layout (beside the model
-// folders), Llama 3's (inside) or a Hugging Face Llama 3 repository's
-// (original/) put it.
-absl::StatusOr<std::string> FindTokenizer(const std::string& ckpt_dir) {
-  std::string tokenizer;
-  for (const fs::path& candidate : {fs::path(ckpt_dir) / "original" / "tokenizer.model",
-                                   fs::path(ckpt_dir).parent_path() / "tokenizer.model",
-                                   fs::path(ckpt_dir) / "tokenizer.model"}) {
-    if (fs::exists(candidate)) tokenizer = candidate.string();
-  }
-  if (!tokenizer.empty()) return tokenizer;
-  // Hugging Face's Llama 2 repositories ship tokenizer.model beside
-  // tokenizer.json; a copy without it has only the fast tokenizer.
-  const bool hf_json_only = fs::exists(fs::path(ckpt_dir) / "tokenizer.json");
-  return absl::NotFoundError(absl::StrFormat("no tokenizer.model in or next to %s%s; pass --tokenizer_path", ckpt_dir,
-                                             hf_json_only ? " (it has Hugging Face's tokenizer.json, which we do not "
-                                                            "read: fetch tokenizer.model from the same repository)"
-                                                          : ""));
-}
-
 // This node's shards for the job (`convert` without its out_dir),
 // converted or found up to date (or, on the other nodes, waited for); their
 // folder.
@@ -242,7 +223,7 @@ absl::StatusOr<std::string> PrepareJobShards(const LaunchPlan& plan, ConvertOpti
 absl::StatusOr<ModelConfig> CheckModelAndInputs(LaunchPlan& plan) {
   RETURN_IF_ERROR(CheckCheckpointFolder(plan.ckpt_dir));
   if (plan.tokenizer_path.empty()) {
-    ASSIGN_OR_RETURN(plan.tokenizer_path, FindTokenizer(plan.ckpt_dir));
+    ASSIGN_OR_RETURN(plan.tokenizer_path, FindTokenizerFile(plan.ckpt_dir));
   }
   ConvertOptions convert = plan.convert;
   convert.ckpt_dir = plan.ckpt_dir;

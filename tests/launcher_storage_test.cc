@@ -85,21 +85,22 @@ TEST(LauncherStorageTest, ReadOnlyHuggingFaceFolderRunsWithNoFlagAdded) {
   EXPECT_FALSE(fs::exists(ckpt + "/shards"));
 }
 
-// A Hugging Face Llama 3 repository: safetensors, config.json with
-// rope_scaling, Meta's tokenizer.model in original/ (found without a flag).
-TEST(LauncherStorageTest, HuggingFaceLlama3RepositoryRunsAsIs) {
+// The launcher on a Hugging Face Llama 3 folder, with no tokenizer flag:
+// greedy tokens as PyTorch's golden ones for llama3_bf16_mp1 (same weights).
+void ExpectLlama3GoldenTokens(const std::string& name, const std::string& ckpt) {
   std::ifstream golden_file("tests/fixtures/engine_golden/llama3_bf16_mp1/golden.json");
   const nlohmann::json golden = nlohmann::json::parse(golden_file);
-  const std::string prompts = TempDir() + "/llama3_prompts.json";
+  const std::string prompts = TempDir() + "/" + name + "_prompts.json";
   nlohmann::json list = nlohmann::json::array();
   for (const auto& c : golden["text_completions"]) list.push_back(c["prompt"]);
   std::ofstream(prompts) << list.dump();
+  const std::string output = TempDir() + "/" + name + ".jsonl";
   LauncherRun run = testing::Launch(
-      "hf_llama3", {"--ckpt_dir=tests/fixtures/hf_fixture/llama3_bf16_hf", "--shard_dir=" + TempDir() + "/hf_llama3_tp2",
-                    "--nproc_per_node=2", "--prompts_file=" + prompts, "--temperature=0", "--max_gen_len=32",
-                    "--max_seq_len=128", "--output=" + TempDir() + "/hf_llama3.jsonl"});
+      name, {"--ckpt_dir=" + ckpt, "--shard_dir=" + TempDir() + "/" + name + "_tp2", "--nproc_per_node=2",
+             "--prompts_file=" + prompts, "--temperature=0", "--max_gen_len=32", "--max_seq_len=128",
+             "--output=" + output});
   ASSERT_EQ(ExitCodeOf(run, 120s), 0) << run.err();
-  std::ifstream out(TempDir() + "/hf_llama3.jsonl");
+  std::ifstream out(output);
   size_t i = 0;
   for (std::string line; std::getline(out, line); ++i) {
     ASSERT_LT(i, golden["text_completions"].size());
@@ -108,20 +109,47 @@ TEST(LauncherStorageTest, HuggingFaceLlama3RepositoryRunsAsIs) {
   EXPECT_EQ(i, golden["text_completions"].size());
 }
 
-// A Hugging Face copy with only the fast tokenizer (tokenizer.json): the
-// launcher says what is missing and where to get it.
-TEST(LauncherStorageTest, HuggingFaceFolderWithoutTokenizerModelSaysWhatToFetch) {
+// A Hugging Face Llama 3 repository: safetensors, config.json with
+// rope_scaling, Meta's tokenizer.model in original/ (found without a flag).
+TEST(LauncherStorageTest, HuggingFaceLlama3RepositoryRunsAsIs) {
+  ExpectLlama3GoldenTokens("hf_llama3", "tests/fixtures/hf_fixture/llama3_bf16_hf");
+}
+
+// The same folder with Hugging Face's tokenizer.json in place of original/:
+// the same tokens.
+TEST(LauncherStorageTest, HuggingFaceLlama3FolderWithOnlyTokenizerJsonRunsAsIs) {
+  const std::string ckpt = TempDir() + "/json_only/llama3_bf16_hf";
+  fs::create_directories(ckpt);
+  for (const char* f : {"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                        "model.safetensors.index.json"}) {
+    fs::copy_file(fs::canonical(std::string("tests/fixtures/hf_fixture/llama3_bf16_hf/") + f), ckpt + "/" + f);
+  }
+  fs::copy_file(fs::canonical("tests/fixtures/tokenizer_json_fixture/tokenizer.json"), ckpt + "/tokenizer.json");
+  ExpectLlama3GoldenTokens("hf_llama3_json", ckpt);
+}
+
+// A Hugging Face Llama 2 copy without tokenizer.model: with no tokenizer at
+// all, and with only Llama 2's SentencePiece-style tokenizer.json, the
+// launcher says what is missing.
+TEST(LauncherStorageTest, HuggingFaceLlama2FolderWithoutTokenizerModelSaysWhatToPass) {
   const std::string ckpt = TempDir() + "/json_only/tiny_fp32_hf";
   fs::create_directories(ckpt);
   for (const char* f : {"config.json", "model.safetensors"}) {
     fs::copy_file(fs::canonical(std::string("tests/fixtures/hf_fixture/tiny_fp32_hf/") + f), ckpt + "/" + f);
   }
-  std::ofstream(ckpt + "/tokenizer.json") << "{}";
-  LauncherRun run = testing::Launch("json_only", {"--ckpt_dir=" + ckpt, "--prompt=hi"});
-  EXPECT_EQ(ExitCodeOf(run), 2) << run.err();
-  EXPECT_THAT(run.err(), HasSubstr("no tokenizer.model in or next to " + ckpt +
-                                   " (it has Hugging Face's tokenizer.json, which we do not read: fetch "
-                                   "tokenizer.model from the same repository); pass --tokenizer_path"));
+  LauncherRun none = testing::Launch("no_tokenizer", {"--ckpt_dir=" + ckpt, "--prompt=hi"});
+  EXPECT_EQ(ExitCodeOf(none), 2) << none.err();
+  EXPECT_THAT(none.err(), HasSubstr("no tokenizer.model in or next to " + ckpt +
+                                    " and no tokenizer.json in it; pass --tokenizer_path"));
+  std::ofstream(ckpt + "/tokenizer.json")
+      << R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}]},
+             "pre_tokenizer": null, "added_tokens": [],
+             "model": {"type": "BPE", "byte_fallback": true, "vocab": {"<unk>": 0}, "merges": []}})";
+  LauncherRun llama2_json = testing::Launch("llama2_json", {"--ckpt_dir=" + ckpt, "--prompt=hi"});
+  EXPECT_EQ(ExitCodeOf(llama2_json), 2) << llama2_json.err();
+  EXPECT_THAT(llama2_json.err(), HasSubstr(ckpt + "/tokenizer.json\": model is a BPE with byte_fallback; expected "
+                                           "Llama 3's byte-level BPE (for a SentencePiece model such as Llama 2's, "
+                                           "pass its tokenizer.model)"));
   EXPECT_FALSE(fs::exists(ckpt + "/shards"));
 }
 

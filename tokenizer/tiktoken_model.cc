@@ -23,18 +23,22 @@ constexpr size_t kMaxEncodeChars = 400'000;
 constexpr size_t kMaxRunChars = 25'000;
 constexpr int kNumSpecialTokens = 256;
 
-// The reference's special tokens, in id order after the base tokens.
-std::vector<std::string> SpecialTokens() {
-  std::vector<std::string> names = {
-      "<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
-      "<|reserved_special_token_2|>", "<|reserved_special_token_3|>", "<|start_header_id|>", "<|end_header_id|>",
-      "<|reserved_special_token_4|>", "<|eot_id|>",
-  };
-  for (int i = 5; i < kNumSpecialTokens - 5; ++i) names.push_back(absl::StrFormat("<|reserved_special_token_%d|>", i));
-  return names;
-}
-
 }  // namespace
+
+const std::vector<std::string>& Llama3SpecialTokens() {
+  static const std::vector<std::string>* const kNames = [] {
+    auto* names = new std::vector<std::string>{
+        "<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
+        "<|reserved_special_token_2|>", "<|reserved_special_token_3|>", "<|start_header_id|>", "<|end_header_id|>",
+        "<|reserved_special_token_4|>", "<|eot_id|>",
+    };
+    for (int i = 5; i < kNumSpecialTokens - 5; ++i) {
+      names->push_back(absl::StrFormat("<|reserved_special_token_%d|>", i));
+    }
+    return names;
+  }();
+  return *kNames;
+}
 
 bool TiktokenModel::LooksLikeRanksFile(absl::string_view contents) {
   const absl::string_view line = contents.substr(0, contents.find('\n'));
@@ -87,7 +91,7 @@ absl::StatusOr<std::unique_ptr<TiktokenModel>> TiktokenModel::Parse(absl::string
           "tokenizer model \"%s\": byte 0x%02x has no token; every byte needs one for byte-level BPE", source, b));
     }
   }
-  model->specials_ = SpecialTokens();
+  model->specials_ = Llama3SpecialTokens();
   int error_code;
   PCRE2_SIZE error_offset;
   pcre2_code* regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kLlama3Pattern), PCRE2_ZERO_TERMINATED,

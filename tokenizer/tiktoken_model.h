@@ -30,6 +30,11 @@ namespace llama::internal_tokenizer {
 inline constexpr char kLlama3Pattern[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// The reference's 256 special tokens, in id order after the base tokens.
+// Llama 3.1 and later name some of the reserved ones (<|eom_id|>,
+// <|python_tag|>, ...); the ids this tree gives a meaning to keep their names.
+const std::vector<std::string>& Llama3SpecialTokens();
+
 // Thread-safe after Parse.
 class TiktokenModel {
  public:

@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "tokenizer/sentencepiece_model.h"
 #include "tokenizer/tiktoken_model.h"
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/utf8.h"
 
 namespace llama {
@@ -79,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
   }
   if (std::filesystem::is_directory(path, error)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "tokenizer model \"%s\" is a directory; expected the tokenizer.model file", path));
+        "tokenizer model \"%s\" is a directory; expected the tokenizer.model (or tokenizer.json) file", path));
   }
   std::ifstream file(path, std::ios::binary);
   std::stringstream contents;
@@ -95,6 +96,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSerialized(absl::strin
   if (serialized.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "tokenizer model \"%s\" is empty (0 bytes); expected a SentencePiece model", source));
+  }
+  if (LooksLikeTokenizerJson(serialized)) {
+    ASSIGN_OR_RETURN(const std::string ranks, TiktokenRanksFromTokenizerJson(serialized, source));
+    return FromSerialized(ranks, source);
   }
   if (TiktokenModel::LooksLikeRanksFile(serialized)) {
     ASSIGN_OR_RETURN(std::unique_ptr<TiktokenModel> model, TiktokenModel::Parse(serialized, source));

@@ -1,6 +1,7 @@
 // The tokenizer of a Llama model, with the reference's API: Llama 2's
-// SentencePiece model or Llama 3's tiktoken BPE (tiktoken_model.h), told
-// apart by the file's contents.
+// SentencePiece model or Llama 3's tiktoken BPE (tiktoken_model.h, also read
+// from Hugging Face's tokenizer.json: tokenizer_json.h), told apart by the
+// file's contents.
 //
 // Mirrors llama/tokenizer.py: vocabulary size, BOS/EOS/pad ids, and
 // Encode(text, bos, eos) / Decode(ids). The pad id is -1: it is never a
@@ -34,12 +35,13 @@ class Tokenizer {
     kTiktoken,       // Llama 3: byte-level BPE with header-based chat.
   };
 
-  // Loads a `tokenizer.model` file. A missing, empty or unparsable file is an
-  // error naming `path`.
+  // Loads a `tokenizer.model` file (or a Llama 3 `tokenizer.json`). A
+  // missing, empty or unparsable file is an error naming `path`.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
 
-  // Parses a file's contents (a serialized SentencePiece ModelProto or a
-  // tiktoken ranks file); `source` names it in errors.
+  // Parses a file's contents (a serialized SentencePiece ModelProto, a
+  // tiktoken ranks file or a Llama 3 tokenizer.json); `source` names it in
+  // errors.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSerialized(absl::string_view serialized,
                                                                    absl::string_view source);
   ~Tokenizer();

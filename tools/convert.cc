@@ -8,7 +8,6 @@
 // reshard them. See checkpoint/converter.h for what is checked and guaranteed.
 
 #include <cstdio>
-#include <filesystem>
 
 #include <gflags/gflags.h>
 
@@ -17,6 +16,7 @@
 #include "base/progress.h"
 #include "base/status_macros.h"
 #include "checkpoint/converter.h"
+#include "tokenizer/tokenizer_location.h"
 #include "tools/tool_main.h"
 
 DEFINE_string(ckpt_dir, "",
@@ -26,8 +26,8 @@ DEFINE_string(out_dir, "", "Folder to create with rank-R-of-N.shard files (--for
 DEFINE_string(format, "shards", "shards (ours, for N ranks) or gguf (one file for llama.cpp and Ollama).");
 DEFINE_string(out, "", "The GGUF file to write (--format=gguf).");
 DEFINE_string(tokenizer_path, "",
-              "tokenizer.model whose vocabulary goes into the GGUF file (--format=gguf). Default: in --ckpt_dir or "
-              "next to it.");
+              "tokenizer.model (or Llama 3's tokenizer.json) whose vocabulary goes into the GGUF file "
+              "(--format=gguf). Default: in --ckpt_dir, next to it or in its original/, else its tokenizer.json.");
 DEFINE_int32(world_size, 1, "Number of tensor-parallel ranks (shards) to produce.");
 DEFINE_string(weights_dtype, "",
               "Output element type: bf16, fp16, fp32 or int8 (q8_0 linear layers; embeddings and norms as stored). "
@@ -48,11 +48,10 @@ absl::Status Convert() {
     options.format = llama::OutputFormat::kGguf;
     options.out_dir = FLAGS_out;
     options.tokenizer_path = FLAGS_tokenizer_path;
-    // As the launcher looks: in the folder (Hugging Face's) or next to it (download.sh's).
-    for (const char* where : {"/tokenizer.model", "/../tokenizer.model", "/original/tokenizer.model"}) {
-      if (options.tokenizer_path.empty() && std::filesystem::exists(FLAGS_ckpt_dir + where)) {
-        options.tokenizer_path = FLAGS_ckpt_dir + where;
-      }
+    // As the launcher looks; with none found the converter says the flag is needed.
+    if (absl::StatusOr<std::string> found = llama::FindTokenizerFile(FLAGS_ckpt_dir);
+        options.tokenizer_path.empty() && found.ok()) {
+      options.tokenizer_path = *found;
     }
   } else {
     return absl::InvalidArgumentError(absl::StrCat("--format=", FLAGS_format, ": expected shards or gguf"));

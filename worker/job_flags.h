@@ -48,8 +48,9 @@ enum class WorkerForwarding {
 // --help groups. Within a group, --help lists the flags in this order.
 #define LLAMA_JOB_FLAGS(X) \
   X(string, tokenizer_path, "", kModelFiles, kPerNode, \
-    "tokenizer.model. Launcher default: next to --ckpt_dir (its parent folder, as download.sh lays it " \
-    "out) or in it (a Hugging Face folder); required by the worker.") \
+    "tokenizer.model, or Llama 3's Hugging Face tokenizer.json. Launcher default: tokenizer.model in " \
+    "--ckpt_dir, next to it (its parent folder, as download.sh lays it out) or in its original/ (a Hugging " \
+    "Face Llama 3 folder), else tokenizer.json in --ckpt_dir; required by the worker.") \
   X(string, shard_dir, "", kModelFiles, kPerNode, \
     "Folder of rank-R-of-N.shard files (//tools:convert). Launcher default: <ckpt_dir>/shards/tp<world " \
     "size>, or ~/.cache/llama2-cpp/shards/<checkpoint>-<hash>/tp<world size> when the checkpoint " \
