@@ -84,8 +84,9 @@ class SliceCopier {
     to_ = to;
     written_elements_ = 0;
     const std::optional<uint32_t> block_type = parts[0].ggml_block_type;
-    // A GGUF Q8_0 tensor is our int8 already; the other block types decode.
-    if (block_type.has_value() && !(from_ == DType::kQ8_0 && to_ == DType::kQ8_0)) {
+    // A GGUF Q8_0 or Q4_K tensor is our q8_0 or q4_k already; the other
+    // block types, and those two to another type, decode.
+    if (block_type.has_value() && !(from_ == to_ && IsBlockDType(to_))) {
       RETURN_IF_ERROR(CopyDecoded(spec, parts[0], range));
     } else {
       RETURN_IF_ERROR(CopyStored(spec, parts, range));
@@ -96,7 +97,7 @@ class SliceCopier {
   }
 
  private:
-  // Parts whose bytes are elements of their dtype (or whole q8_0 blocks).
+  // Parts whose bytes are elements of their dtype (or whole blocks of a block type).
   absl::Status CopyStored(const TensorSpec& spec, const std::vector<SourcePart>& parts, DimRange range) {
     const int dim = spec.split_dim();
     const auto bytes_of = [this](int64_t elements) { return TensorBytes(from_, elements); };
@@ -111,7 +112,7 @@ class SliceCopier {
           return absl::InternalError(absl::StrFormat("no source holds index %d of dim %d", at, dim));
         }
         const int64_t stop = std::min(range.end, part->end);
-        const size_t unit = dim == 0 ? bytes_of(spec.shape[1]) : bytes_of(1);  // Bytes per index (rows only, q8_0).
+        const size_t unit = dim == 0 ? bytes_of(spec.shape[1]) : bytes_of(1);  // Bytes per index (rows only, blocks).
         const size_t row_offset = dim == 0 ? 0 : row * bytes_of(part->end - part->begin);
         if (!part->row_order.empty()) {  // Rows stored out of order: one at a time.
           for (; at < stop; ++at) {
@@ -148,10 +149,10 @@ class SliceCopier {
   }
 
   // Queues source bytes for output (converted to the output dtype), in
-  // units of one element, or of one 32-element block for q8_0 (every run of
-  // a row is whole blocks: ConvertCheckpoint checks the row lengths).
+  // units of one element, or of one block for a block type (every run of a
+  // row is whole blocks: ConvertCheckpoint checks the row lengths).
   absl::Status Emit(absl::Span<const uint8_t> bytes) {
-    const size_t unit = to_ == DType::kQ8_0 ? kQ8BlockElements : 1;
+    const size_t unit = BlockElements(to_);
     const size_t in_size = TensorBytes(from_, unit), out_size = TensorBytes(to_, unit);
     while (!bytes.empty()) {
       if (from_ == to_ && buffer_.empty() && bytes.size() >= kChunkBytes) {
@@ -188,10 +189,11 @@ class SliceCopier {
   // a pass over data already in cache.
   absl::Status Write(absl::Span<const uint8_t> bytes) {
     if (bytes.empty()) return absl::OkStatus();
-    // q8_0 output was checked while quantizing (CastElements refuses non-finite values).
-    const size_t count = to_ == DType::kQ8_0 ? bytes.size() / kQ8BlockBytes * kQ8BlockElements
-                                             : bytes.size() / DTypeSize(to_);
-    if (const int64_t bad = to_ == DType::kQ8_0 ? -1 : FindNonFinite(bytes.data(), to_, count); bad >= 0) {
+    // Block output was checked while quantizing (CastElements refuses
+    // non-finite values) or is llama-quantize's, copied.
+    const int64_t unit = BlockElements(to_);
+    const size_t count = bytes.size() / TensorBytes(to_, unit) * unit;
+    if (const int64_t bad = IsBlockDType(to_) ? -1 : FindNonFinite(bytes.data(), to_, count); bad >= 0) {
       // The caller names the tensor and the shard.
       return absl::DataLossError(absl::StrFormat(
           "element %d of the shard's part is NaN or infinite as %s%s; the checkpoint is damaged "
@@ -304,8 +306,8 @@ bool IsGgufPath(const std::string& path) {
 // Refuses options that cannot work before anything is read.
 absl::Status CheckOptions(const ConvertOptions& options) {
   if (options.out_dir.empty()) return absl::InvalidArgumentError("--out_dir: expected a folder");
-  if (options.dtype.has_value() && !IsFloat16Or32(*options.dtype) && *options.dtype != DType::kQ8_0) {
-    return absl::InvalidArgumentError("--dtype: expected bf16, fp16, fp32 or int8");
+  if (options.dtype.has_value() && !IsFloat16Or32(*options.dtype) && !IsBlockDType(*options.dtype)) {
+    return absl::InvalidArgumentError("--dtype: expected bf16, fp16, fp32, int8 or q4_k");
   }
   std::error_code error;
   if (!fs::is_directory(options.ckpt_dir, error) && !IsGgufPath(options.ckpt_dir)) {
@@ -359,24 +361,37 @@ absl::StatusOr<SourceSet> OpenSources(const ConvertOptions& options) {
   return sources;
 }
 
-// Bytes of all the shards, after checking that int8 rows split into whole
-// blocks on every rank.
+// Bytes of all the shards, after checking that block-type (int8, q4_k) rows
+// split into whole blocks on every rank.
 absl::StatusOr<uint64_t> ShardFolderBytes(const ConvertOptions& options, const ModelConfig& config,
                                           const std::vector<TensorSpec>& specs, const OutputDType& out_dtype) {
   uint64_t total = 0;
   for (int rank = 0; rank < options.world_size; ++rank) {
     for (const TensorSpec& spec : specs) {
       const std::vector<int64_t> shape = RankShape(spec, config, rank, options.world_size);
-      if (out_dtype(spec.name) == DType::kQ8_0 && shape[1] % kQ8BlockElements != 0) {
+      const DType dtype = out_dtype(spec.name);
+      if (IsBlockDType(dtype) && shape[1] % BlockElements(dtype) != 0) {
+        const char* name = dtype == DType::kQ8_0 ? "int8" : DTypeName(dtype).data();
         return absl::InvalidArgumentError(absl::StrFormat(
-            "--dtype=int8: tensor \"%s\" has rows of %d values on each of %d ranks; int8 blocks need a multiple of %d "
+            "--dtype=%s: tensor \"%s\" has rows of %d values on each of %d ranks; %s blocks need a multiple of %d "
             "(use fewer ranks, or bf16)",
-            spec.name, shape[1], options.world_size, kQ8BlockElements));
+            name, spec.name, shape[1], options.world_size, name, BlockElements(dtype)));
       }
       total += TensorBytes(out_dtype(spec.name), *NumElements(shape, spec.name));
     }
   }
   return total;
+}
+
+// --dtype=q4_k: the source must hold Q4_K tensors (nothing here makes them).
+absl::Status CheckHoldsQ4K(const ConvertOptions& options, const SourceSet& sources) {
+  for (const auto& [name, parts] : sources.parts) {
+    if (parts[0].dtype == DType::kQ4_K) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--dtype=q4_k: \"%s\" holds no Q4_K tensor; q4_k comes from a GGUF file made by llama-quantize (Q4_K_M, "
+      "Q4_K_S); quantizing is not implemented (use --dtype=int8)",
+      options.ckpt_dir));
 }
 
 // An empty staging folder with room for `total` bytes of shards.
@@ -488,14 +503,17 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   ASSIGN_OR_RETURN(SourceSet sources, OpenSources(options));
   ConvertResult result;
   result.source_shards = sources.file_count();
+  if (options.dtype == DType::kQ4_K) RETURN_IF_ERROR(CheckHoldsQ4K(options, sources));
   // int8 (q8_0) is for the linear layers' weights: the embedding is a
-  // lookup (kept as stored) and norms are vectors.
+  // lookup (kept as stored) and norms are vectors. q4_k is only ever
+  // copied: what the GGUF holds as Q4_K stays q4_k, as by default, and the
+  // rest as stored.
   const OutputDType out_dtype = [&](const std::string& name) {
     const DType stored = sources.parts[name][0].dtype;
     if (options.dtype == DType::kQ8_0) {
       return name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2 ? DType::kQ8_0 : stored;
     }
-    return options.dtype.value_or(stored);
+    return options.dtype == DType::kQ4_K ? stored : options.dtype.value_or(stored);
   };
   if (options.format == OutputFormat::kGguf) return WriteGguf(options, sources, out_dtype);
   if (UpToDate(options, sources.records, out_dtype)) {
