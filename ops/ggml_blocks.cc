@@ -45,20 +45,6 @@ void DecodeQ8_0(const uint8_t* block, float* out) {
   for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(qs[j]) * d;
 }
 
-// The 6-bit scale and minimum of sub-block j (of 8) packed in Q4_K's and
-// Q5_K's 12 scale bytes: sub-blocks 0-3 in the low 6 bits of bytes 0-3
-// (scales) and 4-7 (minimums); 4-7 in the nibbles of bytes 8-11, with
-// their top two bits in the top bits of bytes 0-7.
-void ScaleAndMin(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
-  if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
-  } else {
-    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Q4_K (144 bytes) and Q5_K (176): f16 super-scale d and super-minimum
 // dmin, 12 bytes of sub-block scales and minimums, for Q5_K 32 bytes of
 // fifth bits, then 128 bytes of nibbles. Each 64 values share 32 nibble
@@ -73,9 +59,9 @@ void DecodeQ4_KOrQ5_K(const uint8_t* block, bool fifth_bit, float* out) {
   uint8_t low_bit = 1, high_bit = 2;  // Q5_K: the fifth bits of the two halves, 2 bits on per 64 values.
   for (int j = 0, sub = 0; j < kSuperBlock; j += 64, sub += 2) {
     uint8_t scale, min;
-    ScaleAndMin(sub, scales, &scale, &min);
+    GgmlKScaleAndMin(sub, scales, &scale, &min);
     const float d1 = d * scale, m1 = dmin * min;
-    ScaleAndMin(sub + 1, scales, &scale, &min);
+    GgmlKScaleAndMin(sub + 1, scales, &scale, &min);
     const float d2 = d * scale, m2 = dmin * min;
     for (int l = 0; l < 32; ++l) {
       const int fifth = fifth_bit && (high[l] & low_bit) ? 16 : 0;
@@ -120,6 +106,16 @@ void DecodeQ6_K(const uint8_t* block, float* out) {
 }
 
 }  // namespace
+
+void GgmlKScaleAndMin(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
 
 const GgmlTypeTraits* GgmlTraitsOf(uint32_t type) {
   for (const GgmlTypeTraits& traits : kGgmlTypes) {
