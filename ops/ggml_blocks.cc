@@ -107,16 +107,6 @@ void DecodeQ6_K(const uint8_t* block, float* out) {
 
 }  // namespace
 
-void GgmlKScaleAndMin(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
-  if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
-  } else {
-    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 const GgmlTypeTraits* GgmlTraitsOf(uint32_t type) {
   for (const GgmlTypeTraits& traits : kGgmlTypes) {
     if (static_cast<uint32_t>(traits.type) == type) return &traits;

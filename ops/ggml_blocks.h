@@ -67,8 +67,17 @@ int64_t GgmlRowBytes(const GgmlTypeTraits& traits, int64_t elements);
 // The 6-bit scale and minimum of sub-block j (of 8) packed in a Q4_K or
 // Q5_K super-block's 12 scale bytes: sub-blocks 0-3 in the low 6 bits of
 // bytes 0-3 (scales) and 4-7 (minimums); 4-7 in the nibbles of bytes 8-11,
-// with their top two bits in the top bits of bytes 0-7.
-void GgmlKScaleAndMin(int j, const uint8_t* scales, uint8_t* scale, uint8_t* min);
+// with their top two bits in the top bits of bytes 0-7. Inline: the q4_k
+// kernels unpack them per super-block.
+inline void GgmlKScaleAndMin(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
 
 // Decodes `elements` values (a multiple of the type's block size) of one
 // of the decodable block types (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) from

@@ -49,24 +49,46 @@ float QuantizeSuperBlock(const float* v, int8_t* q, int16_t* sums) {
   return d;
 }
 
-void SubBlockScales(const uint8_t* block, uint8_t* scales) {
-  uint8_t min;
-  for (int s = 0; s < kSubBlocks; ++s) GgmlKScaleAndMin(s, block + kScalesOffset, &scales[s], &min);
+// What a kernel gives per super-block b of one weight row: d and dmin as
+// f32 (exact conversions of the f16s), and for each row r of x the exact
+// int32 sums dot[r * blocks + b] (over sub-blocks s of scale_s times the
+// nibbles' dot product with x) and mins[r * blocks + b] (of min_s times
+// x's sum over the sub-block). Each instruction set computes the dots its
+// own way.
+struct RowSums {
+  float* d;
+  float* dmin;
+  int32_t* dot;
+  int32_t* mins;
+};
+constexpr int kMaxRows = 4;
+using RowSumsFn = void (*)(const QuantizedRow* x, const uint8_t* row, int64_t blocks, const RowSums& out);
+
+// Super-block b's scales (into `scales`, for the dots), its d and dmin, and
+// the minimums' sums for kRows rows of x: the scalar part every kernel shares.
+template <int kRows>
+__attribute__((always_inline)) inline void BlockScalesAndMins(const QuantizedRow* x, const uint8_t* block, int64_t b,
+                                                              int64_t blocks, uint8_t* scales, const RowSums& out) {
+  uint8_t mins[kSubBlocks];
+  for (int s = 0; s < kSubBlocks; ++s) GgmlKScaleAndMin(s, block + kScalesOffset, &scales[s], &mins[s]);
+  for (int r = 0; r < kRows; ++r) {
+    int32_t sum = 0;
+    for (int s = 0; s < kSubBlocks; ++s) sum += mins[s] * x[r].sums[b * kSubBlocks + s];
+    out.mins[r * blocks + b] = sum;
+  }
+  uint16_t bits[2];
+  std::memcpy(bits, block, sizeof bits);
+  out.d[b] = F16ToF32(bits[0]);
+  out.dmin[b] = F16ToF32(bits[1]);
 }
 
-// sums[r * blocks + b] = sum over sub-blocks s of scale_s times the exact
-// int32 dot product of the weight row's nibbles with x row r, for super-
-// block b: the part of the work each instruction set does its own way.
-constexpr int kMaxRows = 4;
-using RowSumsFn = void (*)(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int32_t* sums);
-
 template <int kRows>
-void RowSumsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int32_t* sums) {
+void RowSumsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, const RowSums& out) {
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
     const uint8_t* nibbles = block + kNibblesOffset;
     uint8_t scales[kSubBlocks];
-    SubBlockScales(block, scales);
+    BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
     for (int r = 0; r < kRows; ++r) {
       const int8_t* q = x[r].q + b * kQ4KBlockElements;
       int32_t sum = 0;
@@ -78,7 +100,7 @@ void RowSumsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, in
         }
         sum += scales[2 * j] * low + scales[2 * j + 1] * high;
       }
-      sums[r * blocks + b] = sum;
+      out.dot[r * blocks + b] = sum;
     }
   }
 }
@@ -102,13 +124,13 @@ constexpr int64_t kQ4KPrefetchBytes = 1024;
 // then need the scale in a 32-bit multiply, slower than the 16-bit one.)
 template <int kRows>
 __attribute__((target("avx2"))) void RowSumsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks,
-                                                 int32_t* sums) {
+                                                 const RowSums& out) {
   const __m256i low_nibble = _mm256_set1_epi8(0xF);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
     __builtin_prefetch(block + kQ4KPrefetchBytes);
     uint8_t scales[kSubBlocks];
-    SubBlockScales(block, scales);
+    BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
     __m256i acc[kRows];
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
@@ -127,20 +149,20 @@ __attribute__((target("avx2"))) void RowSumsAvx2(const QuantizedRow* x, const ui
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) sums[r * blocks + b] = HorizontalSum(acc[r]);
+    for (int r = 0; r < kRows; ++r) out.dot[r * blocks + b] = HorizontalSum(acc[r]);
   }
 }
 
 // AVX-512 VNNI on ymm: the twin of RowSumsAvx2 (see there).
 template <int kRows>
 __attribute__((target("avx2,avx512vnni,avx512vl"))) void RowSumsVnni(const QuantizedRow* x, const uint8_t* row,
-                                                                    int64_t blocks, int32_t* sums) {
+                                                                    int64_t blocks, const RowSums& out) {
   const __m256i low_nibble = _mm256_set1_epi8(0xF);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
     __builtin_prefetch(block + kQ4KPrefetchBytes);
     uint8_t scales[kSubBlocks];
-    SubBlockScales(block, scales);
+    BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
     __m256i acc[kRows];
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
@@ -159,7 +181,7 @@ __attribute__((target("avx2,avx512vnni,avx512vl"))) void RowSumsVnni(const Quant
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) sums[r * blocks + b] = HorizontalSum(acc[r]);
+    for (int r = 0; r < kRows; ++r) out.dot[r * blocks + b] = HorizontalSum(acc[r]);
   }
 }
 
@@ -177,30 +199,20 @@ KernelDispatch<Q4KKernels, 3>& ChosenKernels() {
   return kernels;
 }
 
-// y[r * stride] for `rows` rows of x and one weight row, from its int32
-// sums: per super-block, dx * (d * sum - dmin * sum of min_s * x's sums),
-// in f32, in block order. Shared by every kernel (and built without FMA
-// contraction, for the baseline target), so all give the same bits.
-void CombineRow(const QuantizedRow* x, int rows, const uint8_t* row, int64_t blocks, const int32_t* sums, float* y,
-                int64_t stride) {
-  float acc[kMaxRows] = {};
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* block = row + b * kQ4KBlockBytes;
-    uint16_t bits[2];
-    std::memcpy(bits, block, sizeof bits);
-    const float d = F16ToF32(bits[0]), dmin = F16ToF32(bits[1]);
-    uint8_t mins[kSubBlocks];
-    for (int s = 0; s < kSubBlocks; ++s) {
-      uint8_t scale;
-      GgmlKScaleAndMin(s, block + kScalesOffset, &scale, &mins[s]);
+// y[r * stride] for `rows` rows of x and one weight row, from its sums:
+// per super-block, dx * (d * dot - dmin * mins), in f32, in block order.
+// Shared by every kernel (and built for the baseline target, without FMA
+// contraction), so all give the same bits.
+void CombineRow(const QuantizedRow* x, int rows, int64_t blocks, const RowSums& sums, float* y, int64_t stride) {
+  for (int r = 0; r < rows; ++r) {
+    float acc = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float dot = static_cast<float>(sums.dot[r * blocks + b]);
+      const float mins = static_cast<float>(sums.mins[r * blocks + b]);
+      acc += x[r].d[b] * (sums.d[b] * dot - sums.dmin[b] * mins);
     }
-    for (int r = 0; r < rows; ++r) {
-      int32_t min_sum = 0;
-      for (int s = 0; s < kSubBlocks; ++s) min_sum += mins[s] * x[r].sums[b * kSubBlocks + s];
-      acc[r] += x[r].d[b] * (d * static_cast<float>(sums[r * blocks + b]) - dmin * static_cast<float>(min_sum));
-    }
+    y[r * stride] = acc;
   }
-  for (int r = 0; r < rows; ++r) y[r * stride] = acc[r];
 }
 
 // Weight rows per task.
@@ -259,8 +271,11 @@ void LinearQ4K(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool&
   const int16_t* s = xs.data();
   const uint8_t* weights = static_cast<const uint8_t*>(w.raw());
   pool.ParallelFor((out + kRowsPerTask - 1) / kRowsPerTask, 1, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<int32_t> sums;
-    sums.resize(kMaxRows * blocks);
+    thread_local std::vector<float> scales;
+    thread_local std::vector<int32_t> ints;
+    scales.resize(2 * blocks);
+    ints.resize(2 * kMaxRows * blocks);
+    const RowSums sums = {scales.data(), scales.data() + blocks, ints.data(), ints.data() + kMaxRows * blocks};
     for (int64_t o = begin * kRowsPerTask; o < std::min(out, end * kRowsPerTask); ++o) {
       const uint8_t* row = weights + o * row_bytes;
       for (int64_t r = 0; r < n; r += kMaxRows) {
@@ -269,8 +284,8 @@ void LinearQ4K(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool&
         for (int i = 0; i < rows; ++i) {
           xr[i] = {q + (r + i) * in, d + (r + i) * blocks, s + (r + i) * blocks * kSubBlocks};
         }
-        kernel.rows[rows - 1](xr, row, blocks, sums.data());
-        CombineRow(xr, rows, row, blocks, sums.data(), y + r * out + o, out);
+        kernel.rows[rows - 1](xr, row, blocks, sums);
+        CombineRow(xr, rows, blocks, sums, y + r * out + o, out);
       }
     }
   });
