@@ -36,6 +36,7 @@
 #include "checkpoint/gguf_writer.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/model_config.h"
+#include "checkpoint/output_dtypes.h"
 #include "checkpoint/shard_format.h"
 #include "checkpoint/tensor_file.h"
 #include "ops/cast.h"
@@ -66,9 +67,6 @@ const SourcePart* PartAt(const std::vector<SourcePart>& parts, int64_t at) {
   }
   return nullptr;
 }
-
-// The output type of each tensor, by name.
-using OutputDType = std::function<DType(const std::string&)>;
 
 // Where copied bytes go: a shard or a GGUF file.
 using ByteSink = std::function<absl::Status(absl::Span<const uint8_t>)>;
@@ -369,29 +367,11 @@ absl::StatusOr<uint64_t> ShardFolderBytes(const ConvertOptions& options, const M
   for (int rank = 0; rank < options.world_size; ++rank) {
     for (const TensorSpec& spec : specs) {
       const std::vector<int64_t> shape = RankShape(spec, config, rank, options.world_size);
-      const DType dtype = out_dtype(spec.name);
-      if (IsBlockDType(dtype) && shape[1] % BlockElements(dtype) != 0) {
-        const char* name = dtype == DType::kQ8_0 ? "int8" : DTypeName(dtype).data();
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "--dtype=%s: tensor \"%s\" has rows of %d values on each of %d ranks; %s blocks need a multiple of %d "
-            "(use fewer ranks, or bf16)",
-            name, spec.name, shape[1], options.world_size, name, BlockElements(dtype)));
-      }
+      RETURN_IF_ERROR(CheckWholeBlocks(out_dtype(spec.name), spec.name, shape, options.world_size));
       total += TensorBytes(out_dtype(spec.name), *NumElements(shape, spec.name));
     }
   }
   return total;
-}
-
-// --dtype=q4_k: the source must hold Q4_K tensors (nothing here makes them).
-absl::Status CheckHoldsQ4K(const ConvertOptions& options, const SourceSet& sources) {
-  for (const auto& [name, parts] : sources.parts) {
-    if (parts[0].dtype == DType::kQ4_K) return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "--dtype=q4_k: \"%s\" holds no Q4_K tensor; q4_k comes from a GGUF file made by llama-quantize (Q4_K_M, "
-      "Q4_K_S); quantizing is not implemented (use --dtype=int8)",
-      options.ckpt_dir));
 }
 
 // An empty staging folder with room for `total` bytes of shards.
@@ -503,18 +483,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   ASSIGN_OR_RETURN(SourceSet sources, OpenSources(options));
   ConvertResult result;
   result.source_shards = sources.file_count();
-  if (options.dtype == DType::kQ4_K) RETURN_IF_ERROR(CheckHoldsQ4K(options, sources));
-  // int8 (q8_0) is for the linear layers' weights: the embedding is a
-  // lookup (kept as stored) and norms are vectors. q4_k is only ever
-  // copied: what the GGUF holds as Q4_K stays q4_k, as by default, and the
-  // rest as stored.
-  const OutputDType out_dtype = [&](const std::string& name) {
-    const DType stored = sources.parts[name][0].dtype;
-    if (options.dtype == DType::kQ8_0) {
-      return name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2 ? DType::kQ8_0 : stored;
-    }
-    return options.dtype == DType::kQ4_K ? stored : options.dtype.value_or(stored);
-  };
+  ASSIGN_OR_RETURN(const OutputDType out_dtype, ChooseOutputDTypes(options.dtype, options.ckpt_dir, sources));
   if (options.format == OutputFormat::kGguf) return WriteGguf(options, sources, out_dtype);
   if (UpToDate(options, sources.records, out_dtype)) {
     result.up_to_date = true;
