@@ -57,12 +57,11 @@ void DecodeQ4_KOrQ5_K(const uint8_t* block, bool fifth_bit, float* out) {
   const uint8_t* high = block + 16;
   const uint8_t* q = block + (fifth_bit ? 48 : 16);
   uint8_t low_bit = 1, high_bit = 2;  // Q5_K: the fifth bits of the two halves, 2 bits on per 64 values.
+  uint8_t scale[8], min[8];
+  GgmlKScalesAndMins(scales, scale, min);
   for (int j = 0, sub = 0; j < kSuperBlock; j += 64, sub += 2) {
-    uint8_t scale, min;
-    GgmlKScaleAndMin(sub, scales, &scale, &min);
-    const float d1 = d * scale, m1 = dmin * min;
-    GgmlKScaleAndMin(sub + 1, scales, &scale, &min);
-    const float d2 = d * scale, m2 = dmin * min;
+    const float d1 = d * scale[sub], m1 = dmin * min[sub];
+    const float d2 = d * scale[sub + 1], m2 = dmin * min[sub + 1];
     for (int l = 0; l < 32; ++l) {
       const int fifth = fifth_bit && (high[l] & low_bit) ? 16 : 0;
       *out++ = d1 * static_cast<float>((q[l] & 0xF) + fifth) - m1;

@@ -64,22 +64,28 @@ struct RowSums {
 constexpr int kMaxRows = 4;
 using RowSumsFn = void (*)(const QuantizedRow* x, const uint8_t* row, int64_t blocks, const RowSums& out);
 
-// Super-block b's scales (into `scales`, for the dots), its d and dmin, and
-// the minimums' sums for kRows rows of x: the scalar part every kernel shares.
+// Super-block b's scales (into `scales`, for the dots) and the minimums'
+// sums for kRows rows of x: the scalar part every kernel shares (d and dmin
+// each converts its own way, exactly).
 template <int kRows>
 __attribute__((always_inline)) inline void BlockScalesAndMins(const QuantizedRow* x, const uint8_t* block, int64_t b,
                                                               int64_t blocks, uint8_t* scales, const RowSums& out) {
   uint8_t mins[kSubBlocks];
-  for (int s = 0; s < kSubBlocks; ++s) GgmlKScaleAndMin(s, block + kScalesOffset, &scales[s], &mins[s]);
+  GgmlKScalesAndMins(block + kScalesOffset, scales, mins);
   for (int r = 0; r < kRows; ++r) {
     int32_t sum = 0;
     for (int s = 0; s < kSubBlocks; ++s) sum += mins[s] * x[r].sums[b * kSubBlocks + s];
     out.mins[r * blocks + b] = sum;
   }
-  uint16_t bits[2];
-  std::memcpy(bits, block, sizeof bits);
-  out.d[b] = F16ToF32(bits[0]);
-  out.dmin[b] = F16ToF32(bits[1]);
+}
+
+// F16C: d and dmin, one instruction.
+__attribute__((target("avx2,f16c"))) inline void ScalesF16c(const uint8_t* block, int64_t b, const RowSums& out) {
+  int32_t bits;
+  std::memcpy(&bits, block, sizeof bits);
+  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));
+  out.d[b] = _mm_cvtss_f32(both);
+  out.dmin[b] = _mm_cvtss_f32(_mm_shuffle_ps(both, both, 1));
 }
 
 template <int kRows>
@@ -89,6 +95,10 @@ void RowSumsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, co
     const uint8_t* nibbles = block + kNibblesOffset;
     uint8_t scales[kSubBlocks];
     BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
+    uint16_t bits[2];
+    std::memcpy(bits, block, sizeof bits);
+    out.d[b] = F16ToF32(bits[0]);
+    out.dmin[b] = F16ToF32(bits[1]);
     for (int r = 0; r < kRows; ++r) {
       const int8_t* q = x[r].q + b * kQ4KBlockElements;
       int32_t sum = 0;
@@ -123,7 +133,7 @@ constexpr int64_t kQ4KPrefetchBytes = 1024;
 // (vpdpbusd would take the nibbles times x in one step, but its int32 sums
 // then need the scale in a 32-bit multiply, slower than the 16-bit one.)
 template <int kRows>
-__attribute__((target("avx2"))) void RowSumsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks,
+__attribute__((target("avx2,f16c"))) void RowSumsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks,
                                                  const RowSums& out) {
   const __m256i low_nibble = _mm256_set1_epi8(0xF);
   for (int64_t b = 0; b < blocks; ++b) {
@@ -131,6 +141,7 @@ __attribute__((target("avx2"))) void RowSumsAvx2(const QuantizedRow* x, const ui
     __builtin_prefetch(block + kQ4KPrefetchBytes);
     uint8_t scales[kSubBlocks];
     BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
+    ScalesF16c(block, b, out);
     __m256i acc[kRows];
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
@@ -155,7 +166,7 @@ __attribute__((target("avx2"))) void RowSumsAvx2(const QuantizedRow* x, const ui
 
 // AVX-512 VNNI on ymm: the twin of RowSumsAvx2 (see there).
 template <int kRows>
-__attribute__((target("avx2,avx512vnni,avx512vl"))) void RowSumsVnni(const QuantizedRow* x, const uint8_t* row,
+__attribute__((target("avx2,f16c,avx512vnni,avx512vl"))) void RowSumsVnni(const QuantizedRow* x, const uint8_t* row,
                                                                     int64_t blocks, const RowSums& out) {
   const __m256i low_nibble = _mm256_set1_epi8(0xF);
   for (int64_t b = 0; b < blocks; ++b) {
@@ -163,6 +174,7 @@ __attribute__((target("avx2,avx512vnni,avx512vl"))) void RowSumsVnni(const Quant
     __builtin_prefetch(block + kQ4KPrefetchBytes);
     uint8_t scales[kSubBlocks];
     BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
+    ScalesF16c(block, b, out);
     __m256i acc[kRows];
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
