@@ -49,8 +49,10 @@ void DecodeQ8_0(const uint8_t* block, float* out) {
 // dmin, 12 bytes of sub-block scales and minimums, for Q5_K 32 bytes of
 // fifth bits, then 128 bytes of nibbles. Each 64 values share 32 nibble
 // bytes (low nibbles first, high nibbles second) and two sub-blocks; value
-// = d * scale * q - dmin * min.
-void DecodeQ4_KOrQ5_K(const uint8_t* block, bool fifth_bit, float* out) {
+// = d * scale * q - dmin * min. A template on the fifth bit, so that Q4_K's
+// loops (the prefill of q4_k weights decodes every row) have no test in them.
+template <bool fifth_bit>
+void DecodeQ4_KOrQ5_K(const uint8_t* block, float* out) {
   const float d = HalfAt(block);
   const float dmin = HalfAt(block + 2);
   const uint8_t* scales = block + 4;
@@ -155,10 +157,10 @@ absl::Status DecodeGgmlRow(uint32_t type, const uint8_t* blocks, int64_t element
         DecodeQ8_0(blocks, out + at);
         break;
       case GgmlType::kQ4_K:
-        DecodeQ4_KOrQ5_K(blocks, /*fifth_bit=*/false, out + at);
+        DecodeQ4_KOrQ5_K</*fifth_bit=*/false>(blocks, out + at);
         break;
       case GgmlType::kQ5_K:
-        DecodeQ4_KOrQ5_K(blocks, /*fifth_bit=*/true, out + at);
+        DecodeQ4_KOrQ5_K</*fifth_bit=*/true>(blocks, out + at);
         break;
       default:  // Q6_K: the last decodable type.
         DecodeQ6_K(blocks, out + at);

@@ -248,17 +248,26 @@ absl::StatusOr<Tensor> PackQ4KWeight(const Tensor& w) {
 
 void WidenQ4KPanel(const Tensor& w, int64_t panel, float* out) {
   const int64_t rows = w.dim(0), in = w.dim(1), row_bytes = in / kQ4KBlockElements * kQ4KBlockBytes;
-  thread_local std::vector<float> decoded;
-  decoded.resize(in);
-  for (int c = 0; c < kPanelWidth; ++c) {
-    const int64_t r = panel * kPanelWidth + c;
-    if (r < rows) {
-      // Whole super-blocks of a known type (PackQ4KWeight checked): cannot fail.
-      DecodeGgmlRow(static_cast<uint32_t>(GgmlType::kQ4_K), static_cast<const uint8_t*>(w.raw()) + r * row_bytes,
-                    in, decoded.data())
+  const int64_t first = panel * kPanelWidth, count = std::min<int64_t>(kPanelWidth, rows - first);
+  const uint8_t* weights = static_cast<const uint8_t*>(w.raw()) + first * row_bytes;
+  // A super-block of each row decoded side by side (in L1), then written
+  // down the panel line by line. Decoding whole rows first read them back
+  // 32 streams a power of two apart, which thrashed the cache sets; the
+  // tile's rows are padded for the same reason.
+  constexpr int64_t kTileStride = kQ4KBlockElements + 16;
+  float tile[kPanelWidth * kTileStride];
+  for (int64_t b = 0; b < in / kQ4KBlockElements; ++b) {
+    for (int64_t c = 0; c < count; ++c) {
+      // A whole super-block of a known type: cannot fail.
+      DecodeGgmlRow(static_cast<uint32_t>(GgmlType::kQ4_K), weights + c * row_bytes + b * kQ4KBlockBytes,
+                    kQ4KBlockElements, tile + c * kTileStride)
           .IgnoreError();
     }
-    for (int64_t k = 0; k < in; ++k) out[k * kPanelWidth + c] = r < rows ? decoded[k] : 0.0f;
+    for (int64_t k = 0; k < kQ4KBlockElements; ++k) {
+      float* line = out + (b * kQ4KBlockElements + k) * kPanelWidth;
+      for (int64_t c = 0; c < count; ++c) line[c] = tile[c * kTileStride + k];
+      for (int64_t c = count; c < kPanelWidth; ++c) line[c] = 0.0f;
+    }
   }
 }
 
