@@ -97,11 +97,11 @@ absl::Status CheckPart(const std::string& file, absl::string_view name, const st
                                                       file, name, absl::StrJoin(shape, ", "),
                                                       absl::StrJoin(expected, ", "), why));
   }
-  if (dtype == DType::kQ8_0) {
+  if (IsBlockDType(dtype)) {
     return absl::UnimplementedError(absl::StrFormat(
-        "%s: tensor \"%s\" is int8 (q8_0); int8 shards are not resharded or converted again: convert the original "
-        "checkpoint with --dtype=int8 instead",
-        file, name));
+        "%s: tensor \"%s\" is %s; block-quantized (int8, q4_k) shards are not resharded or converted again: "
+        "convert the original checkpoint with --dtype=int8 (or the GGUF file) instead",
+        file, name, dtype == DType::kQ8_0 ? "int8 (q8_0)" : DTypeName(dtype)));
   }
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
     return absl::InvalidArgumentError(

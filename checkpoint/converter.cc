@@ -35,6 +35,7 @@
 #include "checkpoint/gguf_writer.h"
 #include "checkpoint/llama_layout.h"
 #include "checkpoint/model_config.h"
+#include "checkpoint/output_dtypes.h"
 #include "checkpoint/shard_format.h"
 #include "checkpoint/slice_copier.h"
 #include "checkpoint/tensor_file.h"
@@ -45,9 +46,6 @@ namespace llama {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The output type of each tensor, by name.
-using OutputDType = std::function<DType(const std::string&)>;
 
 // True when `out_dir` holds a complete conversion of these sources with
 // these options (see the header).
@@ -142,8 +140,8 @@ bool IsGgufPath(const std::string& path) {
 // Refuses options that cannot work before anything is read.
 absl::Status CheckOptions(const ConvertOptions& options) {
   if (options.out_dir.empty()) return absl::InvalidArgumentError("--out_dir: expected a folder");
-  if (options.dtype.has_value() && !IsFloat16Or32(*options.dtype) && *options.dtype != DType::kQ8_0) {
-    return absl::InvalidArgumentError("--dtype: expected bf16, fp16, fp32 or int8");
+  if (options.dtype.has_value() && !IsFloat16Or32(*options.dtype) && !IsBlockDType(*options.dtype)) {
+    return absl::InvalidArgumentError("--dtype: expected bf16, fp16, fp32, int8 or q4_k");
   }
   std::error_code error;
   if (!fs::is_directory(options.ckpt_dir, error) && !IsGgufPath(options.ckpt_dir)) {
@@ -197,20 +195,15 @@ absl::StatusOr<SourceSet> OpenSources(const ConvertOptions& options) {
   return sources;
 }
 
-// Bytes of all the shards, after checking that int8 rows split into whole
-// blocks on every rank.
+// Bytes of all the shards, after checking that block-type (int8, q4_k) rows
+// split into whole blocks on every rank.
 absl::StatusOr<uint64_t> ShardFolderBytes(const ConvertOptions& options, const ModelConfig& config,
                                           const std::vector<TensorSpec>& specs, const OutputDType& out_dtype) {
   uint64_t total = 0;
   for (int rank = 0; rank < options.world_size; ++rank) {
     for (const TensorSpec& spec : specs) {
       const std::vector<int64_t> shape = RankShape(spec, config, rank, options.world_size);
-      if (out_dtype(spec.name) == DType::kQ8_0 && shape[1] % kQ8BlockElements != 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "--dtype=int8: tensor \"%s\" has rows of %d values on each of %d ranks; int8 blocks need a multiple of %d "
-            "(use fewer ranks, or bf16)",
-            spec.name, shape[1], options.world_size, kQ8BlockElements));
-      }
+      RETURN_IF_ERROR(CheckWholeBlocks(out_dtype(spec.name), spec.name, shape, options.world_size));
       total += TensorBytes(out_dtype(spec.name), *NumElements(shape, spec.name));
     }
   }
@@ -326,15 +319,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   ASSIGN_OR_RETURN(SourceSet sources, OpenSources(options));
   ConvertResult result;
   result.source_shards = sources.file_count();
-  // int8 (q8_0) is for the linear layers' weights: the embedding is a
-  // lookup (kept as stored) and norms are vectors.
-  const OutputDType out_dtype = [&](const std::string& name) {
-    const DType stored = sources.parts[name][0].dtype;
-    if (options.dtype == DType::kQ8_0) {
-      return name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2 ? DType::kQ8_0 : stored;
-    }
-    return options.dtype.value_or(stored);
-  };
+  ASSIGN_OR_RETURN(const OutputDType out_dtype, ChooseOutputDTypes(options.dtype, options.ckpt_dir, sources));
   if (options.format == OutputFormat::kGguf) return WriteGguf(options, sources, out_dtype);
   if (UpToDate(options, sources.records, out_dtype)) {
     result.up_to_date = true;

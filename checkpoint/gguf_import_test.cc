@@ -101,14 +101,22 @@ TEST(GgufImportTest, OurExportConvertsToTheCheckpointsOwnShards) {
   }
 }
 
-// One tensor of a shard as f32 (from f16 or f32).
-std::vector<float> ShardValues(const std::string& dir, int rank, int world_size, const std::string& name) {
+// One tensor of a shard as f32 (from f16, f32 or q4_k), and its dtype.
+std::vector<float> ShardValues(const std::string& dir, int rank, int world_size, const std::string& name,
+                               DType* dtype = nullptr) {
   absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(dir + "/" + ShardFileName(rank, world_size));
   EXPECT_TRUE(reader.ok()) << reader.status();
   if (!reader.ok()) return {};
   const FileTensor* t = (*reader)->Find(name);
   EXPECT_NE(t, nullptr) << name;
   if (t == nullptr) return {};
+  if (dtype != nullptr) *dtype = t->dtype;
+  if (t->dtype == DType::kQ4_K) {
+    std::vector<float> values(t->bytes.size() / kQ4KBlockBytes * kQ4KBlockElements);
+    EXPECT_TRUE(DecodeGgmlRow(static_cast<uint32_t>(GgmlType::kQ4_K), t->bytes.data(), values.size(), values.data())
+                    .ok());
+    return values;
+  }
   std::vector<float> values(t->bytes.size() / DTypeSize(t->dtype));
   EXPECT_TRUE(CastElements(t->bytes.data(), t->dtype, values.data(), DType::kF32, values.size()).ok());
   return values;
@@ -116,8 +124,16 @@ std::vector<float> ShardValues(const std::string& dir, int rank, int world_size,
 
 // llama-quantize's files: each tensor of a rank's shard is its slice of the
 // file's tensor, decoded (ggml_blocks_test checks decoding against
-// llama.cpp's) and rounded to f16, row-split and column-split alike.
+// llama.cpp's) and rounded to f16, row-split and column-split alike; Q4_K
+// linear layers are copied as q4_k (their blocks, so the same values
+// unrounded). Q4_K_M at two ranks splits Q4_K rows of 256 into halves, not
+// whole blocks: refused, naming the tensor, and converted with --dtype=f16.
 TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
+  const absl::StatusOr<ConvertResult> split_blocks =
+      Convert(TestdataGguf("Q4_K_M"), OutDir("Q4_K_M_split_blocks"), 2);
+  ASSERT_FALSE(split_blocks.ok());
+  EXPECT_THAT(split_blocks.status().message(), HasSubstr("has rows of 128 values on each of 2 ranks; q4_k blocks "
+                                                         "need a multiple of 256"));
   for (const char* type : {"Q4_0", "Q4_K_M", "Q5_K_M"}) {
     absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(TestdataGguf(type));
     ASSERT_TRUE(file.ok()) << file.status();
@@ -128,7 +144,9 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
     };
     for (int world_size : {1, 2}) {
       const std::string out = OutDir(absl::StrCat(type, "_tp", world_size));
-      const absl::StatusOr<ConvertResult> converted = Convert(TestdataGguf(type), out, world_size);
+      const bool whole_blocks = world_size == 1 || std::string(type) != "Q4_K_M";
+      const absl::StatusOr<ConvertResult> converted =
+          Convert(TestdataGguf(type), out, world_size, whole_blocks ? std::nullopt : std::optional(DType::kF16));
       ASSERT_TRUE(converted.ok()) << type << ": " << converted.status();
       for (const auto& [gguf_name, name] : checked) {
         const GgufTensorInfo* info = nullptr;
@@ -137,12 +155,17 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
         const int64_t rows = info->shape[0], cols = info->shape[1];
         std::vector<float> full(rows * cols);
         ASSERT_TRUE(DecodeGgmlRow(info->ggml_type, (*file)->TensorData(*info).data(), rows * cols, full.data()).ok());
-        for (float& v : full) v = F16ToF32(F32ToF16(v));
         const bool by_columns = std::string(name).find("w2") != std::string::npos;
         std::vector<float> joined;  // The ranks' slices put back together.
+        DType stored = DType::kF16;
         for (int rank = 0; rank < world_size; ++rank) {
-          const std::vector<float> part = ShardValues(out, rank, world_size, name);
+          const std::vector<float> part = ShardValues(out, rank, world_size, name, &stored);
           joined.insert(joined.end(), part.begin(), part.end());
+        }
+        EXPECT_EQ(stored == DType::kQ4_K, info->ggml_type == static_cast<uint32_t>(GgmlType::kQ4_K) && whole_blocks)
+            << type << " " << name << " tp" << world_size;
+        if (stored != DType::kQ4_K) {
+          for (float& v : full) v = F16ToF32(F32ToF16(v));
         }
         if (by_columns && world_size == 2) {  // Rank r holds columns [r*cols/2, (r+1)*cols/2) of every row.
           std::vector<float> rebuilt(rows * cols);
@@ -156,6 +179,20 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
       }
     }
   }
+}
+
+// q4_k is only ever copied from llama-quantize's blocks: asked of a float
+// checkpoint it is refused, clearly; of a Q4_K_M file it is the default.
+TEST(GgufImportTest, Q4KComesOnlyFromGgufFiles) {
+  const absl::StatusOr<ConvertResult> floats =
+      Convert(CheckpointFixturePath("tiny_fp32_mp1"), OutDir("q4k_from_floats"), 1, DType::kQ4_K);
+  ASSERT_FALSE(floats.ok());
+  EXPECT_EQ(floats.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(floats.status().message(), HasSubstr("q4_k comes from a GGUF file made by llama-quantize"));
+  EXPECT_THAT(floats.status().message(), HasSubstr("quantizing is not implemented"));
+  ASSERT_TRUE(Convert(TestdataGguf("Q4_K_M"), OutDir("q4k_asked"), 1, DType::kQ4_K).ok());
+  ASSERT_TRUE(Convert(TestdataGguf("Q4_K_M"), OutDir("q4k_default"), 1).ok());
+  ExpectSameShards(OutDir("q4k_asked"), OutDir("q4k_default"), 1);
 }
 
 TEST(GgufImportTest, AFolderOfOneGgufFileIsThatFile) {

@@ -90,11 +90,13 @@ absl::StatusOr<uint32_t> GgufFileType(DType weights) {
       return 1;
     case DType::kQ8_0:
       return 7;
+    case DType::kQ4_K:
+      return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M: the preset q4_k comes from.
     case DType::kBF16:
       return 32;
     default:
       return absl::InvalidArgumentError(
-          absl::StrFormat("GGUF weights must be f32, f16, bf16 or q8_0, not %s", DTypeName(weights)));
+          absl::StrFormat("GGUF weights must be f32, f16, bf16, q8_0 or q4_k, not %s", DTypeName(weights)));
   }
 }
 

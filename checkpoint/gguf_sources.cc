@@ -182,9 +182,13 @@ absl::StatusOr<SourcePart> GgufPart(const GgufFile& file, const GgufTensorInfo& 
         info.name, GgmlTypeName(info.ggml_type)));
   }
   part.ggml_block_type = info.ggml_type;
-  // Q8_0 stays int8 where int8 runs (the linear layers); the rest becomes f16.
+  // Q8_0 and Q4_K stay as they are (our q8_0 and q4_k) where their kernels
+  // run (the linear layers); the rest becomes f16.
   const bool linear = spec.name != "tok_embeddings.weight";
-  part.dtype = info.ggml_type == static_cast<uint32_t>(GgmlType::kQ8_0) && linear ? DType::kQ8_0 : DType::kF16;
+  part.dtype = !linear                                                         ? DType::kF16
+               : info.ggml_type == static_cast<uint32_t>(GgmlType::kQ8_0) ? DType::kQ8_0
+               : info.ggml_type == static_cast<uint32_t>(GgmlType::kQ4_K) ? DType::kQ4_K
+                                                                             : DType::kF16;
   return part;
 }
 

@@ -45,9 +45,11 @@ absl::StatusOr<uint32_t> GgmlTypeOf(DType dtype) {
       return 30;  // GGML_TYPE_BF16
     case DType::kQ8_0:
       return 8;  // GGML_TYPE_Q8_0: the same block layout.
+    case DType::kQ4_K:
+      return 12;  // GGML_TYPE_Q4_K: the same block layout.
     default:
-      return absl::InvalidArgumentError(
-          absl::StrFormat("GGUF export: %s tensors are not supported (f32, f16, bf16 or q8_0)", DTypeName(dtype)));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "GGUF export: %s tensors are not supported (f32, f16, bf16, q8_0 or q4_k)", DTypeName(dtype)));
   }
 }
 

@@ -123,8 +123,9 @@ absl::Status PthWriter::WriteEntry(const std::string& name, absl::Span<const uin
 
 absl::Status PthWriter::Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                             absl::Span<const uint8_t> bytes) {
-  if (dtype == DType::kQ8_0) {
-    return absl::InvalidArgumentError(absl::StrFormat("tensor \"%s\": q8_0 has no PyTorch storage type", name));
+  if (IsBlockDType(dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tensor \"%s\": %s has no PyTorch storage type", name, DTypeName(dtype)));
   }
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;

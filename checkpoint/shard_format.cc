@@ -48,9 +48,10 @@ absl::Status ValidateEntry(const shard::TensorEntry& e, uint64_t data_end, const
   absl::StatusOr<int64_t> numel = NumElements(shape, what);
   if (!numel.ok()) return absl::DataLossError(numel.status().message());
   const DType dtype = static_cast<DType>(e.dtype());
-  if (dtype == DType::kQ8_0 && (shape.empty() || shape.back() % kQ8BlockElements != 0)) {
-    return absl::DataLossError(absl::StrFormat("%s: q8_0 rows of %d elements; expected a multiple of %d", what,
-                                               shape.empty() ? 0 : shape.back(), kQ8BlockElements));
+  if (IsBlockDType(dtype) && (shape.empty() || shape.back() % BlockElements(dtype) != 0)) {
+    return absl::DataLossError(absl::StrFormat("%s: %s rows of %d elements; expected a multiple of %d", what,
+                                               DTypeName(dtype), shape.empty() ? 0 : shape.back(),
+                                               BlockElements(dtype)));
   }
   // 8: the widest element, so TensorBytes cannot overflow.
   if (static_cast<uint64_t>(*numel) > UINT64_MAX / 8 || TensorBytes(dtype, *numel) != e.size()) {

@@ -40,8 +40,9 @@ absl::Status SliceCopier::Copy(const TensorSpec& spec, const std::vector<SourceP
   to_ = to;
   written_elements_ = 0;
   const std::optional<uint32_t> block_type = parts[0].ggml_block_type;
-  // A GGUF Q8_0 tensor is our int8 already; the other block types decode.
-  if (block_type.has_value() && !(from_ == DType::kQ8_0 && to_ == DType::kQ8_0)) {
+  // A GGUF Q8_0 or Q4_K tensor is our q8_0 or q4_k already; the other
+  // block types, and those two to another type, decode.
+  if (block_type.has_value() && !(from_ == to_ && IsBlockDType(to_))) {
     RETURN_IF_ERROR(CopyDecoded(spec, parts[0], range));
   } else {
     RETURN_IF_ERROR(CopyStored(spec, parts, range));
@@ -51,7 +52,7 @@ absl::Status SliceCopier::Copy(const TensorSpec& spec, const std::vector<SourceP
   return absl::OkStatus();
 }
 
-// Parts whose bytes are elements of their dtype (or whole q8_0 blocks).
+// Parts whose bytes are elements of their dtype (or whole blocks of a block type).
 absl::Status SliceCopier::CopyStored(const TensorSpec& spec, const std::vector<SourcePart>& parts, DimRange range) {
   const int dim = spec.split_dim();
   const auto bytes_of = [this](int64_t elements) { return TensorBytes(from_, elements); };
@@ -66,7 +67,7 @@ absl::Status SliceCopier::CopyStored(const TensorSpec& spec, const std::vector<S
         return absl::InternalError(absl::StrFormat("no source holds index %d of dim %d", at, dim));
       }
       const int64_t stop = std::min(range.end, part->end);
-      const size_t unit = dim == 0 ? bytes_of(spec.shape[1]) : bytes_of(1);  // Bytes per index (rows only, q8_0).
+      const size_t unit = dim == 0 ? bytes_of(spec.shape[1]) : bytes_of(1);  // Bytes per index (rows only, blocks).
       const size_t row_offset = dim == 0 ? 0 : row * bytes_of(part->end - part->begin);
       if (!part->row_order.empty()) {  // Rows stored out of order: one at a time.
         for (; at < stop; ++at) {
@@ -103,10 +104,10 @@ absl::Status SliceCopier::CopyDecoded(const TensorSpec& spec, const SourcePart& 
 }
 
 // Queues source bytes for output (converted to the output dtype), in
-// units of one element, or of one 32-element block for q8_0 (every run of
-// a row is whole blocks: ConvertCheckpoint checks the row lengths).
+// units of one element, or of one block for a block type (every run of a
+// row is whole blocks: ConvertCheckpoint checks the row lengths).
 absl::Status SliceCopier::Emit(absl::Span<const uint8_t> bytes) {
-  const size_t unit = to_ == DType::kQ8_0 ? kQ8BlockElements : 1;
+  const size_t unit = BlockElements(to_);
   const size_t in_size = TensorBytes(from_, unit), out_size = TensorBytes(to_, unit);
   while (!bytes.empty()) {
     if (from_ == to_ && buffer_.empty() && bytes.size() >= kChunkBytes) {
@@ -145,10 +146,11 @@ absl::Status SliceCopier::Flush() {
 // a pass over data already in cache.
 absl::Status SliceCopier::Write(absl::Span<const uint8_t> bytes) {
   if (bytes.empty()) return absl::OkStatus();
-  // q8_0 output was checked while quantizing (CastElements refuses non-finite values).
-  const size_t count = to_ == DType::kQ8_0 ? bytes.size() / kQ8BlockBytes * kQ8BlockElements
-                                           : bytes.size() / DTypeSize(to_);
-  if (const int64_t bad = to_ == DType::kQ8_0 ? -1 : FindNonFinite(bytes.data(), to_, count); bad >= 0) {
+  // Block output was checked while quantizing (CastElements refuses
+  // non-finite values) or is llama-quantize's, copied.
+  const int64_t unit = BlockElements(to_);
+  const size_t count = bytes.size() / TensorBytes(to_, unit) * unit;
+  if (const int64_t bad = IsBlockDType(to_) ? -1 : FindNonFinite(bytes.data(), to_, count); bad >= 0) {
     // The caller names the tensor and the shard.
     return absl::DataLossError(absl::StrFormat(
         "element %d of the shard's part is NaN or infinite as %s%s; the checkpoint is damaged "

@@ -105,19 +105,15 @@ int64_t FindNonFinite(const void* data, DType dtype, size_t count) {
 }
 
 absl::Status CastElements(const void* src, DType from, void* dst, DType to, size_t count) {
-  if (from == to && to == DType::kQ8_0) {  // Whole blocks, copied (a GGUF's Q8_0 into int8 shards).
-    if (count % kQ8BlockElements != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat("q8_0 needs a multiple of %d values, not %d",
-                                                        kQ8BlockElements, count));
-    }
+  if (IsBlockDType(to) && count % BlockElements(to) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s needs a multiple of %d values, not %d", DTypeName(to), BlockElements(to), count));
+  }
+  if (from == to && IsBlockDType(to)) {  // Whole blocks, copied (a GGUF's Q8_0 or Q4_K into shards).
     std::memcpy(dst, src, TensorBytes(from, count));
     return absl::OkStatus();
   }
   if (to == DType::kQ8_0 && IsFloat16Or32(from)) {
-    if (count % kQ8BlockElements != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat("q8_0 needs a multiple of %d values, not %d",
-                                                        kQ8BlockElements, count));
-    }
     float block[kQ8BlockElements];
     for (size_t b = 0; b < count / kQ8BlockElements; ++b) {
       for (int i = 0; i < kQ8BlockElements; ++i) block[i] = LoadElement(src, from, b * kQ8BlockElements + i);

@@ -88,7 +88,7 @@ TEST(CastTest, WeightsDtypeFlagsAlsoAcceptInt8) {
   for (const char* bad : {"int4", "i8", "f64", ""}) {
     const absl::StatusOr<DType> parsed = ParseWeightsDtypeFlag("dtype", bad);
     ASSERT_FALSE(parsed.ok()) << bad;
-    EXPECT_EQ(parsed.status().message(), absl::StrFormat("--dtype=\"%s\": expected bf16, fp16, fp32 or int8", bad));
+    EXPECT_EQ(parsed.status().message(), absl::StrFormat("--dtype=\"%s\": expected bf16, fp16, fp32, int8 or q4_k", bad));
   }
 }
 

@@ -27,17 +27,34 @@ enum class DType : int {
   // 32 int8 values (34 bytes): llama.cpp's Q8_0, byte for byte. Rows must
   // hold a multiple of 32 elements.
   kQ8_0 = 11,
+  // 4-bit weights in super-blocks of 256 along a row: llama.cpp's Q4_K byte
+  // for byte (144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit sub-block scales
+  // and minimums, 128 bytes of nibbles). Only copied from GGUF files that
+  // llama-quantize made (nothing here quantizes to it). Rows must hold a
+  // multiple of 256 elements.
+  kQ4_K = 12,
 };
 
 // Elements per block of kQ8_0, and its bytes.
 inline constexpr int64_t kQ8BlockElements = 32;
 inline constexpr int64_t kQ8BlockBytes = 2 + kQ8BlockElements;
 
-// Bytes per element; 0 for block types (kQ8_0): use TensorBytes.
+// Elements per super-block of kQ4_K, and its bytes.
+inline constexpr int64_t kQ4KBlockElements = 256;
+inline constexpr int64_t kQ4KBlockBytes = 144;
+
+// The block types (kQ8_0, kQ4_K): rows are whole blocks, stored as bytes
+// that no element type describes.
+bool IsBlockDType(DType dtype);
+
+// Elements per block of a block type; 1 for the others.
+int64_t BlockElements(DType dtype);
+
+// Bytes per element; 0 for block types: use TensorBytes.
 size_t DTypeSize(DType dtype);
 
-// Bytes of `numel` elements of `dtype` (for kQ8_0, numel must be a multiple
-// of 32).
+// Bytes of `numel` elements of `dtype` (for block types, numel must be a
+// multiple of BlockElements).
 uint64_t TensorBytes(DType dtype, int64_t numel);
 
 // Short lower-case name: "f32", "bf16", ...
@@ -58,8 +75,9 @@ bool IsFloat16Or32(DType dtype);
 // errors name the flag: `--<flag>="<value>": expected f32, bf16 or f16`.
 absl::StatusOr<DType> ParseFloat16Or32Flag(absl::string_view flag, absl::string_view value);
 
-// The value of a flag naming a weights' type: those three or int8 (q8_0);
-// errors name the flag: `--<flag>="<value>": expected bf16, fp16, fp32 or int8`.
+// The value of a flag naming a weights' type: those three, int8 (q8_0) or
+// q4_k (which only a GGUF source can provide: the converter says so); errors
+// name the flag: `--<flag>="<value>": expected bf16, fp16, fp32, int8 or q4_k`.
 absl::StatusOr<DType> ParseWeightsDtypeFlag(absl::string_view flag, absl::string_view value);
 
 }  // namespace llama

@@ -17,7 +17,7 @@ TEST(DTypeTest, EveryDTypeHasANameThatParsesBack) {
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, dtype);
   }
-  EXPECT_EQ(DTypeName(static_cast<DType>(12)), "unknown");
+  EXPECT_EQ(DTypeName(static_cast<DType>(13)), "unknown");
 }
 
 TEST(DTypeTest, ParsesTheLongSpellings) {
@@ -26,15 +26,27 @@ TEST(DTypeTest, ParsesTheLongSpellings) {
   EXPECT_EQ(*ParseDType("bfloat16"), DType::kBF16);
   EXPECT_EQ(*ParseDType("int8"), DType::kQ8_0);
   EXPECT_EQ(ParseDType("BF16").status(),
-            absl::InvalidArgumentError("dtype \"BF16\": expected one of bf16, fp16, fp32, int8"));
+            absl::InvalidArgumentError("dtype \"BF16\": expected one of bf16, fp16, fp32, int8, q4_k"));
 }
 
 TEST(DTypeTest, FlagErrorsNameTheFlag) {
   EXPECT_EQ(ParseFloat16Or32Flag("kv_dtype", "int8").status(),
             absl::InvalidArgumentError("--kv_dtype=\"int8\": expected f32, bf16 or f16"));
   EXPECT_EQ(ParseWeightsDtypeFlag("dtype", "i8").status(),
-            absl::InvalidArgumentError("--dtype=\"i8\": expected bf16, fp16, fp32 or int8"));
+            absl::InvalidArgumentError("--dtype=\"i8\": expected bf16, fp16, fp32, int8 or q4_k"));
   EXPECT_EQ(*ParseWeightsDtypeFlag("dtype", "int8"), DType::kQ8_0);
+  EXPECT_EQ(*ParseWeightsDtypeFlag("dtype", "q4_k"), DType::kQ4_K);
+}
+
+TEST(DTypeTest, BlockTypesCountWholeBlocks) {
+  EXPECT_TRUE(IsBlockDType(DType::kQ8_0));
+  EXPECT_TRUE(IsBlockDType(DType::kQ4_K));
+  EXPECT_FALSE(IsBlockDType(DType::kBF16));
+  EXPECT_EQ(BlockElements(DType::kQ4_K), 256);
+  EXPECT_EQ(BlockElements(DType::kF16), 1);
+  // Q4_K: 4.5 bits a weight, as ggml stores it.
+  EXPECT_EQ(TensorBytes(DType::kQ4_K, 4096 * 256), 4096u * 144);
+  EXPECT_EQ(TensorBytes(DType::kQ8_0, 64), 68u);
 }
 
 }  // namespace

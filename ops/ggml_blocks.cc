@@ -45,38 +45,25 @@ void DecodeQ8_0(const uint8_t* block, float* out) {
   for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(qs[j]) * d;
 }
 
-// The 6-bit scale and minimum of sub-block j (of 8) packed in Q4_K's and
-// Q5_K's 12 scale bytes: sub-blocks 0-3 in the low 6 bits of bytes 0-3
-// (scales) and 4-7 (minimums); 4-7 in the nibbles of bytes 8-11, with
-// their top two bits in the top bits of bytes 0-7.
-void ScaleAndMin(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
-  if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
-  } else {
-    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Q4_K (144 bytes) and Q5_K (176): f16 super-scale d and super-minimum
 // dmin, 12 bytes of sub-block scales and minimums, for Q5_K 32 bytes of
 // fifth bits, then 128 bytes of nibbles. Each 64 values share 32 nibble
 // bytes (low nibbles first, high nibbles second) and two sub-blocks; value
-// = d * scale * q - dmin * min.
-void DecodeQ4_KOrQ5_K(const uint8_t* block, bool fifth_bit, float* out) {
+// = d * scale * q - dmin * min. A template on the fifth bit, so that Q4_K's
+// loops (the prefill of q4_k weights decodes every row) have no test in them.
+template <bool fifth_bit>
+void DecodeQ4_KOrQ5_K(const uint8_t* block, float* out) {
   const float d = HalfAt(block);
   const float dmin = HalfAt(block + 2);
   const uint8_t* scales = block + 4;
   const uint8_t* high = block + 16;
   const uint8_t* q = block + (fifth_bit ? 48 : 16);
   uint8_t low_bit = 1, high_bit = 2;  // Q5_K: the fifth bits of the two halves, 2 bits on per 64 values.
+  uint8_t scale[8], min[8];
+  GgmlKScalesAndMins(scales, scale, min);
   for (int j = 0, sub = 0; j < kSuperBlock; j += 64, sub += 2) {
-    uint8_t scale, min;
-    ScaleAndMin(sub, scales, &scale, &min);
-    const float d1 = d * scale, m1 = dmin * min;
-    ScaleAndMin(sub + 1, scales, &scale, &min);
-    const float d2 = d * scale, m2 = dmin * min;
+    const float d1 = d * scale[sub], m1 = dmin * min[sub];
+    const float d2 = d * scale[sub + 1], m2 = dmin * min[sub + 1];
     for (int l = 0; l < 32; ++l) {
       const int fifth = fifth_bit && (high[l] & low_bit) ? 16 : 0;
       *out++ = d1 * static_cast<float>((q[l] & 0xF) + fifth) - m1;
@@ -170,10 +157,10 @@ absl::Status DecodeGgmlRow(uint32_t type, const uint8_t* blocks, int64_t element
         DecodeQ8_0(blocks, out + at);
         break;
       case GgmlType::kQ4_K:
-        DecodeQ4_KOrQ5_K(blocks, /*fifth_bit=*/false, out + at);
+        DecodeQ4_KOrQ5_K</*fifth_bit=*/false>(blocks, out + at);
         break;
       case GgmlType::kQ5_K:
-        DecodeQ4_KOrQ5_K(blocks, /*fifth_bit=*/true, out + at);
+        DecodeQ4_KOrQ5_K</*fifth_bit=*/true>(blocks, out + at);
         break;
       default:  // Q6_K: the last decodable type.
         DecodeQ6_K(blocks, out + at);

@@ -13,6 +13,7 @@
 #define LLAMA_OPS_GGML_BLOCKS_H_
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "absl/status/status.h"
@@ -63,6 +64,22 @@ bool IsDecodableGgmlBlockType(uint32_t type);
 // Bytes of a row of `elements` values of a known `type` (elements must be
 // a multiple of its block size).
 int64_t GgmlRowBytes(const GgmlTypeTraits& traits, int64_t elements);
+
+// The eight 6-bit scales and minimums of a Q4_K or Q5_K super-block's
+// sub-blocks, packed in its 12 scale bytes: sub-blocks 0-3 in the low 6
+// bits of bytes 0-3 (scales) and 4-7 (minimums); 4-7 in the low (scales)
+// and high (minimums) nibbles of bytes 8-11, with their top two bits in
+// the top bits of bytes 0-3 (scales) and 4-7 (minimums). Four bytes at a
+// time, inline: the q4_k kernels unpack them per super-block.
+inline void GgmlKScalesAndMins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof w);
+  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+  const uint32_t s[2] = {w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & low2) << 4)};
+  const uint32_t m[2] = {w[1] & low6, ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4)};
+  std::memcpy(scales, s, sizeof s);
+  std::memcpy(mins, m, sizeof m);
+}
 
 // Decodes `elements` values (a multiple of the type's block size) of one
 // of the decodable block types (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) from

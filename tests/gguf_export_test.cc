@@ -211,10 +211,10 @@ TEST(GgufExportTest, RefusesWhatOneFileCannotHoldAndMixedUpFlags) {
   ExpectUsageError({ckpt, out}, "--out: only with --format=gguf");
   ExpectUsageError({ckpt, "--format=ggml", out}, "--format=ggml: expected shards or gguf");
   ExpectUsageError({ckpt, "--format=gguf", out, tokenizer, "--dtype=int4"},
-                   "--dtype=\"int4\": expected bf16, fp16, fp32 or int8");
+                   "--dtype=\"int4\": expected bf16, fp16, fp32, int8 or q4_k");
   // The launcher's name for it, and the former one beside it.
   ExpectUsageError({ckpt, "--format=gguf", out, tokenizer, "--weights_dtype=int4"},
-                   "--weights_dtype=\"int4\": expected bf16, fp16, fp32 or int8");
+                   "--weights_dtype=\"int4\": expected bf16, fp16, fp32, int8 or q4_k");
   ExpectUsageError({ckpt, "--format=gguf", out, tokenizer, "--weights_dtype=bf16", "--dtype=fp16"},
                    "--weights_dtype=bf16 and --dtype=fp16: give one");
 }

@@ -234,7 +234,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLaunch{"bad_tokenizer", {"--tokenizer_path=/etc/hostname"}, "tiny_fp32_mp1", 2,
                                 "is neither a SentencePiece model"},
                       BadLaunch{"bad_weights_dtype", {"--weights_dtype=int4"}, "tiny_fp32_mp1", 2,
-                                "--weights_dtype=\"int4\": expected bf16, fp16, fp32 or int8"},
+                                "--weights_dtype=\"int4\": expected bf16, fp16, fp32, int8 or q4_k"},
                       BadLaunch{"unresolvable_master", {"--master_addr=no-such-host.invalid"}, "tiny_fp32_mp1", 2,
                                 "--master_addr=no-such-host.invalid: cannot resolve host \"no-such-host.invalid\""},
                       BadLaunch{"two_inputs", {"--prompt=hi"}, "tiny_fp32_mp1", 2,

@@ -218,20 +218,30 @@ absl::StatusOr<StepTimes> TimeSteps(llama::LanguageModel& model, const Constrain
   return times;
 }
 
+// What the weights are, counted before the model takes them: their bytes as
+// stored (a GGUF import mixes q4_k and f16 layers), and the embedding's.
+struct BenchWeights {
+  llama::DType dtype;  // The first layer's wq: what a synthetic model was asked for.
+  double bytes;
+  double embedding_bytes;
+};
+
 // The model, how it ran (device, threads, kernels) and its KV cache.
-void PrintSetup(const llama::RankPlan& plan, llama::Device device, llama::DType weight_dtype) {
+void PrintSetup(const llama::RankPlan& plan, llama::Device device, const BenchWeights& weights) {
+  const llama::DType weight_dtype = weights.dtype;
   const llama::ModelConfig& config = plan.config();
   std::printf("model:    dim %lld, %lld layers, %lld/%lld heads, FFN %lld, vocab %lld, %.2f GB of weights per rank (%s)\n",
               (long long)config.dim, (long long)config.n_layers, (long long)config.n_heads,
               (long long)config.n_kv_heads, (long long)config.ffn_hidden_dim(), (long long)config.vocab_size,
-              llama::WeightBytes(plan.geometry, weight_dtype) / 1e9,
+              weights.bytes / 1e9,
               FLAGS_shard.empty() ? absl::StrCat("synthetic ", llama::DTypeName(weight_dtype)).c_str() : FLAGS_shard.c_str());
   if (device == llama::Device::kCuda) {
     std::printf("device:   cuda (one GPU), CUDA graphs %s\n", plan.cuda_graphs ? "on" : "off");
   } else {
-    std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel, %s int8 kernel\n", FLAGS_world_size,
-                FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "", plan.threads,
-                std::string(llama::cpu::PrefillKernel()).c_str(), std::string(llama::cpu::Int8Kernel()).c_str());
+    std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel, %s int8 kernel, %s q4_k kernel\n",
+                FLAGS_world_size, FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "",
+                plan.threads, std::string(llama::cpu::PrefillKernel()).c_str(),
+                std::string(llama::cpu::Int8Kernel()).c_str(), std::string(llama::cpu::Q4KKernel()).c_str());
     if (plan.bf16_activations && weight_dtype == llama::DType::kBF16) {
       std::printf("          activations rounded to bf16 (--bf16_activations), %s kernel\n",
                   std::string(llama::cpu::Bf16ActivationsKernel()).c_str());
@@ -244,11 +254,11 @@ void PrintSetup(const llama::RankPlan& plan, llama::Device device, llama::DType 
 }
 
 // Throughput, and the decode's weight stream against the memory limit.
-void PrintTimes(const llama::RankPlan& plan, llama::Device device, llama::DType weight_dtype, const StepTimes& times) {
+void PrintTimes(const llama::RankPlan& plan, llama::Device device, const BenchWeights& weights,
+                const StepTimes& times) {
   const double step_ms = 1000 * times.decode_seconds / FLAGS_decode_tokens;
   // The embedding table is read a row per token, not streamed.
-  const double streamed_bytes =
-      llama::WeightBytes(plan.geometry, weight_dtype) - llama::EmbeddingBytes(plan.geometry, weight_dtype);
+  const double streamed_bytes = weights.bytes - weights.embedding_bytes;
   const double gbps = streamed_bytes / (times.decode_seconds / FLAGS_decode_tokens) / 1e9;
   std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
               times.prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / times.prefill_seconds);
@@ -280,7 +290,8 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
   const llama::JobFlags flags = llama::JobFlagsFromCommandLine();
   ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(flags.device));
   ASSIGN_OR_RETURN(llama::ModelWeights weights, llama::BenchModelWeights(rank, FLAGS_world_size));
-  const llama::DType weight_dtype = weights.layers[0].wq.dtype();
+  const BenchWeights stats = {weights.layers[0].wq.dtype(), llama::StoredWeightBytes(weights),
+                              static_cast<double>(weights.tok_embeddings.bytes())};
   ASSIGN_OR_RETURN(const llama::RankPlan plan, BenchPlan(flags, weights, rank));
   ASSIGN_OR_RETURN(llama::RankPeers peers, llama::JoinPeers(join, rank));
   ASSIGN_OR_RETURN(llama::RankModel made, llama::CreateRankModel(device, peers, std::move(weights), plan,
@@ -292,8 +303,8 @@ absl::Status RunRank(const llama::RendezvousOptions& join) {
   getrusage(RUSAGE_SELF, &usage);
   if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
   if (rank != 0) return absl::OkStatus();
-  PrintSetup(plan, device, weight_dtype);
-  PrintTimes(plan, device, weight_dtype, times);
+  PrintSetup(plan, device, stats);
+  PrintTimes(plan, device, stats, times);
   std::printf("\npeak RSS: %.2f GB\n", usage.ru_maxrss / 1e6);
   return absl::OkStatus();
 }

@@ -21,6 +21,6 @@ expect_refusal --decode_tokens=0 "--decode_tokens=0: expected at least 1"
 expect_refusal --prefill_tokens=-2 "--prefill_tokens=-2: expected at least 1"
 expect_refusal --batch=0 "--batch=0: expected at least 1"
 expect_refusal --world_size=0 "--world_size=0: expected at least 1"
-expect_refusal --weights_dtype=int4 '--weights_dtype="int4": expected bf16, fp16, fp32 or int8'
+expect_refusal --weights_dtype=int4 '--weights_dtype="int4": expected bf16, fp16, fp32, int8 or q4_k'
 expect_refusal --no_such_flag "unknown command line flag 'no_such_flag'"
 exit $failed

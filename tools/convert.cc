@@ -30,8 +30,9 @@ DEFINE_string(tokenizer_path, "",
               "(--format=gguf). Default: in --ckpt_dir, next to it or in its original/, else its tokenizer.json.");
 DEFINE_int32(world_size, 1, "Number of tensor-parallel ranks (shards) to produce.");
 DEFINE_string(weights_dtype, "",
-              "Output element type: bf16, fp16, fp32 or int8 (q8_0 linear layers; embeddings and norms as stored). "
-              "Default: as in the checkpoint. The launcher's flag of the same name.");
+              "Output element type: bf16, fp16, fp32 or int8 (q8_0 linear layers; embeddings and norms as stored), or "
+              "q4_k (a GGUF's Q4_K layers as they are, its default). Default: as in the checkpoint. The launcher's flag "
+              "of the same name.");
 DEFINE_string(dtype, "", "The former name of --weights_dtype, still taken.");
 DEFINE_bool(verify_checklist, false, "Check checklist.chk (MD5 of every file) before converting.");
 DEFINE_bool(progress, true, "Show a progress bar on stderr.");

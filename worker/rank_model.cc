@@ -80,7 +80,7 @@ absl::StatusOr<int64_t> FreeShareBlocks(const JobFlags& flags, const ModelWeight
   const Sampling sampling = device == Device::kCpu ? Sampling::kOnHost : Sampling::kOnDevice;
   const int sharers = device == Device::kCpu ? std::max(1, local_world_size) : 1;
   const double taken =
-      sharers * (WeightBytes(plan.geometry, weights.layers[0].wq.dtype()) + WorkBytes(plan, sampling));
+      sharers * (StoredWeightBytes(weights) + WorkBytes(plan, sampling));
   RETURN_IF_ERROR(OpenHostCollective(peers, std::chrono::seconds(flags.collective_timeout)));
   return MinOverRanks(*peers.host, KvBlocksInBytes(plan, share * std::max(0.0, free - taken) / sharers));
 }

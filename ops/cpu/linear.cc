@@ -12,6 +12,7 @@
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear_bf16.h"
+#include "ops/cpu/linear_q4k.h"
 #include "ops/cpu/linear_q8.h"
 #include "ops/cpu/panels.h"
 #include "ops/cpu/simd.h"
@@ -99,8 +100,9 @@ void PanelTimesXBaseline(const float* x, int64_t n, int64_t in, const float* pan
   PanelTimesXImpl<Float8, 3>(x, n, in, panel, columns, y, out, first);
 }
 
-// Up to this many rows of x, q8_0 weights take the integer decode kernels
-// (linear_q8.h); above, f32 panels. Measured crossover on the bench model
+// Up to this many rows of x, q8_0 and q4_k weights take the integer decode
+// kernels (linear_q8.h, linear_q4k.h); above, f32 panels (q4_k kept the
+// q8_0 crossover, not measured on its own). Measured crossover on the bench model
 // (for the 16-bit kernels these replaced): streaming won at batch 12,
 // panels at 16.
 constexpr int64_t kQ8DecodeRows = 12;
@@ -328,6 +330,38 @@ void PackPanelBits(const Bits* w, int64_t out, int64_t in, int64_t p, Bits* pack
   }
 }
 
+// q8_0 and q4_k weights: their integer kernels at decode (every n with
+// int8_activations), else their rows widened into f32 panels for the
+// prefill kernel.
+void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool,
+                  const LinearOptions& options) {
+  const bool q8 = w.dtype() == DType::kQ8_0;
+  if (n <= kQ8DecodeRows || options.int8_activations) {
+    if (q8) {
+      LinearQ8(x, n, w, y, pool);
+    } else {
+      LinearQ4K(x, n, w, y, pool);
+    }
+    return;
+  }
+  const int64_t out = w.dim(0), in = w.dim(1);
+  const PanelTimesXFn run = ChosenPanelKernels().kernel().prefill;
+  const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
+  pool.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> panel;
+    if (static_cast<int64_t>(panel.size()) < in * kPanelWidth) panel.resize(in * kPanelWidth);
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t first = p * kPanelWidth, count = std::min<int64_t>(kPanelWidth, out - first);
+      if (q8) {
+        WidenQ8Panel(w, p, panel.data());
+      } else {
+        WidenQ4KPanel(w, p, panel.data());
+      }
+      run(x, n, in, panel.data(), static_cast<int>(count), y, out, first);
+    }
+  });
+}
+
 }  // namespace
 
 std::string_view PrefillKernel() { return ChosenPanelKernels().name(); }
@@ -341,10 +375,11 @@ bool ForcePrefillKernelForTesting(std::string_view name) { return ChosenPanelKer
 absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool) {
   if (w.layout() == TensorLayout::kLinearPanels) return w;
   if (w.dtype() == DType::kQ8_0 && w.rank() == 2) return PackQ8Weight(w, pool);
+  if (w.dtype() == DType::kQ4_K && w.rank() == 2) return PackQ4KWeight(w);
   if (w.rank() != 2 || !IsFloat16Or32(w.dtype())) {
     return absl::InvalidArgumentError(
         absl::StrCat("PackLinearWeight: ", w.DebugString(), " is not a linear layer's weight (expected a 2-D f32, "
-                     "bf16, f16 or q8_0 tensor)"));
+                     "bf16, f16, q8_0 or q4_k tensor)"));
   }
   const int64_t out = w.dim(0), in = w.dim(1), panels = (out + kPanelWidth - 1) / kPanelWidth;
   ASSIGN_OR_RETURN(Tensor packed, Tensor::Zeros(w.dtype(), {panels * kPanelWidth, in}));
@@ -367,22 +402,8 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
     return absl::InvalidArgumentError(
         absl::StrCat("Linear: the ", w.DebugString(), " weight is row-major; pack it once with PackLinearWeight"));
   }
-  if (w.dtype() == DType::kQ8_0) {
-    if (n <= kQ8DecodeRows || options.int8_activations) {
-      LinearQ8(x, n, w, y, pool);
-      return absl::OkStatus();
-    }
-    const PanelTimesXFn run = ChosenPanelKernels().kernel().prefill;
-    const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
-    pool.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
-      thread_local std::vector<float> panel;
-      if (static_cast<int64_t>(panel.size()) < in * kPanelWidth) panel.resize(in * kPanelWidth);
-      for (int64_t p = begin; p < end; ++p) {
-        const int64_t first = p * kPanelWidth, count = std::min<int64_t>(kPanelWidth, out - first);
-        WidenQ8Panel(w, p, panel.data());
-        run(x, n, in, panel.data(), static_cast<int>(count), y, out, first);
-      }
-    });
+  if (IsBlockDType(w.dtype())) {
+    LinearBlocks(x, n, w, y, pool, options);
     return absl::OkStatus();
   }
   if (options.bf16_activations && w.dtype() == DType::kBF16 && in % 2 == 0) {

@@ -1,6 +1,6 @@
 // y = x W^T for activations x [n, in] (f32) and a weight W [out, in] in
-// f32, f16, bf16 or q8_0, accumulating in f32: every linear layer of the
-// model.
+// f32, f16, bf16, q8_0 or q4_k, accumulating in f32: every linear layer of
+// the model.
 //
 // f32, f16 and bf16 weights are packed once (PackLinearWeight) into panels
 // of 32 output rows, each [in][32], kept in their own dtype. Every kernel
@@ -14,7 +14,10 @@
 // not depend on the load). q8_0 weights are packed in groups of eight
 // rows (linear_q8.h): integer dot products at decode, widened into f32
 // panels at prefill; their outputs can differ in the last bits with the
-// batch size.
+// batch size. q4_k weights (linear_q4k.h) likewise: integer kernels at
+// decode (x quantized per 256), DecodeGgmlRow's values in f32 panels at
+// prefill; a row's outputs are the same for any n up to 12, and for any n
+// with int8_activations, but change when the batch crosses into prefill.
 //
 // Threads split the output panels.
 
@@ -30,13 +33,13 @@
 
 namespace llama::cpu {
 
-// w ([out, in], row-major f32, bf16, f16 or q8_0) packed as Linear reads
+// w ([out, in], row-major f32, bf16, f16, q8_0 or q4_k) packed as Linear reads
 // it (TensorLayout::kLinearPanels, same dtype, owned storage); weights
 // already packed are returned as they are.
 absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool);
 
 struct LinearOptions {
-  // q8_0 weights: every row of x through the integer kernels, prefill too
+  // q8_0 (and q4_k) weights: every row of x through the integer kernels, prefill too
   // (activations quantized to int8 per block of 32, as decode does and as
   // llama.cpp does for Q8_0): 1.2-1.5x the f32-panel prefill, and a row's
   // outputs no longer depend on the rows computed with it, at some accuracy
@@ -73,6 +76,13 @@ bool ForceBf16ActivationsKernelForTesting(std::string_view name);
 std::string_view Int8Kernel();
 // Tests: use the named int8 kernel from now on, if this CPU runs it.
 bool ForceInt8KernelForTesting(std::string_view name);
+
+// The q4_k decode kernel in use (linear_q4k.h): "avx512vnni", "avx2" or
+// "scalar"; every one gives the same bits.
+std::string_view Q4KKernel();
+
+// Tests: use the named q4_k kernel from now on, if this CPU runs it.
+bool ForceQ4KKernelForTesting(std::string_view name);
 
 }  // namespace llama::cpu
 

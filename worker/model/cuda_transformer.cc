@@ -266,9 +266,10 @@ absl::StatusOr<std::unique_ptr<CudaTransformer>> CudaTransformer::Create(const M
         "the plan is for rank %d of %d but the communicator is rank %d of %d", plan.geometry.rank,
         plan.geometry.world_size, rank, world_size));
   }
-  if (weights.layers[0].wq.dtype() == DType::kQ8_0 || weights.output.dtype() == DType::kQ8_0) {
-    return absl::UnimplementedError(
-        "int8 (q8_0) shards run on CPUs only for now (--device=cpu); for the GPU convert with --dtype=bf16");
+  if (const std::optional<DType> block = FirstBlockDType(weights)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s shards run on CPUs only for now (--device=cpu); for the GPU convert with --dtype=bf16",
+        *block == DType::kQ8_0 ? "int8 (q8_0)" : DTypeName(*block)));
   }
   // Said up front, in the flags' terms, rather than as a failed cudaMalloc.
   size_t free_bytes = 0, total_bytes = 0;

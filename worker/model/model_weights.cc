@@ -26,6 +26,24 @@ ModelWeights AssembleModelWeights(const ModelConfig& config, std::vector<Tensor>
   return weights;
 }
 
+double StoredWeightBytes(const ModelWeights& w) {
+  double bytes = static_cast<double>(w.tok_embeddings.bytes() + w.norm.bytes() + w.output.bytes());
+  for (const LayerWeights& l : w.layers) {
+    for (Tensor LayerWeights::*t : kLayerTensors) bytes += static_cast<double>((l.*t).bytes());
+  }
+  return bytes;
+}
+
+std::optional<DType> FirstBlockDType(const ModelWeights& w) {
+  for (const LayerWeights& l : w.layers) {
+    for (Tensor LayerWeights::*t : kLayerLinears) {
+      if (IsBlockDType((l.*t).dtype())) return (l.*t).dtype();
+    }
+  }
+  if (IsBlockDType(w.output.dtype())) return w.output.dtype();
+  return std::nullopt;
+}
+
 absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader> shard) {
   ModelWeights weights;
   const shard::ShardIndex& index = shard->index();
@@ -49,12 +67,13 @@ absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader>
                                                            shard->path(), spec.name, absl::StrJoin(shape, ", "),
                                                            absl::StrJoin(expected, ", ")));
     }
-    // int8 (q8_0) only where //tools:convert --dtype=int8 puts it: the linear layers.
+    // Block types (int8 = q8_0, q4_k) only where //tools:convert puts them:
+    // the linear layers, whose kernels read them.
     const bool linear = spec.shape.size() == 2 && spec.name != "tok_embeddings.weight";
-    if (!IsFloat16Or32(t.dtype) && !(t.dtype == DType::kQ8_0 && linear)) {
+    if (!IsFloat16Or32(t.dtype) && !(IsBlockDType(t.dtype) && linear)) {
       return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" is %s; expected f32, f16 or bf16%s",
                                                            shard->path(), spec.name, DTypeName(t.dtype),
-                                                           linear ? " or q8_0" : ""));
+                                                           linear ? ", q8_0 or q4_k" : ""));
     }
     return Tensor::View(t.dtype, shape, t.bytes.data());
   };

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,6 +52,14 @@ struct ModelWeights {
 
 // Builds the struct from tensors in LlamaTensors(config) order.
 ModelWeights AssembleModelWeights(const ModelConfig& config, std::vector<Tensor> tensors);
+
+// The bytes of every tensor as stored: a GGUF import mixes types (q4_k
+// layers beside f16 ones), so no single dtype gives them.
+double StoredWeightBytes(const ModelWeights& w);
+
+// The block type (q8_0, q4_k) of the first linear weight stored in one, if
+// any: for the paths that run only float weights.
+std::optional<DType> FirstBlockDType(const ModelWeights& w);
 
 // Views every tensor of `shard`, checking names, shapes and dtypes against
 // its config and rank. Errors name the shard file and the tensor.

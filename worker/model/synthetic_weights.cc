@@ -52,6 +52,11 @@ void Fill(Tensor& t, uint64_t stream_seed, bool matrix, float scale) {
 
 absl::StatusOr<std::vector<Tensor>> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed, int rank,
                                      int world_size) {
+  if (dtype == DType::kQ4_K) {
+    return absl::InvalidArgumentError(
+        "synthetic q4_k weights: q4_k comes from a GGUF file made by llama-quantize; quantizing is not implemented "
+        "(benchmark a converted GGUF with --shard)");
+  }
   const std::vector<TensorSpec> specs = LlamaTensors(config);
   std::vector<Tensor> tensors;
   for (const TensorSpec& spec : specs) {

@@ -1,0 +1,40 @@
+// The dtype each tensor of a conversion is written in: --dtype applied to
+// what the sources store, and the checks that it can be.
+
+#ifndef LLAMA_CHECKPOINT_OUTPUT_DTYPES_H_
+#define LLAMA_CHECKPOINT_OUTPUT_DTYPES_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/conversion_sources.h"
+#include "ops/dtype.h"
+
+namespace llama {
+
+// The output type of each tensor, by name.
+using OutputDType = std::function<DType(const std::string&)>;
+
+// For --dtype `dtype` (unset: as stored). int8 (q8_0) is for the linear
+// layers' weights: the embedding is a lookup (kept as stored) and norms are
+// vectors. q4_k is only ever copied: what a GGUF holds as Q4_K stays q4_k,
+// as by default, and the rest as stored; asked of sources without Q4_K
+// (nothing here quantizes to it) it is an error naming `ckpt_dir`. The
+// result reads `sources`, which must outlive it.
+absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, const std::string& ckpt_dir,
+                                               SourceSet& sources);
+
+// A block type's rows (the last dim of `shape`, one rank's slice of tensor
+// `name` at `world_size` ranks) must be whole blocks: else an error naming
+// the tensor and the world size.
+absl::Status CheckWholeBlocks(DType dtype, const std::string& name, const std::vector<int64_t>& shape,
+                              int world_size);
+
+}  // namespace llama
+
+#endif  // LLAMA_CHECKPOINT_OUTPUT_DTYPES_H_

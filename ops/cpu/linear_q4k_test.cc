@@ -1,0 +1,201 @@
+// q4_k (llama.cpp's Q4_K) linear layers: every integer kernel this CPU runs
+// gives the same bits as the scalar one (they share the float step), and
+// matches a reference written here (x quantized per 256 by the kernels'
+// rule, exact integer sums, a double accumulator); decode stays within the
+// int8 rounding of x of the f32 product with DecodeGgmlRow's weights;
+// prefill is that f32 product exactly. Which kernels ran is printed.
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ops/cast.h"
+#include "ops/cpu/linear.h"
+#include "ops/cpu/thread_pool.h"
+#include "ops/ggml_blocks.h"
+#include "ops/random_values.h"
+#include "ops/tensor.h"
+
+namespace llama::cpu {
+namespace {
+
+using ::llama::testing::Random;
+constexpr uint32_t kQ4K = static_cast<uint32_t>(GgmlType::kQ4_K);
+
+// Random Q4_K rows: any nibbles and 6-bit scales are valid; d and dmin of
+// the size llama-quantize gives weights of magnitude ~1.
+std::vector<uint8_t> RandomQ4K(int64_t out, int64_t in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  std::vector<uint8_t> w(out * in / 256 * 144);
+  for (size_t b = 0; b < w.size() / 144; ++b) {
+    uint8_t* block = w.data() + b * 144;
+    const uint16_t d = F32ToF16(scale(rng)), dmin = F32ToF16(scale(rng));
+    std::memcpy(block, &d, 2);
+    std::memcpy(block + 2, &dmin, 2);
+    for (int i = 4; i < 144; ++i) block[i] = static_cast<uint8_t>(rng());
+  }
+  return w;
+}
+
+std::vector<float> Decoded(const std::vector<uint8_t>& w, int64_t out, int64_t in) {
+  std::vector<float> values(out * in);
+  EXPECT_TRUE(DecodeGgmlRow(kQ4K, w.data(), out * in, values.data()).ok());
+  return values;
+}
+
+// x's rounding as the kernels do it: per 256, d = max|x| / 127, q = round(x / d).
+void QuantizeLikeTheKernels(const float* x, int64_t in, std::vector<int8_t>* q, std::vector<float>* d) {
+  q->resize(in);
+  d->resize(in / 256);
+  for (int64_t b = 0; b < in / 256; ++b) {
+    float amax = 0;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[b * 256 + i]));
+    (*d)[b] = amax / 127;
+    const float id = (*d)[b] != 0 ? 1 / (*d)[b] : 0;
+    for (int i = 0; i < 256; ++i) (*q)[b * 256 + i] = static_cast<int8_t>(std::lround(x[b * 256 + i] * id));
+  }
+}
+
+// The decoded weights times the rounded x, in double: the kernels' math
+// with no f32 rounding.
+std::vector<double> Reference(const std::vector<float>& x, int64_t n, const std::vector<float>& w, int64_t out,
+                              int64_t in) {
+  std::vector<double> y(n * out);
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<int8_t> q;
+    std::vector<float> d;
+    QuantizeLikeTheKernels(x.data() + r * in, in, &q, &d);
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = 0;
+      for (int64_t k = 0; k < in; ++k) sum += static_cast<double>(w[o * in + k]) * d[k / 256] * q[k];
+      y[r * out + o] = sum;
+    }
+  }
+  return y;
+}
+
+absl::StatusOr<Tensor> Packed(const std::vector<uint8_t>& w, int64_t out, int64_t in, ThreadPool& pool) {
+  return PackLinearWeight(Tensor::View(DType::kQ4_K, {out, in}, w.data()), pool);
+}
+
+TEST(LinearQ4KTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
+  const int64_t out = 37, in = 768;
+  ThreadPool pool(3);
+  const std::vector<uint8_t> w = RandomQ4K(out, in, 1);
+  const std::vector<float> decoded = Decoded(w, out, in);
+  absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  const std::string chosen(Q4KKernel());
+  std::string ran, skipped;
+  for (int64_t n : {1, 2, 3, 4, 5, 12}) {
+    const std::vector<float> x = Random(n * in, 100 + n);
+    ASSERT_TRUE(ForceQ4KKernelForTesting("scalar"));
+    std::vector<float> scalar(n * out);
+    ASSERT_TRUE(Linear(x.data(), n, *weight, scalar.data(), pool).ok());
+    const std::vector<double> expected = Reference(x, n, decoded, out, in);
+    for (size_t i = 0; i < scalar.size(); ++i) {
+      // Three super-block terms summed in f32, each a few f32 roundings.
+      ASSERT_NEAR(scalar[i], expected[i], 1e-5 * (1 + std::abs(expected[i]))) << "n=" << n << " @" << i;
+    }
+    for (const char* kernel : {"avx512vnni", "avx2"}) {
+      if (!ForceQ4KKernelForTesting(kernel)) {
+        if (n == 1) skipped += std::string(kernel) + " ";
+        continue;
+      }
+      if (n == 1) ran += std::string(kernel) + " ";
+      std::vector<float> y(n * out);
+      ASSERT_TRUE(Linear(x.data(), n, *weight, y.data(), pool).ok());
+      EXPECT_EQ(y, scalar) << kernel << " n=" << n;
+    }
+  }
+  ASSERT_TRUE(ForceQ4KKernelForTesting(chosen));
+  std::printf("q4_k kernels run: %sscalar; skipped (this CPU lacks them): %s; chosen by default: %s\n", ran.c_str(),
+              skipped.empty() ? "none" : skipped.c_str(), chosen.c_str());
+  EXPECT_FALSE(ForceQ4KKernelForTesting("avx1024"));
+}
+
+// Against f32 x times DecodeGgmlRow's weights: rounding x to int8 moves
+// each x[k] by at most d / 2 of its super-block, so the output by at most
+// the sum of |w[k]| * d / 2 (plus f32 rounding); the random inputs use
+// about a fifth of that bound on average.
+TEST(LinearQ4KTest, DecodeIsWithinTheInt8RoundingOfXOfTheF32Product) {
+  const int64_t out = 16, in = 512, n = 2;
+  ThreadPool pool(2);
+  const std::vector<uint8_t> w = RandomQ4K(out, in, 5);
+  const std::vector<float> decoded = Decoded(w, out, in);
+  const std::vector<float> x = Random(n * in, 6);
+  absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  std::vector<float> y(n * out);
+  ASSERT_TRUE(Linear(x.data(), n, *weight, y.data(), pool).ok());
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<int8_t> q;
+    std::vector<float> d;
+    QuantizeLikeTheKernels(x.data() + r * in, in, &q, &d);
+    for (int64_t o = 0; o < out; ++o) {
+      double exact = 0, bound = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        exact += static_cast<double>(decoded[o * in + k]) * x[r * in + k];
+        bound += std::abs(decoded[o * in + k]) * d[k / 256] / 2;
+      }
+      EXPECT_LE(std::abs(y[r * out + o] - exact), bound + 1e-5 * (1 + std::abs(exact))) << r << " " << o;
+    }
+  }
+}
+
+// Prefill (more rows than decode takes): DecodeGgmlRow's values in the f32
+// panels, so the same bits as an f32 weight holding them; 40 rows leave the
+// second panel partly empty.
+TEST(LinearQ4KTest, PrefillEqualsF32OnTheDecodedWeights) {
+  const int64_t out = 40, in = 256, n = 33;
+  ThreadPool pool(2);
+  const std::vector<uint8_t> w = RandomQ4K(out, in, 2);
+  std::vector<float> decoded = Decoded(w, out, in);
+  const std::vector<float> x = Random(n * in, 3);
+  absl::StatusOr<Tensor> packed = Packed(w, out, in, pool);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  absl::StatusOr<Tensor> f32 = PackLinearWeight(Tensor::View(DType::kF32, {out, in}, decoded.data()), pool);
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  std::vector<float> y(n * out), expected(n * out);
+  ASSERT_TRUE(Linear(x.data(), n, *f32, expected.data(), pool).ok());
+  ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool).ok());
+  EXPECT_EQ(y, expected);
+}
+
+// Batch invariance where it holds: a row's outputs from the integer
+// kernels do not depend on the other rows (up to 12 rows at decode; any
+// number with int8_activations), bit for bit.
+TEST(LinearQ4KTest, IntegerKernelRowsAreIndependentOfTheirBatch) {
+  const int64_t out = 24, in = 512, rows = 20;
+  ThreadPool pool(3);
+  const std::vector<uint8_t> w = RandomQ4K(out, in, 7);
+  absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  const std::vector<float> x = Random(rows * in, 8);
+  LinearOptions int8;
+  int8.int8_activations = true;
+  std::vector<float> all(rows * out);
+  ASSERT_TRUE(Linear(x.data(), rows, *weight, all.data(), pool, int8).ok());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> one(out);
+    ASSERT_TRUE(Linear(x.data() + r * in, 1, *weight, one.data(), pool).ok());
+    EXPECT_EQ(one, std::vector<float>(all.begin() + r * out, all.begin() + (r + 1) * out)) << r;
+  }
+}
+
+TEST(LinearQ4KTest, RowsMustBeWholeSuperBlocks) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> w(144 * 2);
+  const absl::StatusOr<Tensor> packed = PackLinearWeight(Tensor::View(DType::kQ4_K, {3, 96}, w.data()), pool);
+  ASSERT_FALSE(packed.ok());
+  EXPECT_THAT(packed.status().message(), ::testing::HasSubstr("expected rows of whole super-blocks of 256"));
+}
+
+}  // namespace
+}  // namespace llama::cpu
