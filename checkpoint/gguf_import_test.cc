@@ -126,11 +126,12 @@ std::vector<float> ShardValues(const std::string& dir, int rank, int world_size,
 // file's tensor, decoded (ggml_blocks_test checks decoding against
 // llama.cpp's) and rounded to f16, row-split and column-split alike; Q4_K
 // linear layers are copied as q4_k (their blocks, so the same values
-// unrounded). Q4_K_M at two ranks splits Q4_K rows of 256 into halves, not
-// whole blocks: refused, naming the tensor, and converted with --dtype=f16.
+// unrounded). Q4_K_M at two ranks splits the column-split Q4_K rows of 256
+// into halves, not whole blocks: those go f16 by default, and asking for
+// q4_k is refused, naming the tensor.
 TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
   const absl::StatusOr<ConvertResult> split_blocks =
-      Convert(TestdataGguf("Q4_K_M"), OutDir("Q4_K_M_split_blocks"), 2);
+      Convert(TestdataGguf("Q4_K_M"), OutDir("Q4_K_M_split_blocks"), 2, DType::kQ4_K);
   ASSERT_FALSE(split_blocks.ok());
   EXPECT_THAT(split_blocks.status().message(), HasSubstr("has rows of 128 values on each of 2 ranks; q4_k blocks "
                                                          "need a multiple of 256"));
@@ -144,9 +145,7 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
     };
     for (int world_size : {1, 2}) {
       const std::string out = OutDir(absl::StrCat(type, "_tp", world_size));
-      const bool whole_blocks = world_size == 1 || std::string(type) != "Q4_K_M";
-      const absl::StatusOr<ConvertResult> converted =
-          Convert(TestdataGguf(type), out, world_size, whole_blocks ? std::nullopt : std::optional(DType::kF16));
+      const absl::StatusOr<ConvertResult> converted = Convert(TestdataGguf(type), out, world_size);
       ASSERT_TRUE(converted.ok()) << type << ": " << converted.status();
       for (const auto& [gguf_name, name] : checked) {
         const GgufTensorInfo* info = nullptr;
@@ -156,6 +155,7 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
         std::vector<float> full(rows * cols);
         ASSERT_TRUE(DecodeGgmlRow(info->ggml_type, (*file)->TensorData(*info).data(), rows * cols, full.data()).ok());
         const bool by_columns = std::string(name).find("w2") != std::string::npos;
+        const bool whole_blocks = world_size == 1 || !by_columns;
         std::vector<float> joined;  // The ranks' slices put back together.
         DType stored = DType::kF16;
         for (int rank = 0; rank < world_size; ++rank) {

@@ -1,11 +1,32 @@
 #include "checkpoint/output_dtypes.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/llama_layout.h"
 
 namespace llama {
 
+namespace {
+
+// Tensors stored in a block type whose slice on some rank is not whole
+// blocks.
+absl::flat_hash_set<std::string> SplitMidBlock(const SourceSet& sources, int world_size) {
+  absl::flat_hash_set<std::string> split;
+  for (const TensorSpec& spec : LlamaTensors(sources.config)) {
+    const DType stored = sources.parts.at(spec.name)[0].dtype;
+    for (int rank = 0; rank < world_size && IsBlockDType(stored); ++rank) {
+      if (RankShape(spec, sources.config, rank, world_size).back() % BlockElements(stored) != 0) {
+        split.insert(spec.name);
+      }
+    }
+  }
+  return split;
+}
+
+}  // namespace
+
 absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, const std::string& ckpt_dir,
-                                               SourceSet& sources) {
+                                               int world_size, SourceSet& sources) {
   if (dtype == DType::kQ4_K) {
     bool holds_q4k = false;
     for (const auto& [name, parts] : sources.parts) holds_q4k = holds_q4k || parts[0].dtype == DType::kQ4_K;
@@ -16,8 +37,11 @@ absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, const
           ckpt_dir));
     }
   }
-  return OutputDType([dtype, &sources](const std::string& name) {
+  const absl::flat_hash_set<std::string> decoded = dtype.has_value() ? absl::flat_hash_set<std::string>()
+                                                                     : SplitMidBlock(sources, world_size);
+  return OutputDType([dtype, decoded, &sources](const std::string& name) {
     const DType stored = sources.parts[name][0].dtype;
+    if (decoded.contains(name)) return DType::kF16;
     if (dtype == DType::kQ8_0) {
       return name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2 ? DType::kQ8_0 : stored;
     }

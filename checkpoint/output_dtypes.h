@@ -24,10 +24,14 @@ using OutputDType = std::function<DType(const std::string&)>;
 // layers' weights: the embedding is a lookup (kept as stored) and norms are
 // vectors. q4_k is only ever copied: what a GGUF holds as Q4_K stays q4_k,
 // as by default, and the rest as stored; asked of sources without Q4_K
-// (nothing here quantizes to it) it is an error naming `ckpt_dir`. The
-// result reads `sources`, which must outlive it.
+// (nothing here quantizes to it) it is an error naming `ckpt_dir`. By
+// default (no --dtype), a GGUF block tensor whose rank slices at
+// `world_size` are not whole blocks is written f16 instead (a small model's
+// 256-wide rows split in two), so that any world size the model allows
+// converts; asked for by --dtype, CheckWholeBlocks refuses it. The result
+// reads `sources`, which must outlive it.
 absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, const std::string& ckpt_dir,
-                                               SourceSet& sources);
+                                               int world_size, SourceSet& sources);
 
 // A block type's rows (the last dim of `shape`, one rank's slice of tensor
 // `name` at `world_size` ranks) must be whole blocks: else an error naming
