@@ -170,6 +170,7 @@ absl::Status PlanDevice(const LaunchContext& context, LaunchPlan& plan) {
 absl::Status PlanModel(const LauncherFlags& flags, const LaunchContext& context, LaunchPlan& plan) {
   plan.ckpt_dir = flags.ckpt_dir.empty() ? "" : FolderPath(flags.ckpt_dir).string();
   plan.tokenizer_path = plan.job.tokenizer_path;
+  plan.chat_format = flags.chat_format;
   // No checkpoint but --models: fetch it first, as download.sh would.
   plan.download = plan.ckpt_dir.empty() && !flags.download_models.empty();
   plan.download_models = flags.download_models;

@@ -78,6 +78,7 @@ struct LaunchPlan {
   bool demo_prompts = false;    // The job takes the demo's prompts file.
   std::string ckpt_dir;         // Empty until the download or the demo decides it.
   std::string tokenizer_path;   // Empty: looked up in or beside ckpt_dir.
+  std::string chat_format;      // --chat_format: for a GGUF whose chat template is not recognised.
   ConvertOptions convert;       // out_dir empty: chosen under shard_cache_dir.
   std::string shard_cache_dir;
   ShardPreparation preparation;  // All but its convert and job_token.

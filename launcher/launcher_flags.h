@@ -27,8 +27,11 @@ enum class LauncherFlagGroup {
 // group's flags in this order.
 #define LLAMA_LAUNCHER_FLAGS(X) \
   X(string, ckpt_dir, "", kModel, \
-    "Meta's checkpoint folder (consolidated.NN.pth, params.json) or a Hugging Face one (config.json, " \
-    "safetensors). Empty: the demo job.") \
+    "Meta's checkpoint folder (consolidated.NN.pth, params.json), a Hugging Face one (config.json, " \
+    "safetensors) or a GGUF file (llama.cpp's; its tokenizer comes with it). Empty: the demo job.") \
+  X(string, chat_format, "", kModel, \
+    "A GGUF checkpoint whose tokenizer.chat_template is neither Llama 2's nor Llama 3's: chat in llama2 or " \
+    "llama3 format anyway (it must be its tokenizer's: SentencePiece or Llama 3's BPE).") \
   X(string, weights_dtype, "", kConversion, \
     "Convert the weights to bf16, fp16, fp32 or int8 (8-bit blocks for the linear layers, CPU only). " \
     "Default: as stored. Shards of another type live in their own folder (shards/tp<N>-<type>).") \

@@ -31,6 +31,7 @@
 #include "base/status_macros.h"
 #include "base/working_directory.h"
 #include "checkpoint/converter.h"
+#include "checkpoint/gguf_checkpoint.h"
 #include "launcher/chat.h"
 #include "launcher/demo.h"
 #include "launcher/download_command.h"
@@ -43,6 +44,8 @@
 #include "launcher/usage.h"
 #include "launcher/world.h"
 #include "ops/device.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_location.h"
 #include "worker/flag_help.h"
 
@@ -216,13 +219,58 @@ absl::StatusOr<std::string> PrepareJobShards(const LaunchPlan& plan, ConvertOpti
   return convert.out_dir;
 }
 
+// True when the job formats dialogs (chat, a server, a dialogs file).
+bool FormatsDialogs(const LaunchPlan& plan) {
+  return plan.command == LaunchCommand::kServe || plan.command == LaunchCommand::kChat ||
+         !plan.job.dialogs_file.empty();
+}
+
+// A GGUF checkpoint's tokenizer, unless --tokenizer_path names one: its
+// metadata written as a tokenizer.model beside the shards' folder
+// (<file>.gguf.shards/tp<N>.tokenizer.model), for the checks here and the
+// workers. A job that formats dialogs needs its chat template to be Llama
+// 2's or Llama 3's, or --chat_format, and that format to be the
+// tokenizer's.
+absl::Status UseGgufTokenizer(const std::string& gguf, LaunchPlan& plan) {
+  if (plan.tokenizer_path.empty()) {
+    ConvertOptions convert = plan.convert;
+    convert.ckpt_dir = plan.ckpt_dir;
+    std::string shard_dir = convert.out_dir;
+    if (shard_dir.empty()) {
+      ASSIGN_OR_RETURN(const ShardLocation location, ChooseShardDir(convert, plan.shard_cache_dir));
+      shard_dir = location.dir;
+    }
+    plan.tokenizer_path = shard_dir + ".tokenizer.model";
+    RETURN_IF_ERROR(WriteGgufTokenizer(gguf, plan.tokenizer_path));
+  }
+  if (!FormatsDialogs(plan)) return absl::OkStatus();
+  std::optional<ChatTemplateKind> format;
+  if (!plan.chat_format.empty()) {
+    ASSIGN_OR_RETURN(format, ParseChatFormatFlag(plan.chat_format));
+  } else {
+    ASSIGN_OR_RETURN(format, GgufChatTemplate(gguf));
+  }
+  if (!format.has_value()) return absl::OkStatus();  // No template: the tokenizer's own format.
+  ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(plan.tokenizer_path));
+  const bool llama3 = tokenizer->family() == Tokenizer::Family::kTiktoken;
+  if ((*format == ChatTemplateKind::kLlama3) != llama3) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the chat format is %s but the tokenizer is %s; chats are formatted in the tokenizer's own format (%s)",
+        gguf, *format == ChatTemplateKind::kLlama3 ? "Llama 3's" : "Llama 2's",
+        llama3 ? "Llama 3's BPE" : "SentencePiece (Llama 2's)", llama3 ? "--chat_format=llama3" : "--chat_format=llama2"));
+  }
+  return absl::OkStatus();
+}
+
 // Everything about the model and the job that needs no weights: the
 // checkpoint's folder, its tokenizer (found unless given), its config, the
 // tokenizer against its vocabulary and the job's inputs as the worker will
 // read and tokenize them; the config.
 absl::StatusOr<ModelConfig> CheckModelAndInputs(LaunchPlan& plan) {
   RETURN_IF_ERROR(CheckCheckpointFolder(plan.ckpt_dir));
-  if (plan.tokenizer_path.empty()) {
+  if (const std::optional<std::string> gguf = GgufCheckpointFile(plan.ckpt_dir); gguf.has_value()) {
+    RETURN_IF_ERROR(UseGgufTokenizer(*gguf, plan));
+  } else if (plan.tokenizer_path.empty()) {
     ASSIGN_OR_RETURN(plan.tokenizer_path, FindTokenizerFile(plan.ckpt_dir));
   }
   ConvertOptions convert = plan.convert;

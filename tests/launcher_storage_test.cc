@@ -128,6 +128,43 @@ TEST(LauncherStorageTest, HuggingFaceLlama3FolderWithOnlyTokenizerJsonRunsAsIs) 
   ExpectLlama3GoldenTokens("hf_llama3_json", ckpt);
 }
 
+// The tokens of a greedy job's JSON Lines output.
+std::vector<std::vector<int>> OutputTokens(const std::string& jsonl) {
+  std::vector<std::vector<int>> tokens;
+  for (absl::string_view line : absl::StrSplit(ReadFileOrEmpty(jsonl), '\n', absl::SkipEmpty())) {
+    tokens.push_back(nlohmann::json::parse(line)["token_ids"].get<std::vector<int>>());
+  }
+  return tokens;
+}
+
+// llama.cpp's file (llama-quantize's Q4_K_M) as --ckpt_dir: its own
+// vocabulary, rebuilt from the metadata, gives the tokens the fixture's
+// tokenizer.model gives; its shards and tokenizer go beside it. A dialog job
+// in another tokenizer's chat format is refused before any work.
+TEST(LauncherStorageTest, AGgufFileRunsWithTheTokenizerItCarries) {
+  const std::string dir = TempDir() + "/gguf_ckpt";
+  fs::create_directories(dir);
+  fs::copy_file(fs::canonical("checkpoint/testdata/gguf/Q4_K_M.gguf"), dir + "/model.gguf");
+  const std::vector<std::string> job = {"--ckpt_dir=" + dir + "/model.gguf", "--prompt=I believe the meaning of life is",
+                                        "--temperature=0", "--max_gen_len=16", "--logprobs"};
+  std::vector<std::string> own = job, fixture = job;
+  own.push_back("--output=" + dir + "/own.jsonl");
+  fixture.push_back("--output=" + dir + "/fixture.jsonl");
+  fixture.push_back("--tokenizer_path=" + testing::TokenizerFixturePath("tokenizer.model"));
+  LauncherRun with_own = testing::Launch("gguf_own", own);
+  ASSERT_EQ(ExitCodeOf(with_own, 120s), 0) << with_own.err();
+  LauncherRun with_fixture = testing::Launch("gguf_fixture", fixture);
+  ASSERT_EQ(ExitCodeOf(with_fixture, 120s), 0) << with_fixture.err();
+  EXPECT_EQ(OutputTokens(dir + "/own.jsonl"), OutputTokens(dir + "/fixture.jsonl"));
+  EXPECT_EQ(OutputTokens(dir + "/own.jsonl").size(), 1u);
+  EXPECT_TRUE(fs::exists(dir + "/model.gguf.shards/tp1.tokenizer.model"));
+  EXPECT_TRUE(fs::exists(dir + "/model.gguf.shards/tp1/rank-0-of-1.shard"));
+  LauncherRun llama3 = testing::Launch("gguf_llama3_chat", {"--ckpt_dir=" + dir + "/model.gguf", "--chat_format=llama3",
+                                                            "--dialogs_file=tokenizer/testdata/dialogs.json"});
+  EXPECT_EQ(ExitCodeOf(llama3), 2) << llama3.err();
+  EXPECT_THAT(llama3.err(), HasSubstr("the chat format is Llama 3's but the tokenizer is SentencePiece"));
+}
+
 // A Hugging Face Llama 2 copy without tokenizer.model: with no tokenizer at
 // all, and with only Llama 2's SentencePiece-style tokenizer.json, the
 // launcher says what is missing.
