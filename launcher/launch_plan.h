@@ -59,6 +59,9 @@ struct LaunchPlan {
   // Where world.master_addr came from, for errors: "--master_addr=h", or
   // the first node of SLURM's node list.
   std::string master_addr_origin;
+  // Where world.master_port came from, for errors: "--master_port=N", or
+  // the port Slurm's job id gives.
+  std::string master_port_origin;
   int world_size = 1;
   bool bind_store = false;        // Node 0 binds the rendezvous store's port and hands it to rank 0.
   bool store_listen_all = false;  // On every interface, not only the one that reaches master_addr.

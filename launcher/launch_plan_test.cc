@@ -3,9 +3,11 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
 
 namespace llama {
 namespace {
@@ -126,6 +128,14 @@ TEST(PlanLaunchTest, SlurmPlacesTheNode) {
   EXPECT_EQ(plan->world.master_addr, "gpu01");
   EXPECT_THAT(plan->master_addr_origin, HasSubstr("SLURM_JOB_NODELIST"));
   EXPECT_GT(plan->world.master_port, 0);
+  // A taken port is reported as Slurm's choice, not as a flag never given.
+  EXPECT_THAT(plan->master_port_origin,
+              HasSubstr(absl::StrFormat("the job's port %d (from SLURM_JOB_ID", plan->world.master_port)));
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.master_port = 29600;
+  plan = PlanLaunch({}, flags, context);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->master_port_origin, "--master_port=29600 (pick another)");
 }
 
 // Where node names do not resolve (Slurm's NodeAddr), the user's address wins.

@@ -175,7 +175,7 @@ absl::StatusOr<net::Socket> BindStore(const LaunchPlan& plan, WorldOptions& worl
   absl::StatusOr<net::Socket> listener = net::Listen(*listen_address, world.master_port);
   if (absl::IsFailedPrecondition(listener.status())) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("--master_port=%d is already in use on this node; pick another", world.master_port));
+        absl::StrFormat("%s is already in use on this node", plan.master_port_origin));
   }
   RETURN_IF_ERROR(listener.status());
   ASSIGN_OR_RETURN(world.master_port, net::LocalPort(*listener));
@@ -347,8 +347,8 @@ absl::Status ReportOutcome(const LaunchPlan& plan, const JobOutcome& outcome, si
                            double preparation_seconds) {
   if (outcome.interrupted && plan.command == LaunchCommand::kServe && outcome.failed_rank < 0 &&
       outcome.all_exited_cleanly) {
-    std::fprintf(stderr, "launcher: the server drained and stopped after %.1f s; logs in %s\n", seconds,
-                 plan.supervise.log_dir.c_str());
+    std::fprintf(stderr, "launcher: the server drained and stopped %.1f s after the signal (up %.1f s); logs in %s\n",
+                 outcome.stop_seconds, seconds, plan.supervise.log_dir.c_str());
     return absl::OkStatus();
   }
   if (outcome.interrupted) {

@@ -118,6 +118,9 @@ class Supervision {
       }
     }
     outcome_.success = outcome_.failed_rank < 0 && !outcome_.interrupted;
+    if (stopping_) {
+      outcome_.stop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_started_).count();
+    }
     return outcome_;
   }
 
@@ -129,6 +132,7 @@ class Supervision {
   void BeginStop() {
     if (stopping_) return;
     stopping_ = true;
+    stop_started_ = std::chrono::steady_clock::now();
     StopAll(SIGTERM);
     // A stopped worker (SIGSTOP, a debugger) takes its SIGTERM only once
     // continued: without this it would sit out the grace period.
@@ -232,6 +236,7 @@ class Supervision {
   std::vector<Stream> streams_;
   size_t open_streams_ = 0;
   JobOutcome outcome_;
+  std::chrono::steady_clock::time_point stop_started_;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point kill_deadline_ = std::chrono::steady_clock::time_point::max();
 };

@@ -53,6 +53,7 @@ struct JobOutcome {
   ExitStatus failed_exit;
   std::string failed_log;
   bool all_exited_cleanly = false;  // Every worker exited with status 0 (a drained server, stopped by a signal).
+  double stop_seconds = 0;  // Interrupted: from the stop request to the last worker's exit (a server's drain).
 };
 
 absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers, const SupervisorOptions& options);

@@ -87,6 +87,7 @@ TEST(LauncherServeTest, GreedyCompletionsEqualPyTorchAtOneAndTwoRanksAndSigtermD
     run.process->SignalGroup(SIGTERM);
     EXPECT_EQ(ExitCodeOf(run, 60s), 0) << run.err();
     EXPECT_THAT(run.err(), HasSubstr("the server drained and stopped"));
+    EXPECT_THAT(run.err(), HasSubstr(" s after the signal (up "));
   }
 }
 

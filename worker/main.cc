@@ -169,8 +169,13 @@ absl::Status Serve(const JobFlags& flags, const WorkerEnvironment& env, LoadedRa
   ASSIGN_OR_RETURN(RunServerOptions serving, ServingOptions(flags));
   const ModelLimits& limits = loaded.model.model->limits();
   serving.on_ready = [&](int port) {
+    // Listening everywhere: the address clients use is the node's name.
+    std::string host = flags.host;
+    if (char name[256] = {}; (host == "0.0.0.0" || host == "::") && gethostname(name, sizeof name - 1) == 0) {
+      host = name;
+    }
     std::fprintf(stderr, "%sserving %s on http://%s:%d/v1 (%d rank(s), KV cache of %lld positions)\n",
-                 kProgressPrefix, serving.api.model.c_str(), flags.host.c_str(), port, env.world_size,
+                 kProgressPrefix, serving.api.model.c_str(), host.c_str(), port, env.world_size,
                  static_cast<long long>(limits.kv_blocks * limits.kv_block_size));
     std::fflush(stderr);
   };
