@@ -119,16 +119,16 @@ grep '^0: ' "llama2-$job.out" | sed 's/^0: \{0,1\}//' | grep -v '^launcher:\|^co
 diff <(grep -v '^$' "$T/local.out") job.text || fail "the 2-node text differs from the single-node one"
 echo "PASS: 2-node job $job gives the single-node text"
 
-# A job that fails: both nodes' launchers end at once (the step is killed
-# on the first bad exit), not after --rendezvous_timeout.
-mkdir -p "$T/empty"
+# A job that fails on the nodes (what submission cannot see: the KV cache
+# does not fit their memory): both nodes' launchers end at once (the step is
+# killed on the first bad exit), not after --rendezvous_timeout.
 "$T/bin/launcher" sbatch --nodes=2 --nproc_per_node=1 --launcher_path="$T/bin/launcher" -- \
-  --ckpt_dir="$T/empty" --prompt=hi > fail.out 2> fail.err || fail "launcher sbatch: $(cat fail.err)"
+  --kv_cache_gb=100000 > fail.out 2> fail.err || fail "launcher sbatch: $(cat fail.err)"
 job="$(tail -n1 fail.out)"
 start=$SECONDS
 [ "$(wait_for "$job" 60)" = FAILED ] || fail "job $job did not fail: $(cat llama2-$job.out)"
 [ $((SECONDS - start)) -lt 30 ] || fail "the failing job took $((SECONDS - start)) s"
-grep -q "no tokenizer.model" "llama2-$job.out" || fail "job $job's error: $(cat llama2-$job.out)"
+grep -q "the KV cache (100000.00 GB" "llama2-$job.out" || fail "job $job's error: $(cat llama2-$job.out)"
 echo "PASS: failing job $job ended FAILED in $((SECONDS - start)) s"
 
 # The batch script itself (no srun step): a plain one-node launcher, on -N1
@@ -161,3 +161,10 @@ if pgrep -f "$T/bin/(worker|launcher)" > /dev/null; then
   fail "processes left after scancel: $(pgrep -a -f "$T/bin/(worker|launcher)")"
 fi
 echo "PASS: serve job $job answered, and scancel left no process"
+
+# What the nodes would refuse after the queue wait is refused at submission.
+mkdir -p "$T/empty"
+"$T/bin/launcher" sbatch --nodes=2 --launcher_path="$T/bin/launcher" -- --ckpt_dir="$T/empty" --prompt=hi \
+  > refused.out 2> refused.err && fail "sbatch took a job whose checkpoint has no tokenizer"
+grep -q "no tokenizer.model in or next to $T/empty" refused.err || fail "refusal: $(cat refused.err)"
+echo "PASS: a job the nodes would refuse is refused at submission"
