@@ -113,11 +113,11 @@ absl::Status PlanWorld(const LauncherFlags& flags, const LaunchContext& context,
     if (world.master_port == 0) {
       world.master_port = slurm->master_port;
       plan.master_port_origin = absl::StrFormat(
-          "the job's port %d (from SLURM_JOB_ID; pass --master_port=<a free port> to choose one)", world.master_port);
+          "the job's port %d (from SLURM_JOB_ID)", world.master_port);
     }
   }
   if (plan.master_port_origin.empty()) {
-    plan.master_port_origin = absl::StrFormat("--master_port=%d (pick another)", world.master_port);
+    plan.master_port_origin = absl::StrFormat("--master_port=%d", world.master_port);
   }
   // Node 0 binds the store's port and hands the socket to rank 0
   // (RENDEZVOUS_LISTEN_FD): finding a port free and letting rank 0 bind it

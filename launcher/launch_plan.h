@@ -60,7 +60,7 @@ struct LaunchPlan {
   // the first node of SLURM's node list.
   std::string master_addr_origin;
   // Where world.master_port came from, for errors: "--master_port=N", or
-  // the port Slurm's job id gives.
+  // "the job's port N (from SLURM_JOB_ID)".
   std::string master_port_origin;
   int world_size = 1;
   bool bind_store = false;        // Node 0 binds the rendezvous store's port and hands it to rank 0.

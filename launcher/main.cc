@@ -175,7 +175,7 @@ absl::StatusOr<net::Socket> BindStore(const LaunchPlan& plan, WorldOptions& worl
   absl::StatusOr<net::Socket> listener = net::Listen(*listen_address, world.master_port);
   if (absl::IsFailedPrecondition(listener.status())) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("%s is already in use on this node", plan.master_port_origin));
+        absl::StrFormat("%s is already in use on this node; pick another --master_port", plan.master_port_origin));
   }
   RETURN_IF_ERROR(listener.status());
   ASSIGN_OR_RETURN(world.master_port, net::LocalPort(*listener));

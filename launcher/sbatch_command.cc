@@ -42,9 +42,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The files whose flags a job takes: the job's and the launcher's own.
-bool IsJobFlagFile(const std::string& file) {
-  return absl::EndsWith(file, "worker/job_flags.cc") || absl::EndsWith(file, "launcher/launcher_flags.cc");
+// The flags a job takes: the job's and the launcher's own, and glog's
+// --log_dir (which --help lists with them).
+bool IsJobFlag(const gflags::CommandLineFlagInfo& flag) {
+  return absl::EndsWith(flag.filename, "worker/job_flags.cc") ||
+         absl::EndsWith(flag.filename, "launcher/launcher_flags.cc") || flag.name == "log_dir";
 }
 
 // Flags SLURM's placement decides; given to sbatch they would fight it.
@@ -99,7 +101,7 @@ absl::StatusOr<std::vector<std::string>> JobArguments(const std::vector<std::str
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     gflags::CommandLineFlagInfo info;
-    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info) || !IsJobFlagFile(info.filename)) {
+    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info) || !IsJobFlag(info)) {
       return absl::InvalidArgumentError(absl::StrFormat("sbatch: unknown job flag --%s (see --help)", name));
     }
     const std::string value = eq == std::string::npos ? (info.type == "bool" ? "true" : "") : arg.substr(eq + 1);
@@ -112,7 +114,7 @@ absl::StatusOr<std::vector<std::string>> JobArguments(const std::vector<std::str
   std::vector<std::string> job;
   if (serve) job.push_back("serve");
   for (const gflags::CommandLineFlagInfo& flag : all) {
-    if (flag.is_default || !IsJobFlagFile(flag.filename) || ScriptWritesFlag(flag.name)) continue;
+    if (flag.is_default || !IsJobFlag(flag) || ScriptWritesFlag(flag.name)) continue;
     if (flag.name == "api_key") {
       return absl::InvalidArgumentError(
           "sbatch: --api_key would be written into the batch script: put the key in a file on shared storage and "

@@ -500,16 +500,17 @@ TEST(LauncherSlurmTest, SbatchServesToo) {
 
 // Repeatable flags: every --worker_env (before or after "--") reaches the
 // job's launchers, every --sbatch_arg its own #SBATCH line; no GPU request
-// unless asked.
+// unless asked; --log_dir (glog's, listed by --help) is a job flag too.
 TEST(LauncherSlurmTest, SbatchRepeatableFlagsAndCpuNodes) {
   LauncherRun run = Launch("sbatch_repeat", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--nodes=2",
                                              "--nproc_per_node=3", "--worker_env=A=1", "--sbatch_arg=--qos=high",
-                                             "--sbatch_arg=--mem=0", "--", "--worker_env=B=2"},
+                                             "--sbatch_arg=--mem=0", "--", "--worker_env=B=2",
+                                             "--log_dir=/shared/logs"},
                            {"PATH=/nonexistent"});
   ASSERT_EQ(ExitCodeOf(run), 0) << run.err();
   EXPECT_THAT(run.out(), HasSubstr("#SBATCH --qos=high\n#SBATCH --mem=0\n"));
-  EXPECT_THAT(run.out(), HasSubstr("--nproc_per_node=3 --master_addr=\"${node0_addr:-$node0}\" '--worker_env=A=1' "
-                                   "'--worker_env=B=2'\n"));
+  EXPECT_THAT(run.out(), HasSubstr("--nproc_per_node=3 --master_addr=\"${node0_addr:-$node0}\" "
+                                   "'--log_dir=/shared/logs' '--worker_env=A=1' '--worker_env=B=2'\n"));
   EXPECT_THAT(run.out(), Not(HasSubstr("gpus-per-node")));
 }
 
