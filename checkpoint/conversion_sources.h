@@ -38,7 +38,8 @@ struct SourcePart {
   std::vector<int64_t> row_order;
   // A GGUF tensor of one of ggml's block types (ops/ggml_blocks.h), decoded
   // row by row; `dtype` is then what it converts to unless told otherwise.
-  // (Q8_0 is also our kQ8_0: converted to kQ8_0 its bytes are copied.)
+  // (Q8_0 and Q4_K are our kQ8_0 and kQ4_K: converted to those, their
+  // bytes are copied.)
   std::optional<uint32_t> ggml_block_type = std::nullopt;
 };
 

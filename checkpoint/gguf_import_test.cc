@@ -17,6 +17,7 @@
 #include "checkpoint/shard_format.h"
 #include "ops/cast.h"
 #include "ops/ggml_blocks.h"
+#include "ops/quantize.h"
 
 namespace llama {
 namespace {
@@ -111,10 +112,11 @@ std::vector<float> ShardValues(const std::string& dir, int rank, int world_size,
   EXPECT_NE(t, nullptr) << name;
   if (t == nullptr) return {};
   if (dtype != nullptr) *dtype = t->dtype;
-  if (t->dtype == DType::kQ4_K) {
-    std::vector<float> values(t->bytes.size() / kQ4KBlockBytes * kQ4KBlockElements);
-    EXPECT_TRUE(DecodeGgmlRow(static_cast<uint32_t>(GgmlType::kQ4_K), t->bytes.data(), values.size(), values.data())
-                    .ok());
+  if (IsBlockDType(t->dtype)) {  // q8_0 and q4_k are ggml's Q8_0 and Q4_K.
+    const GgmlType type = t->dtype == DType::kQ4_K ? GgmlType::kQ4_K : GgmlType::kQ8_0;
+    std::vector<float> values(t->bytes.size() / TensorBytes(t->dtype, BlockElements(t->dtype)) *
+                              BlockElements(t->dtype));
+    EXPECT_TRUE(DecodeGgmlRow(static_cast<uint32_t>(type), t->bytes.data(), values.size(), values.data()).ok());
     return values;
   }
   std::vector<float> values(t->bytes.size() / DTypeSize(t->dtype));
@@ -124,9 +126,9 @@ std::vector<float> ShardValues(const std::string& dir, int rank, int world_size,
 
 // llama-quantize's files: each tensor of a rank's shard is its slice of the
 // file's tensor, decoded (ggml_blocks_test checks decoding against
-// llama.cpp's) and rounded to f16, row-split and column-split alike; Q4_K
-// linear layers are copied as q4_k (their blocks, so the same values
-// unrounded). Q4_K_M at two ranks splits the column-split Q4_K rows of 256
+// llama.cpp's) and re-quantized to int8 as our quantizer does it (or
+// rounded to f16), row-split and column-split alike; Q4_K linear layers are
+// copied as q4_k (their blocks, so the same values unrounded). Q4_K_M at two ranks splits the column-split Q4_K rows of 256
 // into halves, not whole blocks: those go f16 by default, and asking for
 // q4_k is refused, naming the tensor.
 TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
@@ -162,10 +164,18 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
           const std::vector<float> part = ShardValues(out, rank, world_size, name, &stored);
           joined.insert(joined.end(), part.begin(), part.end());
         }
-        EXPECT_EQ(stored == DType::kQ4_K, info->ggml_type == static_cast<uint32_t>(GgmlType::kQ4_K) && whole_blocks)
-            << type << " " << name << " tp" << world_size;
-        if (stored != DType::kQ4_K) {
+        // Q4_K stays q4_k (f16 where a rank's slice is part blocks of 256),
+        // the other block types become int8 (every slice here is whole
+        // blocks of 32).
+        const bool q4k = info->ggml_type == static_cast<uint32_t>(GgmlType::kQ4_K);
+        const DType want = !q4k ? DType::kQ8_0 : whole_blocks ? DType::kQ4_K : DType::kF16;
+        EXPECT_EQ(stored, want) << type << " " << name << " tp" << world_size;
+        if (stored == DType::kF16) {
           for (float& v : full) v = F16ToF32(F32ToF16(v));
+        } else if (stored == DType::kQ8_0) {  // Re-quantized as our int8 quantizer does it.
+          std::vector<uint8_t> blocks(TensorBytes(DType::kQ8_0, full.size()));
+          ASSERT_TRUE(QuantizeQ8_0(full.data(), full.size(), blocks.data()).ok());
+          DequantizeQ8_0(blocks.data(), full.size(), full.data());
         }
         if (by_columns && world_size == 2) {  // Rank r holds columns [r*cols/2, (r+1)*cols/2) of every row.
           std::vector<float> rebuilt(rows * cols);

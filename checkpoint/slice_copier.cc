@@ -33,6 +33,12 @@ const SourcePart* PartAt(const std::vector<SourcePart>& parts, int64_t at) {
   return nullptr;
 }
 
+// ggml's `type` is byte for byte our block dtype `dtype`.
+bool IsOurBlocks(uint32_t type, DType dtype) {
+  return (dtype == DType::kQ8_0 && type == static_cast<uint32_t>(GgmlType::kQ8_0)) ||
+         (dtype == DType::kQ4_K && type == static_cast<uint32_t>(GgmlType::kQ4_K));
+}
+
 }  // namespace
 
 absl::Status SliceCopier::Copy(const TensorSpec& spec, const std::vector<SourcePart>& parts, DimRange range, DType to) {
@@ -42,9 +48,10 @@ absl::Status SliceCopier::Copy(const TensorSpec& spec, const std::vector<SourceP
   const std::optional<uint32_t> block_type = parts[0].ggml_block_type;
   // A GGUF Q8_0 or Q4_K tensor is our q8_0 or q4_k already; the other
   // block types, and those two to another type, decode.
-  if (block_type.has_value() && !(from_ == to_ && IsBlockDType(to_))) {
+  if (block_type.has_value() && !IsOurBlocks(*block_type, to_)) {
     RETURN_IF_ERROR(CopyDecoded(spec, parts[0], range));
   } else {
+    if (block_type.has_value()) from_ = to_;  // The blocks as they are.
     RETURN_IF_ERROR(CopyStored(spec, parts, range));
   }
   RETURN_IF_ERROR(Flush());
