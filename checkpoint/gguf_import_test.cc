@@ -230,9 +230,11 @@ std::string WriteGguf(const std::string& name, const GgufMetadata& metadata) {
   return path;
 }
 
-// llama.cpp writes no output.weight for a model whose output projection is
-// its embedding (tie_word_embeddings): the embedding is used for both.
-TEST(GgufImportTest, AFileWithoutAnOutputProjectionTiesItToTheEmbedding) {
+// A one-layer model of dim 8 (2 heads) written with our writer, its values
+// 0.25, 0.5, ... in file order: no output.weight (tied to the embedding),
+// and `extra` tensors after the others with their own values.
+std::string WriteTinyModel(const std::string& name,
+                           const std::vector<std::pair<GgufTensor, std::vector<float>>>& extra = {}) {
   GgufMetadata m;
   m.AddString("general.architecture", "llama");
   m.AddU32("llama.embedding_length", 8);
@@ -240,7 +242,7 @@ TEST(GgufImportTest, AFileWithoutAnOutputProjectionTiesItToTheEmbedding) {
   m.AddU32("llama.attention.head_count", 2);
   m.AddU32("llama.feed_forward_length", 16);
   m.AddF32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
-  const std::vector<GgufTensor> tensors = {
+  std::vector<GgufTensor> tensors = {
       {"token_embd.weight", DType::kF32, {4, 8}},       {"blk.0.attn_norm.weight", DType::kF32, {8}},
       {"blk.0.attn_q.weight", DType::kF32, {8, 8}},     {"blk.0.attn_k.weight", DType::kF32, {8, 8}},
       {"blk.0.attn_v.weight", DType::kF32, {8, 8}},     {"blk.0.attn_output.weight", DType::kF32, {8, 8}},
@@ -248,24 +250,50 @@ TEST(GgufImportTest, AFileWithoutAnOutputProjectionTiesItToTheEmbedding) {
       {"blk.0.ffn_down.weight", DType::kF32, {8, 16}},  {"blk.0.ffn_up.weight", DType::kF32, {16, 8}},
       {"output_norm.weight", DType::kF32, {8}},
   };
-  const std::string path = OutDir("tied.gguf");
-  absl::StatusOr<std::unique_ptr<GgufWriter>> writer = GgufWriter::Create(path, m, tensors);
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  std::vector<std::vector<float>> values;
   float next = 0;
   for (const GgufTensor& t : tensors) {
-    std::vector<float> values(t.shape.size() == 1 ? t.shape[0] : t.shape[0] * t.shape[1]);
-    for (float& v : values) v = (next += 0.25f);
-    ASSERT_TRUE((*writer)->Append(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(values.data()),
-                                                      values.size() * sizeof(float))).ok());
+    values.emplace_back(t.shape.size() == 1 ? t.shape[0] : t.shape[0] * t.shape[1]);
+    for (float& v : values.back()) v = (next += 0.25f);
   }
-  ASSERT_TRUE((*writer)->Finish().ok());
-  const absl::StatusOr<ConvertResult> converted = Convert(path, OutDir("tied_shards"), 1);
+  for (const auto& [tensor, tensor_values] : extra) {
+    tensors.push_back(tensor);
+    values.push_back(tensor_values);
+  }
+  const std::string path = OutDir(name + ".gguf");
+  absl::StatusOr<std::unique_ptr<GgufWriter>> writer = GgufWriter::Create(path, m, tensors);
+  EXPECT_TRUE(writer.ok()) << writer.status();
+  if (!writer.ok()) return path;
+  for (const std::vector<float>& v : values) {
+    EXPECT_TRUE(
+        (*writer)->Append(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)))
+            .ok());
+  }
+  EXPECT_TRUE((*writer)->Finish().ok());
+  return path;
+}
+
+// llama.cpp writes no output.weight for a model whose output projection is
+// its embedding (tie_word_embeddings): the embedding is used for both.
+TEST(GgufImportTest, AFileWithoutAnOutputProjectionTiesItToTheEmbedding) {
+  const absl::StatusOr<ConvertResult> converted = Convert(WriteTinyModel("tied"), OutDir("tied_shards"), 1);
   ASSERT_TRUE(converted.ok()) << converted.status();
   const std::vector<float> embedding = ShardValues(OutDir("tied_shards"), 0, 1, "tok_embeddings.weight");
   ASSERT_EQ(embedding.size(), 32u);
   EXPECT_EQ(embedding[0], 0.25f);
   EXPECT_EQ(ShardValues(OutDir("tied_shards"), 0, 1, "output.weight"), embedding);
   EXPECT_EQ(ConfigOf(OutDir("tied_shards"), 1).norm_eps, 1e-6);
+}
+
+// rope_freqs.weight must be Llama 3.1's rule for some factor: at a head size
+// of 4 both frequencies are high and keep a factor of 1, so 2s are refused.
+TEST(GgufImportTest, RopeFactorsOtherThanLlama31sAreRefused) {
+  const std::string path =
+      WriteTinyModel("bad_rope", {{{"rope_freqs.weight", DType::kF32, {2}}, std::vector<float>{2.0f, 2.0f}}});
+  const absl::StatusOr<ConvertResult> s = Convert(path, OutDir("bad_rope_shards"), 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("bad_rope.gguf: rope_freqs.weight[0] is 2; Llama 3.1's scaling with factor 2 gives 1"));
 }
 
 TEST(GgufImportTest, RefusalsNameTheFileAndTheKey) {
@@ -287,6 +315,18 @@ TEST(GgufImportTest, RefusalsNameTheFileAndTheKey) {
   config.AddU32("llama.feed_forward_length", 16);
   s = Convert(WriteGguf("one_tensor", config), OutDir("one_tensor_shards"), 1);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("one_tensor.gguf: missing the tensor \"blk.0.attn_q.weight\""));
+
+  GgufMetadata partial_rotary = config;
+  partial_rotary.AddU32("llama.rope.dimension_count", 2);
+  s = Convert(WriteGguf("partial_rotary", partial_rotary), OutDir("partial_rotary_shards"), 1);
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("partial_rotary.gguf: llama.rope.dimension_count is 2; expected the head size 4"));
+
+  GgufMetadata linear_scaling = config;
+  linear_scaling.AddString("llama.rope.scaling.type", "linear");
+  s = Convert(WriteGguf("linear_scaling", linear_scaling), OutDir("linear_scaling_shards"), 1);
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("linear_scaling.gguf: llama.rope.scaling.type is \"linear\"; expected none"));
 
   s = Convert(OutDir("nothing.gguf"), OutDir("nothing_shards"), 1);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("not a directory (or a .gguf file)"));

@@ -3,8 +3,10 @@
 # quantizer (not part of the build; the files are committed):
 #   LLAMA_CPP=/path/to/llama.cpp/build/bin checkpoint/testdata/gguf/make_testdata.sh
 # 1. A random Llama model whose rows are whole K-quant blocks of 256 (so
-#    llama-quantize uses the preset's own types, no fallbacks), written by
-#    real PyTorch in Meta's layout (make_checkpoint.py).
+#    llama-quantize uses the preset's own types, no fallbacks): dim 256,
+#    one layer, 4 query and 2 KV heads, FFN width 256, the fixture
+#    tokenizer's 600 pieces, written by real PyTorch in Meta's layout by
+#    the checkpoint fixture's own writer (tests/fixtures/checkpoint_fixture.py).
 # 2. Our //tools:convert --format=gguf --dtype=fp32 with the fixture's
 #    SentencePiece tokenizer (the export //tests:gguf_export_test checks
 #    against llama.cpp).
@@ -18,7 +20,12 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$root"
 ./bazelw build //tools:convert //tests/fixtures:tokenizer_fixture
-/usr/bin/python3 "$out/make_checkpoint.py" "$work/model"
+(cd tests/fixtures && /usr/bin/python3 -c "
+import torch
+import checkpoint_fixture as c
+params = {'dim': 256, 'n_layers': 1, 'n_heads': 4, 'n_kv_heads': 2, 'multiple_of': 256,
+          'ffn_dim_multiplier': 0.375, 'norm_eps': 1e-05, 'vocab_size': -1}
+c.write_model('$work', 'model', params, torch.float32, 1, 34, 600)")
 bazel-bin/tools/convert --ckpt_dir="$work/model" --format=gguf --dtype=fp32 --progress=false \
   --tokenizer_path=bazel-bin/tests/fixtures/tokenizer_fixture/tokenizer.model --out="$work/f32.gguf"
 for type in Q4_0 Q4_K_M Q5_K_M; do
