@@ -3,9 +3,11 @@
 // worker/grammar's corpus, greedy and sampled, with Llama 2's SentencePiece
 // and Llama 3's tiktoken tokenizers, all requests on one engine at once;
 // then python-jsonschema (worker/grammar/testdata/validate_outputs.py)
-// checks every answer, knowing nothing of our grammar code.
+// checks every answer, knowing nothing of our grammar code. A constrained
+// request gives the same bits alone and under load.
 
 #include <fstream>
+#include <random>
 #include <regex>
 #include <sstream>
 
@@ -29,6 +31,13 @@ using grammar::RegexToGbnf;
 using grammar::TokenAutomaton;
 using grammar::TokenMatcher;
 namespace {
+
+nlohmann::ordered_json Corpus() {
+  std::ifstream file("worker/grammar/testdata/schemas.json");
+  std::stringstream text;
+  text << file.rdbuf();
+  return nlohmann::ordered_json::parse(text.str());
+}
 
 struct Fixture {
   const char* model;
@@ -102,11 +111,7 @@ class StructuredOutputTest : public ::testing::TestWithParam<Fixture> {
 };
 
 TEST_P(StructuredOutputTest, EveryAnswerValidatesAgainstItsSchema) {
-  std::ifstream file("worker/grammar/testdata/schemas.json");
-  ASSERT_TRUE(file);
-  std::stringstream text;
-  text << file.rdbuf();
-  const nlohmann::ordered_json corpus = nlohmann::ordered_json::parse(text.str());
+  const nlohmann::ordered_json corpus = Corpus();
   ASSERT_GE(corpus.size(), 200u);
   std::vector<std::string> grammars;
   for (const auto& entry : corpus) grammars.push_back(*JsonSchemaToGbnf(entry["schema"]));
@@ -136,6 +141,82 @@ TEST_P(StructuredOutputTest, ChoicesAndRegularExpressions) {
   ASSERT_EQ(texts.size(), 4u);
   for (int i = 0; i < 2; ++i) EXPECT_NE(std::find(choices.begin(), choices.end(), texts[i]), choices.end()) << texts[i];
   for (int i = 2; i < 4; ++i) EXPECT_TRUE(std::regex_match(texts[i], std::regex(R"([A-Z]{2}-\d{3}(x|yz)?)"))) << texts[i];
+}
+
+// A constrained request's tokens and log-probabilities, bit for bit, are
+// the same alone and among 16 unconstrained requests (and its constrained
+// peers) arriving while it runs: the mask touches only its own row, and
+// the CPU kernels give a row the same bits whatever the batch.
+TEST_P(StructuredOutputTest, ConstrainedRequestsGiveTheSameBitsAloneAndAmongSixteenOthers) {
+  const nlohmann::ordered_json corpus = Corpus();
+  struct Run {
+    std::vector<int> tokens;
+    std::vector<float> logprobs;
+    FinishReason finish = FinishReason::kError;
+  };
+  const auto sink = [](Run* out) {
+    return [out](const RequestEvent& e) {
+      if (e.kind == RequestEvent::kToken) {
+        out->tokens.push_back(e.token);
+        out->logprobs.push_back(e.logprob);
+      }
+      if (e.kind == RequestEvent::kFinished) out->finish = e.finish;
+    };
+  };
+  const std::vector<int> prompt = *tokenizer_->Encode("Answer in JSON:", /*bos=*/true, /*eos=*/false);
+  constexpr int kConstrained = 4;
+  const auto constrained = [&](int i, Run* out) {
+    EngineRequest r;
+    r.prompt = prompt;
+    r.temperature = i % 2 == 0 ? 0.0f : 0.9f;
+    r.top_p = 0.95f;
+    r.seed = 100 + i;
+    r.max_new_tokens = 300;
+    r.stop_ids = tokenizer_->stop_ids();
+    absl::StatusOr<std::shared_ptr<TokenAutomaton>> automaton =
+        cache_->Get(*JsonSchemaToGbnf(corpus[i * corpus.size() / kConstrained]["schema"]));
+    EXPECT_TRUE(automaton.ok()) << automaton.status();
+    r.grammar = *TokenMatcher::Start(*automaton);
+    r.sink = sink(out);
+    return r;
+  };
+  std::mt19937 random(7);
+  const int64_t vocab = tokenizer_->vocab_size();
+  const auto unconstrained = [&](Run* out) {
+    EngineRequest r;
+    for (int n = 1 + random() % 60; n > 0; --n) r.prompt.push_back(3 + static_cast<int>(random() % (vocab - 3)));
+    r.temperature = 0.8f;
+    r.seed = random();
+    r.max_new_tokens = 10 + random() % 50;
+    r.sink = sink(out);
+    return r;
+  };
+
+  std::vector<Run> alone(kConstrained);
+  for (int i = 0; i < kConstrained; ++i) {
+    Engine engine(model_.get(), {});
+    ASSERT_TRUE(engine.Submit(constrained(i, &alone[i])).ok());
+    ASSERT_TRUE(engine.RunUntilIdle().ok());
+  }
+  Engine engine(model_.get(), {});
+  std::vector<Run> together(kConstrained), others(16);
+  for (int step = 0; step < 12; ++step) {  // Arrivals in the first steps, interleaved.
+    if (step % 3 == 0) {
+      ASSERT_TRUE(engine.Submit(constrained(step / 3, &together[step / 3])).ok());
+    }
+    for (int j = step; j < 16; j += 12) ASSERT_TRUE(engine.Submit(unconstrained(&others[j])).ok());
+    ASSERT_TRUE(engine.Step().ok());
+  }
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  for (int i = 0; i < kConstrained; ++i) {
+    SCOPED_TRACE("constrained request " + std::to_string(i));
+    EXPECT_EQ(alone[i].finish, FinishReason::kStop);
+    EXPECT_EQ(together[i].finish, alone[i].finish);
+    EXPECT_EQ(together[i].tokens, alone[i].tokens);
+    EXPECT_EQ(together[i].logprobs, alone[i].logprobs);
+    EXPECT_GT(alone[i].tokens.size(), 2u);
+  }
+  for (const Run& other : others) EXPECT_NE(other.finish, FinishReason::kError);
 }
 
 INSTANTIATE_TEST_SUITE_P(
