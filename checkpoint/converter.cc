@@ -297,6 +297,15 @@ absl::StatusOr<uint64_t> WriteShardFolder(const ConvertOptions& options, SourceS
 
 bool ConversionUnderWay(const std::string& out_dir) { return FileLock::IsHeld(ConversionLockPath(out_dir)); }
 
+bool HoldsShardsFor(const std::string& dir, int world_size) {
+  const std::map<int, std::string> files = ShardFiles(dir);
+  if (world_size < 1 || files.size() != static_cast<size_t>(world_size)) return false;
+  for (const auto& [rank, name] : files) {
+    if (name != ShardFileName(rank, world_size)) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
   std::optional<FileLock> lock;
@@ -335,6 +344,14 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
 }
 
 absl::StatusOr<ModelConfig> ReadCheckpointConfig(const ConvertOptions& options) {
+  // Shards that run as they are (HoldsShardsFor) need not open as a
+  // conversion's source, which block types (q4_k, ...) cannot: their index
+  // holds the config.
+  if (HoldsShardsFor(options.ckpt_dir, options.world_size)) {
+    const std::string first = options.ckpt_dir + "/" + ShardFiles(options.ckpt_dir).begin()->second;
+    ASSIGN_OR_RETURN(const std::unique_ptr<ShardReader> shard, ShardReader::Open(first));
+    return ModelConfigFromProto(shard->index().config());
+  }
   ASSIGN_OR_RETURN(const SourceSet sources, OpenSources(options));
   return sources.config;
 }

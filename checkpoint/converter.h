@@ -74,6 +74,11 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options);
 // from before it checks checklist.chk until its shards are in place).
 bool ConversionUnderWay(const std::string& out_dir);
 
+// `dir` holds our shards for exactly `world_size` ranks (every
+// rank-R-of-N.shard with N = world_size, no other N): a job of that size
+// runs them as they are rather than converting them into a copy.
+bool HoldsShardsFor(const std::string& dir, int world_size);
+
 // The model config a conversion of options.ckpt_dir records, with Meta's
 // vocab_size -1 filled in from the embedding's rows. Read from params.json,
 // config.json or the shards' index and the tensor headers, no weights: what

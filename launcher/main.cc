@@ -208,6 +208,10 @@ absl::StatusOr<std::string> PrepareJobShards(const LaunchPlan& plan, ConvertOpti
   if (convert.out_dir.empty()) {
     ASSIGN_OR_RETURN(const ShardLocation location, ChooseShardDir(convert, plan.shard_cache_dir));
     if (!location.note.empty()) std::fprintf(stderr, "launcher: %s\n", location.note.c_str());
+    if (location.as_is) {
+      std::fprintf(stderr, "launcher: running the shards in %s as they are\n", location.dir.c_str());
+      return location.dir;
+    }
     convert.out_dir = location.dir;
   }
   ShardPreparation preparation = plan.preparation;

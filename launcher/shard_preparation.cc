@@ -40,6 +40,9 @@ absl::StatusOr<std::string> JobFailure(const std::string& marker, const std::str
 absl::StatusOr<ShardLocation> ChooseShardDir(const ConvertOptions& convert, const std::string& cache_root) {
   std::error_code error;
   const fs::path ckpt = fs::weakly_canonical(fs::absolute(convert.ckpt_dir), error);
+  if (!convert.dtype.has_value() && HoldsShardsFor(ckpt.string(), convert.world_size)) {
+    return ShardLocation{ckpt.string(), "", /*as_is=*/true};
+  }
   // A converted type has its own folder: converting tp2 to int8 must not
   // replace the bf16 shards another job uses.
   const std::string tp = absl::StrCat("tp", convert.world_size,

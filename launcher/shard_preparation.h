@@ -38,8 +38,12 @@ struct ShardLocation {
   // Set when the shards cannot live next to the checkpoint: says where they
   // went and why, for the user.
   std::string note;
+  // The checkpoint is our shards for this world size: run as they are.
+  bool as_is = false;
 };
 
+// The checkpoint folder itself (as_is) when it holds our shards for the
+// world size and no --weights_dtype asks for another type. Else
 // "<ckpt_dir>/shards/tp<world_size>" ("tp2-q8_0" with a --weights_dtype;
 // "<file>.gguf.shards/tp1" for a GGUF file) when the checkpoint folder is writable
 // or already holds that conversion up to date; otherwise (read-only shared

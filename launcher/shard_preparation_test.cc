@@ -82,5 +82,35 @@ TEST(ShardPreparationTest, AWaitingNodeGivesUpWhenNodeZeroMakesNoProgress) {
   EXPECT_THAT(waited.status().message(), HasSubstr("with no progress for the last 1 s"));
 }
 
+// A folder of our shards for the job's world size runs as it is; another
+// world size, or another --weights_dtype, converts into shards/tpN as any
+// checkpoint does.
+TEST(ShardPreparationTest, ShardsForTheWorldSizeRunAsTheyAre) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/own_shards";
+  ConvertOptions convert;
+  convert.ckpt_dir = CheckpointFixturePath("tiny_fp32_mp1");
+  convert.out_dir = dir;
+  convert.world_size = 2;
+  convert.show_progress = false;
+  ASSERT_TRUE(ConvertCheckpoint(convert).ok());
+  convert.ckpt_dir = dir;
+  convert.out_dir.clear();
+  absl::StatusOr<ShardLocation> same = ChooseShardDir(convert, "/nonexistent");
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(same->as_is);
+  EXPECT_EQ(same->dir, fs::canonical(dir).string());
+  convert.world_size = 1;
+  absl::StatusOr<ShardLocation> other = ChooseShardDir(convert, "/nonexistent");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE(other->as_is);
+  EXPECT_EQ(other->dir, fs::canonical(dir).string() + "/shards/tp1");
+  convert.world_size = 2;
+  convert.dtype = DType::kF16;
+  EXPECT_FALSE(ChooseShardDir(convert, "/nonexistent")->as_is);
+  fs::remove(dir + "/rank-1-of-2.shard");
+  convert.dtype.reset();
+  EXPECT_FALSE(ChooseShardDir(convert, "/nonexistent")->as_is) << "a rank's shard is missing";
+}
+
 }  // namespace
 }  // namespace llama

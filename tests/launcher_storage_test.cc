@@ -159,6 +159,18 @@ TEST(LauncherStorageTest, AGgufFileRunsWithTheTokenizerItCarries) {
   EXPECT_EQ(OutputTokens(dir + "/own.jsonl").size(), 1u);
   EXPECT_TRUE(fs::exists(dir + "/model.gguf.shards/tp1.tokenizer.model"));
   EXPECT_TRUE(fs::exists(dir + "/model.gguf.shards/tp1/rank-0-of-1.shard"));
+  // tools/convert's shards of the file carry its tokenizer too: the folder
+  // alone as --ckpt_dir gives the same tokens.
+  LauncherRun convert = RunProgram(
+      "gguf_convert", {"tools/convert", "--progress=false", "--ckpt_dir=" + dir + "/model.gguf", "--out_dir=" + dir + "/tp1"},
+      {});
+  ASSERT_EQ(ExitCodeOf(convert), 0) << convert.err();
+  EXPECT_THAT(convert.out(), HasSubstr("with the GGUF's tokenizer.model"));
+  LauncherRun converted = testing::Launch("gguf_converted", {"--ckpt_dir=" + dir + "/tp1", "--prompt=I believe the meaning of life is",
+                                                             "--temperature=0", "--max_gen_len=16", "--logprobs",
+                                                             "--output=" + dir + "/converted.jsonl"});
+  ASSERT_EQ(ExitCodeOf(converted, 120s), 0) << converted.err();
+  EXPECT_EQ(OutputTokens(dir + "/converted.jsonl"), OutputTokens(dir + "/fixture.jsonl"));
   LauncherRun llama3 = testing::Launch("gguf_llama3_chat", {"--ckpt_dir=" + dir + "/model.gguf", "--chat_format=llama3",
                                                             "--dialogs_file=tokenizer/testdata/dialogs.json"});
   EXPECT_EQ(ExitCodeOf(llama3), 2) << llama3.err();

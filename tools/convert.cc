@@ -4,8 +4,9 @@
 //   convert --ckpt_dir=llama-2-7b --format=gguf --tokenizer_path=tokenizer.model --out=llama-2-7b.gguf
 //
 // --ckpt_dir may also be a Hugging Face folder (config.json, safetensors or
-// pytorch_model.bin), or hold our own shards (rank-R-of-M.shard), to
-// reshard them. See checkpoint/converter.h for what is checked and guaranteed.
+// pytorch_model.bin), a GGUF file (its vocabulary goes into --out_dir as
+// tokenizer.model), or hold our own shards (rank-R-of-M.shard), to reshard
+// them. See checkpoint/converter.h for what is checked and guaranteed.
 
 #include <cstdio>
 
@@ -16,12 +17,13 @@
 #include "base/progress.h"
 #include "base/status_macros.h"
 #include "checkpoint/converter.h"
+#include "checkpoint/gguf_checkpoint.h"
 #include "tokenizer/tokenizer_location.h"
 #include "tools/tool_main.h"
 
 DEFINE_string(ckpt_dir, "",
               "Folder with consolidated.NN.pth and params.json, a Hugging Face folder (config.json and "
-              "*.safetensors or pytorch_model*.bin), or our shards. Required.");
+              "*.safetensors or pytorch_model*.bin), a GGUF file (or a folder holding one), or our shards. Required.");
 DEFINE_string(out_dir, "", "Folder to create with rank-R-of-N.shard files (--format=shards).");
 DEFINE_string(format, "shards", "shards (ours, for N ranks) or gguf (one file for llama.cpp and Ollama).");
 DEFINE_string(out, "", "The GGUF file to write (--format=gguf).");
@@ -76,14 +78,21 @@ absl::Status Convert() {
     ASSIGN_OR_RETURN(options.dtype, llama::ParseWeightsDtypeFlag("dtype", FLAGS_dtype));
   }
   ASSIGN_OR_RETURN(const llama::ConvertResult result, llama::ConvertCheckpoint(options));
+  // A GGUF carries its vocabulary, which the shards do not: written beside
+  // them, where the launcher and worker look for it (FindTokenizerFile), so
+  // the folder runs on its own.
+  const std::optional<std::string> gguf = llama::GgufCheckpointFile(FLAGS_ckpt_dir);
+  if (gguf.has_value() && options.format == llama::OutputFormat::kShards) {
+    RETURN_IF_ERROR(llama::WriteGgufTokenizer(*gguf, FLAGS_out_dir + "/tokenizer.model"));
+  }
   if (result.up_to_date) {
     std::printf("%s is up to date (%d-way shards of %s); nothing to do\n", FLAGS_out_dir.c_str(),
                 FLAGS_world_size, FLAGS_ckpt_dir.c_str());
   } else if (options.format == llama::OutputFormat::kGguf) {
     std::printf("wrote %s, %s of tensors\n", FLAGS_out.c_str(), llama::HumanBytes(result.bytes_written).c_str());
   } else {
-    std::printf("wrote %d shard(s), %s, to %s\n", FLAGS_world_size, llama::HumanBytes(result.bytes_written).c_str(),
-                FLAGS_out_dir.c_str());
+    std::printf("wrote %d shard(s), %s, to %s%s\n", FLAGS_world_size, llama::HumanBytes(result.bytes_written).c_str(),
+                FLAGS_out_dir.c_str(), gguf.has_value() ? ", with the GGUF's tokenizer.model" : "");
   }
   return absl::OkStatus();
 }
