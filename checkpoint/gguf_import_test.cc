@@ -124,7 +124,7 @@ std::vector<float> ShardValues(const std::string& dir, int rank, int world_size,
   return values;
 }
 
-// llama-quantize's files: each tensor of a rank's shard is its slice of the
+// llama-quantize's files (Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q8_0): each tensor of a rank's shard is its slice of the
 // file's tensor, decoded (ggml_blocks_test checks decoding against
 // llama.cpp's) and re-quantized to int8 as our quantizer does it (or
 // rounded to f16), row-split and column-split alike; Q4_K linear layers are
@@ -137,13 +137,13 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
   ASSERT_FALSE(split_blocks.ok());
   EXPECT_THAT(split_blocks.status().message(), HasSubstr("has rows of 128 values on each of 2 ranks; q4_k blocks "
                                                          "need a multiple of 256"));
-  for (const char* type : {"Q4_0", "Q4_K_M", "Q5_K_M"}) {
+  for (const char* type : {"Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"}) {
     absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(TestdataGguf(type));
     ASSERT_TRUE(file.ok()) << file.status();
     const std::pair<const char*, const char*> checked[] = {
         {"blk.0.attn_k.weight", "layers.0.attention.wk.weight"},   // Rows split.
         {"blk.0.ffn_down.weight", "layers.0.feed_forward.w2.weight"},  // Columns split.
-        {"output.weight", "output.weight"},                          // Q6_K in every preset.
+        {"output.weight", "output.weight"},                          // Q6_K in every preset but Q8_0.
     };
     for (int world_size : {1, 2}) {
       const std::string out = OutDir(absl::StrCat(type, "_tp", world_size));
@@ -172,7 +172,8 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
         EXPECT_EQ(stored, want) << type << " " << name << " tp" << world_size;
         if (stored == DType::kF16) {
           for (float& v : full) v = F16ToF32(F32ToF16(v));
-        } else if (stored == DType::kQ8_0) {  // Re-quantized as our int8 quantizer does it.
+        } else if (stored == DType::kQ8_0 && info->ggml_type != static_cast<uint32_t>(GgmlType::kQ8_0)) {
+          // Re-quantized as our int8 quantizer does it (Q8_0 is copied: its blocks are ours).
           std::vector<uint8_t> blocks(TensorBytes(DType::kQ8_0, full.size()));
           ASSERT_TRUE(QuantizeQ8_0(full.data(), full.size(), blocks.data()).ok());
           DequantizeQ8_0(blocks.data(), full.size(), full.data());
@@ -186,6 +187,43 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
           joined = rebuilt;
         }
         EXPECT_EQ(joined, full) << type << " " << name << " tp" << world_size;
+      }
+    }
+  }
+}
+
+// llama.cpp's own Hugging Face converter (convert_hf_to_gguf.py, F16 and
+// BF16, testdata/gguf/make_testdata.sh) of the Hugging Face fixture
+// tiny_fp16_bin imports to what our conversion of that folder gives:
+// every weight matrix bit for bit in its type (llama.cpp undid Hugging
+// Face's q/k row order as we do, and rounded f16 to bf16 as we do), the
+// norms the same values (llama.cpp stores them f32), at one and two ranks.
+TEST(GgufImportTest, LlamaCppsHuggingFaceConversionsImportAsTheFolderConverts) {
+  const std::string folder = "tests/fixtures/hf_fixture/tiny_fp16_bin";
+  for (const auto& [type, dtype] : {std::pair{"hf_F16", DType::kF16}, std::pair{"hf_BF16", DType::kBF16}}) {
+    for (int world_size : {1, 2}) {
+      const std::string label = absl::StrCat(type, "_tp", world_size);
+      ASSERT_TRUE(Convert(TestdataGguf(type), OutDir(label + "_gguf"), world_size).ok()) << label;
+      ASSERT_TRUE(Convert(folder, OutDir(label + "_hf"), world_size, dtype).ok()) << label;
+      ASSERT_TRUE(Convert(folder, OutDir(label + "_hf_as_stored"), world_size).ok()) << label;
+      ExpectSameConfig(ConfigOf(OutDir(label + "_gguf"), world_size), ConfigOf(OutDir(label + "_hf"), world_size),
+                       label);
+      absl::StatusOr<std::unique_ptr<ShardReader>> reader =
+          ShardReader::Open(OutDir(label + "_hf") + "/" + ShardFileName(0, world_size));
+      ASSERT_TRUE(reader.ok()) << reader.status();
+      for (const shard::TensorEntry& entry : (*reader)->index().tensors()) {
+        for (int rank = 0; rank < world_size; ++rank) {
+          // A norm is compared with the folder's own f16 values, which
+          // llama.cpp widened to f32 (our --weights_dtype=bf16 rounds it).
+          const bool norm = entry.shape_size() == 1;
+          const std::string folder_shards = OutDir(label + (norm ? "_hf_as_stored" : "_hf"));
+          DType theirs = DType::kF32;
+          const std::vector<float> from_gguf =
+              ShardValues(OutDir(label + "_gguf"), rank, world_size, entry.name(), &theirs);
+          EXPECT_EQ(from_gguf, ShardValues(folder_shards, rank, world_size, entry.name()))
+              << label << " " << entry.name() << " rank " << rank;
+          EXPECT_EQ(theirs, norm ? DType::kF32 : dtype) << label << " " << entry.name();
+        }
       }
     }
   }

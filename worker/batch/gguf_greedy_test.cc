@@ -1,5 +1,6 @@
-// llama.cpp's own quantized files (checkpoint/testdata/gguf, made by
-// llama-quantize: Q4_0, Q4_K_M, Q5_K_M with Q6_K) imported and run by us,
+// llama.cpp's own files (checkpoint/testdata/gguf: llama-quantize's Q4_0,
+// Q4_K_M, Q5_K_M, Q6_K and Q8_0, and convert_hf_to_gguf.py's F16 and BF16
+// of the Hugging Face fixture) imported and run by us,
 // against llama.cpp running the same file (node-llama-cpp's prebuilt CPU
 // library, tests/fixtures/llama_cpp_greedy.mjs).
 //
@@ -42,12 +43,14 @@ namespace fs = std::filesystem;
 using ::llama::testing::NodeToolsDir;
 using ::llama::testing::ReadFileOrEmpty;
 
-// Measured (printed; the non-Q4_K block types re-quantized to int8 as
-// imported by default): 94-98% of choices agree, and at the others
+// Measured (printed; the block types other than Q4_K and Q8_0 re-quantized
+// to int8 as imported by default): 94-99% of choices agree, and at the others
 // llama.cpp's token is within 0.026 (Q4_0, 141 of 144 agree), 0.035
 // (Q4_K_M as f16, 138), 0.067 (Q4_K_M as imported: q4_k with int8
-// activations, 138) and 0.096 (Q5_K_M, 137) of our top logit; a wrong
-// decoding of any block type agrees on few tokens and by no such margins.
+// activations, 138), 0.096 (Q5_K_M, 137), 0.073 (Q6_K, 137), 0.048 (Q8_0
+// with int8 activations, 137), 0.005 (F16, 142) and 0.012 (BF16, 142) of
+// our top logit; a wrong decoding of any block type agrees on few tokens
+// and by no such margins.
 constexpr double kNearTie = 0.25;
 constexpr double kMinAgreement = 0.9;
 constexpr int kSteps = 48;
@@ -114,6 +117,10 @@ TEST(GgufGreedyTest, OurTopTokensAreLlamaCppsButAtNearTies) {
       {"Q4_K_M", DType::kF16, false, "Q4_K_M as f16"},
       {"Q4_K_M", std::nullopt, true, "Q4_K_M as q4_k, int8 activations"},
       {"Q5_K_M", std::nullopt, false, "Q5_K_M"},
+      {"Q6_K", std::nullopt, false, "Q6_K"},
+      {"Q8_0", std::nullopt, true, "Q8_0 as int8, int8 activations"},
+      {"hf_F16", std::nullopt, false, "F16 from convert_hf_to_gguf.py"},
+      {"hf_BF16", std::nullopt, false, "BF16 from convert_hf_to_gguf.py"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.label);
