@@ -23,7 +23,7 @@
 # llama.cpp only) is llama-quantize's Q4_K_M of the fp16 file, which both
 # programs run (ours imports it). OUR_FLAGS adds flags to our bench, e.g.
 # OUR_FLAGS="--bf16_activations --int8_prefill" for llama.cpp's own
-# activation precision. BATCH=8 adds a line per type: decode of 8
+# activation precision, "--kv_cache_dtype=f16" for its KV cache's. BATCH=8 adds a line per type: decode of 8
 # sequences at once (ours: --batch=8; llama.cpp: llama-batched-bench, or 8
 # sequences of one context batched by node-llama-cpp). Each line carries
 # the load average when it started: compare only lines of a quiet machine.
@@ -104,12 +104,17 @@ for round in $(seq "$rounds"); do
     shard="$work/shards_$dtype/rank-0-of-1.shard"
     gguf="$work/$dtype.gguf"
     l=$(load)
+    # Decode after a 16-token prompt, as llama-bench's tg starts at an
+    # empty context (after $prefill tokens attention would cost us more).
     # shellcheck disable=SC2086
-    ours=$(bazel-bin/tools/bench --shard="$shard" --prefill_tokens="$prefill" --decode_tokens="$decode" --batch=1 \
+    ours=$(bazel-bin/tools/bench --shard="$shard" --prefill_tokens="$prefill" --decode_tokens=1 --batch=1 \
       --threads="$threads" ${OUR_FLAGS:-} 2>&1)
-    read -r their_prefill their_decode <<<"$(theirs_batch1 "$gguf")"
     our_prefill=$(sed -nE 's/^prefill: .* = ([0-9.]+) tokens\/s.*/\1/p' <<<"$ours")
+    # shellcheck disable=SC2086
+    ours=$(bazel-bin/tools/bench --shard="$shard" --prefill_tokens=16 --decode_tokens="$decode" --batch=1 \
+      --threads="$threads" ${OUR_FLAGS:-} 2>&1)
     our_decode=$(sed -nE 's/^decode: +batch 1, ([0-9.]+) ms\/step.*/\1/p' <<<"$ours")
+    read -r their_prefill their_decode <<<"$(theirs_batch1 "$gguf")"
     awk -v r="$round" -v d="$dtype" -v l="$l" -v op="$our_prefill" -v tp="$their_prefill" -v od="$our_decode" \
       -v td="$their_decode" 'BEGIN { printf "round %s %-6s load %4s  prefill ours %6.1f llama.cpp %6.1f tokens/s (ours/theirs %.2f)   decode ours %6.1f llama.cpp %6.1f ms/step (ours/theirs speed %.2f)\n", r, d, l, op, tp, op / tp, od, td, td / od }'
     if [[ -n ${BATCH:-} ]]; then

@@ -55,9 +55,20 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::RunShare(int index) {
-  const int64_t begin = index * chunk_;
-  const int64_t end = std::min(n_, begin + chunk_);
-  if (begin < end) (*fn_)(begin, end);
+  if (pieces_ == 0) {  // One range a thread.
+    const int64_t begin = index * chunk_;
+    const int64_t end = std::min(n_, begin + chunk_);
+    if (begin < end) (*fn_)(begin, end);
+    return;
+  }
+  RunPieces();
+}
+
+void ThreadPool::RunPieces() {
+  for (int64_t piece; (piece = next_.fetch_add(1, std::memory_order_relaxed)) < pieces_;) {
+    const int64_t begin = piece * chunk_;
+    (*fn_)(begin, std::min(n_, begin + chunk_));
+  }
 }
 
 uint64_t ThreadPool::AwaitJob(uint64_t seen) {
@@ -100,7 +111,19 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   }
   fn_ = &fn;
   n_ = n;
-  chunk_ = (n + size() - 1) / size();
+  if (n <= size()) {
+    chunk_ = 1;
+    pieces_ = 0;
+  } else {
+    // Pieces a thread on average: enough to even out a late thread, few
+    // enough that a piece stays long (a weight panel's rows, say).
+    constexpr int64_t kPiecesPerThread = 4;
+    const int64_t grain_pieces = n / std::max<int64_t>(grain, 1);
+    const int64_t wanted = std::min<int64_t>(grain_pieces, size() * kPiecesPerThread);
+    chunk_ = (n + wanted - 1) / wanted;
+    pieces_ = (n + chunk_ - 1) / chunk_;
+    next_.store(0, std::memory_order_relaxed);
+  }
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1);
   if (sleepers_.load() > 0) {

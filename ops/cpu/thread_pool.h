@@ -44,7 +44,12 @@ class ThreadPool {
 
   // Calls fn(begin, end) on disjoint ranges covering [0, n), each at least
   // `grain` long (except the last), on the pool and the calling thread;
-  // returns when all are done.
+  // returns when all are done. With n no more than size() each thread
+  // takes one range; else a few ranges per thread, claimed by whichever
+  // thread is free, so that one the OS or a memory stall delays leaves its
+  // ranges to the others rather than holding up the call (fixed halves on
+  // a shared 2-core machine kept each thread waiting for the other for a
+  // seventh of a small model's decode step).
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -52,16 +57,20 @@ class ThreadPool {
   // The first job generation after `seen` (or `seen` once stopping).
   uint64_t AwaitJob(uint64_t seen);
   void RunShare(int index);
+  // Runs pieces of the current job until none is left.
+  void RunPieces();
 
   std::vector<std::thread> workers_;
   // The current job: written by the caller before generation_ moves on,
   // read by the workers after they see it move.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
-  int64_t chunk_ = 0;
+  int64_t chunk_ = 0;   // Elements per piece.
+  int64_t pieces_ = 0;  // Pieces of the current job.
   // Each on its own cache line: the workers poll generation_ while they
-  // count pending_ down.
+  // claim pieces from next_ and count pending_ down.
   alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<int64_t> next_{0};
   alignas(64) std::atomic<int> pending_{0};
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> stopping_{false};
