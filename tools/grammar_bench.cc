@@ -16,6 +16,7 @@
 // tokens whose mask was computed rather than found (first visits).
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -39,6 +40,9 @@ DEFINE_string(grammar, "", "A GBNF file to measure instead of schemas.");
 DEFINE_int32(walks, 20, "Random walks per grammar.");
 DEFINE_int32(max_tokens, 300, "Tokens per walk at most.");
 DEFINE_uint64(seed, 1, "Seeds the walks.");
+DEFINE_double(punctuation_bias, 0, "With this probability a step draws only among the allowed tokens without letters, "
+                                   "digits or spaces (quotes, commas, brackets), so strings close after a few tokens as "
+                                   "a model's short values do; 0: every step draws among all allowed tokens.");
 
 namespace {
 
@@ -68,6 +72,19 @@ nlohmann::ordered_json SchemaOfSize(int n) {
   return {{"type", "object"}, {"properties", properties}, {"required", required}};
 }
 
+// An object of `n` required strings without bounds: one string rule open
+// in `n` places, what the per-top split of the masks serves.
+nlohmann::ordered_json SchemaOfFreeStrings(int n) {
+  using json = nlohmann::ordered_json;
+  json properties = json::object(), required = json::array();
+  for (int i = 0; i < n; ++i) {
+    const std::string name = absl::StrFormat("text_%d", i);
+    properties[name] = {{"type", "string"}};
+    required.push_back(name);
+  }
+  return {{"type", "object"}, {"properties", properties}, {"required", required}};
+}
+
 struct Source {
   std::string name;
   std::string gbnf;
@@ -93,6 +110,8 @@ absl::StatusOr<std::vector<Source>> Sources() {
       schemas.push_back(SchemaOfSize(n));
       names.push_back(absl::StrFormat("object of %d properties", n));
     }
+    schemas.push_back(SchemaOfFreeStrings(16));
+    names.push_back("object of 16 free strings");
   } else {
     ASSIGN_OR_RETURN(std::string text, ReadFile(FLAGS_schemas, "schemas"));
     const nlohmann::ordered_json list = nlohmann::ordered_json::parse(text, nullptr, false);
@@ -109,6 +128,12 @@ absl::StatusOr<std::vector<Source>> Sources() {
     sources.push_back({names[i], *gbnf});
   }
   return sources;
+}
+
+bool IsPunctuation(std::string_view bytes) {
+  return !bytes.empty() && std::all_of(bytes.begin(), bytes.end(), [](char c) {
+    return std::ispunct(static_cast<unsigned char>(c)) != 0;
+  });
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -129,7 +154,8 @@ absl::Status Measure(const Source& source, const std::shared_ptr<const llama::gr
   auto automaton = std::make_shared<llama::grammar::TokenAutomaton>(grammar, trie);
   std::vector<double> all, computed;
   int finished = 0;
-  std::vector<int> allowed;
+  std::vector<int> allowed, punctuation;
+  std::bernoulli_distribution punctuation_step(FLAGS_punctuation_bias);
   for (int walk = 0; walk < FLAGS_walks; ++walk) {
     ASSIGN_OR_RETURN(std::unique_ptr<llama::grammar::TokenMatcher> m, llama::grammar::TokenMatcher::Start(automaton));
     for (int step = 0; step < FLAGS_max_tokens && !m->complete(); ++step) {
@@ -138,11 +164,15 @@ absl::Status Measure(const Source& source, const std::shared_ptr<const llama::gr
       std::shared_ptr<const TokenMask> mask = m->Allowed();
       const double mask_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
       allowed.clear();
+      punctuation.clear();
       for (int t = 0; t < trie->vocab_size(); ++t) {
-        if (llama::grammar::MaskHas(mask->data(), t)) allowed.push_back(t);
+        if (!llama::grammar::MaskHas(mask->data(), t)) continue;
+        allowed.push_back(t);
+        if (IsPunctuation(trie->bytes(t))) punctuation.push_back(t);
       }
       if (allowed.empty()) return absl::InternalError(absl::StrCat(source.name, ": a live state allows no token"));
-      const int token = allowed[rng() % allowed.size()];
+      const std::vector<int>& pool = !punctuation.empty() && punctuation_step(rng) ? punctuation : allowed;
+      const int token = pool[rng() % pool.size()];
       const auto accept_start = std::chrono::steady_clock::now();
       RETURN_IF_ERROR(m->Accept(token));
       const double us = mask_us + std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - accept_start).count();

@@ -92,6 +92,32 @@ ByteParser::StateId ByteParser::Advance(StateId state, uint8_t b) {
   return InternState(scratch_, accepting);
 }
 
+std::vector<int32_t> ByteParser::StackTops(StateId state, int depth) {
+  std::vector<int32_t> tops;
+  std::vector<int32_t> chain;
+  for (const int32_t top : states_[state].stacks) {
+    chain.clear();
+    for (int32_t f = top; f != kBottom && static_cast<int>(chain.size()) < depth; f = frames_[f].below) chain.push_back(f);
+    int32_t rebuilt = kBottom;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) rebuilt = InternFrame(frames_[*it].position, rebuilt);
+    tops.push_back(rebuilt);
+  }
+  return tops;
+}
+
+ByteParser::StateId ByteParser::Subset(StateId state, const std::vector<bool>& keep) {
+  std::vector<int32_t> stacks;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i]) stacks.push_back(states_[state].stacks[i]);
+  }
+  return InternState(stacks, /*accepting=*/false);
+}
+
+ByteParser::StateId ByteParser::StateOfStack(int32_t frame) {
+  std::vector<int32_t> stacks = {frame};
+  return InternState(stacks, /*accepting=*/false);
+}
+
 ByteParser::StateId ByteParser::Learn(StateId state, uint8_t b) {
   const StateId to = Advance(state, b);
   next_[static_cast<size_t>(state) * 256 + b] = to;

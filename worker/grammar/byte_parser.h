@@ -45,6 +45,16 @@ class ByteParser {
   bool accepting(StateId state) const { return states_[state].accepting; }
   // Some byte may follow.
   bool live(StateId state) const { return !states_[state].stacks.empty(); }
+  // The top `depth` frames of each of `state`'s stacks (in their order)
+  // with nothing below them, as one stack (frames interned as any other):
+  // what those frames take before the deepest of them returns does not
+  // depend on the rest.
+  std::vector<int32_t> StackTops(StateId state, int depth);
+  // The state of the one stack `frame` (from StackTops): where the stack
+  // runs out it accepts (the real stack would go on below).
+  StateId StateOfStack(int32_t frame);
+  // `state` with only the stacks keep[i] (kDead for none), not accepting.
+  StateId Subset(StateId state, const std::vector<bool>& keep);
   // A state with more stacks than kMaxStacks, or a closure of more than
   // kMaxClosure items, was cut to kDead: the grammar is too ambiguous to
   // follow (see TokenMatcher::Accept).

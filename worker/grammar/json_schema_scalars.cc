@@ -254,6 +254,9 @@ absl::StatusOr<std::optional<int64_t>> ReadCount(const ordered_json& schema, con
 
 absl::StatusOr<std::string> StringItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
   ASSIGN_OR_RETURN(const std::string body, StringBody(schema, pointer, rules));
+  // Every unconstrained string is the one rule, so that the matcher's masks
+  // inside any of them share one split (token_matcher.h).
+  if (body == GbnfRepeat(rules.Use("char"), 0, kNoLimit)) return rules.Use("string");
   return GbnfSequence({R"("\"")", body, R"("\"")"});
 }
 

@@ -6,9 +6,20 @@
 // number or a run of whitespace meets the same few states again and
 // again, and every request with the same grammar shares them. Computing
 // one walks the vocabulary's trie (TokenTrie) through the parser, pruning
-// a whole subtree at the first byte no sentence continues with; a
-// structural state (after "{", say) thus visits a few hundred nodes, an
-// open string most of the trie, once. tools/grammar_bench measures both.
+// a whole subtree at the first byte no sentence continues with.
+//
+// Most of a mask depends only on the top few frames of each of the
+// state's stacks, not on what lies below them: an open string allows the
+// same hundred thousand tokens inside any property of any object. So the
+// trie is walked once per distinct top (kSplitDepth frames, with nothing
+// below: ByteParser::StackTops), keeping the tokens those frames take
+// before the deepest of them returns ("within") and the trie nodes where
+// it can return ("exits": after a string's closing quote, say). A state's
+// mask is then the within sets of its tops and, walked from the state
+// itself, only the exits' subtrees: tens of microseconds where the whole
+// trie took milliseconds (a top's first state still walks it, and only the
+// second computes the split). As xgrammar splits context-independent from
+// context-dependent tokens. tools/grammar_bench measures it.
 //
 // Stop tokens are not in the masks: the engine allows them exactly when
 // the matcher is accepting (TokenChoice::also_allowed).
@@ -90,15 +101,48 @@ class TokenAutomaton {
     int64_t parser_states = 0;
     int64_t masks = 0;        // Computed (misses), kept or since dropped.
     int64_t mask_hits = 0;
+    int64_t splits = 0;         // Tops walked alone (see the header).
     int64_t nodes_visited = 0;  // Trie nodes walked over all misses.
   };
   Stats stats();
+
+  // The mask walked over the whole trie from `state`, as it was before
+  // masks were split by top position: the tests' reference.
+  TokenMask AllowedByWholeWalkForTesting(StateId state);
 
   // Kept masks beyond this many bytes are dropped (and recomputed if met again).
   static constexpr int64_t kMaxMaskBytes = int64_t{256} << 20;
 
  private:
-  void Walk(StateId state, TokenMask& mask) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A trie node where a top frame's rule can end, and the bytes to it.
+  struct Exit {
+    int32_t node;
+    std::string prefix;
+  };
+  // What a top allows whatever is below it (see the header).
+  struct TopSplit {
+    TokenMask within;
+    std::vector<Exit> exits;
+  };
+  // Frames in a top: a JSON string's content is three deep (a character
+  // inside the repetition inside the string rule), so a top of three ends
+  // at the closing quote; one frame would end after every character.
+  static constexpr int kSplitDepth = 3;
+  // More tops than this in one state (an ambiguous grammar): the whole trie
+  // is walked instead.
+  static constexpr size_t kMaxSplitTops = 16;
+
+  // Walks trie nodes [begin, end), all below one node of depth d whose
+  // state is path_[d], setting the tokens of every node the parser can
+  // reach. With `exits`, the walk is a lone frame's: a node where it
+  // accepts is recorded there, its tokens and subtree left to the states
+  // that walk the exit (WalkExits).
+  void Walk(int32_t begin, int32_t end, TokenMask& mask, std::vector<Exit>* exits)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  const TopSplit& SplitOf(int32_t top) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The exits' tokens and subtrees, walked from `state`.
+  void WalkExits(StateId state, const std::vector<Exit>& exits, TokenMask& mask) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::shared_ptr<TokenMask> Compute(StateId state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const std::shared_ptr<const Grammar> grammar_;
   const std::shared_ptr<const TokenTrie> trie_;
@@ -108,7 +152,10 @@ class TokenAutomaton {
   absl::flat_hash_map<StateId, std::shared_ptr<const TokenMask>> masks_ ABSL_GUARDED_BY(mutex_);
   int64_t mask_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<int32_t, std::unique_ptr<const TopSplit>> splits_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<int32_t, int64_t> tops_met_ ABSL_GUARDED_BY(mutex_);  // Masks computed with each top.
   std::vector<StateId> path_ ABSL_GUARDED_BY(mutex_);  // Walk's state at each depth.
+  std::string bytes_path_ ABSL_GUARDED_BY(mutex_);     // Walk's byte at each depth.
 };
 
 // One sequence's place in its grammar.

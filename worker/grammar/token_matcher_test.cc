@@ -1,10 +1,14 @@
 #include "worker/grammar/token_matcher.h"
 
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tokenizer/tokenizer_fixture.h"
+#include "worker/grammar/json_schema.h"
 
 namespace llama::grammar {
 namespace {
@@ -66,6 +70,54 @@ TEST(TokenMatcherTest, MasksEqualBruteForceWithTiktoken) {
   std::unique_ptr<Tokenizer> tokenizer = TiktokenFixture();
   ASSERT_NE(tokenizer, nullptr);
   CheckMasksAgainstBruteForce(*tokenizer);
+}
+
+// Masks put together from the top positions' splits equal the whole-trie
+// walk's, state by state, along random walks through every schema of the
+// corpus (strings inside nested objects and arrays, patterns, enums, ...)
+// with both fixture vocabularies.
+void CheckSplitMasksOnTheCorpus(const Tokenizer& tokenizer) {
+  std::ifstream file("worker/grammar/testdata/schemas.json");
+  ASSERT_TRUE(file);
+  std::stringstream text;
+  text << file.rdbuf();
+  const nlohmann::ordered_json corpus = nlohmann::ordered_json::parse(text.str());
+  ASSERT_GE(corpus.size(), 200u);
+  const std::shared_ptr<const TokenTrie> trie = TokenTrie::ForTokenizer(tokenizer);
+  std::mt19937 rng(11);
+  int64_t compared = 0, splits = 0;
+  for (const auto& entry : corpus) {
+    absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(entry["schema"]);
+    ASSERT_TRUE(gbnf.ok()) << entry["name"] << ": " << gbnf.status();
+    auto automaton = std::make_shared<TokenAutomaton>(*Grammar::Parse(*gbnf), trie);
+    for (int walk = 0; walk < 2; ++walk) {
+      TokenAutomaton::StateId state = automaton->initial();
+      for (int step = 0; step < 60 && automaton->live(state); ++step, ++compared) {
+        const std::shared_ptr<const TokenMask> mask = automaton->Allowed(state);
+        ASSERT_EQ(*mask, automaton->AllowedByWholeWalkForTesting(state)) << entry["name"] << " step " << step;
+        std::vector<int> allowed;
+        for (int t = 0; t < trie->vocab_size(); ++t) {
+          if (MaskHas(mask->data(), t)) allowed.push_back(t);
+        }
+        if (allowed.empty()) break;
+        state = automaton->Advance(state, allowed[rng() % allowed.size()]);
+        ASSERT_NE(state, ByteParser::kDead);
+      }
+    }
+    splits += automaton->stats().splits;
+  }
+  EXPECT_GT(compared, 5000);
+  EXPECT_GT(splits, 0);
+}
+
+TEST(TokenMatcherTest, SplitMasksEqualWholeWalksOnTheCorpusWithSentencePiece) {
+  CheckSplitMasksOnTheCorpus(testing::FixtureTokenizer());
+}
+
+TEST(TokenMatcherTest, SplitMasksEqualWholeWalksOnTheCorpusWithTiktoken) {
+  std::unique_ptr<Tokenizer> tiktoken = TiktokenFixture();
+  ASSERT_NE(tiktoken, nullptr);
+  CheckSplitMasksOnTheCorpus(*tiktoken);
 }
 
 TEST(TokenMatcherTest, SentencePieceSpacesAndByteFallbackPiecesAreTheirBytes) {
