@@ -35,6 +35,12 @@ bool CpuRunsAvx512Vnni() {
   return Avx2FmaF16c() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
 }
 
+bool CpuRunsAvx512BwVnni() {
+  __builtin_cpu_init();
+  return Avx2FmaF16c() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
 bool CpuRunsAvx512Bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

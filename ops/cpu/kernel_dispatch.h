@@ -29,6 +29,8 @@ bool CpuRunsX86_64V3();
 bool CpuRunsAvx512();
 // AVX2, FMA, F16C, AVX-512 VNNI and VL.
 bool CpuRunsAvx512Vnni();
+// AVX2, FMA, F16C and AVX-512 F, BW, VL and VNNI.
+bool CpuRunsAvx512BwVnni();
 // AVX-512 F, BW, VL and BF16.
 bool CpuRunsAvx512Bf16();
 // Every x86-64 CPU: the portable variants.

@@ -24,6 +24,15 @@ namespace {
 constexpr int kSubBlocks = 8;
 constexpr int64_t kScalesOffset = 4, kNibblesOffset = 16;
 
+// x's int8 values are stored per super-block in the order the weights'
+// nibbles meet them two 32-byte chunks at a time: for chunks 2p and 2p + 1
+// (sub-blocks 4p, 4p + 1, 4p + 2, 4p + 3), the low nibbles' x of both, then
+// the high nibbles' x of both. So one 64-byte load of x matches one 64-byte
+// load of nibbles (the AVX-512 kernel) and the 32-byte kernels read x at
+// the offsets below.
+constexpr int64_t LowX(int j) { return 128 * (j / 2) + 32 * (j % 2); }
+constexpr int64_t HighX(int j) { return LowX(j) + 64; }
+
 // Rows of x, each quantized per super-block (QuantizeSuperBlock).
 struct QuantizedRow {
   const int8_t* q;
@@ -39,192 +48,218 @@ float QuantizeSuperBlock(const float* v, int8_t* q, int16_t* sums) {
   for (int i = 0; i < kQ4KBlockElements; ++i) amax = std::max(amax, std::fabs(v[i]));
   const float d = amax / 127, id = d != 0 ? 1 / d : 0;
   for (int s = 0; s < kSubBlocks; ++s) {
+    int8_t* stored = q + (s % 2 ? HighX(s / 2) : LowX(s / 2));
     int sum = 0;
     for (int l = 0; l < 32; ++l) {
-      q[32 * s + l] = static_cast<int8_t>(std::lround(v[32 * s + l] * id));
-      sum += q[32 * s + l];
+      stored[l] = static_cast<int8_t>(std::lround(v[32 * s + l] * id));
+      sum += stored[l];
     }
     sums[s] = static_cast<int16_t>(sum);
   }
   return d;
 }
 
-// What a kernel gives per super-block b of one weight row: d and dmin as
-// f32 (exact conversions of the f16s), and for each row r of x the exact
-// int32 sums dot[r * blocks + b] (over sub-blocks s of scale_s times the
-// nibbles' dot product with x) and mins[r * blocks + b] (of min_s times
-// x's sum over the sub-block). Each instruction set computes the dots its
-// own way.
-struct RowSums {
-  float* d;
-  float* dmin;
-  int32_t* dot;
-  int32_t* mins;
-};
+// Every kernel computes, for each row of x and one weight row, the same
+// f32 operations, so all give the same bits. Per super-block b, eight
+// exact int32 lanes: lane k sums, over the four chunks and both nibbles,
+// scale times the dot product of bytes 4k..4k+3 of the chunk's nibbles
+// with their x (what vpmaddubsw then vpmaddwd leave in an int32 lane);
+// and eight more, min_s times x's sum over sub-block s. Eight f32
+// accumulators take them in order, acc_k = fma(dx * d, lane_k, acc_k) then
+// fma(-(dx * dmin), mins_k, acc_k); the row's output is their sum in
+// SumLanes' order. The integers fit f32 exactly (|lane| < 2^22).
+constexpr int kLanes = 8;
 constexpr int kMaxRows = 4;
-using RowSumsFn = void (*)(const QuantizedRow* x, const uint8_t* row, int64_t blocks, const RowSums& out);
+using RowDotsFn = void (*)(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride);
 
-// Super-block b's scales (into `scales`, for the dots) and the minimums'
-// sums for kRows rows of x: the scalar part every kernel shares (d and dmin
-// each converts its own way, exactly).
-template <int kRows>
-__attribute__((always_inline)) inline void BlockScalesAndMins(const QuantizedRow* x, const uint8_t* block, int64_t b,
-                                                              int64_t blocks, uint8_t* scales, const RowSums& out) {
-  uint8_t mins[kSubBlocks];
-  GgmlKScalesAndMins(block + kScalesOffset, scales, mins);
-  for (int r = 0; r < kRows; ++r) {
-    int32_t sum = 0;
-    for (int s = 0; s < kSubBlocks; ++s) sum += mins[s] * x[r].sums[b * kSubBlocks + s];
-    out.mins[r * blocks + b] = sum;
-  }
-}
+float SumLanes(const float* a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
-// F16C: d and dmin, one instruction.
-__attribute__((target("avx2,f16c"))) inline void ScalesF16c(const uint8_t* block, int64_t b, const RowSums& out) {
-  int32_t bits;
-  std::memcpy(&bits, block, sizeof bits);
-  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));
-  out.d[b] = _mm_cvtss_f32(both);
-  out.dmin[b] = _mm_cvtss_f32(_mm_shuffle_ps(both, both, 1));
-}
+struct BlockFactors {
+  float d, dmin;
+  uint8_t scales[kSubBlocks], mins[kSubBlocks];
+};
 
 template <int kRows>
-void RowSumsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, const RowSums& out) {
+void RowDotsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
+  float acc[kRows][kLanes] = {};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
     const uint8_t* nibbles = block + kNibblesOffset;
-    uint8_t scales[kSubBlocks];
-    BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
+    BlockFactors f;
+    GgmlKScalesAndMins(block + kScalesOffset, f.scales, f.mins);
     uint16_t bits[2];
     std::memcpy(bits, block, sizeof bits);
-    out.d[b] = F16ToF32(bits[0]);
-    out.dmin[b] = F16ToF32(bits[1]);
+    f.d = F16ToF32(bits[0]);
+    f.dmin = F16ToF32(bits[1]);
     for (int r = 0; r < kRows; ++r) {
       const int8_t* q = x[r].q + b * kQ4KBlockElements;
-      int32_t sum = 0;
+      int32_t lanes[kLanes] = {};
       for (int j = 0; j < 4; ++j) {
-        int32_t low = 0, high = 0;
         for (int l = 0; l < 32; ++l) {
-          low += (nibbles[32 * j + l] & 0xF) * q[64 * j + l];
-          high += (nibbles[32 * j + l] >> 4) * q[64 * j + 32 + l];
+          lanes[l / 4] += f.scales[2 * j] * ((nibbles[32 * j + l] & 0xF) * q[LowX(j) + l]) +
+                          f.scales[2 * j + 1] * ((nibbles[32 * j + l] >> 4) * q[HighX(j) + l]);
         }
-        sum += scales[2 * j] * low + scales[2 * j + 1] * high;
       }
-      out.dot[r * blocks + b] = sum;
+      const float dd = x[r].d[b] * f.d, dm = -(x[r].d[b] * f.dmin);
+      for (int k = 0; k < kLanes; ++k) {
+        acc[r][k] = std::fma(dd, static_cast<float>(lanes[k]), acc[r][k]);
+        const int32_t mins = f.mins[k] * x[r].sums[b * kSubBlocks + k];
+        acc[r][k] = std::fma(dm, static_cast<float>(mins), acc[r][k]);
+      }
     }
   }
-}
-
-__attribute__((target("avx2"))) inline int32_t HorizontalSum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
+  for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
 // How far ahead of its super-block a kernel asks for weights.
 constexpr int64_t kQ4KPrefetchBytes = 1024;
 
-// AVX2: vpmaddubsw multiplies the unsigned nibbles by signed x (pairs fit
-// in int16: 2 * 15 * 127), vpmaddwd by the sub-block's scale (<= 63) into
-// int32, vpaddd accumulates. RowSumsVnni is its twin with vpdpwssd doing
-// the last two in one: written twice because a shared body would take one
-// target attribute, and the other set's intrinsics cannot inline into it.
-// (vpdpbusd would take the nibbles times x in one step, but its int32 sums
-// then need the scale in a 32-bit multiply, slower than the 16-bit one.)
-template <int kRows>
-__attribute__((target("avx2,f16c"))) void RowSumsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks,
-                                                 const RowSums& out) {
-  const __m256i low_nibble = _mm256_set1_epi8(0xF);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* block = row + b * kQ4KBlockBytes;
-    __builtin_prefetch(block + kQ4KPrefetchBytes);
-    uint8_t scales[kSubBlocks];
-    BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
-    ScalesF16c(block, b, out);
-    __m256i acc[kRows];
-#pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kNibblesOffset + 32 * j));
-      const __m256i low = _mm256_and_si256(v, low_nibble), high = _mm256_and_si256(_mm256_srli_epi16(v, 4), low_nibble);
-      const __m256i low_scale = _mm256_set1_epi16(scales[2 * j]), high_scale = _mm256_set1_epi16(scales[2 * j + 1]);
-#pragma GCC unroll 4
-      for (int r = 0; r < kRows; ++r) {
-        const int8_t* q = x[r].q + b * kQ4KBlockElements + 64 * j;
-        const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-        const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
-        acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(low, xl), low_scale));
-        acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(high, xh), high_scale));
-      }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) out.dot[r * blocks + b] = HorizontalSum(acc[r]);
-  }
+// The vector kernels' shared steps, on 32-byte registers. d and dmin: F16C,
+// exact as F16ToF32. Scales as int16, the eight repeated in both halves,
+// for vpshufb to broadcast one; the minimums as int32.
+struct VectorFactors {
+  float d, dmin;
+  __m256i scales, mins;
+  int64_t scale_bytes;  // The eight scales as they are.
+};
+
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline VectorFactors FactorsOf(const uint8_t* block) {
+  alignas(16) uint8_t scales_mins[2 * kSubBlocks];
+  GgmlKScalesAndMins(block + kScalesOffset, scales_mins, scales_mins + kSubBlocks);
+  const __m128i packed = _mm_load_si128(reinterpret_cast<const __m128i*>(scales_mins));
+  int32_t bits;
+  std::memcpy(&bits, block, sizeof bits);
+  const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));
+  return {_mm_cvtss_f32(d), _mm_cvtss_f32(_mm_shuffle_ps(d, d, 1)),
+          _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed)), _mm256_cvtepu8_epi32(_mm_srli_si128(packed, 8)),
+          _mm_cvtsi128_si64(packed)};
 }
 
-// AVX-512 VNNI on ymm: the twin of RowSumsAvx2 (see there).
+// vpshufb indices broadcasting int16 scale s of VectorFactors::scales.
+__attribute__((target("avx2"), always_inline)) inline __m256i ScaleIndex(int s) {
+  return _mm256_set1_epi16(static_cast<int16_t>((2 * s + 1) << 8 | 2 * s));
+}
+
+// acc (one row's eight lanes) takes super-block b's integer lanes.
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256 Accumulate(
+    const QuantizedRow& x, int64_t b, const VectorFactors& f, __m256i dot, __m256 acc) {
+  const __m256i sums = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.sums + b * kSubBlocks)));
+  const __m256i mins = _mm256_madd_epi16(f.mins, sums);  // The int16 above each min is 0.
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(x.d[b] * f.d), _mm256_cvtepi32_ps(dot), acc);
+  return _mm256_fmadd_ps(_mm256_set1_ps(-(x.d[b] * f.dmin)), _mm256_cvtepi32_ps(mins), acc);
+}
+
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline float SumLanes(__m256 v) {
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, v);
+  return SumLanes(lanes);
+}
+
+// AVX2: vpmaddubsw multiplies the unsigned nibbles by signed x (pairs fit
+// in int16: 2 * 15 * 127), vpmaddwd by the sub-block's scale (<= 63) into
+// int32 lanes, vpaddd accumulates.
 template <int kRows>
-__attribute__((target("avx2,f16c,avx512vnni,avx512vl"))) void RowSumsVnni(const QuantizedRow* x, const uint8_t* row,
-                                                                    int64_t blocks, const RowSums& out) {
+__attribute__((target("avx2,fma,f16c"))) void RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks,
+                                                      float* y, int64_t stride) {
   const __m256i low_nibble = _mm256_set1_epi8(0xF);
+  __m256 acc[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
     __builtin_prefetch(block + kQ4KPrefetchBytes);
-    uint8_t scales[kSubBlocks];
-    BlockScalesAndMins<kRows>(x, block, b, blocks, scales, out);
-    ScalesF16c(block, b, out);
-    __m256i acc[kRows];
+    const VectorFactors f = FactorsOf(block);
+    __m256i dot[kRows];
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_si256();
+    for (int r = 0; r < kRows; ++r) dot[r] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kNibblesOffset + 32 * j));
       const __m256i low = _mm256_and_si256(v, low_nibble), high = _mm256_and_si256(_mm256_srli_epi16(v, 4), low_nibble);
-      const __m256i low_scale = _mm256_set1_epi16(scales[2 * j]), high_scale = _mm256_set1_epi16(scales[2 * j + 1]);
+      const __m256i low_scale = _mm256_shuffle_epi8(f.scales, ScaleIndex(2 * j));
+      const __m256i high_scale = _mm256_shuffle_epi8(f.scales, ScaleIndex(2 * j + 1));
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
-        const int8_t* q = x[r].q + b * kQ4KBlockElements + 64 * j;
-        const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-        const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
-        acc[r] = _mm256_dpwssd_epi32(acc[r], _mm256_maddubs_epi16(low, xl), low_scale);
-        acc[r] = _mm256_dpwssd_epi32(acc[r], _mm256_maddubs_epi16(high, xh), high_scale);
+        const int8_t* q = x[r].q + b * kQ4KBlockElements;
+        const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + LowX(j)));
+        const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + HighX(j)));
+        dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(_mm256_maddubs_epi16(low, xl), low_scale));
+        dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(_mm256_maddubs_epi16(high, xh), high_scale));
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) out.dot[r * blocks + b] = HorizontalSum(acc[r]);
+    for (int r = 0; r < kRows; ++r) acc[r] = Accumulate(x[r], b, f, dot[r], acc[r]);
   }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
+}
+
+// ScaleIndex(low) for the low 32 bytes, ScaleIndex(high) for the high.
+// (Blends, not casts and inserts: GCC 12 warns on those intrinsics' undefined
+// upper halves.)
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i ScaleIndexPair(int low, int high) {
+  return _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(static_cast<int16_t>((2 * low + 1) << 8 | 2 * low)),
+                                 _mm512_set1_epi16(static_cast<int16_t>((2 * high + 1) << 8 | 2 * high)));
+}
+
+// AVX-512: two chunks a register (x's stored order pairs them), vpdpwssd
+// (VNNI) taking the scales' multiply and the add in one; the two 32-byte
+// halves of the int32 lanes, added at the end of the super-block, are
+// AVX2's lanes exactly.
+template <int kRows>
+__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))) void RowDotsAvx512Vnni(
+    const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
+  const __m512i low_nibble = _mm512_set1_epi8(0xF);
+  // Chunk 2p's scale in the low half, 2p + 1's in the high half.
+  const __m512i low_index[2] = {ScaleIndexPair(0, 2), ScaleIndexPair(4, 6)};
+  const __m512i high_index[2] = {ScaleIndexPair(1, 3), ScaleIndexPair(5, 7)};
+  __m256 acc[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = row + b * kQ4KBlockBytes;
+    __builtin_prefetch(block + kQ4KPrefetchBytes);
+    const VectorFactors f = FactorsOf(block);
+    const __m512i scales = _mm512_cvtepu8_epi16(_mm256_set1_epi64x(f.scale_bytes));
+    __m512i dot[kRows];
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) dot[r] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const __m512i v = _mm512_loadu_si512(block + kNibblesOffset + 64 * p);
+      const __m512i low = _mm512_and_si512(v, low_nibble), high = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibble);
+      const __m512i low_scale = _mm512_shuffle_epi8(scales, low_index[p]);
+      const __m512i high_scale = _mm512_shuffle_epi8(scales, high_index[p]);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const int8_t* q = x[r].q + b * kQ4KBlockElements + 128 * p;
+        dot[r] = _mm512_dpwssd_epi32(dot[r], _mm512_maddubs_epi16(low, _mm512_loadu_si512(q)), low_scale);
+        dot[r] = _mm512_dpwssd_epi32(dot[r], _mm512_maddubs_epi16(high, _mm512_loadu_si512(q + 64)), high_scale);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i lanes = _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xF, dot[r], 0), _mm512_maskz_extracti64x4_epi64(0xF, dot[r], 1));
+      acc[r] = Accumulate(x[r], b, f, lanes, acc[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
 // One instruction set's kernels, by row count of x ([kRows - 1]).
 struct Q4KKernels {
-  RowSumsFn rows[kMaxRows];
+  RowDotsFn rows[kMaxRows];
 };
 
 KernelDispatch<Q4KKernels, 3>& ChosenKernels() {
   static KernelDispatch<Q4KKernels, 3> kernels({{
-      {"avx512vnni", CpuRunsAvx512Vnni, {{RowSumsVnni<1>, RowSumsVnni<2>, RowSumsVnni<3>, RowSumsVnni<4>}}},
-      {"avx2", CpuRunsAvx2FmaF16c, {{RowSumsAvx2<1>, RowSumsAvx2<2>, RowSumsAvx2<3>, RowSumsAvx2<4>}}},
-      {"scalar", AnyX86_64, {{RowSumsScalar<1>, RowSumsScalar<2>, RowSumsScalar<3>, RowSumsScalar<4>}}},
+      {"avx512vnni", CpuRunsAvx512BwVnni,
+       {{RowDotsAvx512Vnni<1>, RowDotsAvx512Vnni<2>, RowDotsAvx512Vnni<3>, RowDotsAvx512Vnni<4>}}},
+      {"avx2", CpuRunsAvx2FmaF16c, {{RowDotsAvx2<1>, RowDotsAvx2<2>, RowDotsAvx2<3>, RowDotsAvx2<4>}}},
+      {"scalar", AnyX86_64, {{RowDotsScalar<1>, RowDotsScalar<2>, RowDotsScalar<3>, RowDotsScalar<4>}}},
   }});
   return kernels;
-}
-
-// y[r * stride] for `rows` rows of x and one weight row, from its sums:
-// per super-block, dx * (d * dot - dmin * mins), in f32, in block order.
-// Shared by every kernel (and built for the baseline target, without FMA
-// contraction), so all give the same bits.
-void CombineRow(const QuantizedRow* x, int rows, int64_t blocks, const RowSums& sums, float* y, int64_t stride) {
-  for (int r = 0; r < rows; ++r) {
-    float acc = 0;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const float dot = static_cast<float>(sums.dot[r * blocks + b]);
-      const float mins = static_cast<float>(sums.mins[r * blocks + b]);
-      acc += x[r].d[b] * (sums.d[b] * dot - sums.dmin[b] * mins);
-    }
-    y[r * stride] = acc;
-  }
 }
 
 // Weight rows per task.
@@ -292,11 +327,6 @@ void LinearQ4K(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool&
   const int16_t* s = xs.data();
   const uint8_t* weights = static_cast<const uint8_t*>(w.raw());
   pool.ParallelFor((out + kRowsPerTask - 1) / kRowsPerTask, 1, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scales;
-    thread_local std::vector<int32_t> ints;
-    scales.resize(2 * blocks);
-    ints.resize(2 * kMaxRows * blocks);
-    const RowSums sums = {scales.data(), scales.data() + blocks, ints.data(), ints.data() + kMaxRows * blocks};
     for (int64_t o = begin * kRowsPerTask; o < std::min(out, end * kRowsPerTask); ++o) {
       const uint8_t* row = weights + o * row_bytes;
       for (int64_t r = 0; r < n; r += kMaxRows) {
@@ -305,8 +335,7 @@ void LinearQ4K(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool&
         for (int i = 0; i < rows; ++i) {
           xr[i] = {q + (r + i) * in, d + (r + i) * blocks, s + (r + i) * blocks * kSubBlocks};
         }
-        kernel.rows[rows - 1](xr, row, blocks, sums);
-        CombineRow(xr, rows, blocks, sums, y + r * out + o, out);
+        kernel.rows[rows - 1](xr, row, blocks, y + r * out + o, out);
       }
     }
   });

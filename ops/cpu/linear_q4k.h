@@ -6,12 +6,13 @@
 // Decode: each row of x is quantized to int8 per super-block of 256 with
 // an f32 scale (llama.cpp's Q8_K choice for Q4_K, rather than q8_0's
 // blocks of 32: one scale per super-block lets the eight sub-block scales
-// multiply in int16/int32, so each super-block's dot product is one exact
-// int32, and the sums of x's int8 per 32 carry the minimums). The
-// instruction sets compute only those int32 sums (AVX-512 VNNI: vpmaddubsw
-// then vpdpwssd; AVX2: vpmaddubsw, vpmaddwd, vpaddd; portable scalar code);
-// the float step per super-block, y += dx * (d * sum - dmin * minimums),
-// is one shared scalar function, so every variant gives the same bits.
+// multiply in int16/int32, so each super-block gives exact int32 sums, and
+// the sums of x's int8 per 32 carry the minimums). Every variant (AVX-512
+// VNNI on 64-byte registers: vpmaddubsw then vpdpwssd; AVX2: vpmaddubsw,
+// vpmaddwd, vpaddd; portable scalar code) leaves the same eight int32 lanes
+// per super-block and folds them into eight f32 accumulators with the same
+// fused multiply-adds, in registers until the row ends, so all give the
+// same bits (linear_q4k.cc says which lanes).
 // Prefill decodes 32 rows at a time into the f32 panels of the f32 kernel
 // (WidenQ4KPanel, bit-identical to DecodeGgmlRow). Internal to ops/cpu.
 

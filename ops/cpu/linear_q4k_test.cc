@@ -1,11 +1,13 @@
 // q4_k (llama.cpp's Q4_K) linear layers: every integer kernel this CPU runs
-// gives the same bits as the scalar one (they share the float step), and
+// gives the same bits as the scalar one (the same f32 operations), and
 // matches a reference written here (x quantized per 256 by the kernels'
 // rule, exact integer sums, a double accumulator); decode stays within the
 // int8 rounding of x of the f32 product with DecodeGgmlRow's weights;
 // prefill is that f32 product exactly. Which kernels ran is printed.
 
+#include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -62,22 +64,41 @@ void QuantizeLikeTheKernels(const float* x, int64_t in, std::vector<int8_t>* q, 
   }
 }
 
-// The decoded weights times the rounded x, in double: the kernels' math
-// with no f32 rounding.
-std::vector<double> Reference(const std::vector<float>& x, int64_t n, const std::vector<float>& w, int64_t out,
-                              int64_t in) {
-  std::vector<double> y(n * out);
+// Each weight as its scale's part (d * scale * q) and its minimum's part
+// (-dmin * min), decoded apart: the sizes of the terms the kernels add.
+std::vector<float> DecodedWithout(std::vector<uint8_t> w, int64_t out, int64_t in, int zeroed_half) {
+  for (size_t b = 0; b < w.size() / 144; ++b) std::memset(w.data() + b * 144 + 2 * zeroed_half, 0, 2);
+  return Decoded(w, out, in);
+}
+
+// The decoded weights times the rounded x, in double (the kernels' math
+// with no f32 rounding), and for each output the sum of the sizes of its
+// terms, which bounds the f32 rounding: the kernels add the scales' and the
+// minimums' terms in f32 lanes, and those cancel.
+struct Expected {
+  std::vector<double> y, size;
+};
+Expected Reference(const std::vector<float>& x, int64_t n, const std::vector<uint8_t>& blocks, int64_t out,
+                   int64_t in) {
+  const std::vector<float> w = Decoded(blocks, out, in);
+  const std::vector<float> scaled = DecodedWithout(blocks, out, in, 1), minimums = DecodedWithout(blocks, out, in, 0);
+  Expected e{std::vector<double>(n * out), std::vector<double>(n * out)};
   for (int64_t r = 0; r < n; ++r) {
     std::vector<int8_t> q;
     std::vector<float> d;
     QuantizeLikeTheKernels(x.data() + r * in, in, &q, &d);
     for (int64_t o = 0; o < out; ++o) {
-      double sum = 0;
-      for (int64_t k = 0; k < in; ++k) sum += static_cast<double>(w[o * in + k]) * d[k / 256] * q[k];
-      y[r * out + o] = sum;
+      double sum = 0, size = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        const double xk = static_cast<double>(d[k / 256]) * q[k];
+        sum += w[o * in + k] * xk;
+        size += std::abs(xk) * (std::abs(scaled[o * in + k]) + std::abs(minimums[o * in + k]));
+      }
+      e.y[r * out + o] = sum;
+      e.size[r * out + o] = size;
     }
   }
-  return y;
+  return e;
 }
 
 absl::StatusOr<Tensor> Packed(const std::vector<uint8_t>& w, int64_t out, int64_t in, ThreadPool& pool) {
@@ -88,7 +109,6 @@ TEST(LinearQ4KTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
   const int64_t out = 37, in = 768;
   ThreadPool pool(3);
   const std::vector<uint8_t> w = RandomQ4K(out, in, 1);
-  const std::vector<float> decoded = Decoded(w, out, in);
   absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
   ASSERT_TRUE(weight.ok()) << weight.status();
   const std::string chosen(Q4KKernel());
@@ -98,10 +118,14 @@ TEST(LinearQ4KTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
     ASSERT_TRUE(ForceQ4KKernelForTesting("scalar"));
     std::vector<float> scalar(n * out);
     ASSERT_TRUE(Linear(x.data(), n, *weight, scalar.data(), pool).ok());
-    const std::vector<double> expected = Reference(x, n, decoded, out, in);
+    const Expected expected = Reference(x, n, w, out, in);
     for (size_t i = 0; i < scalar.size(); ++i) {
-      // Three super-block terms summed in f32, each a few f32 roundings.
-      ASSERT_NEAR(scalar[i], expected[i], 1e-5 * (1 + std::abs(expected[i]))) << "n=" << n << " @" << i;
+      // Each lane takes two f32 fused multiply-adds a super-block (three
+      // here), its factor dx * d one more rounding, the sum of the lanes
+      // three, the reference's decoded weights one or two: each at most
+      // an epsilon of the terms' sizes.
+      const double roundings = 2 * (in / 256) + 8;
+      ASSERT_NEAR(scalar[i], expected.y[i], roundings * FLT_EPSILON * expected.size[i] + 1e-30) << "n=" << n << " @" << i;
     }
     for (const char* kernel : {"avx512vnni", "avx2"}) {
       if (!ForceQ4KKernelForTesting(kernel)) {
