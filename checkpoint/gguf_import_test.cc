@@ -112,8 +112,10 @@ std::vector<float> ShardValues(const std::string& dir, int rank, int world_size,
   EXPECT_NE(t, nullptr) << name;
   if (t == nullptr) return {};
   if (dtype != nullptr) *dtype = t->dtype;
-  if (IsBlockDType(t->dtype)) {  // q8_0 and q4_k are ggml's Q8_0 and Q4_K.
-    const GgmlType type = t->dtype == DType::kQ4_K ? GgmlType::kQ4_K : GgmlType::kQ8_0;
+  if (IsBlockDType(t->dtype)) {  // q8_0, q4_k and q6_k are ggml's Q8_0, Q4_K and Q6_K.
+    const GgmlType type = t->dtype == DType::kQ4_K   ? GgmlType::kQ4_K
+                          : t->dtype == DType::kQ6_K ? GgmlType::kQ6_K
+                                                     : GgmlType::kQ8_0;
     std::vector<float> values(t->bytes.size() / TensorBytes(t->dtype, BlockElements(t->dtype)) *
                               BlockElements(t->dtype));
     EXPECT_TRUE(DecodeGgmlRow(static_cast<uint32_t>(type), t->bytes.data(), values.size(), values.data()).ok());
@@ -127,8 +129,9 @@ std::vector<float> ShardValues(const std::string& dir, int rank, int world_size,
 // llama-quantize's files (Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q8_0): each tensor of a rank's shard is its slice of the
 // file's tensor, decoded (ggml_blocks_test checks decoding against
 // llama.cpp's) and re-quantized to int8 as our quantizer does it (or
-// rounded to f16), row-split and column-split alike; Q4_K linear layers are
-// copied as q4_k (their blocks, so the same values unrounded). Q4_K_M at two ranks splits the column-split Q4_K rows of 256
+// rounded to f16), row-split and column-split alike; Q4_K and Q6_K linear
+// layers are copied as q4_k and q6_k (their blocks, so the same values
+// unrounded). Q4_K_M at two ranks splits the column-split Q4_K rows of 256
 // into halves, not whole blocks: those go f16 by default, and asking for
 // q4_k is refused, naming the tensor.
 TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
@@ -164,11 +167,15 @@ TEST(GgufImportTest, LlamaCppsQuantizedFilesConvertAtEveryWorldSize) {
           const std::vector<float> part = ShardValues(out, rank, world_size, name, &stored);
           joined.insert(joined.end(), part.begin(), part.end());
         }
-        // Q4_K stays q4_k (f16 where a rank's slice is part blocks of 256),
-        // the other block types become int8 (every slice here is whole
-        // blocks of 32).
+        // Q4_K and Q6_K stay q4_k and q6_k (f16 where a rank's slice is part
+        // blocks of 256), the other block types become int8 (every slice
+        // here is whole blocks of 32).
         const bool q4k = info->ggml_type == static_cast<uint32_t>(GgmlType::kQ4_K);
-        const DType want = !q4k ? DType::kQ8_0 : whole_blocks ? DType::kQ4_K : DType::kF16;
+        const bool q6k = info->ggml_type == static_cast<uint32_t>(GgmlType::kQ6_K);
+        const DType want = !q4k && !q6k   ? DType::kQ8_0
+                           : !whole_blocks ? DType::kF16
+                           : q4k           ? DType::kQ4_K
+                                           : DType::kQ6_K;
         EXPECT_EQ(stored, want) << type << " " << name << " tp" << world_size;
         if (stored == DType::kF16) {
           for (float& v : full) v = F16ToF32(F32ToF16(v));

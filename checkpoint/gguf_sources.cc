@@ -7,8 +7,8 @@
 // ties the output projection to the embedding.
 //
 // F32, F16 and BF16 tensors are copied as stored. In the linear layers
-// Q8_0 and Q4_K are our int8 and q4_k byte for byte (dtype.h) and are
-// copied; Q4_0, Q5_K and Q6_K are decoded row by row (ggml_blocks.h) and
+// Q8_0, Q4_K and Q6_K are our int8, q4_k and q6_k byte for byte (dtype.h)
+// and are copied; Q4_0 and Q5_K are decoded row by row (ggml_blocks.h) and
 // re-quantized to int8. An embedding in a block type becomes f16. --dtype
 // picks another type.
 
@@ -183,15 +183,17 @@ absl::StatusOr<SourcePart> GgufPart(const GgufFile& file, const GgufTensorInfo& 
         info.name, GgmlTypeName(info.ggml_type)));
   }
   part.ggml_block_type = info.ggml_type;
-  // In the linear layers Q4_K stays q4_k and Q8_0 is our q8_0; the other
-  // block types (Q4_0, Q5_K, Q6_K: a Q4_K_M file's largest matrices are
-  // Q6_K) are decoded and re-quantized to q8_0, 8.5 bits read per weight
-  // at decode where f16 reads 16 (each value moves by at most half a q8_0
-  // step of its block). The embedding, a lookup, becomes f16.
+  // In the linear layers Q4_K and Q6_K stay q4_k and q6_k (a Q4_K_M
+  // file's largest matrices are Q6_K) and Q8_0 is our q8_0; the other block
+  // types (Q4_0, Q5_K) are decoded and re-quantized to q8_0, 8.5 bits read
+  // per weight at decode where f16 reads 16 (each value moves by at most
+  // half a q8_0 step of its block). The embedding, a lookup, becomes f16.
   const bool linear = spec.name != "tok_embeddings.weight";
-  part.dtype = !linear                                                         ? DType::kF16
-               : info.ggml_type == static_cast<uint32_t>(GgmlType::kQ4_K) ? DType::kQ4_K
-                                                                             : DType::kQ8_0;
+  const GgmlType type = static_cast<GgmlType>(info.ggml_type);
+  part.dtype = !linear                   ? DType::kF16
+               : type == GgmlType::kQ4_K ? DType::kQ4_K
+               : type == GgmlType::kQ6_K ? DType::kQ6_K
+                                         : DType::kQ8_0;
   return part;
 }
 

@@ -47,9 +47,11 @@ absl::StatusOr<uint32_t> GgmlTypeOf(DType dtype) {
       return 8;  // GGML_TYPE_Q8_0: the same block layout.
     case DType::kQ4_K:
       return 12;  // GGML_TYPE_Q4_K: the same block layout.
+    case DType::kQ6_K:
+      return 14;  // GGML_TYPE_Q6_K: the same block layout.
     default:
       return absl::InvalidArgumentError(absl::StrFormat(
-          "GGUF export: %s tensors are not supported (f32, f16, bf16, q8_0 or q4_k)", DTypeName(dtype)));
+          "GGUF export: %s tensors are not supported (f32, f16, bf16, q8_0, q4_k or q6_k)", DTypeName(dtype)));
   }
 }
 

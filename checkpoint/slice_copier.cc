@@ -36,7 +36,8 @@ const SourcePart* PartAt(const std::vector<SourcePart>& parts, int64_t at) {
 // ggml's `type` is byte for byte our block dtype `dtype`.
 bool IsOurBlocks(uint32_t type, DType dtype) {
   return (dtype == DType::kQ8_0 && type == static_cast<uint32_t>(GgmlType::kQ8_0)) ||
-         (dtype == DType::kQ4_K && type == static_cast<uint32_t>(GgmlType::kQ4_K));
+         (dtype == DType::kQ4_K && type == static_cast<uint32_t>(GgmlType::kQ4_K)) ||
+         (dtype == DType::kQ6_K && type == static_cast<uint32_t>(GgmlType::kQ6_K));
 }
 
 }  // namespace
@@ -46,8 +47,8 @@ absl::Status SliceCopier::Copy(const TensorSpec& spec, const std::vector<SourceP
   to_ = to;
   written_elements_ = 0;
   const std::optional<uint32_t> block_type = parts[0].ggml_block_type;
-  // A GGUF Q8_0 or Q4_K tensor is our q8_0 or q4_k already; the other
-  // block types, and those two to another type, decode.
+  // A GGUF Q8_0, Q4_K or Q6_K tensor is our q8_0, q4_k or q6_k already;
+  // the other block types, and those three to another type, decode.
   if (block_type.has_value() && !IsOurBlocks(*block_type, to_)) {
     RETURN_IF_ERROR(CopyDecoded(spec, parts[0], range));
   } else {
@@ -118,8 +119,9 @@ absl::Status SliceCopier::Emit(absl::Span<const uint8_t> bytes) {
   const size_t in_size = TensorBytes(from_, unit), out_size = TensorBytes(to_, unit);
   while (!bytes.empty()) {
     if (from_ == to_ && buffer_.empty() && bytes.size() >= kChunkBytes) {
-      // Large same-type runs go straight from the mapping to the file.
-      const size_t n = bytes.size() / kChunkBytes * kChunkBytes;
+      // Large same-type runs go straight from the mapping to the file, in
+      // whole units (16 MiB is not a multiple of q8_0's 34 bytes or q6_k's 210).
+      const size_t n = bytes.size() / kChunkBytes * kChunkBytes / in_size * in_size;
       RETURN_IF_ERROR(Write(bytes.subspan(0, n)));
       bytes.remove_prefix(n);
       continue;

@@ -1,7 +1,7 @@
 // Streams one rank's slice of a tensor, gathered from its source parts
 // (conversion_sources.h), into a sink (a shard or a GGUF file), converting
 // the element type on the way: f32/f16/bf16 between each other and to
-// q8_0, q8_0 and q4_k blocks as they are, and a GGUF's other ggml block
+// q8_0, q8_0, q4_k and q6_k blocks as they are, and a GGUF's other ggml block
 // types decoded row by row. Memory is a copy buffer of 16 MiB whatever the
 // tensor; the sources' pages are dropped from this process once copied.
 // Internal to the converter.

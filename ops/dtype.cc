@@ -11,13 +11,14 @@ namespace {
 
 // Each dtype's short name (DTypeName) first, then the long spellings users
 // type.
-constexpr NamedValues<DType, 18> kDTypeNames({
+constexpr NamedValues<DType, 19> kDTypeNames({
     {"f32", DType::kF32},   {"fp32", DType::kF32},      {"float32", DType::kF32},
     {"f16", DType::kF16},   {"fp16", DType::kF16},      {"float16", DType::kF16},
     {"bf16", DType::kBF16}, {"bfloat16", DType::kBF16}, {"f64", DType::kF64},
     {"i64", DType::kI64},   {"i32", DType::kI32},       {"i16", DType::kI16},
     {"i8", DType::kI8},     {"u8", DType::kU8},         {"bool", DType::kBool},
     {"q8_0", DType::kQ8_0}, {"int8", DType::kQ8_0},     {"q4_k", DType::kQ4_K},
+    {"q6_k", DType::kQ6_K},
 });
 
 }  // namespace
@@ -40,12 +41,13 @@ size_t DTypeSize(DType dtype) {
       return 1;
     case DType::kQ8_0:
     case DType::kQ4_K:
+    case DType::kQ6_K:
       return 0;
   }
   return 0;
 }
 
-bool IsBlockDType(DType dtype) { return dtype == DType::kQ8_0 || dtype == DType::kQ4_K; }
+bool IsBlockDType(DType dtype) { return dtype == DType::kQ8_0 || dtype == DType::kQ4_K || dtype == DType::kQ6_K; }
 
 int64_t BlockElements(DType dtype) {
   switch (dtype) {
@@ -53,6 +55,8 @@ int64_t BlockElements(DType dtype) {
       return kQ8BlockElements;
     case DType::kQ4_K:
       return kQ4KBlockElements;
+    case DType::kQ6_K:
+      return kQ6KBlockElements;
     default:
       return 1;
   }
@@ -64,6 +68,8 @@ uint64_t TensorBytes(DType dtype, int64_t numel) {
       return static_cast<uint64_t>(numel / kQ8BlockElements) * kQ8BlockBytes;
     case DType::kQ4_K:
       return static_cast<uint64_t>(numel / kQ4KBlockElements) * kQ4KBlockBytes;
+    case DType::kQ6_K:
+      return static_cast<uint64_t>(numel / kQ6KBlockElements) * kQ6KBlockBytes;
     default:
       return static_cast<uint64_t>(numel) * DTypeSize(dtype);
   }
@@ -77,7 +83,7 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
       absl::StrFormat("dtype \"%s\": expected one of bf16, fp16, fp32, int8, q4_k", name));
 }
 
-bool IsKnownDType(int value) { return value >= 1 && value <= 12; }
+bool IsKnownDType(int value) { return value >= 1 && value <= 13; }
 
 bool IsFloat16Or32(DType dtype) { return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16; }
 
@@ -91,7 +97,8 @@ absl::StatusOr<DType> ParseFloat16Or32Flag(absl::string_view flag, absl::string_
 
 absl::StatusOr<DType> ParseWeightsDtypeFlag(absl::string_view flag, absl::string_view value) {
   const absl::StatusOr<DType> dtype = ParseDType(value);
-  if (!dtype.ok() || !(IsFloat16Or32(*dtype) || IsBlockDType(*dtype))) {
+  // q6_k is not asked for: it comes with q4_k (a Q4_K_M file's types kept).
+  if (!dtype.ok() || !(IsFloat16Or32(*dtype) || *dtype == DType::kQ8_0 || *dtype == DType::kQ4_K)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--%s=\"%s\": expected bf16, fp16, fp32, int8 or q4_k", flag, value));
   }

@@ -33,6 +33,11 @@ enum class DType : int {
   // llama-quantize made (nothing here quantizes to it). Rows must hold a
   // multiple of 256 elements.
   kQ4_K = 12,
+  // 6-bit weights in super-blocks of 256: llama.cpp's Q6_K byte for byte
+  // (210 bytes: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales
+  // of 16 values each, f16 d last). Only copied from GGUF files (a Q4_K_M
+  // file's output and half its attention-value and FFN-down matrices).
+  kQ6_K = 13,
 };
 
 // Elements per block of kQ8_0, and its bytes.
@@ -43,7 +48,11 @@ inline constexpr int64_t kQ8BlockBytes = 2 + kQ8BlockElements;
 inline constexpr int64_t kQ4KBlockElements = 256;
 inline constexpr int64_t kQ4KBlockBytes = 144;
 
-// The block types (kQ8_0, kQ4_K): rows are whole blocks, stored as bytes
+// Elements per super-block of kQ6_K, and its bytes.
+inline constexpr int64_t kQ6KBlockElements = 256;
+inline constexpr int64_t kQ6KBlockBytes = 210;
+
+// The block types (kQ8_0, kQ4_K, kQ6_K): rows are whole blocks, stored as bytes
 // that no element type describes.
 bool IsBlockDType(DType dtype);
 

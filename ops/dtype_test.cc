@@ -17,7 +17,7 @@ TEST(DTypeTest, EveryDTypeHasANameThatParsesBack) {
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, dtype);
   }
-  EXPECT_EQ(DTypeName(static_cast<DType>(13)), "unknown");
+  EXPECT_EQ(DTypeName(static_cast<DType>(14)), "unknown");
 }
 
 TEST(DTypeTest, ParsesTheLongSpellings) {
@@ -36,6 +36,9 @@ TEST(DTypeTest, FlagErrorsNameTheFlag) {
             absl::InvalidArgumentError("--dtype=\"i8\": expected bf16, fp16, fp32, int8 or q4_k"));
   EXPECT_EQ(*ParseWeightsDtypeFlag("dtype", "int8"), DType::kQ8_0);
   EXPECT_EQ(*ParseWeightsDtypeFlag("dtype", "q4_k"), DType::kQ4_K);
+  // q6_k comes with a GGUF's Q4_K_M, not asked for.
+  EXPECT_EQ(ParseWeightsDtypeFlag("dtype", "q6_k").status(),
+            absl::InvalidArgumentError("--dtype=\"q6_k\": expected bf16, fp16, fp32, int8 or q4_k"));
 }
 
 TEST(DTypeTest, BlockTypesCountWholeBlocks) {
@@ -46,6 +49,10 @@ TEST(DTypeTest, BlockTypesCountWholeBlocks) {
   EXPECT_EQ(BlockElements(DType::kF16), 1);
   // Q4_K: 4.5 bits a weight, as ggml stores it.
   EXPECT_EQ(TensorBytes(DType::kQ4_K, 4096 * 256), 4096u * 144);
+  // Q6_K: 6.5625 bits a weight.
+  EXPECT_TRUE(IsBlockDType(DType::kQ6_K));
+  EXPECT_EQ(BlockElements(DType::kQ6_K), 256);
+  EXPECT_EQ(TensorBytes(DType::kQ6_K, 4096 * 256), 4096u * 210);
   EXPECT_EQ(TensorBytes(DType::kQ8_0, 64), 68u);
 }
 

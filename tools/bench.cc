@@ -238,10 +238,11 @@ void PrintSetup(const llama::RankPlan& plan, llama::Device device, const BenchWe
   if (device == llama::Device::kCuda) {
     std::printf("device:   cuda (one GPU), CUDA graphs %s\n", plan.cuda_graphs ? "on" : "off");
   } else {
-    std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel, %s int8 kernel, %s q4_k kernel\n",
+    std::printf("ranks:    %d%s, %d thread(s) each, %s prefill kernel, %s int8 kernel, %s q4_k and %s q6_k kernels\n",
                 FLAGS_world_size, FLAGS_world_size > 1 ? " (tensor parallel over the TCP collective)" : "",
                 plan.threads, std::string(llama::cpu::PrefillKernel()).c_str(),
-                std::string(llama::cpu::Int8Kernel()).c_str(), std::string(llama::cpu::Q4KKernel()).c_str());
+                std::string(llama::cpu::Int8Kernel()).c_str(), std::string(llama::cpu::Q4KKernel()).c_str(),
+                std::string(llama::cpu::Q6KKernel()).c_str());
     if (plan.bf16_activations && weight_dtype == llama::DType::kBF16) {
       std::printf("          activations rounded to bf16 (--bf16_activations), %s kernel\n",
                   std::string(llama::cpu::Bf16ActivationsKernel()).c_str());

@@ -173,7 +173,7 @@ TEST(LinearKernelsTest, RowMajorWeightsAreRefused) {
   EXPECT_EQ(Linear(x.data(), 1, Tensor::View(DType::kF32, {4, 8}, w.data()), y.data(), pool).message(),
             "Linear: the f32[4, 8] weight is row-major; pack it once with PackLinearWeight");
   EXPECT_EQ(PackLinearWeight(Tensor::View(DType::kF32, {32}, w.data()), pool).status().message(),
-            "PackLinearWeight: f32[32] is not a linear layer's weight (expected a 2-D f32, bf16, f16, q8_0 or q4_k tensor)");
+            "PackLinearWeight: f32[32] is not a linear layer's weight (expected a 2-D f32, bf16, f16, q8_0, q4_k or q6_k tensor)");
 }
 
 TEST(KernelsTest, RmsNorm) {

@@ -12,7 +12,9 @@
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear_bf16.h"
+#include "ops/cpu/kquant_linear.h"
 #include "ops/cpu/linear_q4k.h"
+#include "ops/cpu/linear_q6k.h"
 #include "ops/cpu/linear_q8.h"
 #include "ops/cpu/panels.h"
 #include "ops/cpu/simd.h"
@@ -100,8 +102,8 @@ void PanelTimesXBaseline(const float* x, int64_t n, int64_t in, const float* pan
   PanelTimesXImpl<Float8, 3>(x, n, in, panel, columns, y, out, first);
 }
 
-// Up to this many rows of x, q8_0 and q4_k weights take the integer decode
-// kernels (linear_q8.h, linear_q4k.h); above, f32 panels (q4_k kept the
+// Up to this many rows of x, q8_0 and K-quant weights take the integer
+// decode kernels (linear_q8.h, kquant_linear.h); above, f32 panels (K-quants kept the
 // q8_0 crossover, not measured on its own). Measured crossover on the bench model
 // (for the 16-bit kernels these replaced): streaming won at batch 12,
 // panels at 16.
@@ -330,8 +332,8 @@ void PackPanelBits(const Bits* w, int64_t out, int64_t in, int64_t p, Bits* pack
   }
 }
 
-// q8_0 and q4_k weights: their integer kernels at decode (every n with
-// int8_activations), else their rows widened into f32 panels for the
+// q8_0, q4_k and q6_k weights: their integer kernels at decode (every n
+// with int8_activations), else their rows widened into f32 panels for the
 // prefill kernel.
 void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool,
                   const LinearOptions& options) {
@@ -339,8 +341,10 @@ void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
   if (n <= kQ8DecodeRows || options.int8_activations) {
     if (q8) {
       LinearQ8(x, n, w, y, pool);
-    } else {
+    } else if (w.dtype() == DType::kQ4_K) {
       LinearQ4K(x, n, w, y, pool);
+    } else {
+      LinearQ6K(x, n, w, y, pool);
     }
     return;
   }
@@ -355,7 +359,7 @@ void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
       if (q8) {
         WidenQ8Panel(w, p, panel.data());
       } else {
-        WidenQ4KPanel(w, p, panel.data());
+        kquant::WidenPanel(w, p, panel.data());
       }
       run(x, n, in, panel.data(), static_cast<int>(count), y, out, first);
     }
@@ -375,11 +379,11 @@ bool ForcePrefillKernelForTesting(std::string_view name) { return ChosenPanelKer
 absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool) {
   if (w.layout() == TensorLayout::kLinearPanels) return w;
   if (w.dtype() == DType::kQ8_0 && w.rank() == 2) return PackQ8Weight(w, pool);
-  if (w.dtype() == DType::kQ4_K && w.rank() == 2) return PackQ4KWeight(w);
+  if ((w.dtype() == DType::kQ4_K || w.dtype() == DType::kQ6_K) && w.rank() == 2) return kquant::PackWeight(w);
   if (w.rank() != 2 || !IsFloat16Or32(w.dtype())) {
     return absl::InvalidArgumentError(
         absl::StrCat("PackLinearWeight: ", w.DebugString(), " is not a linear layer's weight (expected a 2-D f32, "
-                     "bf16, f16, q8_0 or q4_k tensor)"));
+                     "bf16, f16, q8_0, q4_k or q6_k tensor)"));
   }
   const int64_t out = w.dim(0), in = w.dim(1), panels = (out + kPanelWidth - 1) / kPanelWidth;
   ASSIGN_OR_RETURN(Tensor packed, Tensor::Zeros(w.dtype(), {panels * kPanelWidth, in}));

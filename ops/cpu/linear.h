@@ -14,7 +14,7 @@
 // not depend on the load). q8_0 weights are packed in groups of eight
 // rows (linear_q8.h): integer dot products at decode, widened into f32
 // panels at prefill; their outputs can differ in the last bits with the
-// batch size. q4_k weights (linear_q4k.h) likewise: integer kernels at
+// batch size. q4_k and q6_k weights (kquant_linear.h) likewise: integer kernels at
 // decode (x quantized per 256), DecodeGgmlRow's values in f32 panels at
 // prefill; a row's outputs are the same for any n up to 12, and for any n
 // with int8_activations, but change when the batch crosses into prefill.
@@ -83,6 +83,12 @@ std::string_view Q4KKernel();
 
 // Tests: use the named q4_k kernel from now on, if this CPU runs it.
 bool ForceQ4KKernelForTesting(std::string_view name);
+
+// The q6_k decode kernel in use (linear_q6k.h), named as Q4KKernel's.
+std::string_view Q6KKernel();
+
+// Tests: use the named q6_k kernel from now on, if this CPU runs it.
+bool ForceQ6KKernelForTesting(std::string_view name);
 
 }  // namespace llama::cpu
 

@@ -11,12 +11,21 @@
 #include "base/status_macros.h"
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
+#include "ops/cpu/kquant_linear.h"
 #include "ops/cpu/panels.h"
 #include "ops/dtype.h"
 #include "ops/ggml_blocks.h"
 
 namespace llama::cpu {
 namespace {
+
+using kquant::AddHalves;
+using kquant::kLanes;
+using kquant::kMaxRows;
+using kquant::Placement;
+using kquant::QuantizedRow;
+using kquant::RowDots;
+using kquant::SumLanes;
 
 // A super-block: f16 d, f16 dmin, 12 scale bytes, then 128 bytes of
 // nibbles; each 32 nibble bytes hold 64 values, the low nibbles the first
@@ -33,32 +42,6 @@ constexpr int64_t kScalesOffset = 4, kNibblesOffset = 16;
 constexpr int64_t LowX(int j) { return 128 * (j / 2) + 32 * (j % 2); }
 constexpr int64_t HighX(int j) { return LowX(j) + 64; }
 
-// Rows of x, each quantized per super-block (QuantizeSuperBlock).
-struct QuantizedRow {
-  const int8_t* q;
-  const float* d;        // [blocks]
-  const int16_t* sums;   // [blocks][8]: each sub-block's sum of q.
-};
-
-// One super-block of x: d = max|v| / 127 (kept in f32), q = round(v / d),
-// as QuantizeBlock does per 32; and the sum of each sub-block's q, which
-// the weights' minimums multiply.
-float QuantizeSuperBlock(const float* v, int8_t* q, int16_t* sums) {
-  float amax = 0;
-  for (int i = 0; i < kQ4KBlockElements; ++i) amax = std::max(amax, std::fabs(v[i]));
-  const float d = amax / 127, id = d != 0 ? 1 / d : 0;
-  for (int s = 0; s < kSubBlocks; ++s) {
-    int8_t* stored = q + (s % 2 ? HighX(s / 2) : LowX(s / 2));
-    int sum = 0;
-    for (int l = 0; l < 32; ++l) {
-      stored[l] = static_cast<int8_t>(std::lround(v[32 * s + l] * id));
-      sum += stored[l];
-    }
-    sums[s] = static_cast<int16_t>(sum);
-  }
-  return d;
-}
-
 // Every kernel computes, for each row of x and one weight row, the same
 // f32 operations, so all give the same bits. Per super-block b, eight
 // exact int32 lanes: lane k sums, over the four chunks and both nibbles,
@@ -68,11 +51,7 @@ float QuantizeSuperBlock(const float* v, int8_t* q, int16_t* sums) {
 // accumulators take them in order, acc_k = fma(dx * d, lane_k, acc_k) then
 // fma(-(dx * dmin), mins_k, acc_k); the row's output is their sum in
 // SumLanes' order. The integers fit f32 exactly (|lane| < 2^22).
-constexpr int kLanes = 8;
-constexpr int kMaxRows = 4;
-using RowDotsFn = void (*)(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride);
-
-float SumLanes(const float* a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+constexpr Placement kQ4KPlacement = {{LowX(0), HighX(0), LowX(1), HighX(1), LowX(2), HighX(2), LowX(3), HighX(3)}, 32};
 
 struct BlockFactors {
   float d, dmin;
@@ -147,12 +126,6 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256 Accumulate
   const __m256i mins = _mm256_madd_epi16(f.mins, sums);  // The int16 above each min is 0.
   acc = _mm256_fmadd_ps(_mm256_set1_ps(x.d[b] * f.d), _mm256_cvtepi32_ps(dot), acc);
   return _mm256_fmadd_ps(_mm256_set1_ps(-(x.d[b] * f.dmin)), _mm256_cvtepi32_ps(mins), acc);
-}
-
-__attribute__((target("avx2,fma,f16c"), always_inline)) inline float SumLanes(__m256 v) {
-  alignas(32) float lanes[kLanes];
-  _mm256_store_ps(lanes, v);
-  return SumLanes(lanes);
 }
 
 // AVX2: vpmaddubsw multiplies the unsigned nibbles by signed x (pairs fit
@@ -239,21 +212,15 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))) vo
     }
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
-      const __m256i lanes = _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xF, dot[r], 0), _mm512_maskz_extracti64x4_epi64(0xF, dot[r], 1));
-      acc[r] = Accumulate(x[r], b, f, lanes, acc[r]);
+      acc[r] = Accumulate(x[r], b, f, AddHalves(dot[r]), acc[r]);
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
-// One instruction set's kernels, by row count of x ([kRows - 1]).
-struct Q4KKernels {
-  RowDotsFn rows[kMaxRows];
-};
-
-KernelDispatch<Q4KKernels, 3>& ChosenKernels() {
-  static KernelDispatch<Q4KKernels, 3> kernels({{
+KernelDispatch<RowDots, 3>& ChosenKernels() {
+  static KernelDispatch<RowDots, 3> kernels({{
       {"avx512vnni", CpuRunsAvx512BwVnni,
        {{RowDotsAvx512Vnni<1>, RowDotsAvx512Vnni<2>, RowDotsAvx512Vnni<3>, RowDotsAvx512Vnni<4>}}},
       {"avx2", CpuRunsAvx2FmaF16c, {{RowDotsAvx2<1>, RowDotsAvx2<2>, RowDotsAvx2<3>, RowDotsAvx2<4>}}},
@@ -262,83 +229,14 @@ KernelDispatch<Q4KKernels, 3>& ChosenKernels() {
   return kernels;
 }
 
-// Weight rows per task.
-constexpr int64_t kRowsPerTask = 16;
-
 }  // namespace
 
 std::string_view Q4KKernel() { return ChosenKernels().name(); }
 
 bool ForceQ4KKernelForTesting(std::string_view name) { return ChosenKernels().ForceForTesting(name); }
 
-absl::StatusOr<Tensor> PackQ4KWeight(const Tensor& w) {
-  if (w.rank() != 2 || w.dim(1) % kQ4KBlockElements != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("PackQ4KWeight: ", w.DebugString(),
-                                                   ": expected rows of whole super-blocks of ", kQ4KBlockElements));
-  }
-  ASSIGN_OR_RETURN(Tensor packed, Tensor::Zeros(DType::kQ4_K, w.shape()));
-  std::memcpy(packed.mutable_raw(), w.raw(), w.bytes());
-  return packed.Relabeled(w.shape(), TensorLayout::kLinearPanels);
-}
-
-void WidenQ4KPanel(const Tensor& w, int64_t panel, float* out) {
-  const int64_t rows = w.dim(0), in = w.dim(1), row_bytes = in / kQ4KBlockElements * kQ4KBlockBytes;
-  const int64_t first = panel * kPanelWidth, count = std::min<int64_t>(kPanelWidth, rows - first);
-  const uint8_t* weights = static_cast<const uint8_t*>(w.raw()) + first * row_bytes;
-  // A super-block of each row decoded side by side (in L1), then written
-  // down the panel line by line. Decoding whole rows first read them back
-  // 32 streams a power of two apart, which thrashed the cache sets; the
-  // tile's rows are padded for the same reason.
-  constexpr int64_t kTileStride = kQ4KBlockElements + 16;
-  float tile[kPanelWidth * kTileStride];
-  for (int64_t b = 0; b < in / kQ4KBlockElements; ++b) {
-    for (int64_t c = 0; c < count; ++c) {
-      // A whole super-block of a known type: cannot fail.
-      DecodeGgmlRow(static_cast<uint32_t>(GgmlType::kQ4_K), weights + c * row_bytes + b * kQ4KBlockBytes,
-                    kQ4KBlockElements, tile + c * kTileStride)
-          .IgnoreError();
-    }
-    for (int64_t k = 0; k < kQ4KBlockElements; ++k) {
-      float* line = out + (b * kQ4KBlockElements + k) * kPanelWidth;
-      for (int64_t c = 0; c < count; ++c) line[c] = tile[c * kTileStride + k];
-      for (int64_t c = count; c < kPanelWidth; ++c) line[c] = 0.0f;
-    }
-  }
-}
-
 void LinearQ4K(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
-  const int64_t out = w.dim(0), in = w.dim(1), blocks = in / kQ4KBlockElements;
-  const int64_t row_bytes = blocks * kQ4KBlockBytes;
-  // x quantized once per call, shared by every thread.
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xd;
-  thread_local std::vector<int16_t> xs;
-  xq.resize(n * in);
-  xd.resize(n * blocks);
-  xs.resize(n * blocks * kSubBlocks);
-  for (int64_t b = 0; b < n * blocks; ++b) {
-    xd[b] = QuantizeSuperBlock(x + b * kQ4KBlockElements, xq.data() + b * kQ4KBlockElements,
-                               xs.data() + b * kSubBlocks);
-  }
-  const Q4KKernels& kernel = ChosenKernels().kernel();
-  // The workers see their own thread_locals: hand them the caller's rows.
-  const int8_t* q = xq.data();
-  const float* d = xd.data();
-  const int16_t* s = xs.data();
-  const uint8_t* weights = static_cast<const uint8_t*>(w.raw());
-  pool.ParallelFor((out + kRowsPerTask - 1) / kRowsPerTask, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin * kRowsPerTask; o < std::min(out, end * kRowsPerTask); ++o) {
-      const uint8_t* row = weights + o * row_bytes;
-      for (int64_t r = 0; r < n; r += kMaxRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, n - r));
-        QuantizedRow xr[kMaxRows];
-        for (int i = 0; i < rows; ++i) {
-          xr[i] = {q + (r + i) * in, d + (r + i) * blocks, s + (r + i) * blocks * kSubBlocks};
-        }
-        kernel.rows[rows - 1](xr, row, blocks, y + r * out + o, out);
-      }
-    }
-  });
+  kquant::Linear(x, n, w, kQ4KPlacement, ChosenKernels().kernel(), y, pool);
 }
 
 }  // namespace llama::cpu

@@ -1,9 +1,11 @@
-// q4_k (llama.cpp's Q4_K) linear layers: every integer kernel this CPU runs
-// gives the same bits as the scalar one (the same f32 operations), and
-// matches a reference written here (x quantized per 256 by the kernels'
-// rule, exact integer sums, a double accumulator); decode stays within the
-// int8 rounding of x of the f32 product with DecodeGgmlRow's weights;
-// prefill is that f32 product exactly. Which kernels ran is printed.
+// The K-quant linear layers (kquant_linear.h: q4_k and q6_k, llama.cpp's
+// Q4_K and Q6_K), each type through the same checks: every integer kernel
+// this CPU runs gives the same bits as the scalar one (the same f32
+// operations), and matches a reference written here (x quantized per 256 by
+// the kernels' rule, exact integer sums, a double accumulator); decode
+// stays within the int8 rounding of x of the f32 product with
+// DecodeGgmlRow's weights; prefill is that f32 product exactly; a row's
+// outputs do not depend on its batch. Which kernels ran is printed.
 
 #include <cfloat>
 #include <cmath>
@@ -27,7 +29,12 @@ namespace llama::cpu {
 namespace {
 
 using ::llama::testing::Random;
-constexpr uint32_t kQ4K = static_cast<uint32_t>(GgmlType::kQ4_K);
+
+std::vector<float> Decoded(uint32_t type, const std::vector<uint8_t>& w, int64_t out, int64_t in) {
+  std::vector<float> values(out * in);
+  EXPECT_TRUE(DecodeGgmlRow(type, w.data(), out * in, values.data()).ok());
+  return values;
+}
 
 // Random Q4_K rows: any nibbles and 6-bit scales are valid; d and dmin of
 // the size llama-quantize gives weights of magnitude ~1.
@@ -45,11 +52,73 @@ std::vector<uint8_t> RandomQ4K(int64_t out, int64_t in, uint32_t seed) {
   return w;
 }
 
-std::vector<float> Decoded(const std::vector<uint8_t>& w, int64_t out, int64_t in) {
-  std::vector<float> values(out * in);
-  EXPECT_TRUE(DecodeGgmlRow(kQ4K, w.data(), out * in, values.data()).ok());
-  return values;
+// Random Q6_K rows: any bits and int8 scales are valid; d of the size
+// llama-quantize gives weights of magnitude ~1 (d * 127 * 32 ~ 1).
+std::vector<uint8_t> RandomQ6K(int64_t out, int64_t in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(0.0001f, 0.0004f);
+  std::vector<uint8_t> w(out * in / 256 * 210);
+  for (size_t b = 0; b < w.size() / 210; ++b) {
+    uint8_t* block = w.data() + b * 210;
+    for (int i = 0; i < 208; ++i) block[i] = static_cast<uint8_t>(rng());
+    const uint16_t d = F32ToF16(scale(rng));
+    std::memcpy(block + 208, &d, 2);
+  }
+  return w;
 }
+
+// Q4_K's weights as their scales' part (d * scale * q) and their minimums'
+// part (-dmin * min), decoded apart and added in size: the kernels add the
+// two in f32 lanes, and they cancel.
+std::vector<float> Q4KTermSizes(const std::vector<uint8_t>& w, int64_t out, int64_t in) {
+  std::vector<uint8_t> scaled = w, minimums = w;
+  for (size_t b = 0; b < w.size() / 144; ++b) {
+    std::memset(scaled.data() + b * 144 + 2, 0, 2);
+    std::memset(minimums.data() + b * 144, 0, 2);
+  }
+  constexpr uint32_t kType = static_cast<uint32_t>(GgmlType::kQ4_K);
+  std::vector<float> sizes = Decoded(kType, scaled, out, in);
+  const std::vector<float> m = Decoded(kType, minimums, out, in);
+  for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = std::abs(sizes[i]) + std::abs(m[i]);
+  return sizes;
+}
+
+// Q6_K's offset of 32 is taken in integers: the terms are the weights.
+std::vector<float> Q6KTermSizes(const std::vector<uint8_t>& w, int64_t out, int64_t in) {
+  std::vector<float> sizes = Decoded(static_cast<uint32_t>(GgmlType::kQ6_K), w, out, in);
+  for (float& v : sizes) v = std::abs(v);
+  return sizes;
+}
+
+struct KQuant {
+  const char* name;
+  DType dtype;
+  GgmlType ggml;
+  int block_bytes;
+  std::vector<uint8_t> (*random)(int64_t out, int64_t in, uint32_t seed);
+  std::vector<float> (*term_sizes)(const std::vector<uint8_t>& w, int64_t out, int64_t in);
+  // f32 roundings per super-block in each lane.
+  int roundings_per_block;
+  std::string_view (*kernel)();
+  bool (*force)(std::string_view name);
+};
+
+const KQuant kKQuants[] = {
+    {"q4_k", DType::kQ4_K, GgmlType::kQ4_K, 144, RandomQ4K, Q4KTermSizes, 2, Q4KKernel, ForceQ4KKernelForTesting},
+    {"q6_k", DType::kQ6_K, GgmlType::kQ6_K, 210, RandomQ6K, Q6KTermSizes, 1, Q6KKernel, ForceQ6KKernelForTesting},
+};
+
+void PrintTo(const KQuant& type, std::ostream* os) { *os << type.name; }
+
+class KQuantLinearTest : public ::testing::TestWithParam<KQuant> {
+ protected:
+  std::vector<float> Decoded(const std::vector<uint8_t>& w, int64_t out, int64_t in) {
+    return ::llama::cpu::Decoded(static_cast<uint32_t>(GetParam().ggml), w, out, in);
+  }
+  absl::StatusOr<Tensor> Packed(const std::vector<uint8_t>& w, int64_t out, int64_t in, ThreadPool& pool) {
+    return PackLinearWeight(Tensor::View(GetParam().dtype, {out, in}, w.data()), pool);
+  }
+};
 
 // x's rounding as the kernels do it: per 256, d = max|x| / 127, q = round(x / d).
 void QuantizeLikeTheKernels(const float* x, int64_t in, std::vector<int8_t>* q, std::vector<float>* d) {
@@ -64,24 +133,16 @@ void QuantizeLikeTheKernels(const float* x, int64_t in, std::vector<int8_t>* q, 
   }
 }
 
-// Each weight as its scale's part (d * scale * q) and its minimum's part
-// (-dmin * min), decoded apart: the sizes of the terms the kernels add.
-std::vector<float> DecodedWithout(std::vector<uint8_t> w, int64_t out, int64_t in, int zeroed_half) {
-  for (size_t b = 0; b < w.size() / 144; ++b) std::memset(w.data() + b * 144 + 2 * zeroed_half, 0, 2);
-  return Decoded(w, out, in);
-}
-
 // The decoded weights times the rounded x, in double (the kernels' math
-// with no f32 rounding), and for each output the sum of the sizes of its
-// terms, which bounds the f32 rounding: the kernels add the scales' and the
-// minimums' terms in f32 lanes, and those cancel.
+// with no f32 rounding), and for each output the sum of the sizes of the
+// terms the kernels add in f32, which bounds their rounding.
 struct Expected {
   std::vector<double> y, size;
 };
-Expected Reference(const std::vector<float>& x, int64_t n, const std::vector<uint8_t>& blocks, int64_t out,
-                   int64_t in) {
-  const std::vector<float> w = Decoded(blocks, out, in);
-  const std::vector<float> scaled = DecodedWithout(blocks, out, in, 1), minimums = DecodedWithout(blocks, out, in, 0);
+Expected Reference(const KQuant& type, const std::vector<float>& x, int64_t n, const std::vector<uint8_t>& blocks,
+                   int64_t out, int64_t in) {
+  const std::vector<float> w = Decoded(static_cast<uint32_t>(type.ggml), blocks, out, in);
+  const std::vector<float> sizes = type.term_sizes(blocks, out, in);
   Expected e{std::vector<double>(n * out), std::vector<double>(n * out)};
   for (int64_t r = 0; r < n; ++r) {
     std::vector<int8_t> q;
@@ -92,7 +153,7 @@ Expected Reference(const std::vector<float>& x, int64_t n, const std::vector<uin
       for (int64_t k = 0; k < in; ++k) {
         const double xk = static_cast<double>(d[k / 256]) * q[k];
         sum += w[o * in + k] * xk;
-        size += std::abs(xk) * (std::abs(scaled[o * in + k]) + std::abs(minimums[o * in + k]));
+        size += std::abs(xk) * sizes[o * in + k];
       }
       e.y[r * out + o] = sum;
       e.size[r * out + o] = size;
@@ -101,34 +162,31 @@ Expected Reference(const std::vector<float>& x, int64_t n, const std::vector<uin
   return e;
 }
 
-absl::StatusOr<Tensor> Packed(const std::vector<uint8_t>& w, int64_t out, int64_t in, ThreadPool& pool) {
-  return PackLinearWeight(Tensor::View(DType::kQ4_K, {out, in}, w.data()), pool);
-}
-
-TEST(LinearQ4KTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
+TEST_P(KQuantLinearTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
   const int64_t out = 37, in = 768;
   ThreadPool pool(3);
-  const std::vector<uint8_t> w = RandomQ4K(out, in, 1);
+  const KQuant& type = GetParam();
+  const std::vector<uint8_t> w = type.random(out, in, 1);
   absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
   ASSERT_TRUE(weight.ok()) << weight.status();
-  const std::string chosen(Q4KKernel());
+  const std::string chosen(type.kernel());
   std::string ran, skipped;
   for (int64_t n : {1, 2, 3, 4, 5, 12}) {
     const std::vector<float> x = Random(n * in, 100 + n);
-    ASSERT_TRUE(ForceQ4KKernelForTesting("scalar"));
+    ASSERT_TRUE(type.force("scalar"));
     std::vector<float> scalar(n * out);
     ASSERT_TRUE(Linear(x.data(), n, *weight, scalar.data(), pool).ok());
-    const Expected expected = Reference(x, n, w, out, in);
+    const Expected expected = Reference(type, x, n, w, out, in);
     for (size_t i = 0; i < scalar.size(); ++i) {
-      // Each lane takes two f32 fused multiply-adds a super-block (three
-      // here), its factor dx * d one more rounding, the sum of the lanes
-      // three, the reference's decoded weights one or two: each at most
-      // an epsilon of the terms' sizes.
-      const double roundings = 2 * (in / 256) + 8;
+      // Each lane takes one or two f32 fused multiply-adds a super-block
+      // (three here), its factors dx * d one more rounding, the sum of the
+      // lanes three, the reference's decoded weights one or two: each at
+      // most an epsilon of the terms' sizes.
+      const double roundings = type.roundings_per_block * (in / 256) + 8;
       ASSERT_NEAR(scalar[i], expected.y[i], roundings * FLT_EPSILON * expected.size[i] + 1e-30) << "n=" << n << " @" << i;
     }
     for (const char* kernel : {"avx512vnni", "avx2"}) {
-      if (!ForceQ4KKernelForTesting(kernel)) {
+      if (!type.force(kernel)) {
         if (n == 1) skipped += std::string(kernel) + " ";
         continue;
       }
@@ -138,20 +196,20 @@ TEST(LinearQ4KTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
       EXPECT_EQ(y, scalar) << kernel << " n=" << n;
     }
   }
-  ASSERT_TRUE(ForceQ4KKernelForTesting(chosen));
-  std::printf("q4_k kernels run: %sscalar; skipped (this CPU lacks them): %s; chosen by default: %s\n", ran.c_str(),
+  ASSERT_TRUE(type.force(chosen));
+  std::printf("%s kernels run: %sscalar; skipped (this CPU lacks them): %s; chosen by default: %s\n", type.name, ran.c_str(),
               skipped.empty() ? "none" : skipped.c_str(), chosen.c_str());
-  EXPECT_FALSE(ForceQ4KKernelForTesting("avx1024"));
+  EXPECT_FALSE(type.force("avx1024"));
 }
 
 // Against f32 x times DecodeGgmlRow's weights: rounding x to int8 moves
 // each x[k] by at most d / 2 of its super-block, so the output by at most
 // the sum of |w[k]| * d / 2 (plus f32 rounding); the random inputs use
 // about a fifth of that bound on average.
-TEST(LinearQ4KTest, DecodeIsWithinTheInt8RoundingOfXOfTheF32Product) {
+TEST_P(KQuantLinearTest, DecodeIsWithinTheInt8RoundingOfXOfTheF32Product) {
   const int64_t out = 16, in = 512, n = 2;
   ThreadPool pool(2);
-  const std::vector<uint8_t> w = RandomQ4K(out, in, 5);
+  const std::vector<uint8_t> w = GetParam().random(out, in, 5);
   const std::vector<float> decoded = Decoded(w, out, in);
   const std::vector<float> x = Random(n * in, 6);
   absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
@@ -176,10 +234,10 @@ TEST(LinearQ4KTest, DecodeIsWithinTheInt8RoundingOfXOfTheF32Product) {
 // Prefill (more rows than decode takes): DecodeGgmlRow's values in the f32
 // panels, so the same bits as an f32 weight holding them; 40 rows leave the
 // second panel partly empty.
-TEST(LinearQ4KTest, PrefillEqualsF32OnTheDecodedWeights) {
+TEST_P(KQuantLinearTest, PrefillEqualsF32OnTheDecodedWeights) {
   const int64_t out = 40, in = 256, n = 33;
   ThreadPool pool(2);
-  const std::vector<uint8_t> w = RandomQ4K(out, in, 2);
+  const std::vector<uint8_t> w = GetParam().random(out, in, 2);
   std::vector<float> decoded = Decoded(w, out, in);
   const std::vector<float> x = Random(n * in, 3);
   absl::StatusOr<Tensor> packed = Packed(w, out, in, pool);
@@ -195,10 +253,10 @@ TEST(LinearQ4KTest, PrefillEqualsF32OnTheDecodedWeights) {
 // Batch invariance where it holds: a row's outputs from the integer
 // kernels do not depend on the other rows (up to 12 rows at decode; any
 // number with int8_activations), bit for bit.
-TEST(LinearQ4KTest, IntegerKernelRowsAreIndependentOfTheirBatch) {
+TEST_P(KQuantLinearTest, IntegerKernelRowsAreIndependentOfTheirBatch) {
   const int64_t out = 24, in = 512, rows = 20;
   ThreadPool pool(3);
-  const std::vector<uint8_t> w = RandomQ4K(out, in, 7);
+  const std::vector<uint8_t> w = GetParam().random(out, in, 7);
   absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
   ASSERT_TRUE(weight.ok()) << weight.status();
   const std::vector<float> x = Random(rows * in, 8);
@@ -213,13 +271,16 @@ TEST(LinearQ4KTest, IntegerKernelRowsAreIndependentOfTheirBatch) {
   }
 }
 
-TEST(LinearQ4KTest, RowsMustBeWholeSuperBlocks) {
+TEST_P(KQuantLinearTest, RowsMustBeWholeSuperBlocks) {
   ThreadPool pool(1);
-  std::vector<uint8_t> w(144 * 2);
-  const absl::StatusOr<Tensor> packed = PackLinearWeight(Tensor::View(DType::kQ4_K, {3, 96}, w.data()), pool);
+  std::vector<uint8_t> w(GetParam().block_bytes * 2);
+  const absl::StatusOr<Tensor> packed = PackLinearWeight(Tensor::View(GetParam().dtype, {3, 96}, w.data()), pool);
   ASSERT_FALSE(packed.ok());
   EXPECT_THAT(packed.status().message(), ::testing::HasSubstr("expected rows of whole super-blocks of 256"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, KQuantLinearTest, ::testing::ValuesIn(kKQuants),
+                         [](const ::testing::TestParamInfo<KQuant>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace llama::cpu

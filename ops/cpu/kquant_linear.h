@@ -1,0 +1,91 @@
+// What the K-quant linear layers (linear_q4k.h, linear_q6k.h: llama.cpp's
+// Q4_K and Q6_K, super-blocks of 256 along a row) share: weights kept in
+// their stored row order; at decode, x quantized once per call to int8 per
+// super-block with an f32 scale (llama.cpp's Q8_K choice: one scale per
+// super-block lets the weights' sub-block scales multiply in integers), and
+// a kernel per instruction set giving each row's outputs from eight f32
+// lanes that every variant fills with the same operations; at prefill,
+// rows decoded 32 at a time into f32 panels. Internal to ops/cpu.
+
+#ifndef LLAMA_OPS_CPU_KQUANT_LINEAR_H_
+#define LLAMA_OPS_CPU_KQUANT_LINEAR_H_
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "ops/cpu/thread_pool.h"
+#include "ops/tensor.h"
+
+namespace llama::cpu::kquant {
+
+constexpr int64_t kSuperBlock = 256;
+// f32 accumulators per row of x: one 32-byte register of them.
+constexpr int kLanes = 8;
+// Rows of x a kernel takes against each weight row.
+constexpr int kMaxRows = 4;
+
+// One row of x, quantized: per super-block b, values q[256 b ...] (in the
+// kernel's order, Placement), scale d[b], and the sums of q over each run
+// of Placement::sum_width values in x's order.
+struct QuantizedRow {
+  const int8_t* q;
+  const float* d;
+  const int16_t* sums;
+};
+
+// Where a super-block's 32-value sub-block s of x is stored (offsets[s]),
+// and how many values each sum covers (16 or 32).
+struct Placement {
+  std::array<int16_t, 8> offsets;
+  int sum_width;
+};
+
+// y[r * stride] for the kRows rows of x against one weight row of `blocks`
+// super-blocks.
+using RowDotsFn = void (*)(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride);
+// A variant's kernels, [rows - 1].
+using RowDots = std::array<RowDotsFn, kMaxRows>;
+
+// A row-major weight [out, in] of a K-quant dtype (in % 256 == 0) copied
+// into owned storage, rows as they are, labelled TensorLayout::kLinearPanels.
+absl::StatusOr<Tensor> PackWeight(const Tensor& w);
+
+// y [n, out] = x [n, in] * w^T through `kernels`; a row's outputs depend
+// only on that row.
+void Linear(const float* x, int64_t n, const Tensor& w, const Placement& placement, const RowDots& kernels, float* y,
+            ThreadPool& pool);
+
+// Rows [32 * panel, 32 * panel + 32) of a packed K-quant weight as an f32
+// panel [in][32] (zeros past the last row), bit-identical to DecodeGgmlRow.
+void WidenPanel(const Tensor& w, int64_t panel, float* out);
+
+// The eight lanes' sum, in the order every variant uses.
+inline float SumLanes(const float* a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline float SumLanes(__m256 v) {
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, v);
+  return SumLanes(lanes);
+}
+
+// An f16 as f32 by F16C (exactly F16ToF32).
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline float F16At(const uint8_t* p) {
+  uint16_t bits;
+  __builtin_memcpy(&bits, p, sizeof bits);
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)));
+}
+
+// The two int32 halves of a 64-byte register added: the AVX-512 variants
+// work two 32-byte chunks at a time and fold them into AVX2's eight lanes.
+// (Masked extracts, not casts: GCC 12 warns on those intrinsics' undefined
+// upper halves.)
+__attribute__((target("avx512f"), always_inline)) inline __m256i AddHalves(__m512i v) {
+  return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xF, v, 0), _mm512_maskz_extracti64x4_epi64(0xF, v, 1));
+}
+
+}  // namespace llama::cpu::kquant
+
+#endif  // LLAMA_OPS_CPU_KQUANT_LINEAR_H_
