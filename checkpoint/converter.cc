@@ -328,7 +328,7 @@ absl::StatusOr<ConvertResult> ConvertCheckpoint(const ConvertOptions& options) {
   ASSIGN_OR_RETURN(SourceSet sources, OpenSources(options));
   ConvertResult result;
   result.source_shards = sources.file_count();
-  ASSIGN_OR_RETURN(const OutputDType out_dtype, ChooseOutputDTypes(options.dtype, options.ckpt_dir, options.world_size, sources));
+  ASSIGN_OR_RETURN(const OutputDType out_dtype, ChooseOutputDTypes(options.dtype, options.world_size, sources));
   if (options.format == OutputFormat::kGguf) return WriteGguf(options, sources, out_dtype);
   if (UpToDate(options, sources.records, out_dtype)) {
     result.up_to_date = true;

@@ -236,15 +236,29 @@ TEST(GgufImportTest, LlamaCppsHuggingFaceConversionsImportAsTheFolderConverts) {
   }
 }
 
-// q4_k is only ever copied from llama-quantize's blocks: asked of a float
-// checkpoint it is refused, clearly; of a Q4_K_M file it is the default.
-TEST(GgufImportTest, Q4KComesOnlyFromGgufFiles) {
-  const absl::StatusOr<ConvertResult> floats =
-      Convert(CheckpointFixturePath("tiny_fp32_mp1"), OutDir("q4k_from_floats"), 1, DType::kQ4_K);
-  ASSERT_FALSE(floats.ok());
-  EXPECT_EQ(floats.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(floats.status().message(), HasSubstr("q4_k comes from a GGUF file made by llama-quantize"));
-  EXPECT_THAT(floats.status().message(), HasSubstr("quantizing is not implemented"));
+// --dtype=q4_k of a checkpoint without Q4_K (here llama-quantize's Q8_0
+// file, decoded) quantizes its linear layers (the output projection to
+// int8; the embedding stays as the file's Q8_0 converts by default, f16);
+// rows that are not whole 256-blocks (the 64-wide fixture) are refused,
+// naming the tensor; of a Q4_K_M file it keeps the file's types, as the
+// default does.
+TEST(GgufImportTest, Q4KQuantizesOtherCheckpointsAndKeepsAQ4KMFilesTypes) {
+  const std::string quantized = OutDir("q4k_from_q8_0");
+  const absl::StatusOr<ConvertResult> converted = Convert(TestdataGguf("Q8_0"), quantized, 1, DType::kQ4_K);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  for (const auto& [name, want] : {std::pair{"layers.0.attention.wq.weight", DType::kQ4_K},
+                                   std::pair{"layers.0.feed_forward.w2.weight", DType::kQ4_K},
+                                   std::pair{"output.weight", DType::kQ8_0},
+                                   std::pair{"tok_embeddings.weight", DType::kF16}}) {
+    DType stored = DType::kF32;
+    ShardValues(quantized, 0, 1, name, &stored);
+    EXPECT_EQ(stored, want) << name;
+  }
+  const absl::StatusOr<ConvertResult> narrow =
+      Convert(CheckpointFixturePath("tiny_fp32_mp1"), OutDir("q4k_from_narrow"), 1, DType::kQ4_K);
+  ASSERT_FALSE(narrow.ok());
+  EXPECT_EQ(narrow.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(narrow.status().message(), HasSubstr("q4_k blocks need a multiple of 256"));
   ASSERT_TRUE(Convert(TestdataGguf("Q4_K_M"), OutDir("q4k_asked"), 1, DType::kQ4_K).ok());
   ASSERT_TRUE(Convert(TestdataGguf("Q4_K_M"), OutDir("q4k_default"), 1).ok());
   ExpectSameShards(OutDir("q4k_asked"), OutDir("q4k_default"), 1);

@@ -25,26 +25,22 @@ absl::flat_hash_set<std::string> SplitMidBlock(const SourceSet& sources, int wor
 
 }  // namespace
 
-absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, const std::string& ckpt_dir,
-                                               int world_size, SourceSet& sources) {
-  if (dtype == DType::kQ4_K) {
-    bool holds_q4k = false;
-    for (const auto& [name, parts] : sources.parts) holds_q4k = holds_q4k || parts[0].dtype == DType::kQ4_K;
-    if (!holds_q4k) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--dtype=q4_k: \"%s\" holds no Q4_K tensor; q4_k comes from a GGUF file made by llama-quantize "
-          "(Q4_K_M, Q4_K_S); quantizing is not implemented (use --dtype=int8)",
-          ckpt_dir));
-    }
-  }
+absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, int world_size, SourceSet& sources) {
+  // --dtype=q4_k on a file llama-quantize made keeps its K-quant types as
+  // they are; on any other checkpoint it quantizes the linear layers to
+  // q4_k, the output projection to int8 (where llama.cpp's Q4_K presets
+  // use Q6_K: the layer the logits depend on most).
+  bool holds_q4k = false;
+  for (const auto& [name, parts] : sources.parts) holds_q4k = holds_q4k || parts[0].dtype == DType::kQ4_K;
+  const bool quantize_q4k = dtype == DType::kQ4_K && !holds_q4k;
   const absl::flat_hash_set<std::string> decoded = dtype.has_value() ? absl::flat_hash_set<std::string>()
                                                                      : SplitMidBlock(sources, world_size);
-  return OutputDType([dtype, decoded, &sources](const std::string& name) {
+  return OutputDType([dtype, decoded, quantize_q4k, &sources](const std::string& name) {
     const DType stored = sources.parts[name][0].dtype;
     if (decoded.contains(name)) return DType::kF16;
-    if (dtype == DType::kQ8_0) {
-      return name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2 ? DType::kQ8_0 : stored;
-    }
+    const bool linear = name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2;
+    if (dtype == DType::kQ8_0 || (quantize_q4k && name == "output.weight")) return linear ? DType::kQ8_0 : stored;
+    if (quantize_q4k) return linear ? DType::kQ4_K : stored;
     return dtype == DType::kQ4_K ? stored : dtype.value_or(stored);
   });
 }

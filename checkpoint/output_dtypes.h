@@ -22,16 +22,15 @@ using OutputDType = std::function<DType(const std::string&)>;
 
 // For --dtype `dtype` (unset: as stored). int8 (q8_0) is for the linear
 // layers' weights: the embedding is a lookup (kept as stored) and norms are
-// vectors. q4_k is only ever copied: what a GGUF holds as Q4_K stays q4_k,
-// as by default, and the rest as stored; asked of sources without Q4_K
-// (nothing here quantizes to it) it is an error naming `ckpt_dir`. By
+// vectors. q4_k of a GGUF that holds Q4_K keeps its types, as by default;
+// of other sources it quantizes the linear layers to q4_k and the output
+// projection to int8 (the logits' layer, Q6_K in llama.cpp's presets). By
 // default (no --dtype), a GGUF block tensor whose rank slices at
 // `world_size` are not whole blocks is written f16 instead (a small model's
 // 256-wide rows split in two), so that any world size the model allows
 // converts; asked for by --dtype, CheckWholeBlocks refuses it. The result
 // reads `sources`, which must outlive it.
-absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, const std::string& ckpt_dir,
-                                               int world_size, SourceSet& sources);
+absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, int world_size, SourceSet& sources);
 
 // A block type's rows (the last dim of `shape`, one rank's slice of tensor
 // `name` at `world_size` ranks) must be whole blocks: else an error naming

@@ -113,21 +113,24 @@ absl::Status CastElements(const void* src, DType from, void* dst, DType to, size
     std::memcpy(dst, src, TensorBytes(from, count));
     return absl::OkStatus();
   }
-  if (to == DType::kQ8_0 && IsFloat16Or32(from)) {
-    float block[kQ8BlockElements];
-    for (size_t b = 0; b < count / kQ8BlockElements; ++b) {
-      for (int i = 0; i < kQ8BlockElements; ++i) block[i] = LoadElement(src, from, b * kQ8BlockElements + i);
-      if (absl::Status s = QuantizeQ8_0(block, kQ8BlockElements, static_cast<uint8_t*>(dst) + b * kQ8BlockBytes);
+  if ((to == DType::kQ8_0 || to == DType::kQ4_K) && IsFloat16Or32(from)) {
+    const int64_t unit = BlockElements(to);
+    const uint64_t unit_bytes = TensorBytes(to, unit);
+    float block[kQ4KBlockElements];
+    for (size_t b = 0; b < count / unit; ++b) {
+      for (int64_t i = 0; i < unit; ++i) block[i] = LoadElement(src, from, b * unit + i);
+      uint8_t* out = static_cast<uint8_t*>(dst) + b * unit_bytes;
+      if (absl::Status s = to == DType::kQ8_0 ? QuantizeQ8_0(block, unit, out) : QuantizeQ4_K(block, unit, out);
           !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrFormat("element %d is not finite: it cannot be quantized",
-                                                          b * kQ8BlockElements));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("element %d is not finite: it cannot be quantized", b * unit));
       }
     }
     return absl::OkStatus();
   }
   if (!IsFloat16Or32(from) || !IsFloat16Or32(to)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot convert %s to %s (only f32, f16 and bf16, and those to q8_0)", DTypeName(from), DTypeName(to)));
+        "cannot convert %s to %s (only f32, f16 and bf16, and those to q8_0 and q4_k)", DTypeName(from), DTypeName(to)));
   }
   if (from == to) {
     std::memcpy(dst, src, count * DTypeSize(from));

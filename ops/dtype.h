@@ -29,9 +29,8 @@ enum class DType : int {
   kQ8_0 = 11,
   // 4-bit weights in super-blocks of 256 along a row: llama.cpp's Q4_K byte
   // for byte (144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit sub-block scales
-  // and minimums, 128 bytes of nibbles). Only copied from GGUF files that
-  // llama-quantize made (nothing here quantizes to it). Rows must hold a
-  // multiple of 256 elements.
+  // and minimums, 128 bytes of nibbles), copied from GGUF files or made by
+  // QuantizeQ4_K (ops/quantize.h). Rows must hold a multiple of 256 elements.
   kQ4_K = 12,
   // 6-bit weights in super-blocks of 256: llama.cpp's Q6_K byte for byte
   // (210 bytes: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales

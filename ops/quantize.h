@@ -1,7 +1,8 @@
 // Q8_0 quantization (dtype.h's kQ8_0), as llama.cpp's reference quantizer
 // does it, so our int8 weights and GGUF's Q8_0 are the same bytes: per
 // block of 32 values, d = max|x| / 127 stored as f16, q = round(x / d)
-// computed with the unrounded d.
+// computed with the unrounded d. And Q4_K (kQ4_K), llama.cpp's layout with
+// our own choice of scales (QuantizeQ4_K).
 
 #ifndef LLAMA_OPS_QUANTIZE_H_
 #define LLAMA_OPS_QUANTIZE_H_
@@ -22,6 +23,15 @@ absl::Status QuantizeQ8_0(const float* x, int64_t n, uint8_t* out);
 
 // n / 32 blocks back to `n` values.
 void DequantizeQ8_0(const uint8_t* blocks, int64_t n, float* out);
+
+// `n` (a multiple of 256) values into n / 256 Q4_K super-blocks at `out`
+// (value = d * scale * q - dmin * min, q in 0..15, a 6-bit scale and
+// minimum per 32 values). Each sub-block's scale and minimum are the
+// least-squares fit of its values over a few candidate roundings (the one
+// with the smallest squared error kept), then rounded to the super-block's
+// 6-bit steps and the values rounded again against them. A NaN or infinity
+// is an error naming its index.
+absl::Status QuantizeQ4_K(const float* x, int64_t n, uint8_t* out);
 
 }  // namespace llama
 

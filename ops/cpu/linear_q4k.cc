@@ -103,9 +103,9 @@ struct VectorFactors {
 };
 
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline VectorFactors FactorsOf(const uint8_t* block) {
-  alignas(16) uint8_t scales_mins[2 * kSubBlocks];
-  GgmlKScalesAndMins(block + kScalesOffset, scales_mins, scales_mins + kSubBlocks);
-  const __m128i packed = _mm_load_si128(reinterpret_cast<const __m128i*>(scales_mins));
+  const GgmlKScaleWords words = UnpackGgmlKScales(block + kScalesOffset);
+  const __m128i packed = _mm_setr_epi32(static_cast<int32_t>(words.scales[0]), static_cast<int32_t>(words.scales[1]),
+                                        static_cast<int32_t>(words.mins[0]), static_cast<int32_t>(words.mins[1]));
   int32_t bits;
   std::memcpy(&bits, block, sizeof bits);
   const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));

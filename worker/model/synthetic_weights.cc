@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "checkpoint/llama_layout.h"
 #include "ops/cast.h"
@@ -26,10 +27,13 @@ void Fill(Tensor& t, uint64_t stream_seed, bool matrix, float scale) {
     return (static_cast<float>(state >> 40) / 16777216.0f * 2.0f - 1.0f) * 1.7320508f;
   };
   const int64_t count = t.numel();
-  if (t.dtype() == DType::kQ8_0) {  // Drawn in f32, then quantized as the converter would.
+  if (IsBlockDType(t.dtype())) {  // Drawn in f32, then quantized as the converter would.
     std::vector<float> values(count);
     for (float& v : values) v = uniform() * scale;
-    QuantizeQ8_0(values.data(), count, static_cast<uint8_t*>(t.mutable_raw())).IgnoreError();  // Finite by construction.
+    uint8_t* out = static_cast<uint8_t*>(t.mutable_raw());
+    // Finite by construction, whole blocks (checked by the caller).
+    (t.dtype() == DType::kQ8_0 ? QuantizeQ8_0(values.data(), count, out) : QuantizeQ4_K(values.data(), count, out))
+        .IgnoreError();
     return;
   }
   for (int64_t i = 0; i < count; ++i) {
@@ -52,19 +56,25 @@ void Fill(Tensor& t, uint64_t stream_seed, bool matrix, float scale) {
 
 absl::StatusOr<std::vector<Tensor>> SyntheticTensors(const ModelConfig& config, DType dtype, uint64_t seed, int rank,
                                      int world_size) {
-  if (dtype == DType::kQ4_K) {
-    return absl::InvalidArgumentError(
-        "synthetic q4_k weights: q4_k comes from a GGUF file made by llama-quantize; quantizing is not implemented "
-        "(benchmark a converted GGUF with --shard)");
-  }
   const std::vector<TensorSpec> specs = LlamaTensors(config);
   std::vector<Tensor> tensors;
   for (const TensorSpec& spec : specs) {
-    // int8 is for the linear layers only (as convert --dtype=int8 writes it);
-    // the embedding and norms are then bf16.
+    // int8 and q4_k are for the linear layers only, as convert --dtype
+    // writes them (q4_k's output projection int8); the embedding and norms
+    // are then bf16.
     const bool linear = spec.shape.size() == 2 && spec.name != "tok_embeddings.weight";
-    const DType tensor_dtype = dtype == DType::kQ8_0 && !linear ? DType::kBF16 : dtype;
-    ASSIGN_OR_RETURN(Tensor tensor, Tensor::Zeros(tensor_dtype, RankShape(spec, config, rank, world_size)));
+    const bool quantized = dtype == DType::kQ8_0 || dtype == DType::kQ4_K;
+    const DType tensor_dtype = !quantized                  ? dtype
+                               : !linear                   ? DType::kBF16
+                               : spec.name == "output.weight" ? DType::kQ8_0
+                                                              : dtype;
+    const std::vector<int64_t> shape = RankShape(spec, config, rank, world_size);
+    if (IsBlockDType(tensor_dtype) && shape.back() % BlockElements(tensor_dtype) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "synthetic %s weights: tensor \"%s\" has rows of %d values; %s needs a multiple of %d", DTypeName(dtype),
+          spec.name, shape.back(), DTypeName(tensor_dtype), BlockElements(tensor_dtype)));
+    }
+    ASSIGN_OR_RETURN(Tensor tensor, Tensor::Zeros(tensor_dtype, shape));
     tensors.push_back(std::move(tensor));
   }
   // Each tensor has its own stream, so threads can fill them in any order
