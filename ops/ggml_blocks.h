@@ -70,23 +70,15 @@ int64_t GgmlRowBytes(const GgmlTypeTraits& traits, int64_t elements);
 // bits of bytes 0-3 (scales) and 4-7 (minimums); 4-7 in the low (scales)
 // and high (minimums) nibbles of bytes 8-11, with their top two bits in
 // the top bits of bytes 0-3 (scales) and 4-7 (minimums). Four bytes at a
-// time, inline: the q4_k kernels unpack them per super-block, and keep the
-// words in registers (bytes stored one word at a time and loaded back as
-// one vector stall store-to-load forwarding).
-struct GgmlKScaleWords {
-  uint32_t scales[2], mins[2];  // Sub-blocks 0-3 and 4-7, a byte each.
-};
-inline GgmlKScaleWords UnpackGgmlKScales(const uint8_t* packed) {
+// time, inline: the q4_k kernels unpack them per super-block.
+inline void GgmlKScalesAndMins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
   uint32_t w[3];
   std::memcpy(w, packed, sizeof w);
   const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-  return {{w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & low2) << 4)},
-          {w[1] & low6, ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4)}};
-}
-inline void GgmlKScalesAndMins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
-  const GgmlKScaleWords words = UnpackGgmlKScales(packed);
-  std::memcpy(scales, words.scales, sizeof words.scales);
-  std::memcpy(mins, words.mins, sizeof words.mins);
+  const uint32_t s[2] = {w[0] & low6, (w[2] & low4) | (((w[0] >> 6) & low2) << 4)};
+  const uint32_t m[2] = {w[1] & low6, ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4)};
+  std::memcpy(scales, s, sizeof s);
+  std::memcpy(mins, m, sizeof m);
 }
 
 // Decodes `elements` values (a multiple of the type's block size) of one

@@ -102,10 +102,21 @@ struct VectorFactors {
   int64_t scale_bytes;  // The eight scales as they are.
 };
 
+// GgmlKScalesAndMins in one register: the eight scales in bytes 0-7, the
+// minimums in 8-15, from the 12 packed bytes (16 read: the nibbles follow).
+// Sub-blocks 0-3 are the low six bits of bytes 0-3 and 4-7; 4-7 the low and
+// high nibbles of bytes 8-11 under the top two bits of bytes 0-3 and 4-7.
+__attribute__((target("avx2"), always_inline)) inline __m128i UnpackScales(const uint8_t* packed) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  const __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i top = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i bits = _mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)),
+                                     _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
+  return _mm_or_si128(bits, _mm_and_si128(_mm_srli_epi32(top, 2), _mm_set1_epi8(0x30)));
+}
+
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline VectorFactors FactorsOf(const uint8_t* block) {
-  const GgmlKScaleWords words = UnpackGgmlKScales(block + kScalesOffset);
-  const __m128i packed = _mm_setr_epi32(static_cast<int32_t>(words.scales[0]), static_cast<int32_t>(words.scales[1]),
-                                        static_cast<int32_t>(words.mins[0]), static_cast<int32_t>(words.mins[1]));
+  const __m128i packed = UnpackScales(block + kScalesOffset);
   int32_t bits;
   std::memcpy(&bits, block, sizeof bits);
   const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));
