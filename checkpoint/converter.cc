@@ -45,6 +45,18 @@
 namespace llama {
 namespace {
 
+// What general.file_type names: the file's 4-bit layers' type where it has
+// them (a Q4_K_M file's output is Q6_K, ours int8), else 6-bit, else 8-bit,
+// else the output projection's.
+DType MainWeightsDType(const std::vector<GgufTensor>& tensors) {
+  for (const DType block : {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0}) {
+    for (const GgufTensor& t : tensors) {
+      if (t.dtype == block) return block;
+    }
+  }
+  return tensors.back().dtype;
+}
+
 namespace fs = std::filesystem;
 
 // True when `out_dir` holds a complete conversion of these sources with
@@ -98,7 +110,7 @@ absl::StatusOr<ConvertResult> WriteGguf(const ConvertOptions& options, SourceSet
     tensors.push_back({std::move(name), dtype, spec.shape});
     total += TensorBytes(dtype, *NumElements(spec.shape, spec.name));
   }
-  const DType weights = tensors.back().dtype;  // The output projection's: what general.file_type describes.
+  const DType weights = MainWeightsDType(tensors);
   // Llama 3.1's scaled RoPE reaches llama.cpp as a tensor of frequency factors.
   const std::vector<float> rope_factors = GgufRopeFactors(config);
   if (!rope_factors.empty()) {

@@ -4,6 +4,7 @@
 // decoded from the file's blocks; clear refusals.
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -262,6 +263,36 @@ TEST(GgufImportTest, Q4KQuantizesOtherCheckpointsAndKeepsAQ4KMFilesTypes) {
   ASSERT_TRUE(Convert(TestdataGguf("Q4_K_M"), OutDir("q4k_asked"), 1, DType::kQ4_K).ok());
   ASSERT_TRUE(Convert(TestdataGguf("Q4_K_M"), OutDir("q4k_default"), 1).ok());
   ExpectSameShards(OutDir("q4k_asked"), OutDir("q4k_default"), 1);
+}
+
+// A Q4_K_M file converted back to GGUF keeps every tensor's type (its Q4_K
+// and Q6_K blocks copied), says Q4_K_M in general.file_type, and imports to
+// the same shards as the original.
+TEST(GgufImportTest, AQ4KMFileExportsBackToGgufWithItsTypes) {
+  const std::string imported = OutDir("q4km_for_export");
+  ASSERT_TRUE(Convert(TestdataGguf("Q4_K_M"), imported, 1).ok());
+  ConvertOptions options;
+  options.ckpt_dir = TestdataGguf("Q4_K_M");
+  options.out_dir = OutDir("q4km_again.gguf");
+  options.format = OutputFormat::kGguf;
+  options.tokenizer_path = "tests/fixtures/tokenizer_fixture/tokenizer.model";  // The vocabulary the file was made with.
+  const absl::StatusOr<ConvertResult> exported = ConvertCheckpoint(options);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  absl::StatusOr<std::unique_ptr<GgufFile>> original = GgufFile::Open(TestdataGguf("Q4_K_M"));
+  absl::StatusOr<std::unique_ptr<GgufFile>> again = GgufFile::Open(options.out_dir);
+  ASSERT_TRUE(original.ok() && again.ok());
+  std::map<std::string, uint32_t> types;
+  for (const GgufTensorInfo& t : (*original)->tensors()) types[t.name] = t.ggml_type;
+  for (const GgufTensorInfo& t : (*again)->tensors()) {
+    if (t.shape.size() == 2 && t.name != "token_embd.weight") {
+      EXPECT_EQ(t.ggml_type, types[t.name]) << t.name;
+    }
+  }
+  int64_t file_type = -1;
+  for (const auto& [key, value] : (*again)->metadata()) file_type = key == "general.file_type" ? value.get<int64_t>() : file_type;
+  EXPECT_EQ(file_type, 15);  // LLAMA_FTYPE_MOSTLY_Q4_K_M.
+  ASSERT_TRUE(Convert(options.out_dir, OutDir("q4km_again_shards"), 1).ok());
+  ExpectSameShards(OutDir("q4km_again_shards"), imported, 1);
 }
 
 TEST(GgufImportTest, AFolderOfOneGgufFileIsThatFile) {

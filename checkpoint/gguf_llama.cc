@@ -92,11 +92,13 @@ absl::StatusOr<uint32_t> GgufFileType(DType weights) {
       return 7;
     case DType::kQ4_K:
       return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M: the preset q4_k comes from.
+    case DType::kQ6_K:
+      return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K.
     case DType::kBF16:
       return 32;
     default:
       return absl::InvalidArgumentError(
-          absl::StrFormat("GGUF weights must be f32, f16, bf16, q8_0 or q4_k, not %s", DTypeName(weights)));
+          absl::StrFormat("GGUF weights must be f32, f16, bf16, q8_0, q4_k or q6_k, not %s", DTypeName(weights)));
   }
 }
 

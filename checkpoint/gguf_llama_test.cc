@@ -57,7 +57,7 @@ TEST(LlamaGgufMetadataTest, RefusesWeightTypesLlamaCppHasNoFileTypeFor) {
   }
   absl::StatusOr<GgufMetadata> m = LlamaGgufMetadata(ConfigFor(tokenizer), tokenizer, "tiny", DType::kF64);
   ASSERT_FALSE(m.ok());
-  EXPECT_THAT(m.status().message(), HasSubstr("GGUF weights must be f32, f16, bf16, q8_0 or q4_k, not f64"));
+  EXPECT_THAT(m.status().message(), HasSubstr("GGUF weights must be f32, f16, bf16, q8_0, q4_k or q6_k, not f64"));
 }
 
 // `metadata` in a GGUF file (with one tensor, as files have), read back.

@@ -120,7 +120,8 @@ absl::Status SliceCopier::Emit(absl::Span<const uint8_t> bytes) {
   while (!bytes.empty()) {
     if (from_ == to_ && buffer_.empty() && bytes.size() >= kChunkBytes) {
       // Large same-type runs go straight from the mapping to the file, in
-      // whole units (16 MiB is not a multiple of q8_0's 34 bytes or q6_k's 210).
+      // whole units (16 MiB is not a multiple of q8_0's 34 bytes, q4_k's 144
+      // or q6_k's 210).
       const size_t n = bytes.size() / kChunkBytes * kChunkBytes / in_size * in_size;
       RETURN_IF_ERROR(Write(bytes.subspan(0, n)));
       bytes.remove_prefix(n);

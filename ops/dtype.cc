@@ -80,7 +80,7 @@ absl::string_view DTypeName(DType dtype) { return kDTypeNames.Name(dtype); }
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
   if (const std::optional<DType> dtype = kDTypeNames.Find(name)) return *dtype;
   return absl::InvalidArgumentError(
-      absl::StrFormat("dtype \"%s\": expected one of bf16, fp16, fp32, int8, q4_k", name));
+      absl::StrFormat("dtype \"%s\": expected one of bf16, fp16, fp32, int8, q4_k, q6_k", name));
 }
 
 bool IsKnownDType(int value) { return value >= 1 && value <= 13; }

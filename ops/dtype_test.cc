@@ -26,7 +26,7 @@ TEST(DTypeTest, ParsesTheLongSpellings) {
   EXPECT_EQ(*ParseDType("bfloat16"), DType::kBF16);
   EXPECT_EQ(*ParseDType("int8"), DType::kQ8_0);
   EXPECT_EQ(ParseDType("BF16").status(),
-            absl::InvalidArgumentError("dtype \"BF16\": expected one of bf16, fp16, fp32, int8, q4_k"));
+            absl::InvalidArgumentError("dtype \"BF16\": expected one of bf16, fp16, fp32, int8, q4_k, q6_k"));
 }
 
 TEST(DTypeTest, FlagErrorsNameTheFlag) {

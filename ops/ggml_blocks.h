@@ -70,7 +70,8 @@ int64_t GgmlRowBytes(const GgmlTypeTraits& traits, int64_t elements);
 // bits of bytes 0-3 (scales) and 4-7 (minimums); 4-7 in the low (scales)
 // and high (minimums) nibbles of bytes 8-11, with their top two bits in
 // the top bits of bytes 0-3 (scales) and 4-7 (minimums). Four bytes at a
-// time, inline: the q4_k kernels unpack them per super-block.
+// time, inline: the decoder and the scalar q4_k kernel unpack them per
+// super-block (the vector kernels in one register: linear_q4k.cc).
 inline void GgmlKScalesAndMins(const uint8_t* packed, uint8_t* scales, uint8_t* mins) {
   uint32_t w[3];
   std::memcpy(w, packed, sizeof w);

@@ -41,8 +41,8 @@ struct Fit {
   double error = 0;
 };
 
-// The nearest level to v, halves away from zero as lround (inline: the
-// fits below round each value a dozen times, and a 7B model has 6e9).
+// The nearest level to v, halves up (inline: the fits below round each
+// value ten times, and a 7B model has 6e9).
 int Level(float v, float scale, float min) {
   if (!(scale > 0)) return 0;
   const float t = (v + min) / scale;

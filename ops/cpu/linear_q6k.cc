@@ -170,8 +170,8 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))) vo
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(block + 64 * h);
-      // qh's 32 bytes in both halves (a masked load: the block may end 14
-      // bytes after them).
+      // qh's 32 bytes in both halves (a masked load: a 64-byte one from half
+      // 1's would run 14 bytes past the block, and past the tensor's end).
       const __m512i qh32 = _mm512_maskz_loadu_epi64(0x0F, block + kHighBitsOffset + 32 * h);
       const __m512i qh = _mm512_maskz_shuffle_i64x2(0xFF, qh32, qh32, 0x44);
       const __m512i low = _mm512_or_si512(_mm512_and_si512(ql, low_nibble),

@@ -67,13 +67,13 @@ absl::StatusOr<ModelWeights> LoadModelWeights(std::shared_ptr<const ShardReader>
                                                            shard->path(), spec.name, absl::StrJoin(shape, ", "),
                                                            absl::StrJoin(expected, ", ")));
     }
-    // Block types (int8 = q8_0, q4_k) only where //tools:convert puts them:
+    // Block types (int8 = q8_0, q4_k, q6_k) only where //tools:convert puts them:
     // the linear layers, whose kernels read them.
     const bool linear = spec.shape.size() == 2 && spec.name != "tok_embeddings.weight";
     if (!IsFloat16Or32(t.dtype) && !(IsBlockDType(t.dtype) && linear)) {
       return absl::FailedPreconditionError(absl::StrFormat("%s: tensor \"%s\" is %s; expected f32, f16 or bf16%s",
                                                            shard->path(), spec.name, DTypeName(t.dtype),
-                                                           linear ? ", q8_0 or q4_k" : ""));
+                                                           linear ? ", q8_0, q4_k or q6_k" : ""));
     }
     return Tensor::View(t.dtype, shape, t.bytes.data());
   };

@@ -32,6 +32,7 @@ void Fill(Tensor& t, uint64_t stream_seed, bool matrix, float scale) {
     for (float& v : values) v = uniform() * scale;
     uint8_t* out = static_cast<uint8_t*>(t.mutable_raw());
     // Finite by construction, whole blocks (checked by the caller).
+    // (SyntheticTensors makes q8_0 and q4_k only.)
     (t.dtype() == DType::kQ8_0 ? QuantizeQ8_0(values.data(), count, out) : QuantizeQ4_K(values.data(), count, out))
         .IgnoreError();
     return;
