@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ops/cpu/panels.h"
@@ -49,36 +50,61 @@ absl::StatusOr<Tensor> PackWeight(const Tensor& w) {
   return packed.Relabeled(w.shape(), TensorLayout::kLinearPanels);
 }
 
-void Linear(const float* x, int64_t n, const Tensor& w, const Placement& placement, const RowDots& kernels, float* y,
-            ThreadPool& pool) {
-  const int64_t out = w.dim(0), in = w.dim(1), blocks = in / kSuperBlock;
-  const int64_t row_bytes = blocks * BlockBytes(w.dtype()), sums_per_block = kSuperBlock / placement.sum_width;
-  // x quantized once per call, shared by every thread.
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xd;
-  thread_local std::vector<int16_t> xs;
-  xq.resize(n * in);
-  xd.resize(n * blocks);
-  xs.resize(n * blocks * sums_per_block);
-  for (int64_t b = 0; b < n * blocks; ++b) {
-    xd[b] = QuantizeSuperBlock(x + b * kSuperBlock, placement, xq.data() + b * kSuperBlock,
-                               xs.data() + b * sums_per_block);
+void Linear(const float* x, int64_t n, absl::Span<const Target> targets, ThreadPool& pool) {
+  const int64_t in = targets[0].weight->dim(1), blocks = in / kSuperBlock;
+  // x quantized once per placement, shared by every thread; the buffers are
+  // the calling thread's, kept between calls.
+  struct QuantizedX {
+    const Placement* placement = nullptr;
+    std::vector<int8_t> q;
+    std::vector<float> d;
+    std::vector<int16_t> sums;
+  };
+  thread_local std::vector<QuantizedX> quantized;
+  absl::InlinedVector<size_t, 4> x_of;  // Per target, an index: `quantized` may grow.
+  absl::InlinedVector<int64_t, 5> first_task = {0};
+  size_t used = 0;
+  for (const Target& t : targets) {
+    size_t i = 0;
+    while (i < used && quantized[i].placement != t.placement) ++i;
+    if (i == used) {
+      if (quantized.size() <= used) quantized.emplace_back();
+      QuantizedX& qx = quantized[used++];
+      const int64_t sums_per_block = kSuperBlock / t.placement->sum_width;
+      qx.placement = t.placement;
+      qx.q.resize(n * in);
+      qx.d.resize(n * blocks);
+      qx.sums.resize(n * blocks * sums_per_block);
+      for (int64_t b = 0; b < n * blocks; ++b) {
+        qx.d[b] = QuantizeSuperBlock(x + b * kSuperBlock, *t.placement, qx.q.data() + b * kSuperBlock,
+                                     qx.sums.data() + b * sums_per_block);
+      }
+    }
+    x_of.push_back(i);
+    first_task.push_back(first_task.back() + (t.weight->dim(0) + kRowsPerTask - 1) / kRowsPerTask);
   }
-  // The workers see their own thread_locals: hand them the caller's rows.
-  const int8_t* q = xq.data();
-  const float* d = xd.data();
-  const int16_t* s = xs.data();
-  const uint8_t* weights = static_cast<const uint8_t*>(w.raw());
-  pool.ParallelFor((out + kRowsPerTask - 1) / kRowsPerTask, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin * kRowsPerTask; o < std::min(out, end * kRowsPerTask); ++o) {
-      const uint8_t* row = weights + o * row_bytes;
-      for (int64_t r = 0; r < n; r += kMaxRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, n - r));
-        QuantizedRow xr[kMaxRows];
-        for (int i = 0; i < rows; ++i) {
-          xr[i] = {q + (r + i) * in, d + (r + i) * blocks, s + (r + i) * blocks * sums_per_block};
+  // The workers name their own thread_locals: hand them the caller's.
+  const std::vector<QuantizedX>& callers = quantized;
+  pool.ParallelFor(first_task.back(), 1, [&](int64_t begin, int64_t end) {
+    size_t t = 0;
+    for (int64_t task = begin; task < end; ++task) {
+      while (task >= first_task[t + 1]) ++t;
+      const Target& target = targets[t];
+      const QuantizedX& qx = callers[x_of[t]];
+      const int64_t out = target.weight->dim(0), sums_per_block = kSuperBlock / target.placement->sum_width;
+      const int64_t row_bytes = blocks * BlockBytes(target.weight->dtype());
+      const uint8_t* weights = static_cast<const uint8_t*>(target.weight->raw());
+      const int64_t first = (task - first_task[t]) * kRowsPerTask;
+      for (int64_t o = first; o < std::min(out, first + kRowsPerTask); ++o) {
+        for (int64_t r = 0; r < n; r += kMaxRows) {
+          const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, n - r));
+          QuantizedRow xr[kMaxRows];
+          for (int i = 0; i < rows; ++i) {
+            xr[i] = {qx.q.data() + (r + i) * in, qx.d.data() + (r + i) * blocks,
+                     qx.sums.data() + (r + i) * blocks * sums_per_block};
+          }
+          (*target.kernels)[rows - 1](xr, weights + o * row_bytes, blocks, target.y + r * out + o, out);
         }
-        kernels[rows - 1](xr, row, blocks, y + r * out + o, out);
       }
     }
   });

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
@@ -53,10 +54,20 @@ using RowDots = std::array<RowDotsFn, kMaxRows>;
 // into owned storage, rows as they are, labelled TensorLayout::kLinearPanels.
 absl::StatusOr<Tensor> PackWeight(const Tensor& w);
 
-// y [n, out] = x [n, in] * w^T through `kernels`; a row's outputs depend
-// only on that row.
-void Linear(const float* x, int64_t n, const Tensor& w, const Placement& placement, const RowDots& kernels, float* y,
-            ThreadPool& pool);
+// One packed K-quant weight, its output, and its type's x order and kernels
+// (Q4KTarget, Q6KTarget).
+struct Target {
+  const Tensor* weight;
+  const Placement* placement;
+  const RowDots* kernels;
+  float* y;
+};
+
+// y [n, out] = x [n, in] * w^T for every target (weights of one `in`): x
+// quantized once per placement, and all the targets' rows in one pass of
+// the pool (q, k and v, or gate and up, meet their threads once). A row's
+// outputs depend only on that row.
+void Linear(const float* x, int64_t n, absl::Span<const Target> targets, ThreadPool& pool);
 
 // Rows [32 * panel, 32 * panel + 32) of a packed K-quant weight as an f32
 // panel [in][32] (zeros past the last row), bit-identical to DecodeGgmlRow.

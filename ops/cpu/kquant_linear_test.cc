@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -277,6 +278,38 @@ TEST_P(KQuantLinearTest, RowsMustBeWholeSuperBlocks) {
   const absl::StatusOr<Tensor> packed = PackLinearWeight(Tensor::View(GetParam().dtype, {3, 96}, w.data()), pool);
   ASSERT_FALSE(packed.ok());
   EXPECT_THAT(packed.status().message(), ::testing::HasSubstr("expected rows of whole super-blocks of 256"));
+}
+
+// Linears (q, k and v sharing x): K-quant weights of both types in one
+// pass give what Linear gives each, bit for bit, at decode and at prefill
+// (where each takes Linear's panels).
+TEST(KQuantLinearsTest, SharedXGivesEachLinearsBits) {
+  const int64_t in = 512;
+  ThreadPool pool(3);
+  const std::vector<uint8_t> q4a = RandomQ4K(40, in, 11), q4b = RandomQ4K(24, in, 12), q6 = RandomQ6K(16, in, 13);
+  std::vector<Tensor> weights;
+  for (const auto& [dtype, blocks, out] : {std::tuple{DType::kQ4_K, &q4a, int64_t{40}},
+                                           std::tuple{DType::kQ6_K, &q6, int64_t{16}},
+                                           std::tuple{DType::kQ4_K, &q4b, int64_t{24}}}) {
+    absl::StatusOr<Tensor> packed = PackLinearWeight(Tensor::View(dtype, {out, in}, blocks->data()), pool);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    weights.push_back(*std::move(packed));
+  }
+  for (int64_t n : {1, 5, 20}) {
+    const std::vector<float> x = Random(n * in, 14 + n);
+    std::vector<std::vector<float>> together, alone;
+    std::vector<LinearOutput> outputs;
+    for (const Tensor& w : weights) {
+      together.emplace_back(n * w.dim(0));
+      alone.emplace_back(n * w.dim(0));
+    }
+    for (size_t i = 0; i < weights.size(); ++i) outputs.push_back({&weights[i], together[i].data()});
+    ASSERT_TRUE(Linears(x.data(), n, outputs, pool).ok());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      ASSERT_TRUE(Linear(x.data(), n, weights[i], alone[i].data(), pool).ok());
+      EXPECT_EQ(together[i], alone[i]) << "n=" << n << " weight " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuantLinearTest, ::testing::ValuesIn(kKQuants),

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ops/cast.h"
@@ -332,6 +333,12 @@ void PackPanelBits(const Bits* w, int64_t out, int64_t in, int64_t p, Bits* pack
   }
 }
 
+bool IsKQuant(const Tensor& w) { return w.dtype() == DType::kQ4_K || w.dtype() == DType::kQ6_K; }
+
+kquant::Target KQuantTarget(const Tensor& w, float* y) {
+  return w.dtype() == DType::kQ4_K ? Q4KTarget(w, y) : Q6KTarget(w, y);
+}
+
 // q8_0, q4_k and q6_k weights: their integer kernels at decode (every n
 // with int8_activations), else their rows widened into f32 panels for the
 // prefill kernel.
@@ -341,10 +348,9 @@ void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
   if (n <= kQ8DecodeRows || options.int8_activations) {
     if (q8) {
       LinearQ8(x, n, w, y, pool);
-    } else if (w.dtype() == DType::kQ4_K) {
-      LinearQ4K(x, n, w, y, pool);
     } else {
-      LinearQ6K(x, n, w, y, pool);
+      const kquant::Target target = KQuantTarget(w, y);
+      kquant::Linear(x, n, {&target, 1}, pool);
     }
     return;
   }
@@ -397,6 +403,23 @@ absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool) {
     }
   });
   return packed.Relabeled({out, in}, TensorLayout::kLinearPanels);
+}
+
+absl::Status Linears(const float* x, int64_t n, absl::Span<const LinearOutput> outputs, ThreadPool& pool,
+                     const LinearOptions& options) {
+  bool together = n <= kQ8DecodeRows || options.int8_activations;
+  for (const LinearOutput& o : outputs) {
+    together = together && o.weight->layout() == TensorLayout::kLinearPanels && IsKQuant(*o.weight) &&
+               o.weight->dim(1) == outputs[0].weight->dim(1);
+  }
+  if (!together) {
+    for (const LinearOutput& o : outputs) RETURN_IF_ERROR(Linear(x, n, *o.weight, o.y, pool, options));
+    return absl::OkStatus();
+  }
+  absl::InlinedVector<kquant::Target, 4> targets;
+  for (const LinearOutput& o : outputs) targets.push_back(KQuantTarget(*o.weight, o.y));
+  kquant::Linear(x, n, targets, pool);
+  return absl::OkStatus();
 }
 
 absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool,

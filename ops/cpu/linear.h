@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
@@ -76,6 +77,16 @@ bool ForceBf16ActivationsKernelForTesting(std::string_view name);
 std::string_view Int8Kernel();
 // Tests: use the named int8 kernel from now on, if this CPU runs it.
 bool ForceInt8KernelForTesting(std::string_view name);
+
+// Linear of one x for each output (q, k and v; gate and up): K-quant
+// weights at decode share one quantization of x and one pass of the pool;
+// each y is what Linear gives it, bit for bit.
+struct LinearOutput {
+  const Tensor* weight;
+  float* y;
+};
+absl::Status Linears(const float* x, int64_t n, absl::Span<const LinearOutput> outputs, ThreadPool& pool,
+                     const LinearOptions& options = {});
 
 // The q4_k decode kernel in use (linear_q4k.h): "avx512vnni", "avx2" or
 // "scalar"; every one gives the same bits.

@@ -246,8 +246,6 @@ std::string_view Q4KKernel() { return ChosenKernels().name(); }
 
 bool ForceQ4KKernelForTesting(std::string_view name) { return ChosenKernels().ForceForTesting(name); }
 
-void LinearQ4K(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
-  kquant::Linear(x, n, w, kQ4KPlacement, ChosenKernels().kernel(), y, pool);
-}
+kquant::Target Q4KTarget(const Tensor& w, float* y) { return {&w, &kQ4KPlacement, &ChosenKernels().kernel(), y}; }
 
 }  // namespace llama::cpu

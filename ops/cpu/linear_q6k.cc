@@ -215,8 +215,6 @@ std::string_view Q6KKernel() { return ChosenKernels().name(); }
 
 bool ForceQ6KKernelForTesting(std::string_view name) { return ChosenKernels().ForceForTesting(name); }
 
-void LinearQ6K(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
-  kquant::Linear(x, n, w, kQ6KPlacement, ChosenKernels().kernel(), y, pool);
-}
+kquant::Target Q6KTarget(const Tensor& w, float* y) { return {&w, &kQ6KPlacement, &ChosenKernels().kernel(), y}; }
 
 }  // namespace llama::cpu

@@ -15,16 +15,16 @@
 
 #include <cstdint>
 
+#include "ops/cpu/kquant_linear.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
 namespace llama::cpu {
 
-// y [n, out] = x [n, in] * w^T for a packed q6_k weight [out, in]
-// (kquant::PackWeight), through the integer kernels whatever n (the kernel
-// in use: Q6KKernel, linear.h). A row's outputs depend only on that row.
-void LinearQ6K(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool);
+// A packed q6_k weight [out, in] (kquant::PackWeight) and its output
+// y [n, out], for kquant::Linear (the kernel in use: Q6KKernel, linear.h).
+kquant::Target Q6KTarget(const Tensor& w, float* y);
 
 }  // namespace llama::cpu
 

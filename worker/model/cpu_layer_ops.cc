@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "ops/cast.h"
@@ -32,6 +33,12 @@ absl::Status CpuLayerOps::RmsNorm(const float* x, const Tensor& weight, int64_t 
 
 absl::Status CpuLayerOps::Linear(const float* x, int64_t n, const Tensor& weight, float* y) {
   return cpu::Linear(x, n, weight, y, pool_, linear_options_);
+}
+
+absl::Status CpuLayerOps::Linears(const float* x, int64_t n, absl::Span<const LinearTarget> targets) {
+  absl::InlinedVector<cpu::LinearOutput, 4> outputs;
+  for (const LinearTarget& t : targets) outputs.push_back({t.weight, t.y});
+  return cpu::Linears(x, n, outputs, pool_, linear_options_);
 }
 
 absl::Status CpuLayerOps::Rope(const StepPlan& plan, float* x, int64_t heads) {

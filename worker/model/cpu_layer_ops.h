@@ -26,6 +26,7 @@ class CpuLayerOps final : public LayerOps {
   absl::Status EmbeddingLookup(const StepPlan& plan, const Tensor& table, float* out) override;
   absl::Status RmsNorm(const float* x, const Tensor& weight, int64_t n, float* out) override;
   absl::Status Linear(const float* x, int64_t n, const Tensor& weight, float* y) override;
+  absl::Status Linears(const float* x, int64_t n, absl::Span<const LinearTarget> targets) override;
   absl::Status Rope(const StepPlan& plan, float* x, int64_t heads) override;
   absl::Status StoreKv(const StepPlan& plan, const float* k, const float* v, const KvCacheView& cache) override;
   absl::Status Attention(const StepPlan& plan, const float* q, const KvCacheView& cache, float* out) override;
