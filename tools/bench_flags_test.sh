@@ -5,9 +5,10 @@
 set -uo pipefail
 bench="$1"
 failed=0
-expect_refusal() {  # flag, message
+expect_refusal() {  # flags (one word), message
   local out
-  out=$("$bench" "$1" 2>&1)
+  # shellcheck disable=SC2086
+  out=$("$bench" $1 2>&1)
   local rc=$?
   if [[ $rc -ne 2 || "$out" != *"$2"* ]]; then
     echo "FAIL: bench $1 exited $rc; expected 2 and a refusal containing: $2"
@@ -22,5 +23,7 @@ expect_refusal --prefill_tokens=-2 "--prefill_tokens=-2: expected at least 1"
 expect_refusal --batch=0 "--batch=0: expected at least 1"
 expect_refusal --world_size=0 "--world_size=0: expected at least 1"
 expect_refusal --weights_dtype=int4 '--weights_dtype="int4": expected bf16, fp16, fp32, int8 or q4_k'
+expect_refusal "--weights_dtype=q4_k --dim=64" \
+  'tensor "layers.0.attention.wq.weight" has rows of 64 values; q4_k needs a multiple of 256'
 expect_refusal --no_such_flag "unknown command line flag 'no_such_flag'"
 exit $failed

@@ -2,17 +2,12 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/kquant_linear.h"
-#include "ops/cpu/panels.h"
 #include "ops/dtype.h"
 #include "ops/ggml_blocks.h"
 
@@ -41,6 +36,7 @@ constexpr int64_t kScalesOffset = 4, kNibblesOffset = 16;
 // the offsets below.
 constexpr int64_t LowX(int j) { return 128 * (j / 2) + 32 * (j % 2); }
 constexpr int64_t HighX(int j) { return LowX(j) + 64; }
+constexpr Placement kQ4KPlacement = {{LowX(0), HighX(0), LowX(1), HighX(1), LowX(2), HighX(2), LowX(3), HighX(3)}, 32};
 
 // Every kernel computes, for each row of x and one weight row, the same
 // f32 operations, so all give the same bits. Per super-block b, eight
@@ -51,8 +47,6 @@ constexpr int64_t HighX(int j) { return LowX(j) + 64; }
 // accumulators take them in order, acc_k = fma(dx * d, lane_k, acc_k) then
 // fma(-(dx * dmin), mins_k, acc_k); the row's output is their sum in
 // SumLanes' order. The integers fit f32 exactly (|lane| < 2^22).
-constexpr Placement kQ4KPlacement = {{LowX(0), HighX(0), LowX(1), HighX(1), LowX(2), HighX(2), LowX(3), HighX(3)}, 32};
-
 struct BlockFactors {
   float d, dmin;
   uint8_t scales[kSubBlocks], mins[kSubBlocks];
