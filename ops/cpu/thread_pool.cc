@@ -55,19 +55,24 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::RunShare(int index) {
-  if (pieces_ == 0) {  // One range a thread.
-    const int64_t begin = index * chunk_;
-    const int64_t end = std::min(n_, begin + chunk_);
-    if (begin < end) (*fn_)(begin, end);
+  if (!guided_) {  // One element a thread.
+    if (index < n_) (*fn_)(index, index + 1);
     return;
   }
   RunPieces();
 }
 
 void ThreadPool::RunPieces() {
-  for (int64_t piece; (piece = next_.fetch_add(1, std::memory_order_relaxed)) < pieces_;) {
-    const int64_t begin = piece * chunk_;
-    (*fn_)(begin, std::min(n_, begin + chunk_));
+  const int64_t divisor = 2 * static_cast<int64_t>(size());
+  int64_t begin = next_.load(std::memory_order_relaxed);
+  while (begin < n_) {
+    const int64_t remaining = n_ - begin;
+    const int64_t length = std::min(remaining, std::max(grain_, (remaining + divisor - 1) / divisor));
+    // On failure `begin` is reloaded: another thread took those elements.
+    if (next_.compare_exchange_weak(begin, begin + length, std::memory_order_relaxed)) {
+      (*fn_)(begin, begin + length);
+      begin = next_.load(std::memory_order_relaxed);
+    }
   }
 }
 
@@ -111,19 +116,9 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   }
   fn_ = &fn;
   n_ = n;
-  if (n <= size()) {
-    chunk_ = 1;
-    pieces_ = 0;
-  } else {
-    // Pieces a thread on average: enough to even out a late thread, few
-    // enough that a piece stays long (a weight panel's rows, say).
-    constexpr int64_t kPiecesPerThread = 4;
-    const int64_t grain_pieces = n / std::max<int64_t>(grain, 1);
-    const int64_t wanted = std::min<int64_t>(grain_pieces, size() * kPiecesPerThread);
-    chunk_ = (n + wanted - 1) / wanted;
-    pieces_ = (n + chunk_ - 1) / chunk_;
-    next_.store(0, std::memory_order_relaxed);
-  }
+  guided_ = n > size() || grain > 1;
+  grain_ = std::max<int64_t>(grain, 1);
+  next_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   generation_.fetch_add(1);
   if (sleepers_.load() > 0) {
