@@ -21,6 +21,7 @@
 
 #include "ops/cast.h"
 #include "ops/cpu/linear.h"
+#include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/ggml_blocks.h"
 #include "ops/random_values.h"
@@ -201,6 +202,51 @@ TEST_P(KQuantLinearTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
   std::printf("%s kernels run: %sscalar; skipped (this CPU lacks them): %s; chosen by default: %s\n", type.name, ran.c_str(),
               skipped.empty() ? "none" : skipped.c_str(), chosen.c_str());
   EXPECT_FALSE(type.force("avx1024"));
+}
+
+// x's rounding is std::lround's (halves away from zero) in both compiled
+// versions of the quantizer, on values made of halves and of the floats
+// just below them: max |x| = 127 (then 63.5) makes d = 1 (0.5), so these
+// are the values lround sees. One value rounded the wrong way moves its
+// output by a weight, far outside the reference's bound.
+TEST_P(KQuantLinearTest, XIsRoundedHalvesAwayFromZeroByEveryVersion) {
+  const int64_t out = 8, in = 512;
+  ThreadPool pool(2);
+  const KQuant& type = GetParam();
+  const std::vector<uint8_t> w = type.random(out, in, 9);
+  absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  std::vector<float> x(in);
+  std::mt19937 rng(10);
+  for (int64_t i = 0; i < 256; ++i) {
+    const float half = static_cast<float>(rng() % 126) + 0.5f;
+    const float value = i % 3 == 2 ? std::nextafter(half, 0.0f) : half;
+    x[i] = rng() % 2 ? value : -value;
+    x[256 + i] = x[i] / 2;
+  }
+  x[0] = 127;
+  x[256] = -63.5f;
+  x[1] = 0.49999997f;
+  x[2] = -0.49999997f;
+  x[3] = 126.5f;
+  const Expected expected = Reference(type, x, 1, w, out, in);
+  const std::string chosen(type.kernel());
+  const bool v3_by_default = simd::UseV3();
+  ASSERT_TRUE(type.force("scalar"));
+  std::string versions;
+  for (bool v3 : {true, false}) {
+    if (!simd::ForceV3ForTesting(v3)) continue;
+    versions += std::string(simd::KernelVersion()) + " ";
+    std::vector<float> y(out);
+    ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
+    for (int64_t o = 0; o < out; ++o) {
+      const double roundings = type.roundings_per_block * (in / 256) + 8;
+      EXPECT_NEAR(y[o], expected.y[o], roundings * FLT_EPSILON * expected.size[o]) << simd::KernelVersion() << " @" << o;
+    }
+  }
+  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  ASSERT_TRUE(type.force(chosen));
+  std::printf("%s x quantized by: %s\n", type.name, versions.c_str());
 }
 
 // Against f32 x times DecodeGgmlRow's weights: rounding x to int8 moves
