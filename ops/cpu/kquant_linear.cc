@@ -22,43 +22,20 @@ GgmlType GgmlTypeOf(DType dtype) { return dtype == DType::kQ6_K ? GgmlType::kQ6_
 
 int64_t BlockBytes(DType dtype) { return dtype == DType::kQ6_K ? kQ6KBlockBytes : kQ4KBlockBytes; }
 
-using simd::Float8;
 using simd::Int32x8;
-typedef int8_t Int8x8 __attribute__((vector_size(8)));
-
-// std::lround(v[0..8) * id), exactly: truncated, then a step away from zero
-// where the (exact) remainder reaches a half, which is how lround breaks
-// ties. (Adding a half and truncating is off by one at 0.49999997.)
-__attribute__((always_inline)) inline Int32x8 RoundScaled8(const float* v, float id) {
-  const Float8 r = simd::Load8(v) * id;
-  const Int32x8 t = __builtin_convertvector(r, Int32x8);
-  const Float8 rest = r - __builtin_convertvector(t, Float8);
-  return t - (rest >= 0.5f) + (rest <= -0.5f);  // A true comparison is -1.
-}
+using simd::Int8x8;
 
 // One super-block of x: d = max|v| / 127 (kept in f32), q = round(v / d),
 // as QuantizeBlock does per 32, stored where `placement` says; and the sums
 // of q, which the weights' offsets (q4_k's minimums, q6_k's 32) multiply.
-// In vectors: the decode step's thread pool waits while the calling thread
-// quantizes x, and lroundf a value at a time was 3% of a Q4_K_M step.
 __attribute__((always_inline)) inline float QuantizeSuperBlockImpl(const float* v, const Placement& placement, int8_t* q,
                                                                int16_t* sums) {
-  Int32x8 magnitudes = {};  // max |v| as bits: non-negative floats order as integers.
-  for (int i = 0; i < kSuperBlock; i += 8) {
-    Int32x8 bits;
-    std::memcpy(&bits, v + i, sizeof bits);
-    bits &= 0x7FFFFFFF;
-    magnitudes = magnitudes > bits ? magnitudes : bits;
-  }
-  int32_t amax_bits = 0;
-  for (int k = 0; k < 8; ++k) amax_bits = std::max(amax_bits, magnitudes[k]);
-  float amax;
-  std::memcpy(&amax, &amax_bits, sizeof amax);
+  const float amax = simd::AbsMax(v, kSuperBlock);
   const float d = amax / 127, id = d != 0 ? 1 / d : 0;
   std::fill(sums, sums + kSuperBlock / placement.sum_width, 0);
   for (int i = 0; i < kSuperBlock; i += 16) {
-    const Int32x8 a = RoundScaled8(v + i, id), b = RoundScaled8(v + i + 8, id);
-    const Int8x8 qa = __builtin_convertvector(a, Int8x8), qb = __builtin_convertvector(b, Int8x8);
+    const Int32x8 a = simd::RoundScaled8(v + i, id), b = simd::RoundScaled8(v + i + 8, id);
+    const Int8x8 qa = simd::Narrow(a), qb = simd::Narrow(b);
     int8_t* out = q + placement.offsets[i / 32] + i % 32;
     std::memcpy(out, &qa, sizeof qa);
     std::memcpy(out + 8, &qb, sizeof qb);

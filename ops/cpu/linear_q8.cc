@@ -277,6 +277,28 @@ void WidenQ8Panel(const Tensor& w, int64_t panel, float* out) {
   }
 }
 
+namespace {
+
+// `blocks` blocks of 32 values of x as QuantizeBlock quantizes them (the
+// same bits), xor `flip` (0x80 for kernels that take x unsigned).
+__attribute__((always_inline)) inline void QuantizeXImpl(const float* x, int64_t blocks, uint8_t flip, int8_t* q,
+                                                         float* d) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* v = x + b * kQ8BlockElements;
+    d[b] = simd::AbsMax(v, kQ8BlockElements) / 127;
+    const float id = d[b] != 0 ? 1 / d[b] : 0;
+    for (int i = 0; i < kQ8BlockElements; i += 8) {
+      const simd::Int8x8 values = simd::Narrow(simd::RoundScaled8(v + i, id)) ^ static_cast<int8_t>(flip);
+      std::memcpy(q + b * kQ8BlockElements + i, &values, sizeof values);
+    }
+  }
+}
+
+LLAMA_DISPATCH_V3(void, QuantizeX, (const float* x, int64_t blocks, uint8_t flip, int8_t* q, float* d),
+                  (x, blocks, flip, q, d))
+
+}  // namespace
+
 void LinearQ8(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool) {
   const PackedQ8 packed(w);
   const int64_t out = w.dim(0), in = w.dim(1), blocks = packed.blocks;
@@ -285,15 +307,8 @@ void LinearQ8(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& 
   thread_local std::vector<float> xd;
   xq.resize(n * in);
   xd.resize(n * blocks);
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      xd[r * blocks + b] = QuantizeBlock(x + r * in + b * kQ8BlockElements, xq.data() + r * in + b * kQ8BlockElements);
-    }
-  }
   const Q8Kernels& kernel = ChosenKernels().kernel();
-  if (kernel.unsigned_x) {
-    for (int8_t& v : xq) v = static_cast<int8_t>(static_cast<uint8_t>(v) ^ 0x80);
-  }
+  QuantizeX(x, n * blocks, kernel.unsigned_x ? 0x80 : 0, xq.data(), xd.data());
   // The workers see their own thread_locals: hand them the caller's rows.
   const int8_t* q = xq.data();
   const float* d = xd.data();

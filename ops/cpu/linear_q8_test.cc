@@ -91,6 +91,48 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
   EXPECT_FALSE(ForceInt8KernelForTesting("avx1024"));
 }
 
+// x's rounding is std::lround's (halves away from zero) in both compiled
+// versions of the quantizer, for the kernel that takes x signed and the
+// one that takes it unsigned: values made of halves and the floats just
+// below them, with max |x| = 127 a block (d = 1). One value rounded the
+// wrong way moves an output by a weight, far outside the tolerance.
+TEST(LinearQ8Test, XIsRoundedHalvesAwayFromZeroByEveryVersion) {
+  const int64_t out = 8, in = 128;
+  std::vector<uint8_t> w(out * in / 32 * 34);
+  ASSERT_TRUE(QuantizeQ8_0(Random(out * in, 11).data(), out * in, w.data()).ok());
+  ThreadPool pool(2);
+  absl::StatusOr<Tensor> weight = PackLinearWeight(Tensor::View(DType::kQ8_0, {out, in}, w.data()), pool);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  std::vector<float> x(in);
+  std::mt19937 rng(12);
+  for (int64_t i = 0; i < in; ++i) {
+    const float half = static_cast<float>(rng() % 126) + 0.5f;
+    const float value = i % 3 == 2 ? std::nextafter(half, 0.0f) : half;
+    x[i] = i % 32 == 0 ? 127.0f : rng() % 2 ? value : -value;
+  }
+  x[1] = 0.49999997f;
+  x[2] = -0.49999997f;
+  const std::vector<float> expected = Reference(x, 1, w, out, in);
+  const std::string chosen(Int8Kernel());
+  const bool v3_by_default = simd::UseV3();
+  std::string ran;
+  for (const char* kernel : {"avx512vnni", "scalar"}) {
+    if (!ForceInt8KernelForTesting(kernel)) continue;
+    for (const bool v3 : {false, true}) {
+      if (!simd::ForceV3ForTesting(v3)) continue;
+      absl::StrAppend(&ran, ran.empty() ? "" : ", ", kernel, " ", simd::KernelVersion());
+      std::vector<float> y(out);
+      ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
+      for (int64_t o = 0; o < out; ++o) {
+        EXPECT_NEAR(y[o], expected[o], 1e-4 + 1e-5 * std::abs(expected[o])) << kernel << " " << simd::KernelVersion();
+      }
+    }
+  }
+  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  ASSERT_TRUE(ForceInt8KernelForTesting(chosen));
+  std::printf("q8_0 x quantized by: %s\n", ran.c_str());
+}
+
 // Prefill (more rows than decode handles): f32 activations times the
 // dequantized weights, the same as an f32 weight holding those values.
 // It widens the packed weights into f32 panels: the same products as
