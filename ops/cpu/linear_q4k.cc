@@ -84,9 +84,6 @@ void RowDotsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, fl
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
-// How far ahead of its super-block a kernel asks for weights.
-constexpr int64_t kQ4KPrefetchBytes = 1024;
-
 // The vector kernels' shared steps, on 32-byte registers. d and dmin: F16C,
 // exact as F16ToF32. Scales as int16, the eight repeated in both halves,
 // for vpshufb to broadcast one; the minimums as int32.
@@ -145,7 +142,6 @@ __attribute__((target("avx2,fma,f16c"))) void RowDotsAvx2(const QuantizedRow* x,
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
-    __builtin_prefetch(block + kQ4KPrefetchBytes);
     const VectorFactors f = FactorsOf(block);
     __m256i dot[kRows];
 #pragma GCC unroll 4
@@ -196,7 +192,6 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))) vo
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
-    __builtin_prefetch(block + kQ4KPrefetchBytes);
     const VectorFactors f = FactorsOf(block);
     const __m512i scales = _mm512_cvtepu8_epi16(_mm256_set1_epi64x(f.scale_bytes));
     __m512i dot[kRows];

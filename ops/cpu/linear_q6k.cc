@@ -64,9 +64,6 @@ void RowDotsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, fl
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
-// How far ahead of its super-block a kernel asks for weights.
-constexpr int64_t kQ6KPrefetchBytes = 1024;
-
 // The offsets' part of each row's lanes (see RowDotsScalar): -32 times the
 // scales (int16) times x's sums per 16, paired into eight int32.
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i Offsets(const QuantizedRow& x, int64_t b,
@@ -92,8 +89,6 @@ __attribute__((target("avx2,fma,f16c"))) void RowDotsAvx2(const QuantizedRow* x,
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ6KBlockBytes;
-    __builtin_prefetch(block + kQ6KPrefetchBytes);
-    __builtin_prefetch(block + kQ6KPrefetchBytes + 128);
     const __m256i scales =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScalesOffset)));
     __m256i dot[kRows];
@@ -160,8 +155,6 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))) vo
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ6KBlockBytes;
-    __builtin_prefetch(block + kQ6KPrefetchBytes);
-    __builtin_prefetch(block + kQ6KPrefetchBytes + 128);
     const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScalesOffset));
     const __m512i scales = _mm512_cvtepi8_epi16(_mm256_broadcastsi128_si256(scale_bytes));
     __m512i dot[kRows];
