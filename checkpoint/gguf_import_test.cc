@@ -238,23 +238,30 @@ TEST(GgufImportTest, LlamaCppsHuggingFaceConversionsImportAsTheFolderConverts) {
 }
 
 // --dtype=q4_k of a checkpoint without Q4_K (here llama-quantize's Q8_0
-// file, decoded) quantizes its linear layers (the output projection to
-// int8; the embedding stays as the file's Q8_0 converts by default, f16);
-// rows that are not whole 256-blocks (the 64-wide fixture) are refused,
-// naming the tensor; of a Q4_K_M file it keeps the file's types, as the
-// default does.
+// file, decoded) quantizes its linear layers to the types llama-quantize
+// gave the same model's Q4_K_M file (q4_k, and q6_k for the output, the
+// value and the down projections; the embedding stays as the file's Q8_0
+// converts by default, f16); rows that are not whole 256-blocks (the
+// 64-wide fixture) are refused, naming the tensor; of a Q4_K_M file it
+// keeps the file's types, as the default does.
 TEST(GgufImportTest, Q4KQuantizesOtherCheckpointsAndKeepsAQ4KMFilesTypes) {
   const std::string quantized = OutDir("q4k_from_q8_0");
   const absl::StatusOr<ConvertResult> converted = Convert(TestdataGguf("Q8_0"), quantized, 1, DType::kQ4_K);
   ASSERT_TRUE(converted.ok()) << converted.status();
-  for (const auto& [name, want] : {std::pair{"layers.0.attention.wq.weight", DType::kQ4_K},
-                                   std::pair{"layers.0.feed_forward.w2.weight", DType::kQ4_K},
-                                   std::pair{"output.weight", DType::kQ8_0},
-                                   std::pair{"tok_embeddings.weight", DType::kF16}}) {
-    DType stored = DType::kF32;
-    ShardValues(quantized, 0, 1, name, &stored);
-    EXPECT_EQ(stored, want) << name;
+  const std::string theirs = OutDir("q4k_of_llama_quantize");
+  ASSERT_TRUE(Convert(TestdataGguf("Q4_K_M"), theirs, 1).ok());
+  for (const char* name : {"output.weight", "layers.0.attention.wq.weight", "layers.0.attention.wk.weight",
+                           "layers.0.attention.wv.weight", "layers.0.attention.wo.weight",
+                           "layers.0.feed_forward.w1.weight", "layers.0.feed_forward.w2.weight",
+                           "layers.0.feed_forward.w3.weight"}) {
+    DType ours = DType::kF32, want = DType::kF32;
+    ShardValues(quantized, 0, 1, name, &ours);
+    ShardValues(theirs, 0, 1, name, &want);
+    EXPECT_EQ(ours, want) << name;
   }
+  DType embedding = DType::kF32;
+  ShardValues(quantized, 0, 1, "tok_embeddings.weight", &embedding);
+  EXPECT_EQ(embedding, DType::kF16);
   const absl::StatusOr<ConvertResult> narrow =
       Convert(CheckpointFixturePath("tiny_fp32_mp1"), OutDir("q4k_from_narrow"), 1, DType::kQ4_K);
   ASSERT_FALSE(narrow.ok());

@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint/llama_layout.h"
+#include "checkpoint/q4_k_mix.h"
 
 namespace llama {
 
@@ -28,8 +29,7 @@ absl::flat_hash_set<std::string> SplitMidBlock(const SourceSet& sources, int wor
 absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, int world_size, SourceSet& sources) {
   // --dtype=q4_k on a file llama-quantize made keeps its K-quant types as
   // they are; on any other checkpoint it quantizes the linear layers to
-  // q4_k, the output projection to int8 (where llama.cpp's Q4_K presets
-  // use Q6_K: the layer the logits depend on most).
+  // llama.cpp's Q4_K_M mix of q4_k and q6_k (q4_k_mix.h).
   bool holds_q4k = false;
   for (const auto& [name, parts] : sources.parts) holds_q4k = holds_q4k || parts[0].dtype == DType::kQ4_K;
   const bool quantize_q4k = dtype == DType::kQ4_K && !holds_q4k;
@@ -39,8 +39,8 @@ absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, int w
     const DType stored = sources.parts[name][0].dtype;
     if (decoded.contains(name)) return DType::kF16;
     const bool linear = name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2;
-    if (dtype == DType::kQ8_0 || (quantize_q4k && name == "output.weight")) return linear ? DType::kQ8_0 : stored;
-    if (quantize_q4k) return linear ? DType::kQ4_K : stored;
+    if (dtype == DType::kQ8_0) return linear ? DType::kQ8_0 : stored;
+    if (quantize_q4k) return linear ? Q4KMixDType(name, sources.config.n_layers) : stored;
     return dtype == DType::kQ4_K ? stored : dtype.value_or(stored);
   });
 }

@@ -23,8 +23,9 @@ using OutputDType = std::function<DType(const std::string&)>;
 // For --dtype `dtype` (unset: as stored). int8 (q8_0) is for the linear
 // layers' weights: the embedding is a lookup (kept as stored) and norms are
 // vectors. q4_k of a GGUF that holds Q4_K keeps its types, as by default;
-// of other sources it quantizes the linear layers to q4_k and the output
-// projection to int8 (the logits' layer, Q6_K in llama.cpp's presets). By
+// of other sources it quantizes the linear layers to q4_k and q6_k as
+// llama.cpp's Q4_K_M does (q4_k_mix.h: q6_k for the output projection and
+// some layers' value and down projections). By
 // default (no --dtype), a GGUF block tensor whose rank slices at
 // `world_size` are not whole blocks is written f16 instead (a small model's
 // 256-wide rows split in two), so that any world size the model allows

@@ -34,7 +34,8 @@ enum class LauncherFlagGroup {
     "llama3 format anyway (it must be its tokenizer's: SentencePiece or Llama 3's BPE).") \
   X(string, weights_dtype, "", kConversion, \
     "Convert the weights to bf16, fp16, fp32, int8 (8-bit blocks for the linear layers, CPU only) or q4_k " \
-    "(llama.cpp's 4-bit K-quant for the linear layers, int8 output, CPU only; a Q4_K_M GGUF's types kept). " \
+    "(llama.cpp's Q4_K_M mix of 4- and 6-bit K-quants for the linear layers, CPU only; a Q4_K_M GGUF's types " \
+    "kept). " \
     "Default: as stored. Shards of another type live in their own folder (shards/tp<N>-<type>).") \
   X(string, system_prompt, "", kChat, \
     "launcher chat: the system message that opens the dialog.") \

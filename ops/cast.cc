@@ -113,15 +113,17 @@ absl::Status CastElements(const void* src, DType from, void* dst, DType to, size
     std::memcpy(dst, src, TensorBytes(from, count));
     return absl::OkStatus();
   }
-  if ((to == DType::kQ8_0 || to == DType::kQ4_K) && IsFloat16Or32(from)) {
+  if (IsBlockDType(to) && IsFloat16Or32(from)) {
     const int64_t unit = BlockElements(to);
     const uint64_t unit_bytes = TensorBytes(to, unit);
     float block[kQ4KBlockElements];
     for (size_t b = 0; b < count / unit; ++b) {
       for (int64_t i = 0; i < unit; ++i) block[i] = LoadElement(src, from, b * unit + i);
       uint8_t* out = static_cast<uint8_t*>(dst) + b * unit_bytes;
-      if (absl::Status s = to == DType::kQ8_0 ? QuantizeQ8_0(block, unit, out) : QuantizeQ4_K(block, unit, out);
-          !s.ok()) {
+      const absl::Status s = to == DType::kQ8_0   ? QuantizeQ8_0(block, unit, out)
+                             : to == DType::kQ4_K ? QuantizeQ4_K(block, unit, out)
+                                                  : QuantizeQ6_K(block, unit, out);
+      if (!s.ok()) {
         return absl::InvalidArgumentError(
             absl::StrFormat("element %d is not finite: it cannot be quantized", b * unit));
       }
@@ -130,7 +132,7 @@ absl::Status CastElements(const void* src, DType from, void* dst, DType to, size
   }
   if (!IsFloat16Or32(from) || !IsFloat16Or32(to)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot convert %s to %s (only f32, f16 and bf16, and those to q8_0 and q4_k)", DTypeName(from), DTypeName(to)));
+        "cannot convert %s to %s (only f32, f16 and bf16, and those to q8_0, q4_k and q6_k)", DTypeName(from), DTypeName(to)));
   }
   if (from == to) {
     std::memcpy(dst, src, count * DTypeSize(from));

@@ -119,12 +119,85 @@ void QuantizeQ4KSuperBlock(const float* v, uint8_t* block) {
   }
 }
 
+// Q6_K: value = d * scale * q with q in -32..31 (stored q + 32), an int8
+// scale per 16 values, f16 d. The nearest level, halves away from zero.
+constexpr int kQ6KSubBlock = 16, kQ6KSubBlocks = kQ6KBlockElements / kQ6KSubBlock;
+
+int SignedLevel(float v, float step) {
+  if (!(step > 0)) return 0;
+  return static_cast<int>(std::clamp<long>(std::lround(v / step), -32, 31));
+}
+
+// A sub-block's scale (>= 0): for candidate steps |extreme| / (levels + t),
+// where the extreme value reaches level -32 or 31 at t = 0, the levels it
+// gives and their least-squares scale, scored by the residual; the best.
+float FitSymmetric(const float* v) {
+  const float* extreme = std::max_element(v, v + kQ6KSubBlock, [](float a, float b) { return std::fabs(a) < std::fabs(b); });
+  const float amax = std::fabs(*extreme);
+  if (amax == 0) return 0;
+  const float levels = *extreme < 0 ? 32 : 31;
+  float best_scale = amax / levels;
+  double best_error = -1;
+  for (float t = -1.0f; t <= 2.01f; t += 0.25f) {
+    const float step = amax / (levels + t);
+    double sqq = 0, sqx = 0, sxx = 0;
+    for (int i = 0; i < kQ6KSubBlock; ++i) {
+      const int q = SignedLevel(v[i], step);
+      sqq += q * q, sqx += q * v[i], sxx += static_cast<double>(v[i]) * v[i];
+    }
+    if (!(sqq > 0) || sqx <= 0) continue;
+    const double scale = sqx / sqq, error = sxx - scale * sqx;  // sum (x - scale q)^2 at the fitted scale.
+    if (best_error < 0 || error < best_error) best_scale = static_cast<float>(scale), best_error = error;
+  }
+  return best_scale;
+}
+
+void QuantizeQ6KSuperBlock(const float* v, uint8_t* block) {
+  float scales[kQ6KSubBlocks], max_scale = 0;
+  for (int j = 0; j < kQ6KSubBlocks; ++j) {
+    scales[j] = FitSymmetric(v + j * kQ6KSubBlock);
+    max_scale = std::max(max_scale, scales[j]);
+  }
+  const uint16_t d16 = F32ToF16(max_scale / 127);
+  const float d = F16ToF32(d16);
+  int8_t* sc = reinterpret_cast<int8_t*>(block + 192);
+  int q[kQ6KBlockElements];
+  for (int j = 0; j < kQ6KSubBlocks; ++j) {
+    sc[j] = d > 0 ? static_cast<int8_t>(std::clamp<long>(std::lround(scales[j] / d), 0, 127)) : 0;
+    for (int i = 0; i < kQ6KSubBlock; ++i) q[j * kQ6KSubBlock + i] = SignedLevel(v[j * kQ6KSubBlock + i], d * sc[j]) + 32;
+  }
+  // Each half of 128 values: value l + 32 k (k = 0..3) in the low (k < 2)
+  // or high nibble of byte l + 32 (k % 2) of the half's 64 low bytes, its
+  // top two bits at bit 2 k of byte l of its 32 high bytes.
+  std::memset(block, 0, 192);
+  for (int half = 0; half < 2; ++half) {
+    uint8_t* ql = block + 64 * half;
+    uint8_t* qh = block + 128 + 32 * half;
+    for (int l = 0; l < 32; ++l) {
+      for (int k = 0; k < 4; ++k) {
+        const int value = q[128 * half + 32 * k + l];
+        ql[l + 32 * (k % 2)] |= static_cast<uint8_t>((value & 0xF) << (4 * (k / 2)));
+        qh[l] |= static_cast<uint8_t>((value >> 4) << (2 * k));
+      }
+    }
+  }
+  std::memcpy(block + 208, &d16, 2);
+}
+
 }  // namespace
 
 absl::Status QuantizeQ4_K(const float* x, int64_t n, uint8_t* out) {
   RETURN_IF_ERROR(CheckFinite(x, n));
   for (int64_t b = 0; b < n / kQ4KBlockElements; ++b) {
     QuantizeQ4KSuperBlock(x + b * kQ4KBlockElements, out + b * kQ4KBlockBytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QuantizeQ6_K(const float* x, int64_t n, uint8_t* out) {
+  RETURN_IF_ERROR(CheckFinite(x, n));
+  for (int64_t b = 0; b < n / kQ6KBlockElements; ++b) {
+    QuantizeQ6KSuperBlock(x + b * kQ6KBlockElements, out + b * kQ6KBlockBytes);
   }
   return absl::OkStatus();
 }

@@ -1,8 +1,8 @@
 // Q8_0 quantization (dtype.h's kQ8_0), as llama.cpp's reference quantizer
 // does it, so our int8 weights and GGUF's Q8_0 are the same bytes: per
 // block of 32 values, d = max|x| / 127 stored as f16, q = round(x / d)
-// computed with the unrounded d. And Q4_K (kQ4_K), llama.cpp's layout with
-// our own choice of scales (QuantizeQ4_K).
+// computed with the unrounded d. And Q4_K and Q6_K (kQ4_K, kQ6_K),
+// llama.cpp's layouts with our own choice of scales.
 
 #ifndef LLAMA_OPS_QUANTIZE_H_
 #define LLAMA_OPS_QUANTIZE_H_
@@ -32,6 +32,14 @@ void DequantizeQ8_0(const uint8_t* blocks, int64_t n, float* out);
 // 6-bit steps and the values rounded again against them. A NaN or infinity
 // is an error naming its index.
 absl::Status QuantizeQ4_K(const float* x, int64_t n, uint8_t* out);
+
+// `n` (a multiple of 256) values into n / 256 Q6_K super-blocks (value =
+// d * scale * q, q in -32..31, an int8 scale per 16 values): each
+// sub-block's scale is the least-squares fit over a few candidate
+// roundings, then rounded to the super-block's steps of d = max scale / 127
+// and the values rounded again against it. A NaN or infinity is an error
+// naming its index.
+absl::Status QuantizeQ6_K(const float* x, int64_t n, uint8_t* out);
 
 }  // namespace llama
 

@@ -25,7 +25,7 @@ LLAMA_BENCH_SHAPE_FLAGS(LLAMA_DEFINE_BENCH_SHAPE_FLAG)
 
 DEFINE_string(weights_dtype, "bf16",
               "Synthetic model: weights' type, bf16, fp16, fp32, int8 (q8_0 linear layers, bf16 embedding) or q4_k "
-              "(q4_k linear layers, q8_0 output, bf16 embedding, as convert --dtype=q4_k writes them).");
+              "(linear layers in llama.cpp's Q4_K_M mix of q4_k and q6_k, bf16 embedding, as convert --dtype=q4_k writes them).");
 
 namespace llama {
 

@@ -33,8 +33,8 @@ DEFINE_string(tokenizer_path, "",
 DEFINE_int32(world_size, 1, "Number of tensor-parallel ranks (shards) to produce.");
 DEFINE_string(weights_dtype, "",
               "Output element type: bf16, fp16, fp32 or int8 (q8_0 linear layers; embeddings and norms as stored), or "
-              "q4_k (linear layers quantized to llama.cpp's Q4_K, the output projection int8; a GGUF's Q4_K and Q6_K "
-              "layers as they are). Default: as in the checkpoint. The launcher's flag of the same name.");
+              "q4_k (linear layers quantized to llama.cpp's Q4_K_M mix: Q4_K, and Q6_K for the output projection and some "
+              "layers' attention.wv and feed_forward.w2; a GGUF's Q4_K and Q6_K layers as they are). Default: as in the checkpoint. The launcher's flag of the same name.");
 DEFINE_string(dtype, "", "The former name of --weights_dtype, still taken.");
 DEFINE_bool(verify_checklist, false, "Check checklist.chk (MD5 of every file) before converting.");
 DEFINE_bool(progress, true, "Show a progress bar on stderr.");

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "checkpoint/llama_layout.h"
+#include "checkpoint/q4_k_mix.h"
 #include "ops/cast.h"
 #include "ops/quantize.h"
 
@@ -32,9 +33,10 @@ void Fill(Tensor& t, uint64_t stream_seed, bool matrix, float scale) {
     for (float& v : values) v = uniform() * scale;
     uint8_t* out = static_cast<uint8_t*>(t.mutable_raw());
     // Finite by construction, whole blocks (checked by the caller).
-    // (SyntheticTensors makes q8_0 and q4_k only.)
-    (t.dtype() == DType::kQ8_0 ? QuantizeQ8_0(values.data(), count, out) : QuantizeQ4_K(values.data(), count, out))
-        .IgnoreError();
+    const absl::Status quantized = t.dtype() == DType::kQ8_0   ? QuantizeQ8_0(values.data(), count, out)
+                                   : t.dtype() == DType::kQ4_K ? QuantizeQ4_K(values.data(), count, out)
+                                                               : QuantizeQ6_K(values.data(), count, out);
+    quantized.IgnoreError();
     return;
   }
   for (int64_t i = 0; i < count; ++i) {
@@ -61,14 +63,14 @@ absl::StatusOr<std::vector<Tensor>> SyntheticTensors(const ModelConfig& config, 
   std::vector<Tensor> tensors;
   for (const TensorSpec& spec : specs) {
     // int8 and q4_k are for the linear layers only, as convert --dtype
-    // writes them (q4_k's output projection int8); the embedding and norms
-    // are then bf16.
+    // writes them (q4_k in llama.cpp's Q4_K_M mix with q6_k); the embedding
+    // and norms are then bf16.
     const bool linear = spec.shape.size() == 2 && spec.name != "tok_embeddings.weight";
     const bool quantized = dtype == DType::kQ8_0 || dtype == DType::kQ4_K;
-    const DType tensor_dtype = !quantized                  ? dtype
-                               : !linear                   ? DType::kBF16
-                               : spec.name == "output.weight" ? DType::kQ8_0
-                                                              : dtype;
+    const DType tensor_dtype = !quantized              ? dtype
+                               : !linear               ? DType::kBF16
+                               : dtype == DType::kQ4_K ? Q4KMixDType(spec.name, config.n_layers)
+                                                       : dtype;
     const std::vector<int64_t> shape = RankShape(spec, config, rank, world_size);
     if (IsBlockDType(tensor_dtype) && shape.back() % BlockElements(tensor_dtype) != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
