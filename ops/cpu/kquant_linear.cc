@@ -106,17 +106,16 @@ void Linear(const float* x, int64_t n, absl::Span<const Target> targets, ThreadP
       const int64_t out = target.weight->dim(0), sums_per_block = kSuperBlock / target.placement->sum_width;
       const int64_t row_bytes = blocks * BlockBytes(target.weight->dtype());
       const uint8_t* weights = static_cast<const uint8_t*>(target.weight->raw());
-      const int64_t first = (task - first_task[t]) * kRowsPerTask;
-      for (int64_t o = first; o < std::min(out, first + kRowsPerTask); ++o) {
-        for (int64_t r = 0; r < n; r += kMaxRows) {
-          const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, n - r));
-          QuantizedRow xr[kMaxRows];
-          for (int i = 0; i < rows; ++i) {
-            xr[i] = {qx.q.data() + (r + i) * in, qx.d.data() + (r + i) * blocks,
-                     qx.sums.data() + (r + i) * blocks * sums_per_block};
-          }
-          (*target.kernels)[rows - 1](xr, weights + o * row_bytes, blocks, target.y + r * out + o, out);
+      const int64_t first = (task - first_task[t]) * kRowsPerTask, count = std::min(out - first, kRowsPerTask);
+      for (int64_t r = 0; r < n; r += kMaxRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, n - r));
+        QuantizedRow xr[kMaxRows];
+        for (int i = 0; i < rows; ++i) {
+          xr[i] = {qx.q.data() + (r + i) * in, qx.d.data() + (r + i) * blocks,
+                   qx.sums.data() + (r + i) * blocks * sums_per_block};
         }
+        (*target.kernels)[rows - 1](xr, weights + first * row_bytes, row_bytes, count, blocks,
+                                    target.y + r * out + first, out);
       }
     }
   });

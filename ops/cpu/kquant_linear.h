@@ -50,11 +50,24 @@ struct Placement {
   int sum_width;
 };
 
-// y[r * stride] for the kRows rows of x against one weight row of `blocks`
-// super-blocks.
-using RowDotsFn = void (*)(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride);
+// y[r * stride + o] for the kRows rows of x against `count` weight rows of
+// `blocks` super-blocks, the first at `rows`, `row_bytes` apart.
+using RowDotsFn = void (*)(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, int64_t count,
+                           int64_t blocks, float* y, int64_t stride);
 // A variant's kernels, [rows - 1].
 using RowDots = std::array<RowDotsFn, kMaxRows>;
+
+// Defines name##Rows<kRows>, a RowDotsFn: name<kRows> (one weight row,
+// always_inline, of the same target) over `count` rows, compiled with
+// `attributes` so that each row's body is inlined and its constants stay
+// in registers from row to row (a call a row rebuilt them, stored and
+// summed the lanes through the stack, for 8 super-blocks of work).
+#define LLAMA_KQUANT_ROWS(attributes, name)                                                                   \
+  template <int kRows>                                                                                        \
+  attributes void name##Rows(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, int64_t count,    \
+                             int64_t blocks, float* y, int64_t stride) {                                      \
+    for (int64_t o = 0; o < count; ++o) name<kRows>(x, rows + o * row_bytes, blocks, y + o, stride);          \
+  }
 
 // A row-major weight [out, in] of a K-quant dtype (in % 256 == 0) copied
 // into owned storage, rows as they are, labelled TensorLayout::kLinearPanels.

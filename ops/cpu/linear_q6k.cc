@@ -39,7 +39,8 @@ constexpr Placement kQ6KPlacement = {{0, 32, 64, 96, 128, 160, 192, 224}, 16};
 // output is SumLanes(acc). (|lane| < 2^26: int32 is exact; the f32
 // conversion rounds the same way in every variant.)
 template <int kRows>
-void RowDotsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
+__attribute__((always_inline)) inline void RowDotsScalar(const QuantizedRow* x, const uint8_t* row,
+                                                          int64_t blocks, float* y, int64_t stride) {
   float acc[kRows][kLanes] = {};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ6KBlockBytes;
@@ -77,8 +78,8 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i Offsets(c
 // 127), vpmaddwd by the scales (the low 16 bytes of a quarter take one
 // scale, the high 16 the next) into int32 lanes, vpaddd accumulates.
 template <int kRows>
-__attribute__((target("avx2,fma,f16c"))) void RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks,
-                                                      float* y, int64_t stride) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void
+RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
   const __m256i low_nibble = _mm256_set1_epi8(0xF), high_pair = _mm256_set1_epi8(0x30);
   // vpshufb picking int16 0 of each dword into the low 16 bytes, int16 1
   // into the high 16.
@@ -142,8 +143,8 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i ScaleI
 // another; vpdpwssd (VNNI) takes the scales' multiply and the add in one;
 // the two halves of the int32 lanes added are AVX2's lanes exactly.
 template <int kRows>
-__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))) void RowDotsAvx512Vnni(
-    const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
+__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void
+RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
   const __m512i low_nibble = _mm512_set1_epi8(0xF), high_pair = _mm512_set1_epi8(0x30);
   // qh's bits 0-1 (quarter 0) and 2-3 (quarter 1) to bits 4-5; 4-5 and 6-7
   // for quarters 2 and 3.
@@ -192,12 +193,16 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))) vo
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
+LLAMA_KQUANT_ROWS(, RowDotsScalar)
+LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c"))), RowDotsAvx2)
+LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), RowDotsAvx512Vnni)
+
 KernelDispatch<RowDots, 3>& ChosenKernels() {
   static KernelDispatch<RowDots, 3> kernels({{
       {"avx512vnni", CpuRunsAvx512BwVnni,
-       {{RowDotsAvx512Vnni<1>, RowDotsAvx512Vnni<2>, RowDotsAvx512Vnni<3>, RowDotsAvx512Vnni<4>}}},
-      {"avx2", CpuRunsAvx2FmaF16c, {{RowDotsAvx2<1>, RowDotsAvx2<2>, RowDotsAvx2<3>, RowDotsAvx2<4>}}},
-      {"scalar", AnyX86_64, {{RowDotsScalar<1>, RowDotsScalar<2>, RowDotsScalar<3>, RowDotsScalar<4>}}},
+       {{RowDotsAvx512VnniRows<1>, RowDotsAvx512VnniRows<2>, RowDotsAvx512VnniRows<3>, RowDotsAvx512VnniRows<4>}}},
+      {"avx2", CpuRunsAvx2FmaF16c, {{RowDotsAvx2Rows<1>, RowDotsAvx2Rows<2>, RowDotsAvx2Rows<3>, RowDotsAvx2Rows<4>}}},
+      {"scalar", AnyX86_64, {{RowDotsScalarRows<1>, RowDotsScalarRows<2>, RowDotsScalarRows<3>, RowDotsScalarRows<4>}}},
   }});
   return kernels;
 }
