@@ -15,7 +15,7 @@ float QuantizeBlock(const float* v, int8_t* q) {
   float amax = 0;
   for (int i = 0; i < kQ8BlockElements; ++i) amax = std::max(amax, std::fabs(v[i]));
   const float d = amax / 127;
-  const float id = d != 0 ? 1 / d : 0;
+  const float id = InverseScale(d);
   for (int i = 0; i < kQ8BlockElements; ++i) q[i] = static_cast<int8_t>(std::lround(v[i] * id));
   return d;
 }

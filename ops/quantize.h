@@ -7,11 +7,21 @@
 #ifndef LLAMA_OPS_QUANTIZE_H_
 #define LLAMA_OPS_QUANTIZE_H_
 
+#include <cmath>
 #include <cstdint>
 
 #include "absl/status/status.h"
 
 namespace llama {
+
+// 1 / d, the factor the quantizers scale a block by; 0 where d is 0 or so
+// small (max|v| under ~3.7e-37) that 1 / d overflows, so that such a
+// block's values round to 0 in every kernel version rather than to
+// whatever v * inf (or 0 * inf, NaN) happens to convert to.
+inline float InverseScale(float d) {
+  const float id = d != 0 ? 1 / d : 0;
+  return std::isinf(id) ? 0 : id;
+}
 
 // One block of 32 values by that rule: writes q = round(v / d) and returns
 // d (unrounded; activations keep it in f32). Values must be finite.

@@ -11,6 +11,7 @@
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 #include "ops/ggml_blocks.h"
+#include "ops/quantize.h"
 
 namespace llama::cpu::kquant {
 namespace {
@@ -31,7 +32,7 @@ using simd::Int8x8;
 __attribute__((always_inline)) inline float QuantizeSuperBlockImpl(const float* v, const Placement& placement, int8_t* q,
                                                                int16_t* sums) {
   const float amax = simd::AbsMax(v, kSuperBlock);
-  const float d = amax / 127, id = d != 0 ? 1 / d : 0;
+  const float d = amax / 127, id = InverseScale(d);
   std::fill(sums, sums + kSuperBlock / placement.sum_width, 0);
   for (int i = 0; i < kSuperBlock; i += 16) {
     const Int32x8 a = simd::RoundScaled8(v + i, id), b = simd::RoundScaled8(v + i + 8, id);

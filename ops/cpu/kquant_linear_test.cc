@@ -24,6 +24,7 @@
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/ggml_blocks.h"
+#include "ops/quantize.h"
 #include "ops/random_values.h"
 #include "ops/tensor.h"
 
@@ -130,7 +131,7 @@ void QuantizeLikeTheKernels(const float* x, int64_t in, std::vector<int8_t>* q, 
     float amax = 0;
     for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[b * 256 + i]));
     (*d)[b] = amax / 127;
-    const float id = (*d)[b] != 0 ? 1 / (*d)[b] : 0;
+    const float id = InverseScale((*d)[b]);
     for (int i = 0; i < 256; ++i) (*q)[b * 256 + i] = static_cast<int8_t>(std::lround(x[b * 256 + i] * id));
   }
 }
@@ -247,6 +248,29 @@ TEST_P(KQuantLinearTest, XIsRoundedHalvesAwayFromZeroByEveryVersion) {
   ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
   ASSERT_TRUE(type.force(chosen));
   std::printf("%s x quantized by: %s\n", type.name, versions.c_str());
+}
+
+// As for q8_0 (linear_q8_test): a super-block of x too small to invert its
+// scale quantizes to zeros in every version, so y is 0 exactly.
+TEST_P(KQuantLinearTest, XTooSmallToInvertItsScaleIsZeroInEveryVersion) {
+  const int64_t out = 8, in = 256;
+  ThreadPool pool(2);
+  const KQuant& type = GetParam();
+  absl::StatusOr<Tensor> weight = Packed(type.random(out, in, 11), out, in, pool);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  std::vector<float> x(in);
+  for (int64_t i = 0; i < in; ++i) x[i] = (i % 2 ? 1e-38f : -1e-38f) * static_cast<float>(1 + i % 7);
+  const std::string chosen(type.kernel());
+  const bool v3_by_default = simd::UseV3();
+  ASSERT_TRUE(type.force("scalar"));
+  for (bool v3 : {true, false}) {
+    if (!simd::ForceV3ForTesting(v3)) continue;
+    std::vector<float> y(out, 1.0f);
+    ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
+    for (int64_t o = 0; o < out; ++o) EXPECT_EQ(y[o], 0.0f) << simd::KernelVersion() << " @" << o;
+  }
+  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  ASSERT_TRUE(type.force(chosen));
 }
 
 // Against f32 x times DecodeGgmlRow's weights: rounding x to int8 moves

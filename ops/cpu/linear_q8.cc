@@ -287,7 +287,7 @@ __attribute__((always_inline)) inline void QuantizeXImpl(const float* x, int64_t
   for (int64_t b = 0; b < blocks; ++b) {
     const float* v = x + b * kQ8BlockElements;
     d[b] = simd::AbsMax(v, kQ8BlockElements) / 127;
-    const float id = d[b] != 0 ? 1 / d[b] : 0;
+    const float id = InverseScale(d[b]);
     for (int i = 0; i < kQ8BlockElements; i += 8) {
       const simd::Int8x8 values = simd::Narrow(simd::RoundScaled8(v + i, id)) ^ static_cast<int8_t>(flip);
       std::memcpy(q + b * kQ8BlockElements + i, &values, sizeof values);

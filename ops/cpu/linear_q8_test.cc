@@ -38,7 +38,7 @@ std::vector<float> Reference(const std::vector<float>& x, int64_t n, const std::
       float amax = 0;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[r * in + b * 32 + i]));
       d[b] = amax / 127;
-      const float id = d[b] != 0 ? 1 / d[b] : 0;
+      const float id = InverseScale(d[b]);
       for (int i = 0; i < 32; ++i) q[b * 32 + i] = static_cast<int8_t>(std::lround(x[r * in + b * 32 + i] * id));
     }
     for (int64_t o = 0; o < out; ++o) {
@@ -131,6 +131,33 @@ TEST(LinearQ8Test, XIsRoundedHalvesAwayFromZeroByEveryVersion) {
   ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
   ASSERT_TRUE(ForceInt8KernelForTesting(chosen));
   std::printf("q8_0 x quantized by: %s\n", ran.c_str());
+}
+
+// A block whose max|x| is under ~3.7e-37 has a scale d whose inverse
+// overflows: every version quantizes it to zeros (InverseScale), so y is 0
+// exactly, where v * inf had the vector versions write +-1.
+TEST(LinearQ8Test, XTooSmallToInvertItsScaleIsZeroInEveryVersion) {
+  const int64_t out = 8, in = 64;
+  std::vector<uint8_t> w(out * in / 32 * 34);
+  ASSERT_TRUE(QuantizeQ8_0(Random(out * in, 13).data(), out * in, w.data()).ok());
+  ThreadPool pool(2);
+  absl::StatusOr<Tensor> weight = PackLinearWeight(Tensor::View(DType::kQ8_0, {out, in}, w.data()), pool);
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  std::vector<float> x(in);
+  for (int64_t i = 0; i < in; ++i) x[i] = (i % 2 ? 1e-38f : -1e-38f) * static_cast<float>(1 + i % 7);
+  const std::string chosen(Int8Kernel());
+  const bool v3_by_default = simd::UseV3();
+  for (const char* kernel : {"avx512vnni", "scalar"}) {
+    if (!ForceInt8KernelForTesting(kernel)) continue;
+    for (const bool v3 : {false, true}) {
+      if (!simd::ForceV3ForTesting(v3)) continue;
+      std::vector<float> y(out, 1.0f);
+      ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
+      for (int64_t o = 0; o < out; ++o) EXPECT_EQ(y[o], 0.0f) << kernel << " " << simd::KernelVersion() << " @" << o;
+    }
+  }
+  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  ASSERT_TRUE(ForceInt8KernelForTesting(chosen));
 }
 
 // Prefill (more rows than decode handles): f32 activations times the
