@@ -215,7 +215,8 @@ absl::StatusOr<uint64_t> ShardFolderBytes(const ConvertOptions& options, const M
   for (int rank = 0; rank < options.world_size; ++rank) {
     for (const TensorSpec& spec : specs) {
       const std::vector<int64_t> shape = RankShape(spec, config, rank, options.world_size);
-      RETURN_IF_ERROR(CheckWholeBlocks(out_dtype(spec.name), spec.name, shape, options.world_size));
+      RETURN_IF_ERROR(CheckWholeBlocks(options.dtype, out_dtype(spec.name), spec.name, shape,
+                                       options.world_size));
       total += TensorBytes(out_dtype(spec.name), *NumElements(shape, spec.name));
     }
   }

@@ -40,19 +40,21 @@ absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, int w
     if (decoded.contains(name)) return DType::kF16;
     const bool linear = name != "tok_embeddings.weight" && sources.parts[name][0].shape.size() == 2;
     if (dtype == DType::kQ8_0) return linear ? DType::kQ8_0 : stored;
-    if (quantize_q4k) return linear ? Q4KMixDType(name, sources.config.n_layers) : stored;
+    if (quantize_q4k) return linear ? Q4KMixDType(name, sources.config) : stored;
     return dtype == DType::kQ4_K ? stored : dtype.value_or(stored);
   });
 }
 
-absl::Status CheckWholeBlocks(DType dtype, const std::string& name, const std::vector<int64_t>& shape,
-                              int world_size) {
+absl::Status CheckWholeBlocks(std::optional<DType> requested, DType dtype, const std::string& name,
+                              const std::vector<int64_t>& shape, int world_size) {
   if (!IsBlockDType(dtype) || shape.back() % BlockElements(dtype) == 0) return absl::OkStatus();
-  const char* type = dtype == DType::kQ8_0 ? "int8" : DTypeName(dtype).data();
+  const auto flag_name = [](DType d) { return d == DType::kQ8_0 ? std::string("int8") : std::string(DTypeName(d)); };
+  const std::string flag = flag_name(requested.value_or(dtype)), type = flag_name(dtype);
+  const std::string written = flag == type ? "" : " (written " + type + ")";
   return absl::InvalidArgumentError(absl::StrFormat(
-      "--dtype=%s: tensor \"%s\" has rows of %d values on each of %d ranks; %s blocks need a multiple of %d "
+      "--dtype=%s: tensor \"%s\"%s has rows of %d values on each of %d ranks; %s blocks need a multiple of %d "
       "(use fewer ranks, or bf16)",
-      type, name, shape.back(), world_size, type, BlockElements(dtype)));
+      flag, name, written, shape.back(), world_size, type, BlockElements(dtype)));
 }
 
 }  // namespace llama

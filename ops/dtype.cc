@@ -97,7 +97,7 @@ absl::StatusOr<DType> ParseFloat16Or32Flag(absl::string_view flag, absl::string_
 
 absl::StatusOr<DType> ParseWeightsDtypeFlag(absl::string_view flag, absl::string_view value) {
   const absl::StatusOr<DType> dtype = ParseDType(value);
-  // q6_k is not asked for: it comes with q4_k (a Q4_K_M file's types kept).
+  // q6_k is not asked for: it comes with q4_k (llama.cpp's Q4_K_M mix).
   if (!dtype.ok() || !(IsFloat16Or32(*dtype) || *dtype == DType::kQ8_0 || *dtype == DType::kQ4_K)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--%s=\"%s\": expected bf16, fp16, fp32, int8 or q4_k", flag, value));

@@ -84,8 +84,8 @@ bool IsFloat16Or32(DType dtype);
 absl::StatusOr<DType> ParseFloat16Or32Flag(absl::string_view flag, absl::string_view value);
 
 // The value of a flag naming a weights' type: those three, int8 (q8_0) or
-// q4_k (which only a GGUF source can provide: the converter says so); errors
-// name the flag: `--<flag>="<value>": expected bf16, fp16, fp32, int8 or q4_k`.
+// q4_k (llama.cpp's Q4_K_M mix of q4_k and q6_k); errors name the flag:
+// `--<flag>="<value>": expected bf16, fp16, fp32, int8 or q4_k`.
 absl::StatusOr<DType> ParseWeightsDtypeFlag(absl::string_view flag, absl::string_view value);
 
 }  // namespace llama

@@ -69,7 +69,7 @@ absl::StatusOr<std::vector<Tensor>> SyntheticTensors(const ModelConfig& config, 
     const bool quantized = dtype == DType::kQ8_0 || dtype == DType::kQ4_K;
     const DType tensor_dtype = !quantized              ? dtype
                                : !linear               ? DType::kBF16
-                               : dtype == DType::kQ4_K ? Q4KMixDType(spec.name, config.n_layers)
+                               : dtype == DType::kQ4_K ? Q4KMixDType(spec.name, config)
                                                        : dtype;
     const std::vector<int64_t> shape = RankShape(spec, config, rank, world_size);
     if (IsBlockDType(tensor_dtype) && shape.back() % BlockElements(tensor_dtype) != 0) {
