@@ -33,6 +33,7 @@
 #include "checkpoint/shard_format.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/simd.h"
+#include "ops/tensor.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/dtype.h"
 #include "third_party/cuda/cuda_build_info.h"
@@ -56,37 +57,47 @@ DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
 DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
+DEFINE_int64(weight_prefetch_bytes, -1, "CPU: how far ahead the integer (int8, q4_k, q6_k) decode kernels prefetch "
+             "weights, in bytes; 0: not at all; -1: this CPU's default (2048 on Intel, 0 elsewhere).");
 DEFINE_double(mem_gbps, 0, "Memory read bandwidth of this machine in GB/s, for the % of the limit. "
               "0: measured here: CPU by streaming 1 GB with every thread, cuda by a 1 GiB device-to-device copy "
               "(bytes read + written).");
 
 namespace {
 
-// Read bandwidth of this machine: every thread sums its share of a 1 GB
-// buffer (best of 3), the access pattern of a decode step's weights. Four
-// independent vector sums per thread, so that the adds' latency cannot
-// limit the loads (with one 8-float sum, a Xeon read 15.6-20.1 GB/s where a
-// STREAM read kernel measured 20-26).
-double MeasureReadBandwidth(int threads) {
+// The sum of p[0 .. n), n a multiple of 32, in four independent vector sums,
+// so that the adds' latency cannot limit the loads (with one 8-float sum, a
+// Xeon read 15.6-20.1 GB/s where a STREAM read kernel measured 20-26).
+__attribute__((always_inline)) inline float SumOfImpl(const float* p, size_t n) {
+  llama::cpu::simd::Float8 s[4] = {};
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) s[k] += llama::cpu::simd::Load8(p + i + 8 * k);
+  }
+  return llama::cpu::simd::Sum(s[0] + s[1] + s[2] + s[3]);
+}
+LLAMA_DISPATCH_V3(float, SumOf, (const float* p, size_t n), (p, n))
+
+// Read bandwidth of this machine: every thread sums its share of 1 GB (best
+// of 3), the access pattern of a decode step's weights, in the memory they
+// live in (Tensor::Zeros: 2 MB pages where the kernel gives them) and with
+// the kernels' widest loads: a baseline (SSE2) loop over 4 KB pages read
+// 18 GB/s on a 2-vCPU Xeon where AVX2 over 2 MB pages read 35.
+absl::StatusOr<double> MeasureReadBandwidth(int threads) {
   const size_t count = (size_t{1} << 30) / sizeof(float);
-  std::vector<float> data(count, 1.0f);
+  ASSIGN_OR_RETURN(llama::Tensor buffer, llama::Tensor::Zeros(llama::DType::kF32, {static_cast<int64_t>(count)}));
+  float* data = buffer.mutable_f32();
+  std::fill(data, data + count, 1.0f);
   llama::ThreadPool pool(threads);
+  const size_t share = count / pool.size() / 32 * 32;
   double best = 0;
   for (int round = 0; round < 3; ++round) {
     std::vector<double> sums(pool.size(), 0);
     const auto start = std::chrono::steady_clock::now();
     pool.ParallelFor(pool.size(), 1, [&](int64_t begin, int64_t end) {
-      for (int64_t part = begin; part < end; ++part) {
-        const size_t lo = count / pool.size() * part, hi = part + 1 == pool.size() ? count : lo + count / pool.size();
-        llama::cpu::simd::Float8 s[4] = {};
-        for (size_t i = lo; i + 32 <= hi; i += 32) {
-          for (int k = 0; k < 4; ++k) s[k] += llama::cpu::simd::Load8(data.data() + i + 8 * k);
-        }
-        sums[part] = llama::cpu::simd::Sum(s[0] + s[1] + s[2] + s[3]);
-      }
+      for (int64_t part = begin; part < end; ++part) sums[part] = SumOf(data + share * part, share);
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, count * sizeof(float) / seconds / 1e9);
+    best = std::max(best, share * pool.size() * sizeof(float) / seconds / 1e9);
   }
   return best;
 }
@@ -243,6 +254,9 @@ void PrintSetup(const llama::RankPlan& plan, llama::Device device, const BenchWe
                 plan.threads, std::string(llama::cpu::PrefillKernel()).c_str(),
                 std::string(llama::cpu::Int8Kernel()).c_str(), std::string(llama::cpu::Q4KKernel()).c_str(),
                 std::string(llama::cpu::Q6KKernel()).c_str());
+    const int64_t ahead = llama::cpu::WeightPrefetchBytes();
+    std::printf("          integer kernels prefetch weights %s\n",
+                ahead == 0 ? "not at all" : absl::StrCat(ahead, " bytes ahead").c_str());
     if (plan.bf16_activations && weight_dtype == llama::DType::kBF16) {
       std::printf("          activations rounded to bf16 (--bf16_activations), %s kernel\n",
                   std::string(llama::cpu::Bf16ActivationsKernel()).c_str());
@@ -273,7 +287,10 @@ void PrintTimes(const llama::RankPlan& plan, llama::Device device, const BenchWe
   }
   std::printf("weights streamed per decode step: %.2f GB/s (all ranks)", gbps * FLAGS_world_size);
   double limit = FLAGS_mem_gbps;
-  if (limit <= 0 && device == llama::Device::kCpu) limit = MeasureReadBandwidth(plan.threads * FLAGS_world_size);
+  if (limit <= 0 && device == llama::Device::kCpu) {
+    absl::StatusOr<double> read = MeasureReadBandwidth(plan.threads * FLAGS_world_size);
+    if (read.ok()) limit = *read;
+  }
 #if LLAMA_WITH_CUDA
   if (limit <= 0 && device == llama::Device::kCuda) {
     absl::StatusOr<double> copy = llama::cuda::MeasureCopyBandwidth();
@@ -331,6 +348,12 @@ int main(int argc, char** argv) {
                                       {"world_size", FLAGS_world_size}}) {
       if (value < 1) return absl::InvalidArgumentError(absl::StrFormat("--%s=%d: expected at least 1", name, value));
     }
+    if (FLAGS_weight_prefetch_bytes < -1 || FLAGS_weight_prefetch_bytes > (1 << 20)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--weight_prefetch_bytes=%d: expected 0 to 1048576, or -1 for this CPU's default",
+          FLAGS_weight_prefetch_bytes));
+    }
+    if (FLAGS_weight_prefetch_bytes >= 0) llama::cpu::SetWeightPrefetchBytes(FLAGS_weight_prefetch_bytes);
     if (device == llama::Device::kCuda && FLAGS_world_size != 1) {
       return absl::InvalidArgumentError("--device=cuda runs one rank (--world_size=1)");
     }

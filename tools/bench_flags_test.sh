@@ -22,6 +22,7 @@ expect_refusal --decode_tokens=0 "--decode_tokens=0: expected at least 1"
 expect_refusal --prefill_tokens=-2 "--prefill_tokens=-2: expected at least 1"
 expect_refusal --batch=0 "--batch=0: expected at least 1"
 expect_refusal --world_size=0 "--world_size=0: expected at least 1"
+expect_refusal --weight_prefetch_bytes=-2 "--weight_prefetch_bytes=-2: expected 0 to 1048576, or -1 for this CPU's default"
 expect_refusal --weights_dtype=int4 '--weights_dtype="int4": expected bf16, fp16, fp32, int8 or q4_k'
 expect_refusal "--weights_dtype=q4_k --dim=64" \
   'tensor "layers.0.attention.wq.weight" has rows of 64 values; q4_k needs a multiple of 256'

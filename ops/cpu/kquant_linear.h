@@ -7,11 +7,8 @@
 // lanes that every variant fills with the same operations; at prefill,
 // rows decoded 32 at a time into f32 panels. Internal to ops/cpu.
 //
-// The kernels ask for no weights ahead: a task's rows are one run of
-// memory, which the hardware prefetchers follow, and a software prefetch
-// 1 KB ahead of each super-block made Q4_K_M decode slower on an AMD EPYC
-// (24.4-27.8 ms/step with it, 23.7-25.5 without, six rounds interleaved),
-// as it slows a plain two-thread read of 1 GB (26-32 GB/s against 28-53).
+// The vector kernels ask for the weights WeightPrefetchBytes() ahead
+// (linear.h: on Intel CPUs 2 KB, elsewhere none, measured there).
 
 #ifndef LLAMA_OPS_CPU_KQUANT_LINEAR_H_
 #define LLAMA_OPS_CPU_KQUANT_LINEAR_H_

@@ -173,6 +173,7 @@ TEST_P(KQuantLinearTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
   absl::StatusOr<Tensor> weight = Packed(w, out, in, pool);
   ASSERT_TRUE(weight.ok()) << weight.status();
   const std::string chosen(type.kernel());
+  const int64_t prefetch_by_default = WeightPrefetchBytes();
   std::string ran, skipped;
   for (int64_t n : {1, 2, 3, 4, 5, 12}) {
     const std::vector<float> x = Random(n * in, 100 + n);
@@ -194,11 +195,16 @@ TEST_P(KQuantLinearTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
         continue;
       }
       if (n == 1) ran += std::string(kernel) + " ";
-      std::vector<float> y(n * out);
-      ASSERT_TRUE(Linear(x.data(), n, *weight, y.data(), pool).ok());
-      EXPECT_EQ(y, scalar) << kernel << " n=" << n;
+      // With and without the weights prefetched (linear.h: per CPU vendor).
+      for (const int64_t ahead : {int64_t{0}, int64_t{2048}}) {
+        SetWeightPrefetchBytes(ahead);
+        std::vector<float> y(n * out);
+        ASSERT_TRUE(Linear(x.data(), n, *weight, y.data(), pool).ok());
+        EXPECT_EQ(y, scalar) << kernel << " n=" << n << " prefetch " << ahead;
+      }
     }
   }
+  SetWeightPrefetchBytes(prefetch_by_default);
   ASSERT_TRUE(type.force(chosen));
   std::printf("%s kernels run: %sscalar; skipped (this CPU lacks them): %s; chosen by default: %s\n", type.name, ran.c_str(),
               skipped.empty() ? "none" : skipped.c_str(), chosen.c_str());

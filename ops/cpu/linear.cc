@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -375,6 +376,22 @@ void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
 }  // namespace
 
 std::string_view PrefillKernel() { return ChosenPanelKernels().name(); }
+
+namespace {
+
+std::atomic<int64_t>& PrefetchBytes() {
+  static std::atomic<int64_t> bytes{[] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") ? int64_t{2048} : int64_t{0};
+  }()};
+  return bytes;
+}
+
+}  // namespace
+
+int64_t WeightPrefetchBytes() { return PrefetchBytes().load(std::memory_order_relaxed); }
+
+void SetWeightPrefetchBytes(int64_t bytes) { PrefetchBytes().store(bytes, std::memory_order_relaxed); }
 
 std::string_view Int8Kernel() { return Q8Kernel(); }
 

@@ -78,6 +78,17 @@ std::string_view Int8Kernel();
 // Tests: use the named int8 kernel from now on, if this CPU runs it.
 bool ForceInt8KernelForTesting(std::string_view name);
 
+// How far ahead of the weights it is reading an integer decode kernel
+// (q8_0, q4_k, q6_k) asks for more, in bytes; 0: it asks for none. 2 KB on
+// Intel CPUs, where the hardware prefetchers kept one stream a core at half
+// the core's read bandwidth (Q4_K_M decode of the TinyLlama shape 45 ->
+// 24 ms/step on a 2-vCPU Xeon with AMX, 2 threads); none elsewhere, as on an
+// AMD EPYC the same prefetch made Q4_K_M decode ~5% and int8 decode ~25%
+// slower. Prefetching changes no result.
+int64_t WeightPrefetchBytes();
+// Benchmarks and tests: `bytes` ahead from now on (0: none).
+void SetWeightPrefetchBytes(int64_t bytes);
+
 // Linear of one x for each output (q, k and v; gate and up): K-quant
 // weights at decode share one quantization of x and one pass of the pool;
 // each y is what Linear gives it, bit for bit.

@@ -7,7 +7,9 @@
 
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
+#include "ops/cpu/linear.h"
 #include "ops/cpu/kquant_linear.h"
+#include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 #include "ops/ggml_blocks.h"
 
@@ -137,12 +139,14 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256 Accumulate
 template <int kRows>
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline void
 RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
+  const int64_t ahead = WeightPrefetchBytes();
   const __m256i low_nibble = _mm256_set1_epi8(0xF);
   __m256 acc[kRows];
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
+    if (ahead != 0) simd::PrefetchAhead(block, ahead, kQ4KBlockBytes);
     const VectorFactors f = FactorsOf(block);
     __m256i dot[kRows];
 #pragma GCC unroll 4
@@ -184,6 +188,7 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i ScaleI
 template <int kRows>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void
 RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
+  const int64_t ahead = WeightPrefetchBytes();
   const __m512i low_nibble = _mm512_set1_epi8(0xF);
   // Chunk 2p's scale in the low half, 2p + 1's in the high half.
   const __m512i low_index[2] = {ScaleIndexPair(0, 2), ScaleIndexPair(4, 6)};
@@ -193,6 +198,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
+    if (ahead != 0) simd::PrefetchAhead(block, ahead, kQ4KBlockBytes);
     const VectorFactors f = FactorsOf(block);
     const __m512i scales = _mm512_cvtepu8_epi16(_mm256_set1_epi64x(f.scale_bytes));
     __m512i dot[kRows];

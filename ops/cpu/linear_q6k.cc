@@ -7,7 +7,9 @@
 
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
+#include "ops/cpu/linear.h"
 #include "ops/cpu/kquant_linear.h"
+#include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 
 namespace llama::cpu {
@@ -80,6 +82,7 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i Offsets(c
 template <int kRows>
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline void
 RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
+  const int64_t ahead = WeightPrefetchBytes();
   const __m256i low_nibble = _mm256_set1_epi8(0xF), high_pair = _mm256_set1_epi8(0x30);
   // vpshufb picking int16 0 of each dword into the low 16 bytes, int16 1
   // into the high 16.
@@ -90,6 +93,7 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ6KBlockBytes;
+    if (ahead != 0) simd::PrefetchAhead(block, ahead, kQ6KBlockBytes);
     const __m256i scales =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScalesOffset)));
     __m256i dot[kRows];
@@ -145,6 +149,7 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i ScaleI
 template <int kRows>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void
 RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
+  const int64_t ahead = WeightPrefetchBytes();
   const __m512i low_nibble = _mm512_set1_epi8(0xF), high_pair = _mm512_set1_epi8(0x30);
   // qh's bits 0-1 (quarter 0) and 2-3 (quarter 1) to bits 4-5; 4-5 and 6-7
   // for quarters 2 and 3.
@@ -156,6 +161,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ6KBlockBytes;
+    if (ahead != 0) simd::PrefetchAhead(block, ahead, kQ6KBlockBytes);
     const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScalesOffset));
     const __m512i scales = _mm512_cvtepi8_epi16(_mm256_broadcastsi128_si256(scale_bytes));
     __m512i dot[kRows];

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
+#include "ops/cpu/linear.h"
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
 #include "ops/quantize.h"
@@ -68,11 +69,8 @@ void GroupScalar(const QuantizedRows& x, int rows, const PackedQ8& w, int64_t g,
   }
 }
 
-// The kernels ask for no weights ahead: a group's quants (and its scales)
-// are each one run of memory, which the hardware prefetchers follow. A
-// software prefetch 2 KB ahead of each group-block made the TinyLlama-shaped
-// int8 decode slower on an AMD EPYC: 35.9-42.7 ms/step (median 41.5) with
-// it, 27.9-42.2 (median 31) without, eight rounds interleaved.
+// The vector kernels ask for the weights WeightPrefetchBytes() ahead
+// (linear.h: on Intel CPUs 2 KB, elsewhere none).
 
 // y[r][0 .. 8) = x row r times group g, for kRows rows of x: each
 // kernel is a template on the row count, so that every accumulator stays
@@ -87,12 +85,14 @@ using GroupRowsFn = void (*)(const QuantizedRows& x, const PackedQ8& w, int64_t 
 template <int kRows>
 __attribute__((target("avx2,fma,f16c"))) void GroupAvx2Rows(const QuantizedRows& x, const PackedQ8& w, int64_t g,
                                                              float (*y)[kGroupRows]) {
+  const int64_t ahead = WeightPrefetchBytes();
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[kRows];
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < w.blocks; ++b) {
     const int8_t* quants = w.Quants(g, b);
+    if (ahead != 0) simd::PrefetchAhead(quants, ahead, kGroupBlockQuants);
     __m256i isum[kRows];
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) isum[r] = _mm256_setzero_si256();
@@ -127,12 +127,14 @@ template <int kRows>
 __attribute__((target("avx2,fma,f16c,avx512vnni,avx512vl"))) void GroupVnniRows(const QuantizedRows& x,
                                                                                  const PackedQ8& w, int64_t g,
                                                                                  float (*y)[kGroupRows]) {
+  const int64_t ahead = WeightPrefetchBytes();
   const __m256i ones8 = _mm256_set1_epi8(1);
   __m256 acc[kRows];
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < w.blocks; ++b) {
     const int8_t* quants = w.Quants(g, b);
+    if (ahead != 0) simd::PrefetchAhead(quants, ahead, kGroupBlockQuants);
     __m256i wsum = _mm256_setzero_si256(), isum[kRows];
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) isum[r] = _mm256_setzero_si256();

@@ -59,6 +59,7 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
   const int64_t out = 67;
   ThreadPool pool(3);
   const std::string chosen(Int8Kernel());
+  const int64_t prefetch_by_default = WeightPrefetchBytes();
   std::string ran, skipped;
   for (const char* kernel : {"avx512vnni", "avx2", "scalar"}) {
     if (!ForceInt8KernelForTesting(kernel)) {
@@ -75,6 +76,7 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
       for (int64_t n : {1, 2, 3, 4, 5, 12}) {
         const std::vector<float> x = Random(n * in, 100 + n);
         std::vector<float> y(n * out);
+        SetWeightPrefetchBytes(0);
         ASSERT_TRUE(Linear(x.data(), n, *weight, y.data(), pool).ok());
         const std::vector<float> expected = Reference(x, n, w, out, in);
         for (size_t i = 0; i < y.size(); ++i) {
@@ -82,9 +84,15 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
           ASSERT_NEAR(y[i], expected[i], 1e-4 + 1e-5 * std::abs(expected[i]))
               << kernel << " in=" << in << " n=" << n << " @" << i;
         }
+        // The weights prefetched (linear.h: per CPU vendor) change no bit.
+        std::vector<float> prefetched(n * out);
+        SetWeightPrefetchBytes(2048);
+        ASSERT_TRUE(Linear(x.data(), n, *weight, prefetched.data(), pool).ok());
+        EXPECT_EQ(prefetched, y) << kernel << " in=" << in << " n=" << n;
       }
     }
   }
+  SetWeightPrefetchBytes(prefetch_by_default);
   ASSERT_TRUE(ForceInt8KernelForTesting(chosen));
   std::printf("int8 kernels run: %s; skipped (this CPU lacks them): %s; chosen by default: %s\n", ran.c_str(),
               skipped.empty() ? "none" : skipped.c_str(), chosen.c_str());
