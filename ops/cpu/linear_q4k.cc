@@ -142,14 +142,14 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
   const int64_t ahead = WeightPrefetchBytes();
   const __m256i low_nibble = _mm256_set1_epi8(0xF);
   __m256 acc[kRows];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
     if (ahead != 0) simd::PrefetchAhead(block, ahead, kQ4KBlockBytes);
     const VectorFactors f = FactorsOf(block);
     __m256i dot[kRows];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) dot[r] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
@@ -157,7 +157,7 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
       const __m256i low = _mm256_and_si256(v, low_nibble), high = _mm256_and_si256(_mm256_srli_epi16(v, 4), low_nibble);
       const __m256i low_scale = _mm256_shuffle_epi8(f.scales, ScaleIndex(2 * j));
       const __m256i high_scale = _mm256_shuffle_epi8(f.scales, ScaleIndex(2 * j + 1));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
         const int8_t* q = x[r].q + b * kQ4KBlockElements;
         const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + LowX(j)));
@@ -166,10 +166,10 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
         dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(_mm256_maddubs_epi16(high, xh), high_scale));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) acc[r] = Accumulate(x[r], b, f, dot[r], acc[r]);
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
@@ -194,7 +194,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
   const __m512i low_index[2] = {ScaleIndexPair(0, 2), ScaleIndexPair(4, 6)};
   const __m512i high_index[2] = {ScaleIndexPair(1, 3), ScaleIndexPair(5, 7)};
   __m256 acc[kRows];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
@@ -202,7 +202,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
     const VectorFactors f = FactorsOf(block);
     const __m512i scales = _mm512_cvtepu8_epi16(_mm256_set1_epi64x(f.scale_bytes));
     __m512i dot[kRows];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) dot[r] = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
@@ -210,19 +210,19 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
       const __m512i low = _mm512_and_si512(v, low_nibble), high = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibble);
       const __m512i low_scale = _mm512_shuffle_epi8(scales, low_index[p]);
       const __m512i high_scale = _mm512_shuffle_epi8(scales, high_index[p]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
         const int8_t* q = x[r].q + b * kQ4KBlockElements + 128 * p;
         dot[r] = _mm512_dpwssd_epi32(dot[r], _mm512_maddubs_epi16(low, _mm512_loadu_si512(q)), low_scale);
         dot[r] = _mm512_dpwssd_epi32(dot[r], _mm512_maddubs_epi16(high, _mm512_loadu_si512(q + 64)), high_scale);
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       acc[r] = Accumulate(x[r], b, f, AddHalves(dot[r]), acc[r]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
@@ -232,10 +232,9 @@ LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl
 
 KernelDispatch<RowDots, 3>& ChosenKernels() {
   static KernelDispatch<RowDots, 3> kernels({{
-      {"avx512vnni", CpuRunsAvx512BwVnni,
-       {{RowDotsAvx512VnniRows<1>, RowDotsAvx512VnniRows<2>, RowDotsAvx512VnniRows<3>, RowDotsAvx512VnniRows<4>}}},
-      {"avx2", CpuRunsAvx2FmaF16c, {{RowDotsAvx2Rows<1>, RowDotsAvx2Rows<2>, RowDotsAvx2Rows<3>, RowDotsAvx2Rows<4>}}},
-      {"scalar", AnyX86_64, {{RowDotsScalarRows<1>, RowDotsScalarRows<2>, RowDotsScalarRows<3>, RowDotsScalarRows<4>}}},
+      {"avx512vnni", CpuRunsAvx512BwVnni, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsAvx512VnniRows)},
+      {"avx2", CpuRunsAvx2FmaF16c, LLAMA_KQUANT_ROWS_BY_FOUR(RowDotsAvx2Rows)},
+      {"scalar", AnyX86_64, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsScalarRows)},
   }});
   return kernels;
 }

@@ -89,7 +89,7 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
   const __m256i split = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
                                          2, 3, 2, 3, 2, 3);
   __m256 acc[kRows];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ6KBlockBytes;
@@ -97,7 +97,7 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
     const __m256i scales =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScalesOffset)));
     __m256i dot[kRows];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) dot[r] = Offsets(x[r], b, scales);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -111,11 +111,11 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low_nibble),
                           _mm256_and_si256(_mm256_srli_epi16(high, 2), high_pair)),
       };
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int quarter = 0; quarter < 4; ++quarter) {
         const __m256i scale = _mm256_shuffle_epi8(
             _mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(4 * h + quarter)), split);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < kRows; ++r) {
           const __m256i xq = _mm256_loadu_si256(
               reinterpret_cast<const __m256i*>(x[r].q + b * kQ6KBlockElements + 128 * h + 32 * quarter));
@@ -124,12 +124,12 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
       }
     }
     const float d = kquant::F16At(block + kDOffset);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r].d[b] * d), _mm256_cvtepi32_ps(dot[r]), acc[r]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
@@ -157,7 +157,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
   const __m512i high_shift = _mm512_mask_blend_epi64(0xF0, _mm512_setzero_si512(), _mm512_set1_epi16(2));
   const __m512i index[2][2] = {{ScaleIndex(0), ScaleIndex(4)}, {ScaleIndex(8), ScaleIndex(12)}};
   __m256 acc[kRows];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ6KBlockBytes;
@@ -165,7 +165,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
     const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScalesOffset));
     const __m512i scales = _mm512_cvtepi8_epi16(_mm256_broadcastsi128_si256(scale_bytes));
     __m512i dot[kRows];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) dot[r] = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
@@ -180,7 +180,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
                                            _mm512_and_si512(_mm512_srlv_epi16(qh, high_shift), high_pair));
       const __m512i low_scale = _mm512_permutexvar_epi16(index[h][0], scales);
       const __m512i high_scale = _mm512_permutexvar_epi16(index[h][1], scales);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
         const int8_t* q = x[r].q + b * kQ6KBlockElements + 128 * h;
         dot[r] = _mm512_dpwssd_epi32(dot[r], _mm512_maddubs_epi16(low, _mm512_loadu_si512(q)), low_scale);
@@ -189,13 +189,13 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, flo
     }
     const __m256i scales16 = _mm256_cvtepi8_epi16(scale_bytes);
     const float d = kquant::F16At(block + kDOffset);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       const __m256i lanes = _mm256_add_epi32(Offsets(x[r], b, scales16), AddHalves(dot[r]));
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r].d[b] * d), _mm256_cvtepi32_ps(lanes), acc[r]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
@@ -205,10 +205,9 @@ LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl
 
 KernelDispatch<RowDots, 3>& ChosenKernels() {
   static KernelDispatch<RowDots, 3> kernels({{
-      {"avx512vnni", CpuRunsAvx512BwVnni,
-       {{RowDotsAvx512VnniRows<1>, RowDotsAvx512VnniRows<2>, RowDotsAvx512VnniRows<3>, RowDotsAvx512VnniRows<4>}}},
-      {"avx2", CpuRunsAvx2FmaF16c, {{RowDotsAvx2Rows<1>, RowDotsAvx2Rows<2>, RowDotsAvx2Rows<3>, RowDotsAvx2Rows<4>}}},
-      {"scalar", AnyX86_64, {{RowDotsScalarRows<1>, RowDotsScalarRows<2>, RowDotsScalarRows<3>, RowDotsScalarRows<4>}}},
+      {"avx512vnni", CpuRunsAvx512BwVnni, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsAvx512VnniRows)},
+      {"avx2", CpuRunsAvx2FmaF16c, LLAMA_KQUANT_ROWS_BY_FOUR(RowDotsAvx2Rows)},
+      {"scalar", AnyX86_64, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsScalarRows)},
   }});
   return kernels;
 }
