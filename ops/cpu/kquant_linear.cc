@@ -1,5 +1,7 @@
 #include "ops/cpu/kquant_linear.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -122,12 +124,39 @@ void Linear(const float* x, int64_t n, absl::Span<const Target> targets, ThreadP
   });
 }
 
+namespace {
+
+// Lines k .. k + 8 of a panel (kPanelWidth apart at `out`) take columns
+// k .. k + 8 of tile rows c .. c + 8 (`stride` apart at `tile`): an 8 x 8
+// transpose in registers, where the scalar copy read a float at a time.
+LLAMA_V3 void Transpose8x8(const float* tile, int64_t stride, float* out) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(tile + i * stride);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(out + j * kPanelWidth, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
+    _mm256_storeu_ps(out + (j + 4) * kPanelWidth, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
+  }
+}
+
+}  // namespace
+
 void WidenPanel(const Tensor& w, int64_t panel, float* out) {
   const int64_t block_bytes = BlockBytes(w.dtype());
   const int64_t rows = w.dim(0), in = w.dim(1), row_bytes = in / kSuperBlock * block_bytes;
   const int64_t first = panel * kPanelWidth, count = std::min<int64_t>(kPanelWidth, rows - first);
   const uint8_t* weights = static_cast<const uint8_t*>(w.raw()) + first * row_bytes;
   const uint32_t type = static_cast<uint32_t>(GgmlTypeOf(w.dtype()));
+  const bool transpose_in_registers = count == kPanelWidth && simd::UseV3();
   // A super-block of each row decoded side by side (in L1), then written
   // down the panel line by line. Decoding whole rows first read them back
   // 32 streams a power of two apart, which thrashed the cache sets; the
@@ -139,8 +168,17 @@ void WidenPanel(const Tensor& w, int64_t panel, float* out) {
       // A whole super-block of a known type: cannot fail.
       DecodeGgmlRow(type, weights + c * row_bytes + b * block_bytes, kSuperBlock, tile + c * kTileStride).IgnoreError();
     }
+    float* lines = out + b * kSuperBlock * kPanelWidth;
+    if (transpose_in_registers) {
+      for (int64_t k = 0; k < kSuperBlock; k += 8) {
+        for (int64_t c = 0; c < kPanelWidth; c += 8) {
+          Transpose8x8(tile + c * kTileStride + k, kTileStride, lines + k * kPanelWidth + c);
+        }
+      }
+      continue;
+    }
     for (int64_t k = 0; k < kSuperBlock; ++k) {
-      float* line = out + (b * kSuperBlock + k) * kPanelWidth;
+      float* line = lines + k * kPanelWidth;
       for (int64_t c = 0; c < count; ++c) line[c] = tile[c * kTileStride + k];
       for (int64_t c = count; c < kPanelWidth; ++c) line[c] = 0.0f;
     }

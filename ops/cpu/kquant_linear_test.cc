@@ -322,10 +322,17 @@ TEST_P(KQuantLinearTest, PrefillEqualsF32OnTheDecodedWeights) {
   ASSERT_TRUE(packed.ok()) << packed.status();
   absl::StatusOr<Tensor> f32 = PackLinearWeight(Tensor::View(DType::kF32, {out, in}, decoded.data()), pool);
   ASSERT_TRUE(f32.ok()) << f32.status();
-  std::vector<float> y(n * out), expected(n * out);
+  std::vector<float> expected(n * out);
   ASSERT_TRUE(Linear(x.data(), n, *f32, expected.data(), pool).ok());
-  ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool).ok());
-  EXPECT_EQ(y, expected);
+  // Both versions of the panels' widening (the v3 one transposes in registers).
+  const bool v3_by_default = simd::UseV3();
+  for (bool v3 : {true, false}) {
+    if (!simd::ForceV3ForTesting(v3)) continue;
+    std::vector<float> y(n * out);
+    ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool).ok());
+    EXPECT_EQ(y, expected) << simd::KernelVersion();
+  }
+  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
 }
 
 // Batch invariance where it holds: a row's outputs from the integer
