@@ -49,12 +49,16 @@ absl::Status CheckWholeBlocks(std::optional<DType> requested, DType dtype, const
                               const std::vector<int64_t>& shape, int world_size) {
   if (!IsBlockDType(dtype) || shape.back() % BlockElements(dtype) == 0) return absl::OkStatus();
   const auto flag_name = [](DType d) { return d == DType::kQ8_0 ? std::string("int8") : std::string(DTypeName(d)); };
-  const std::string flag = flag_name(requested.value_or(dtype)), type = flag_name(dtype);
-  const std::string written = flag == type ? "" : " (written " + type + ")";
+  const std::string type = flag_name(dtype);
+  // Without --dtype the type is the source's, kept.
+  const std::string asked = requested.has_value() ? "--dtype=" + flag_name(*requested) + ": " : "";
+  const std::string written = !requested.has_value()             ? " (kept " + type + ")"
+                              : flag_name(*requested) != type ? " (written " + type + ")"
+                                                              : "";
   return absl::InvalidArgumentError(absl::StrFormat(
-      "--dtype=%s: tensor \"%s\"%s has rows of %d values on each of %d ranks; %s blocks need a multiple of %d "
+      "%stensor \"%s\"%s has rows of %d values on each of %d ranks; %s blocks need a multiple of %d "
       "(use fewer ranks, or bf16)",
-      flag, name, written, shape.back(), world_size, type, BlockElements(dtype)));
+      asked, name, written, shape.back(), world_size, type, BlockElements(dtype)));
 }
 
 }  // namespace llama

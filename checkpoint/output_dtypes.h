@@ -35,8 +35,9 @@ absl::StatusOr<OutputDType> ChooseOutputDTypes(std::optional<DType> dtype, int w
 
 // A block type's rows (the last dim of `shape`, one rank's slice of tensor
 // `name` at `world_size` ranks) must be whole blocks: else an error naming
-// the --dtype asked for (`requested`), the tensor, its type `dtype` where
-// that differs (q6_k in a q4_k mix) and the world size.
+// the --dtype asked for (`requested`, if any), the tensor, its type `dtype`
+// where that differs (q6_k in a q4_k mix; the source's, kept, without
+// --dtype) and the world size.
 absl::Status CheckWholeBlocks(std::optional<DType> requested, DType dtype, const std::string& name,
                               const std::vector<int64_t>& shape, int world_size);
 

@@ -23,6 +23,10 @@ TEST(CheckWholeBlocksTest, NamesTheFlagAsTypedAndTheTypeWrittenWhereTheyDiffer) 
   const absl::Status mix = CheckWholeBlocks(DType::kQ4_K, DType::kQ6_K, "output.weight", {32000, 128}, 2);
   EXPECT_THAT(mix.message(), HasSubstr("--dtype=q4_k: tensor \"output.weight\" (written q6_k) has rows of 128 values "
                                        "on each of 2 ranks; q6_k blocks need a multiple of 256"));
+  // No --dtype: the source's type, kept; no flag named.
+  const absl::Status kept = CheckWholeBlocks(std::nullopt, DType::kQ6_K, "output.weight", {32000, 128}, 2);
+  EXPECT_EQ(kept.message().substr(0, 7), "tensor ");
+  EXPECT_THAT(kept.message(), HasSubstr("tensor \"output.weight\" (kept q6_k) has rows of 128 values"));
 }
 
 }  // namespace

@@ -33,9 +33,9 @@
 #include "checkpoint/shard_format.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/simd.h"
-#include "ops/tensor.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/dtype.h"
+#include "ops/tensor.h"
 #include "third_party/cuda/cuda_build_info.h"
 #include "tools/bench_model.h"
 #include "tools/local_ranks.h"
@@ -80,8 +80,8 @@ LLAMA_DISPATCH_V3(float, SumOf, (const float* p, size_t n), (p, n))
 // Read bandwidth of this machine: every thread sums its share of 1 GB (best
 // of 3), the access pattern of a decode step's weights, in the memory they
 // live in (Tensor::Zeros: 2 MB pages where the kernel gives them) and with
-// the kernels' widest loads: a baseline (SSE2) loop over 4 KB pages read
-// 18 GB/s on a 2-vCPU Xeon where AVX2 over 2 MB pages read 35.
+// AVX2 loads where the CPU has them: the baseline (SSE2) loop over 4 KB
+// pages read 15 GB/s on a 2-vCPU Xeon where this reads 35.
 absl::StatusOr<double> MeasureReadBandwidth(int threads) {
   const size_t count = (size_t{1} << 30) / sizeof(float);
   ASSIGN_OR_RETURN(llama::Tensor buffer, llama::Tensor::Zeros(llama::DType::kF32, {static_cast<int64_t>(count)}));
@@ -289,7 +289,11 @@ void PrintTimes(const llama::RankPlan& plan, llama::Device device, const BenchWe
   double limit = FLAGS_mem_gbps;
   if (limit <= 0 && device == llama::Device::kCpu) {
     absl::StatusOr<double> read = MeasureReadBandwidth(plan.threads * FLAGS_world_size);
-    if (read.ok()) limit = *read;
+    if (read.ok()) {
+      limit = *read;
+    } else {
+      std::printf(" (the memory bandwidth could not be measured: %s)", std::string(read.status().message()).c_str());
+    }
   }
 #if LLAMA_WITH_CUDA
   if (limit <= 0 && device == llama::Device::kCuda) {

@@ -129,7 +129,7 @@ namespace {
 // Lines k .. k + 8 of a panel (kPanelWidth apart at `out`) take columns
 // k .. k + 8 of tile rows c .. c + 8 (`stride` apart at `tile`): an 8 x 8
 // transpose in registers, where the scalar copy read a float at a time.
-LLAMA_V3 void Transpose8x8(const float* tile, int64_t stride, float* out) {
+LLAMA_V3 __attribute__((always_inline)) inline void Transpose8x8(const float* tile, int64_t stride, float* out) {
   __m256 r[8], t[8], u[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(tile + i * stride);
   for (int i = 0; i < 8; i += 2) {
@@ -145,6 +145,14 @@ LLAMA_V3 void Transpose8x8(const float* tile, int64_t stride, float* out) {
   for (int j = 0; j < 4; ++j) {
     _mm256_storeu_ps(out + j * kPanelWidth, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
     _mm256_storeu_ps(out + (j + 4) * kPanelWidth, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
+  }
+}
+
+// The panel's kSuperBlock lines at `lines` from a full tile of kPanelWidth
+// rows `stride` apart: one v3 call a super-block, the 8 x 8 blocks inlined.
+LLAMA_V3 void TransposeTile(const float* tile, int64_t stride, float* lines) {
+  for (int64_t k = 0; k < kSuperBlock; k += 8) {
+    for (int64_t c = 0; c < kPanelWidth; c += 8) Transpose8x8(tile + c * stride + k, stride, lines + k * kPanelWidth + c);
   }
 }
 
@@ -170,11 +178,7 @@ void WidenPanel(const Tensor& w, int64_t panel, float* out) {
     }
     float* lines = out + b * kSuperBlock * kPanelWidth;
     if (transpose_in_registers) {
-      for (int64_t k = 0; k < kSuperBlock; k += 8) {
-        for (int64_t c = 0; c < kPanelWidth; c += 8) {
-          Transpose8x8(tile + c * kTileStride + k, kTileStride, lines + k * kPanelWidth + c);
-        }
-      }
+      TransposeTile(tile, kTileStride, lines);
       continue;
     }
     for (int64_t k = 0; k < kSuperBlock; ++k) {

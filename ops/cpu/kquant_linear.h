@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ops/cpu/linear.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
@@ -57,9 +58,9 @@ using RowDots = std::array<RowDotsFn, kMaxRows>;
 
 // kFour's 4 rows of x and then kRest's rows: for variants with 16 vector
 // registers, whose accumulators for more than 4 rows would not stay in them
-// (AVX-512's 32 take all 8 at once: batch-8 decode 82 -> 75 ms/step on the
-// TinyLlama shape's Q4_K_M, --int8_prefill of 512 tokens 100 -> 114
-// tokens/s). Each row's outputs are the same bits either way.
+// (AVX-512's 32 take all 8 at once: batch-8 decode 83.1/84.1 -> 76.8/77.8
+// ms/step on the TinyLlama shape's Q4_K_M, --int8_prefill of 512 tokens
+// 100 -> 114 tokens/s). Each row's outputs are the same bits either way.
 template <RowDotsFn kFour, RowDotsFn kRest>
 void InTwoPasses(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, int64_t count, int64_t blocks,
                  float* y, int64_t stride) {
@@ -71,12 +72,15 @@ void InTwoPasses(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, 
 // always_inline, of the same target) over `count` rows, compiled with
 // `attributes` so that each row's body is inlined and its constants stay
 // in registers from row to row (a call a row rebuilt them, stored and
-// summed the lanes through the stack, for 8 super-blocks of work).
+// summed the lanes through the stack, for 8 super-blocks of work). The
+// prefetch distance is read once here and passed down, so that no call is
+// left inside the rows' loop.
 #define LLAMA_KQUANT_ROWS(attributes, name)                                                                   \
   template <int kRows>                                                                                        \
   attributes void name##Rows(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, int64_t count,    \
                              int64_t blocks, float* y, int64_t stride) {                                      \
-    for (int64_t o = 0; o < count; ++o) name<kRows>(x, rows + o * row_bytes, blocks, y + o, stride);          \
+    const int64_t ahead = ::llama::cpu::WeightPrefetchBytes();                                                \
+    for (int64_t o = 0; o < count; ++o) name<kRows>(x, rows + o * row_bytes, blocks, ahead, y + o, stride);   \
   }
 
 // A variant's RowDots from name##Rows<kRows>: every row count at once

@@ -81,10 +81,11 @@ bool ForceInt8KernelForTesting(std::string_view name);
 // How far ahead of the weights it is reading an integer decode kernel
 // (q8_0, q4_k, q6_k) asks for more, in bytes; 0: it asks for none. 2 KB on
 // Intel CPUs, where the hardware prefetchers kept one stream a core at half
-// the core's read bandwidth (Q4_K_M decode of the TinyLlama shape 45 ->
-// 24 ms/step on a 2-vCPU Xeon with AMX, 2 threads); none elsewhere, as on an
-// AMD EPYC the same prefetch made Q4_K_M decode ~5% and int8 decode ~25%
-// slower. Prefetching changes no result.
+// the core's read bandwidth (Q4_K_M decode of the TinyLlama shape 49-50 ->
+// 25.5-26.1 ms/step on a 2-vCPU Xeon with AMX, 2 threads; 84 -> 45 on one;
+// int8 unchanged there); none elsewhere, as on an AMD EPYC a prefetch 1 KB
+// ahead made Q4_K_M decode ~5% slower and one 2 KB ahead int8 decode ~34%
+// (medians). Prefetching changes no result.
 int64_t WeightPrefetchBytes();
 // Benchmarks and tests: `bytes` ahead from now on (0: none).
 void SetWeightPrefetchBytes(int64_t bytes);

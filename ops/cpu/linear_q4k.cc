@@ -7,7 +7,6 @@
 
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
-#include "ops/cpu/linear.h"
 #include "ops/cpu/kquant_linear.h"
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
@@ -18,7 +17,6 @@ namespace {
 
 using kquant::AddHalves;
 using kquant::kLanes;
-using kquant::kMaxRows;
 using kquant::Placement;
 using kquant::QuantizedRow;
 using kquant::RowDots;
@@ -55,8 +53,8 @@ struct BlockFactors {
 };
 
 template <int kRows>
-__attribute__((always_inline)) inline void RowDotsScalar(const QuantizedRow* x, const uint8_t* row,
-                                                          int64_t blocks, float* y, int64_t stride) {
+__attribute__((always_inline)) inline void RowDotsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks,
+                                                          int64_t /*ahead*/, float* y, int64_t stride) {
   float acc[kRows][kLanes] = {};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
@@ -138,8 +136,8 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256 Accumulate
 // int32 lanes, vpaddd accumulates.
 template <int kRows>
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline void
-RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
-  const int64_t ahead = WeightPrefetchBytes();
+RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int64_t ahead, float* y,
+            int64_t stride) {
   const __m256i low_nibble = _mm256_set1_epi8(0xF);
   __m256 acc[kRows];
 #pragma GCC unroll 8
@@ -187,8 +185,8 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i ScaleI
 // AVX2's lanes exactly.
 template <int kRows>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void
-RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
-  const int64_t ahead = WeightPrefetchBytes();
+RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int64_t ahead, float* y,
+                  int64_t stride) {
   const __m512i low_nibble = _mm512_set1_epi8(0xF);
   // Chunk 2p's scale in the low half, 2p + 1's in the high half.
   const __m512i low_index[2] = {ScaleIndexPair(0, 2), ScaleIndexPair(4, 6)};

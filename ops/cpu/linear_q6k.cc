@@ -7,7 +7,6 @@
 
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
-#include "ops/cpu/linear.h"
 #include "ops/cpu/kquant_linear.h"
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
@@ -41,8 +40,8 @@ constexpr Placement kQ6KPlacement = {{0, 32, 64, 96, 128, 160, 192, 224}, 16};
 // output is SumLanes(acc). (|lane| < 2^26: int32 is exact; the f32
 // conversion rounds the same way in every variant.)
 template <int kRows>
-__attribute__((always_inline)) inline void RowDotsScalar(const QuantizedRow* x, const uint8_t* row,
-                                                          int64_t blocks, float* y, int64_t stride) {
+__attribute__((always_inline)) inline void RowDotsScalar(const QuantizedRow* x, const uint8_t* row, int64_t blocks,
+                                                          int64_t /*ahead*/, float* y, int64_t stride) {
   float acc[kRows][kLanes] = {};
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ6KBlockBytes;
@@ -81,8 +80,8 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i Offsets(c
 // scale, the high 16 the next) into int32 lanes, vpaddd accumulates.
 template <int kRows>
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline void
-RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
-  const int64_t ahead = WeightPrefetchBytes();
+RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int64_t ahead, float* y,
+            int64_t stride) {
   const __m256i low_nibble = _mm256_set1_epi8(0xF), high_pair = _mm256_set1_epi8(0x30);
   // vpshufb picking int16 0 of each dword into the low 16 bytes, int16 1
   // into the high 16.
@@ -111,7 +110,7 @@ RowDotsAvx2(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y,
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low_nibble),
                           _mm256_and_si256(_mm256_srli_epi16(high, 2), high_pair)),
       };
-#pragma GCC unroll 8
+#pragma GCC unroll 4
       for (int quarter = 0; quarter < 4; ++quarter) {
         const __m256i scale = _mm256_shuffle_epi8(
             _mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(4 * h + quarter)), split);
@@ -148,8 +147,8 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i ScaleI
 // the two halves of the int32 lanes added are AVX2's lanes exactly.
 template <int kRows>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void
-RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, float* y, int64_t stride) {
-  const int64_t ahead = WeightPrefetchBytes();
+RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int64_t ahead, float* y,
+                  int64_t stride) {
   const __m512i low_nibble = _mm512_set1_epi8(0xF), high_pair = _mm512_set1_epi8(0x30);
   // qh's bits 0-1 (quarter 0) and 2-3 (quarter 1) to bits 4-5; 4-5 and 6-7
   // for quarters 2 and 3.

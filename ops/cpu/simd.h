@@ -170,10 +170,12 @@ __attribute__((always_inline)) inline Int32x8 RoundScaled8(const float* v, float
   return t - (rest >= 0.5f) + (rest <= -0.5f);  // A true comparison is -1.
 }
 
-// Asks for the `bytes` at p + ahead into the caches, a line at a time.
+// Asks for the `bytes` at p + ahead into the caches, a line at a time. The
+// address may lie past the end of p's memory (a prefetch never faults), so
+// it is computed as an integer: pointer arithmetic there would be undefined.
 __attribute__((always_inline)) inline void PrefetchAhead(const void* p, int64_t ahead, int64_t bytes) {
-  const char* at = static_cast<const char*>(p) + ahead;
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(at + b);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(ahead);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(reinterpret_cast<const void*>(at + b));
 }
 
 // The int8 values of RoundScaled8 (|v * id| <= 127 in the quantizers).
