@@ -15,6 +15,7 @@
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/kquant_linear.h"
+#include "ops/cpu/linear_amx.h"
 #include "ops/cpu/linear_q4k.h"
 #include "ops/cpu/linear_q6k.h"
 #include "ops/cpu/linear_q8.h"
@@ -358,6 +359,18 @@ void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
   const int64_t out = w.dim(0), in = w.dim(1);
   const PanelTimesXFn run = ChosenPanelKernels().kernel().prefill;
   const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth;
+  // bf16_activations on AMX: the widened panels go through the tiles
+  // (linear_amx.h), x rounded once here (the caller's buffer, as below).
+  const bool amx = options.bf16_activations && AmxBf16Usable();
+  const uint32_t* x_pairs = nullptr;
+  if (amx) {
+    thread_local std::vector<uint32_t> pairs;
+    const int64_t rows = (n + kAmxTileRows - 1) / kAmxTileRows * kAmxTileRows;
+    pairs.resize(std::max<size_t>(pairs.size(), rows * in / 2));
+    RoundToBf16Pairs(x, n, in, pairs.data());
+    std::fill(pairs.begin() + n * in / 2, pairs.begin() + rows * in / 2, 0u);
+    x_pairs = pairs.data();
+  }
   pool.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> panel;
     if (static_cast<int64_t>(panel.size()) < in * kPanelWidth) panel.resize(in * kPanelWidth);
@@ -368,7 +381,11 @@ void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
       } else {
         kquant::WidenPanel(w, p, panel.data());
       }
-      run(x, n, in, panel.data(), static_cast<int>(count), y, out, first);
+      if (amx) {
+        AmxPanelTimesX(x_pairs, n, in, panel.data(), static_cast<int>(count), y, out, first);
+      } else {
+        run(x, n, in, panel.data(), static_cast<int>(count), y, out, first);
+      }
     }
   });
 }

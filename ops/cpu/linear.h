@@ -51,7 +51,10 @@ struct LinearOptions {
   // of their batch. With AVX-512 BF16 the products go two a lane per
   // instruction (vdpbf16ps): prefill and batched decode, bound by the
   // multiply-adds, run faster; the cost in accuracy is measured in
-  // worker/batch/int8_accuracy_test.cc. Other weights ignore it.
+  // worker/batch/int8_accuracy_test.cc. q8_0, q4_k and q6_k weights, on
+  // CPUs with AMX-BF16: prefill (more rows than the integer decode takes)
+  // through bf16 tiles, the decoded weights rounded to bf16 too
+  // (linear_amx.h); elsewhere they ignore it, as f32 weights do.
   bool bf16_activations = false;
 };
 
@@ -72,6 +75,11 @@ bool ForcePrefillKernelForTesting(std::string_view name);
 std::string_view Bf16ActivationsKernel();
 // Tests: use the named kernel from now on, if this CPU runs it.
 bool ForceBf16ActivationsKernelForTesting(std::string_view name);
+
+// Whether this CPU has AMX-BF16 (and AVX-512 BF16 for rounding the
+// panels) and the kernel lets this process use the tiles (asked once):
+// then bf16_activations takes q8_0, q4_k and q6_k prefill through them.
+bool AmxBf16Usable();
 
 // The int8 (q8_0) decode kernel in use: "avx512vnni", "avx2" or "scalar".
 std::string_view Int8Kernel();

@@ -161,17 +161,24 @@ TEST_P(Int8AccuracyTest, CloseToTheStoredWeights) {
   std::unique_ptr<Transformer> stored = Build(model, std::nullopt, &comm);
   std::unique_ptr<Transformer> int8 = Build(model, DType::kQ8_0, &comm);
   std::unique_ptr<Transformer> int8_prefill = Build(model, DType::kQ8_0, &comm, /*int8_prefill=*/true);
-  Agreement decode, prefill_f32, prefill_int8;
+  // On AMX, prefill through bf16 tiles (x and the widened weights rounded).
+  std::unique_ptr<Transformer> int8_bf16 = Build(model, DType::kQ8_0, &comm, false, /*bf16_activations=*/true);
+  Agreement decode, prefill_f32, prefill_int8, prefill_bf16;
   for (const auto& [sequence, prompt_length] : StoredContinuations(model, stored.get())) {
     OnePass(*stored, *int8, sequence, prefill_f32);
     OnePass(*stored, *int8_prefill, sequence, prefill_int8);
+    OnePass(*stored, *int8_bf16, sequence, prefill_bf16);
     Decode(*stored, *int8, sequence, prompt_length, decode);
   }
-  std::printf("%s int8 (%s kernel) vs stored weights:\n  %s\n  %s\n  %s\n", model.c_str(),
+  std::printf("%s int8 (%s kernel) vs stored weights:\n  %s\n  %s\n  %s\n  %s\n", model.c_str(),
               std::string(cpu::Int8Kernel()).c_str(), decode.Describe("decode, teacher-forced").c_str(),
               prefill_f32.Describe("one-pass prefill, f32 activations").c_str(),
-              prefill_int8.Describe("one-pass prefill, int8 activations (--int8_prefill)").c_str());
-  for (const Agreement* a : {&decode, &prefill_f32, &prefill_int8}) {
+              prefill_int8.Describe("one-pass prefill, int8 activations (--int8_prefill)").c_str(),
+              prefill_bf16
+                  .Describe(cpu::AmxBf16Usable() ? "one-pass prefill, --bf16_activations (AMX-BF16 tiles)"
+                                                 : "one-pass prefill, --bf16_activations (no AMX: f32 panels)")
+                  .c_str());
+  for (const Agreement* a : {&decode, &prefill_f32, &prefill_int8, &prefill_bf16}) {
     EXPECT_LT(a->worst_relative, kMaxRelativeLogitDifference);
     EXPECT_GE(a->share(), kMinGreedyAgreement);
   }
