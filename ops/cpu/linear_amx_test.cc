@@ -3,6 +3,7 @@
 // rounded to bf16, summed in f32; elsewhere the option is ignored and the
 // f32 panels' result is kept bit for bit.
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -34,10 +35,11 @@ class LinearAmxTest : public ::testing::TestWithParam<BlockType> {};
 
 float Bf16(float v) { return Bf16ToF32(F32ToBf16(v)); }
 
-// 33 rows (two tiles of 16 and one), 40 outputs (a full panel and a part
-// of one), 512 inputs (two super-blocks, 16 tile steps).
+// 13 rows (one tile, partly empty), 20 (two, the second partly empty) and
+// 33 (two full and one of a row); 40 outputs (a full panel and a part of
+// one); 512 inputs (two super-blocks, 16 tile steps).
 TEST_P(LinearAmxTest, PrefillIsTheBf16ProductOnAmxAndUnchangedElsewhere) {
-  const int64_t n = 33, out = 40, in = 512;
+  const int64_t out = 40, in = 512;
   const DType dtype = GetParam().dtype;
   std::vector<uint8_t> w(TensorBytes(dtype, out * in));
   ASSERT_TRUE(GetParam().quantize(Random(out * in, 5).data(), out * in, w.data()).ok());
@@ -46,38 +48,43 @@ TEST_P(LinearAmxTest, PrefillIsTheBf16ProductOnAmxAndUnchangedElsewhere) {
   ThreadPool pool(2);
   absl::StatusOr<Tensor> packed = PackLinearWeight(Tensor::View(dtype, {out, in}, w.data()), pool);
   ASSERT_TRUE(packed.ok()) << packed.status();
-  const std::vector<float> x = Random(n * in, 6);
   LinearOptions bf16;
   bf16.bf16_activations = true;
-  std::vector<float> y(n * out), f32(n * out);
-  ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool, bf16).ok());
-  ASSERT_TRUE(Linear(x.data(), n, *packed, f32.data(), pool).ok());
-  if (!AmxBf16Usable()) {
-    EXPECT_EQ(y, f32);
+  double worst = 0;
+  for (const int64_t n : {13, 20, 33}) {
+    const std::vector<float> x = Random(n * in, 6 + n);
+    std::vector<float> y(n * out), f32(n * out);
+    ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool, bf16).ok());
+    ASSERT_TRUE(Linear(x.data(), n, *packed, f32.data(), pool).ok());
+    if (!AmxBf16Usable()) {
+      EXPECT_EQ(y, f32) << "n=" << n;
+      continue;
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t o = 0; o < out; ++o) {
+        double sum = 0, size = 0;
+        for (int64_t k = 0; k < in; ++k) {
+          const double term = static_cast<double>(Bf16(x[r * in + k])) * Bf16(decoded[o * in + k]);
+          sum += term;
+          size += std::fabs(term);
+        }
+        // The products of bf16 values are exact in f32; the hardware's f32
+        // sums (32 at a time into the tile, in its order) round: here at
+        // most 0.3 epsilon of the terms' size was seen, 8 allowed.
+        const double error = std::fabs(y[r * out + o] - sum);
+        ASSERT_LE(error, 8 * FLT_EPSILON * size + 1e-30) << "n=" << n << " row " << r << " output " << o;
+        worst = std::max(worst, error / size);
+      }
+    }
+    // And not the f32 panels' result: x's rounding shows.
+    EXPECT_NE(y, f32) << "n=" << n;
+  }
+  if (AmxBf16Usable()) {
+    std::printf("%s: AMX-BF16 ran; worst |error| / sum |terms| = %.2g\n", DTypeName(dtype).data(), worst);
+  } else {
     std::printf("%s: AMX-BF16 not usable here; bf16_activations left the f32 panels as they are\n",
                 DTypeName(dtype).data());
-    return;
   }
-  double worst = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t o = 0; o < out; ++o) {
-      double sum = 0, size = 0;
-      for (int64_t k = 0; k < in; ++k) {
-        const double term = static_cast<double>(Bf16(x[r * in + k])) * Bf16(decoded[o * in + k]);
-        sum += term;
-        size += std::fabs(term);
-      }
-      // The products of bf16 values are exact in f32; the hardware's f32 sums
-      // (32 at a time into the tile, in its order) round: here at most 0.3
-      // epsilon of the terms' size was seen, 8 allowed.
-      const double error = std::fabs(y[r * out + o] - sum);
-      ASSERT_LE(error, 8 * FLT_EPSILON * size + 1e-30) << "row " << r << " output " << o;
-      worst = std::max(worst, error / size);
-    }
-  }
-  // And not the f32 panels' result: x's rounding shows.
-  EXPECT_NE(y, f32);
-  std::printf("%s: AMX-BF16 ran; worst |error| / sum |terms| = %.2g\n", DTypeName(dtype).data(), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, LinearAmxTest,
