@@ -80,6 +80,9 @@ bool ForceBf16ActivationsKernelForTesting(std::string_view name);
 // panels) and the kernel lets this process use the tiles (asked once):
 // then bf16_activations takes q8_0, q4_k and q6_k prefill through them.
 bool AmxBf16Usable();
+// Tests: take the tiles (if this CPU and OS allow them) or not; false,
+// changing nothing, when asked for tiles that cannot be used.
+bool ForceAmxBf16ForTesting(bool use);
 
 // The int8 (q8_0) decode kernel in use: "avx512vnni", "avx2" or "scalar".
 std::string_view Int8Kernel();

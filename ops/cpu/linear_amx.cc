@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -32,11 +33,10 @@ struct TileConfig {
 
 // Tiles 0 and 1: y for the panel's two halves of 16 outputs; 2: x, 16 rows
 // of 32 bf16; 3 and 4: the halves' weights, 16 pairs of k by 16 outputs.
-// Every tile 16 rows of 64 bytes. Loaded once per thread: a thread's tile
-// state stays until released.
-LLAMA_AMX void ConfigureTilesOnce() {
-  thread_local bool configured = false;
-  if (configured) return;
+// Every tile 16 rows of 64 bytes. Loaded at each call and released at its
+// end: the ABI keeps no tile state across calls, and another AMX user on
+// the thread (a linked library) could change it.
+LLAMA_AMX void ConfigureTiles() {
   TileConfig config;
   std::memset(&config, 0, sizeof config);
   config.palette = 1;
@@ -45,14 +45,13 @@ LLAMA_AMX void ConfigureTilesOnce() {
     config.colsb[t] = 64;
   }
   _tile_loadconfig(&config);
-  configured = true;
 }
 
 // The panel's lines in bf16 pairs: pairs[k / 2][c] = (w[c][k], w[c][k + 1]),
 // the B operand of TDPBF16PS for 16 outputs at a time, rounded to nearest
-// even (VCVTNEPS2BF16).
+// even (VCVTNE2PS2BF16).
 LLAMA_AMX void PairPanel(const float* panel, int64_t in, uint32_t* pairs) {
-  // Word 2i of a pair vector from lines k's value i, word 2i + 1 from line
+  // Word 2i of a pair vector from line k's value i, word 2i + 1 from line
   // k + 1's (VCVTNE2PS2BF16 puts the first 16 in the low words).
   alignas(64) int16_t interleave[32];
   for (int i = 0; i < 16; ++i) {
@@ -70,10 +69,8 @@ LLAMA_AMX void PairPanel(const float* panel, int64_t in, uint32_t* pairs) {
   }
 }
 
-}  // namespace
-
-bool AmxBf16Usable() {
-  static const bool usable = [] {
+bool CpuAndOsAllowAmxBf16() {
+  static const bool allowed = [] {
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
         !__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
@@ -82,17 +79,32 @@ bool AmxBf16Usable() {
     }
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
-  return usable;
+  return allowed;
+}
+
+std::atomic<bool>& AmxBf16Off() {
+  static std::atomic<bool> off{false};
+  return off;
+}
+
+}  // namespace
+
+bool AmxBf16Usable() { return CpuAndOsAllowAmxBf16() && !AmxBf16Off().load(std::memory_order_relaxed); }
+
+bool ForceAmxBf16ForTesting(bool use) {
+  if (use && !CpuAndOsAllowAmxBf16()) return false;
+  AmxBf16Off().store(!use, std::memory_order_relaxed);
+  return true;
 }
 
 LLAMA_AMX void AmxPanelTimesX(const uint32_t* x_pairs, int64_t n, int64_t in, const float* panel, int count,
                               float* y, int64_t out, int64_t first) {
-  ConfigureTilesOnce();
   thread_local std::vector<uint32_t> pairs;
   if (static_cast<int64_t>(pairs.size()) < in / 2 * kPanelWidth) pairs.resize(in / 2 * kPanelWidth);
   PairPanel(panel, in, pairs.data());
   const uint32_t* w = pairs.data();
   alignas(64) float tile[2][kAmxTileRows][16];
+  ConfigureTiles();
   for (int64_t m = 0; m < n; m += kAmxTileRows) {
     _tile_zero(0);
     _tile_zero(1);
@@ -110,6 +122,7 @@ LLAMA_AMX void AmxPanelTimesX(const uint32_t* x_pairs, int64_t n, int64_t in, co
       for (int c = 0; c < count; ++c) y[(m + r) * out + first + c] = tile[c / 16][r][c % 16];
     }
   }
+  _tile_release();
 }
 
 }  // namespace llama::cpu

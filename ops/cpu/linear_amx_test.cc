@@ -35,8 +35,8 @@ class LinearAmxTest : public ::testing::TestWithParam<BlockType> {};
 
 float Bf16(float v) { return Bf16ToF32(F32ToBf16(v)); }
 
-// 13 rows (one tile, partly empty), 20 (two, the second partly empty) and
-// 33 (two full and one of a row); 40 outputs (a full panel and a part of
+// 33 rows (two full tiles and one of a row), 13 (one, partly empty) and
+// 20 (two, the second partly empty); 40 outputs (a full panel and a part of
 // one); 512 inputs (two super-blocks, 16 tile steps).
 TEST_P(LinearAmxTest, PrefillIsTheBf16ProductOnAmxAndUnchangedElsewhere) {
   const int64_t out = 40, in = 512;
@@ -50,16 +50,20 @@ TEST_P(LinearAmxTest, PrefillIsTheBf16ProductOnAmxAndUnchangedElsewhere) {
   ASSERT_TRUE(packed.ok()) << packed.status();
   LinearOptions bf16;
   bf16.bf16_activations = true;
+  const bool amx = AmxBf16Usable();
   double worst = 0;
-  for (const int64_t n : {13, 20, 33}) {
+  // Larger n first, then smaller: the padded rows of x are zeroed anew.
+  for (const int64_t n : {33, 13, 20}) {
     const std::vector<float> x = Random(n * in, 6 + n);
-    std::vector<float> y(n * out), f32(n * out);
-    ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool, bf16).ok());
+    std::vector<float> y(n * out), f32(n * out), without_tiles(n * out);
     ASSERT_TRUE(Linear(x.data(), n, *packed, f32.data(), pool).ok());
-    if (!AmxBf16Usable()) {
-      EXPECT_EQ(y, f32) << "n=" << n;
-      continue;
-    }
+    // Without the tiles (no AMX, or forced off) the option changes nothing.
+    ASSERT_TRUE(ForceAmxBf16ForTesting(false));
+    ASSERT_TRUE(Linear(x.data(), n, *packed, without_tiles.data(), pool, bf16).ok());
+    EXPECT_EQ(without_tiles, f32) << "n=" << n;
+    if (!amx) continue;
+    ASSERT_TRUE(ForceAmxBf16ForTesting(true));
+    ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool, bf16).ok());
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t o = 0; o < out; ++o) {
         double sum = 0, size = 0;
@@ -79,11 +83,12 @@ TEST_P(LinearAmxTest, PrefillIsTheBf16ProductOnAmxAndUnchangedElsewhere) {
     // And not the f32 panels' result: x's rounding shows.
     EXPECT_NE(y, f32) << "n=" << n;
   }
-  if (AmxBf16Usable()) {
-    std::printf("%s: AMX-BF16 ran; worst |error| / sum |terms| = %.2g\n", DTypeName(dtype).data(), worst);
+  ASSERT_TRUE(ForceAmxBf16ForTesting(amx));
+  if (amx) {
+    std::printf("%s: AMX-BF16 tiles and the f32 panels ran; worst |error| / sum |terms| = %.2g\n",
+                DTypeName(dtype).data(), worst);
   } else {
-    std::printf("%s: AMX-BF16 not usable here; bf16_activations left the f32 panels as they are\n",
-                DTypeName(dtype).data());
+    std::printf("%s: AMX-BF16 not usable here (CPU or kernel); only the f32 panels ran\n", DTypeName(dtype).data());
   }
 }
 
