@@ -123,6 +123,23 @@ class KQuantLinearTest : public ::testing::TestWithParam<KQuant> {
   }
 };
 
+// Runs `check` once with each compiled version (x86-64-v3 where the CPU
+// has it, and the baseline) of the code around the kernels (x's
+// quantization, the prefill panels' widening), then restores the default;
+// returns the versions that ran.
+template <typename Check>
+std::string ForEveryVersion(Check check) {
+  const bool v3_by_default = simd::UseV3();
+  std::string versions;
+  for (bool v3 : {true, false}) {
+    if (!simd::ForceV3ForTesting(v3)) continue;
+    versions += std::string(simd::KernelVersion()) + " ";
+    check();
+  }
+  EXPECT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  return versions;
+}
+
 // x's rounding as the kernels do it: per 256, d = max|x| / 127, q = round(x / d).
 void QuantizeLikeTheKernels(const float* x, int64_t in, std::vector<int8_t>* q, std::vector<float>* d) {
   q->resize(in);
@@ -239,20 +256,15 @@ TEST_P(KQuantLinearTest, XIsRoundedHalvesAwayFromZeroByEveryVersion) {
   x[3] = 126.5f;
   const Expected expected = Reference(type, x, 1, w, out, in);
   const std::string chosen(type.kernel());
-  const bool v3_by_default = simd::UseV3();
   ASSERT_TRUE(type.force("scalar"));
-  std::string versions;
-  for (bool v3 : {true, false}) {
-    if (!simd::ForceV3ForTesting(v3)) continue;
-    versions += std::string(simd::KernelVersion()) + " ";
+  const std::string versions = ForEveryVersion([&] {
     std::vector<float> y(out);
     ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
     for (int64_t o = 0; o < out; ++o) {
       const double roundings = type.roundings_per_block * (in / 256) + 8;
       EXPECT_NEAR(y[o], expected.y[o], roundings * FLT_EPSILON * expected.size[o]) << simd::KernelVersion() << " @" << o;
     }
-  }
-  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  });
   ASSERT_TRUE(type.force(chosen));
   std::printf("%s x quantized by: %s\n", type.name, versions.c_str());
 }
@@ -268,15 +280,12 @@ TEST_P(KQuantLinearTest, XTooSmallToInvertItsScaleIsZeroInEveryVersion) {
   std::vector<float> x(in);
   for (int64_t i = 0; i < in; ++i) x[i] = (i % 2 ? 1e-38f : -1e-38f) * static_cast<float>(1 + i % 7);
   const std::string chosen(type.kernel());
-  const bool v3_by_default = simd::UseV3();
   ASSERT_TRUE(type.force("scalar"));
-  for (bool v3 : {true, false}) {
-    if (!simd::ForceV3ForTesting(v3)) continue;
+  ForEveryVersion([&] {
     std::vector<float> y(out, 1.0f);
     ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
     for (int64_t o = 0; o < out; ++o) EXPECT_EQ(y[o], 0.0f) << simd::KernelVersion() << " @" << o;
-  }
-  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  });
   ASSERT_TRUE(type.force(chosen));
 }
 
@@ -325,14 +334,11 @@ TEST_P(KQuantLinearTest, PrefillEqualsF32OnTheDecodedWeights) {
   std::vector<float> expected(n * out);
   ASSERT_TRUE(Linear(x.data(), n, *f32, expected.data(), pool).ok());
   // Both versions of the panels' widening (the v3 one transposes in registers).
-  const bool v3_by_default = simd::UseV3();
-  for (bool v3 : {true, false}) {
-    if (!simd::ForceV3ForTesting(v3)) continue;
+  ForEveryVersion([&] {
     std::vector<float> y(n * out);
     ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool).ok());
     EXPECT_EQ(y, expected) << simd::KernelVersion();
-  }
-  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  });
 }
 
 // Batch invariance where it holds: a row's outputs from the integer

@@ -99,6 +99,28 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
   EXPECT_FALSE(ForceInt8KernelForTesting("avx1024"));
 }
 
+// Runs `check` (named by KernelVersion and the kernel) once with each x
+// quantizer version for the kernel that takes x signed (scalar) and the one
+// that takes it unsigned (avx512vnni, where the CPU has it), then restores
+// the defaults; returns what ran.
+template <typename Check>
+std::string ForEveryXQuantizer(Check check) {
+  const std::string chosen(Int8Kernel());
+  const bool v3_by_default = simd::UseV3();
+  std::string ran;
+  for (const char* kernel : {"avx512vnni", "scalar"}) {
+    if (!ForceInt8KernelForTesting(kernel)) continue;
+    for (const bool v3 : {false, true}) {
+      if (!simd::ForceV3ForTesting(v3)) continue;
+      absl::StrAppend(&ran, ran.empty() ? "" : ", ", kernel, " ", simd::KernelVersion());
+      check(absl::StrCat(kernel, " ", simd::KernelVersion()));
+    }
+  }
+  EXPECT_TRUE(simd::ForceV3ForTesting(v3_by_default));
+  EXPECT_TRUE(ForceInt8KernelForTesting(chosen));
+  return ran;
+}
+
 // x's rounding is std::lround's (halves away from zero) in both compiled
 // versions of the quantizer, for the kernel that takes x signed and the
 // one that takes it unsigned: values made of halves and the floats just
@@ -121,23 +143,11 @@ TEST(LinearQ8Test, XIsRoundedHalvesAwayFromZeroByEveryVersion) {
   x[1] = 0.49999997f;
   x[2] = -0.49999997f;
   const std::vector<float> expected = Reference(x, 1, w, out, in);
-  const std::string chosen(Int8Kernel());
-  const bool v3_by_default = simd::UseV3();
-  std::string ran;
-  for (const char* kernel : {"avx512vnni", "scalar"}) {
-    if (!ForceInt8KernelForTesting(kernel)) continue;
-    for (const bool v3 : {false, true}) {
-      if (!simd::ForceV3ForTesting(v3)) continue;
-      absl::StrAppend(&ran, ran.empty() ? "" : ", ", kernel, " ", simd::KernelVersion());
-      std::vector<float> y(out);
-      ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
-      for (int64_t o = 0; o < out; ++o) {
-        EXPECT_NEAR(y[o], expected[o], 1e-4 + 1e-5 * std::abs(expected[o])) << kernel << " " << simd::KernelVersion();
-      }
-    }
-  }
-  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
-  ASSERT_TRUE(ForceInt8KernelForTesting(chosen));
+  const std::string ran = ForEveryXQuantizer([&](const std::string& version) {
+    std::vector<float> y(out);
+    ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
+    for (int64_t o = 0; o < out; ++o) EXPECT_NEAR(y[o], expected[o], 1e-4 + 1e-5 * std::abs(expected[o])) << version;
+  });
   std::printf("q8_0 x quantized by: %s\n", ran.c_str());
 }
 
@@ -153,19 +163,11 @@ TEST(LinearQ8Test, XTooSmallToInvertItsScaleIsZeroInEveryVersion) {
   ASSERT_TRUE(weight.ok()) << weight.status();
   std::vector<float> x(in);
   for (int64_t i = 0; i < in; ++i) x[i] = (i % 2 ? 1e-38f : -1e-38f) * static_cast<float>(1 + i % 7);
-  const std::string chosen(Int8Kernel());
-  const bool v3_by_default = simd::UseV3();
-  for (const char* kernel : {"avx512vnni", "scalar"}) {
-    if (!ForceInt8KernelForTesting(kernel)) continue;
-    for (const bool v3 : {false, true}) {
-      if (!simd::ForceV3ForTesting(v3)) continue;
-      std::vector<float> y(out, 1.0f);
-      ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
-      for (int64_t o = 0; o < out; ++o) EXPECT_EQ(y[o], 0.0f) << kernel << " " << simd::KernelVersion() << " @" << o;
-    }
-  }
-  ASSERT_TRUE(simd::ForceV3ForTesting(v3_by_default));
-  ASSERT_TRUE(ForceInt8KernelForTesting(chosen));
+  ForEveryXQuantizer([&](const std::string& version) {
+    std::vector<float> y(out, 1.0f);
+    ASSERT_TRUE(Linear(x.data(), 1, *weight, y.data(), pool).ok());
+    for (int64_t o = 0; o < out; ++o) EXPECT_EQ(y[o], 0.0f) << version << " @" << o;
+  });
 }
 
 // Prefill (more rows than decode handles): f32 activations times the
