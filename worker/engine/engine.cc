@@ -21,6 +21,7 @@ struct Engine::Sequence {
   std::vector<uint64_t> hashes;  // Chain hashes of its leading full blocks.
   int64_t computed = 0;          // Positions [0, computed) are in the cache.
   std::vector<float> prompt_logprobs;
+  std::vector<TopToken> prompt_top;  // [prompt_len * request.top_logprobs], with prompt_logprobs.
   bool prompt_scored = false;  // Reported (or not asked for).
   cpu::Rng rng{0};
   absl::flat_hash_map<int, int> generated_counts;  // For the penalties.
@@ -78,7 +79,10 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
   s->tokens = request.prompt;
   s->rng = cpu::Rng(request.seed);
   s->prompt_scored = !request.prompt_logprobs;
-  if (request.prompt_logprobs) s->prompt_logprobs.assign(s->prompt_len, 0.0f);
+  if (request.prompt_logprobs) {
+    s->prompt_logprobs.assign(s->prompt_len, 0.0f);
+    s->prompt_top.resize(s->prompt_len * request.top_logprobs);
+  }
   s->request = std::move(request);
   absl::MutexLock lock(&mutex_);
   if (!failed_.ok()) return absl::UnavailableError(absl::StrCat("the engine failed: ", failed_.message()));
@@ -164,6 +168,7 @@ void Engine::ReportPromptLogprobs(Sequence& s) {
   RequestEvent event;
   event.kind = RequestEvent::kPromptLogprobs;
   event.prompt_logprobs = s.prompt_logprobs;
+  event.prompt_top = s.prompt_top;
   if (s.request.sink) s.request.sink(event);
 }
 
@@ -318,10 +323,17 @@ absl::StatusOr<int64_t> Engine::ScorePrompts(const std::vector<Scheduled>& plan)
   for (const Scheduled& p : plan) {
     if (!p.scoring) continue;
     Sequence& s = *p.sequence;
-    // Logits at position q score the prompt token at q + 1.
+    // Logits at position q score the prompt token at q + 1, and rank the
+    // tokens that could have stood there.
+    const int k = s.request.top_logprobs;
     for (int64_t i = 0; i < p.take; ++i, row += vocab) {
       const int64_t q = s.computed + i;
       s.prompt_logprobs[q + 1] = cpu::LogProb(row, vocab, s.tokens[q + 1]);
+      if (k == 0) continue;
+      int ids[kMaxTopLogprobs];
+      float logprobs[kMaxTopLogprobs];
+      cpu::TopLogProbs(row, vocab, k, ids, logprobs);
+      for (int j = 0; j < k; ++j) s.prompt_top[(q + 1) * k + j] = {ids[j], logprobs[j]};
     }
     s.computed += p.take;
     computed += p.take;

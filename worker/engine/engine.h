@@ -58,6 +58,10 @@ struct RequestEvent {
   // kPromptLogprobs: [prompt length]; entry p is of prompt token p given
   // the ones before it, entry 0 is 0 (the reference's convention).
   absl::Span<const float> prompt_logprobs;
+  // kPromptLogprobs with top_logprobs k: [prompt length * k]; entries
+  // [p * k, (p + 1) * k) are the k most likely tokens at prompt position p,
+  // most likely first (position 0's are zeros: nothing is before it).
+  absl::Span<const TopToken> prompt_top;
   FinishReason finish = FinishReason::kLength;  // kFinished.
   absl::Status status;                          // kFinished with kError.
 };
@@ -75,7 +79,8 @@ struct EngineRequest {
   // No stop id is chosen before this many tokens (vLLM's min_tokens).
   int64_t min_new_tokens = 0;
   bool prompt_logprobs = false;
-  // Each token event also carries this many most likely tokens (0 to 5).
+  // Each token event also carries this many most likely tokens (0 to 5),
+  // and so does each prompt position with prompt_logprobs.
   int top_logprobs = 0;
   // OpenAI's penalties on the tokens generated so far, each in [-2, 2]: a
   // token's logit loses frequency_penalty for every time it was generated

@@ -1,5 +1,6 @@
 #include "worker/engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -36,9 +37,11 @@ absl::Status CheckEngineRequest(const EngineRequest& request, int64_t vocab, int
   if (!(request.min_p >= 0 && request.min_p <= 1)) {
     return absl::InvalidArgumentError(absl::StrFormat("min_p %g: expected 0 to 1", request.min_p));
   }
-  if (request.top_logprobs < 0 || request.top_logprobs > kMaxTopLogprobs) {
+  // No more alternatives than there are tokens.
+  const int64_t max_top = std::min<int64_t>(kMaxTopLogprobs, vocab);
+  if (request.top_logprobs < 0 || request.top_logprobs > max_top) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("top_logprobs %d: expected 0 to %d", request.top_logprobs, kMaxTopLogprobs));
+        absl::StrFormat("top_logprobs %d: expected 0 to %d", request.top_logprobs, max_top));
   }
   for (const auto& [name, value] : {std::pair<const char*, float>{"presence_penalty", request.presence_penalty},
                                     {"frequency_penalty", request.frequency_penalty}}) {

@@ -20,6 +20,7 @@ struct Outcome {
   std::vector<int> tokens;
   std::vector<float> logprobs;
   std::vector<float> prompt_logprobs;
+  std::vector<TopToken> prompt_top;
   bool prompt_logprobs_before_tokens = true;
   int finishes = 0;
   int scheduled = 0;
@@ -40,6 +41,7 @@ EngineRequest Request(std::vector<int> prompt, Outcome* out, int64_t max_new_tok
     switch (e.kind) {
       case RequestEvent::kPromptLogprobs:
         out->prompt_logprobs.assign(e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+        out->prompt_top.assign(e.prompt_top.begin(), e.prompt_top.end());
         out->prompt_logprobs_before_tokens = out->tokens.empty();
         break;
       case RequestEvent::kToken:
@@ -262,6 +264,54 @@ TEST(EngineTest, PromptLogprobsComeOnceBeforeTheTokensAndMatchASoloRun) {
   EXPECT_TRUE(c.tokens.empty());
   EXPECT_EQ(c.finish, FinishReason::kLength);
   EXPECT_TRUE(d.prompt_logprobs.empty());
+}
+
+std::vector<std::pair<int, float>> Pairs(const std::vector<TopToken>& top) {
+  std::vector<std::pair<int, float>> pairs;
+  for (const TopToken& t : top) pairs.emplace_back(t.token, t.logprob);
+  return pairs;
+}
+
+// With top_logprobs, each prompt position also ranks the tokens that could
+// have stood there: those of one forward pass over the whole prompt, though
+// the engine scores it in pieces beside another request.
+TEST(EngineTest, PromptPositionsRankTheirMostLikelyTokens) {
+  constexpr int kTop = 3;
+  CacheCheckingModel model({});
+  EngineOptions options;
+  options.max_num_batched_tokens = 8;
+  Engine engine(&model, options);
+  Outcome a, b;
+  EngineRequest ra = Request(Prompt(20, 1), &a, 2), rb = Request(Prompt(9, 2), &b, 2);
+  ra.prompt_logprobs = rb.prompt_logprobs = true;
+  ra.top_logprobs = kTop;
+  ASSERT_TRUE(engine.Submit(rb).ok());
+  ASSERT_TRUE(engine.Submit(ra).ok());
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  EXPECT_TRUE(b.prompt_top.empty());
+  ASSERT_EQ(a.prompt_top.size(), 20u * kTop);
+
+  CacheCheckingModel whole({});
+  const std::vector<std::vector<int32_t>> tables = SlotBlockTables(whole, 1);
+  const SequenceChunk chunk{tables[0], 0, ra.prompt, /*all_logits=*/true};
+  absl::StatusOr<absl::Span<const float>> logits = whole.Forward({chunk});
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const int64_t vocab = whole.limits().vocab_size;
+  for (int p = 1; p < 20; ++p) {
+    int ids[kTop];
+    float logprobs[kTop];
+    cpu::TopLogProbs(logits->data() + (p - 1) * vocab, vocab, kTop, ids, logprobs);
+    for (int j = 0; j < kTop; ++j) {
+      EXPECT_EQ(a.prompt_top[p * kTop + j].token, ids[j]) << p << " " << j;
+      EXPECT_EQ(a.prompt_top[p * kTop + j].logprob, logprobs[j]) << p << " " << j;
+      // The prompt token's own log-probability, where it is among them, is
+      // the same number (clients compare the two for greediness).
+      if (ids[j] == ra.prompt[p]) {
+        EXPECT_EQ(a.prompt_logprobs[p], logprobs[j]) << p;
+      }
+    }
+  }
+  EXPECT_EQ(Pairs(a.prompt_top), Pairs(Solo(ra, {}).prompt_top));
 }
 
 TEST(EngineTest, BadRequestsNameTheField) {

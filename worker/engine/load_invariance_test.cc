@@ -34,6 +34,7 @@ struct Spec {
 struct Result {
   std::vector<int> tokens;
   std::vector<float> logprobs, prompt_logprobs;
+  std::vector<std::pair<int, float>> prompt_top;
   FinishReason finish = FinishReason::kError;
 };
 
@@ -64,12 +65,14 @@ EngineRequest RequestOf(const Spec& spec, Result* out) {
   r.top_p = 0.9f;
   r.seed = spec.seed;
   r.prompt_logprobs = spec.prompt_logprobs;
+  r.top_logprobs = spec.prompt_logprobs ? 2 : 0;
   r.sink = [out](const RequestEvent& e) {
     if (e.kind == RequestEvent::kToken) {
       out->tokens.push_back(e.token);
       out->logprobs.push_back(e.logprob);
     } else if (e.kind == RequestEvent::kPromptLogprobs) {
       out->prompt_logprobs.assign(e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+      for (const TopToken& t : e.prompt_top) out->prompt_top.emplace_back(t.token, t.logprob);
     } else {
       out->finish = e.finish;
     }
@@ -119,6 +122,7 @@ void ExpectSameAsAlone(const std::vector<Result>& together, const std::vector<Re
     EXPECT_EQ(together[i].tokens, alone[i].tokens);
     EXPECT_EQ(together[i].logprobs, alone[i].logprobs);  // Bit for bit.
     EXPECT_EQ(together[i].prompt_logprobs, alone[i].prompt_logprobs);
+    EXPECT_EQ(together[i].prompt_top, alone[i].prompt_top);
   }
 }
 
