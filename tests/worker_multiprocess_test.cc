@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <regex>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "base/process.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "checkpoint/converter.h"
+#include "ops/dtype.h"
 #include "tests/fixtures/sampled_golden.h"
 #include "tests/fixtures/test_util.h"
 #include "tokenizer/tokenizer_fixture.h"
@@ -31,17 +33,21 @@ namespace {
 
 using ::llama::testing::ReadFileOrEmpty;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 std::string TempDir() { return getenv("TEST_TMPDIR"); }
 
-// Shards of fixture `model` for `world_size` ranks (converted once).
-std::string Shards(const std::string& model, int world_size) {
-  const std::string out = absl::StrCat(TempDir(), "/", model, "_tp", world_size);
+// Shards of fixture `model` for `world_size` ranks (converted once), to
+// `dtype` when given.
+std::string Shards(const std::string& model, int world_size, std::optional<DType> dtype = std::nullopt) {
+  const std::string out = absl::StrCat(TempDir(), "/", model, "_tp", world_size,
+                                       dtype.has_value() ? absl::StrCat("_", DTypeName(*dtype)) : "");
   ConvertOptions options;
   options.ckpt_dir = testing::CheckpointFixturePath(model);
   options.out_dir = out;
   options.world_size = world_size;
+  options.dtype = dtype;
   absl::StatusOr<ConvertResult> result = ConvertCheckpoint(options);
   EXPECT_TRUE(result.ok()) << result.status();
   return out;
@@ -326,8 +332,77 @@ TEST(WorkerFaultTest, ABadPromptCostsOneAnswerAndARerunResumes) {
   std::ofstream(path) << prompts.dump();
   Job other = Start("bad_prompt", shards, 1, flags);
   ExpectEveryRankFails(other, 2);
-  EXPECT_THAT(other.Log(0), HasSubstr("is of another job"));
+  EXPECT_THAT(other.Log(0), HasSubstr("holds answers of another job: prompts or dialogs differ (this job: \"4 prompts ("));
   EXPECT_EQ(ReadJsonl(other.dir + "/out.jsonl"), resumed);
+}
+
+// A rerun into the same --output is the same job or no job: another model,
+// the same checkpoint converted to another dtype, or a longer --max_gen_len
+// is refused before loading (2), naming the file and what differs, and the
+// file stays as it was; the same job at another tensor-parallel degree
+// resumes it; --overwrite_output writes exactly what a run into a fresh
+// file writes. A rerun that fails before its first answer leaves the old
+// file whole (and, killed, too: ResultsTest covers the state on disk before
+// the first answer).
+TEST(WorkerOutputTest, ARerunIsTheSameJobOrRefused) {
+  const std::vector<std::string> flags = {"--prompts_file=" + WritePrompts("tiny_fp32_mp1"), "--temperature=0",
+                                          "--max_gen_len=8"};
+  const std::string tiny = Shards("tiny_fp32_mp1", 1);
+  Job first = Start("rerun", tiny, 1, flags);
+  ExpectSuccess(first);
+  const std::string path = first.dir + "/out.jsonl";
+  const std::string answers = ReadFileOrEmpty(path);
+  ASSERT_EQ(ReadJsonl(path).size(), 4u);
+
+  const std::vector<std::string> longer = {flags[0], flags[1], "--max_gen_len=16"};
+  const struct {
+    const char* name;
+    std::string shards;
+    std::vector<std::string> flags;
+    const char* differs;
+  } others[] = {
+      {"another model", Shards("gqa_bf16_mp1", 1), flags, "model shards differ (this job: \""},
+      {"another dtype", Shards("tiny_fp32_mp1", 1, DType::kQ8_0), flags, "weight dtypes differ (this job: \"f32 x "},
+      {"a longer --max_gen_len", tiny, longer, "--max_gen_len values differ (this job: 16; the file's: 8)"},
+  };
+  for (const auto& other : others) {
+    Job rerun = Start("rerun", other.shards, 1, other.flags);
+    ExpectEveryRankFails(rerun, 2);
+    EXPECT_THAT(rerun.Log(0), HasSubstr(absl::StrCat("--output=", path, " holds answers of another job: ",
+                                                     other.differs)))
+        << other.name;
+    EXPECT_THAT(rerun.Log(0), Not(HasSubstr("loaded "))) << other.name << ": refused after loading";
+    EXPECT_EQ(ReadFileOrEmpty(path), answers) << other.name;
+  }
+
+  Job two_ranks = Start("rerun", Shards("tiny_fp32_mp1", 2), 2, flags);
+  ExpectSuccess(two_ranks);
+  EXPECT_THAT(two_ranks.Log(0), HasSubstr("resuming: 4 of 4 prompts done"));
+  EXPECT_EQ(ReadFileOrEmpty(path), answers);
+
+  // Rank 1 of another model: the ranks disagree while loading, after rank 0
+  // began the new file beside the old one.
+  const std::string gqa_two = Shards("gqa_bf16_mp1", 2);
+  Job failed = Start("rerun", Shards("tiny_fp32_mp1", 2), 2, {flags[0], flags[1], "--max_gen_len=16",
+                                                               "--overwrite_output"},
+                     {}, 0, {"--shard_dir=" + gqa_two});
+  const absl::StatusOr<ExitStatus> rank0 = failed.ranks[0]->Wait(60s);
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  EXPECT_FALSE(rank0->success()) << failed.Log(0);
+  ASSERT_TRUE(failed.ranks[1]->Wait(60s).ok());
+  EXPECT_EQ(ReadFileOrEmpty(path), answers);
+  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+
+  const std::string gqa = Shards("gqa_bf16_mp1", 1);
+  Job fresh = Start("rerun_fresh", gqa, 1, flags);
+  ExpectSuccess(fresh);
+  std::vector<std::string> overwrite = flags;
+  overwrite.push_back("--overwrite_output");
+  Job replaced = Start("rerun", gqa, 1, overwrite);
+  ExpectSuccess(replaced);
+  EXPECT_THAT(replaced.Log(0), Not(HasSubstr("resuming")));
+  EXPECT_EQ(ReadFileOrEmpty(path), ReadFileOrEmpty(fresh.dir + "/out.jsonl"));
+  EXPECT_NE(ReadFileOrEmpty(path), answers);
 }
 
 // --kv_cache_free_share sizes the pool from free memory, and the ranks agree

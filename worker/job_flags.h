@@ -65,7 +65,12 @@ enum class WorkerForwarding {
   X(string, dialogs_file, "", kInput, kPathIfSet, \
     "Dialogs for chat completion: a JSON array of [{role, content}, ...].") \
   X(string, output, "", kInput, kPathIfSet, \
-    "Write one JSON object per prompt or dialog to this file (JSON Lines, by rank 0).") \
+    "Write one JSON object per prompt or dialog to this file (JSON Lines, by rank 0). Each line names the job " \
+    "(model, weight types, tokenizer, prompts, generation flags); a rerun of the same job resumes the file, " \
+    "another job's file is refused.") \
+  X(bool, overwrite_output, false, kInput, kAlways, \
+    "Start --output afresh even if it holds answers (of this or another job); the old file stays whole " \
+    "until the new job has its first answer.") \
   X(string, json_schema, "", kInput, kPathIfSet, \
     "Structured output: every answer is JSON valid against this JSON Schema file (constrained decoding).") \
   X(double, temperature, 0.6, kGeneration, kAlways, \

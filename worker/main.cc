@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <gflags/gflags.h>
@@ -46,6 +47,7 @@
 #include "worker/flag_help.h"
 #include "worker/job.h"
 #include "worker/job_flags.h"
+#include "worker/job_identity.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/rank_plan.h"
 #include "worker/rank_model.h"
@@ -136,12 +138,13 @@ struct LoadedRank {
   double load_seconds = 0;
 };
 
+// `tokenizer` and `shard` are opened, not yet read past the shard's index.
 absl::StatusOr<LoadedRank> LoadRank(const JobFlags& flags, const WorkerEnvironment& env, Device device,
-                                    RankPeers& peers) {
+                                    RankPeers& peers, std::unique_ptr<Tokenizer> tokenizer,
+                                    std::shared_ptr<const ShardReader> shard) {
   const auto start = std::chrono::steady_clock::now();
   LoadedRank loaded;
-  ASSIGN_OR_RETURN(loaded.tokenizer, Tokenizer::Load(FLAGS_tokenizer_path));
-  ASSIGN_OR_RETURN(std::shared_ptr<const ShardReader> shard, OpenShard(env));
+  loaded.tokenizer = std::move(tokenizer);
   // The launcher finds shards up to date by their index alone (the sources'
   // names, sizes and times): a byte changed since would run as a wrong model.
   if (flags.verify_shards) RETURN_IF_ERROR(shard->VerifyChecksums());
@@ -193,40 +196,56 @@ SamplingOptions SamplingFromFlags(const JobFlags& flags) {
   return sampling;
 }
 
-// Names a batch job's inputs in each line of its --output, so a rerun
-// resumes only the same job: the prompts or dialogs and the flags that
-// shape their answers.
-std::string JobKey(const Job& job, const JobFlags& flags, const std::string& grammar) {
-  const std::string inputs =
-      absl::StrCat(SerializeJob(job), "\n", flags.temperature, " ", flags.top_p, " ", flags.max_gen_len, " ",
-                   flags.seed, " ", flags.logprobs, " ", flags.echo, "\n", grammar);
-  return absl::StrFormat("%016x", XXH3_64bits(inputs.data(), inputs.size()));
+// What the batch job's answers depend on (worker/job_identity.h), from
+// what rank 0 has before loading: its shard's index, the tokenizer, the
+// flags.
+absl::StatusOr<JobIdentity> BatchJobIdentity(const JobFlags& flags, const Job& job, const std::string& grammar,
+                                             const ShardReader& shard, const Tokenizer& tokenizer, Device device) {
+  JobInputs inputs;
+  inputs.shard_index = &shard.index();
+  inputs.tokenizer_path = FLAGS_tokenizer_path;
+  inputs.job = &job;
+  if (job.chat) inputs.chat_format = tokenizer.family() == Tokenizer::Family::kTiktoken ? "llama3" : "llama2";
+  inputs.device = std::string(DeviceName(device));
+  inputs.kv_cache_dtype = flags.kv_cache_dtype;
+  inputs.int8_prefill = flags.int8_prefill;
+  inputs.bf16_activations = flags.bf16_activations;
+  inputs.temperature = flags.temperature;
+  inputs.top_p = flags.top_p;
+  inputs.max_seq_len = flags.max_seq_len;
+  inputs.max_gen_len = flags.max_gen_len;
+  inputs.seed = flags.seed;
+  inputs.logprobs = flags.logprobs;
+  inputs.echo = flags.echo;
+  inputs.grammar = grammar;
+  return JobIdentity::Of(inputs);
 }
 
 // The prompts a batch job still has to run: all, or on a rerun with the same
 // --output those without an answer there.
 struct BatchOutput {
-  std::string job_key;
+  std::optional<JobIdentity> job;
   std::vector<size_t> todo;
   std::unique_ptr<ResultsFile> file;  // Null without --output.
 };
 
 // Checked before loading: another job's --output is refused in seconds.
-absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, const Job& job, const std::string& grammar) {
+absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, JobIdentity identity, size_t total, bool chat) {
   BatchOutput output;
-  output.job_key = JobKey(job, flags, grammar);
-  const size_t total = job.chat ? job.dialogs.size() : job.prompts.size();
   PreviousResults previous;
   if (!flags.output.empty()) {
-    ASSIGN_OR_RETURN(previous, ResumeResults(flags.output, output.job_key, total));
+    if (!flags.overwrite_output) {
+      ASSIGN_OR_RETURN(previous, ResumeResults(flags.output, identity, total));
+    }
     ASSIGN_OR_RETURN(output.file, ResultsFile::Create(flags.output, previous.lines));
   }
+  output.job = std::move(identity);
   for (size_t i = 0; i < total; ++i) {
     if (previous.done.count(i) == 0) output.todo.push_back(i);
   }
   if (!previous.done.empty()) {
     std::fprintf(stderr, "%sresuming: %zu of %zu %s done (in %s)\n", kProgressPrefix, previous.done.size(), total,
-                 job.chat ? "dialogs" : "prompts", flags.output.c_str());
+                 chat ? "dialogs" : "prompts", flags.output.c_str());
     std::fflush(stderr);
   }
   return output;
@@ -257,7 +276,7 @@ class BatchResults {
         std::fprintf(stderr, "error: %s %zu cannot run: %s\n", job_.chat ? "dialog" : "prompt", index,
                      std::string(c.status.message()).c_str());
       }
-      lines.push_back(ResultLine(index, output_.job_key, c, job_.chat, logprobs_));
+      lines.push_back(ResultLine(index, *output_.job, c, job_.chat, logprobs_));
     }
     std::fflush(stdout);
     if (output_.file) RETURN_IF_ERROR(output_.file->Append(lines));
@@ -385,15 +404,19 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(JoinOptions(flags, env), env.local_rank));
   if (env.listen_fd >= 0) close(env.listen_fd);  // The store has its own copy, if it needed one.
   ASSIGN_OR_RETURN(const Job job, ShareJob(flags, env, peers));
+  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(FLAGS_tokenizer_path));
+  ASSIGN_OR_RETURN(std::shared_ptr<const ShardReader> shard, OpenShard(env));
   BatchOutput output;
   std::string grammar;  // GBNF, from --json_schema.
   if (leader && !flags.serve) {
     if (!flags.json_schema.empty()) {
       ASSIGN_OR_RETURN(grammar, ReadJsonSchemaGrammar(flags.json_schema));
     }
-    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, job, grammar));
+    ASSIGN_OR_RETURN(JobIdentity identity, BatchJobIdentity(flags, job, grammar, *shard, *tokenizer, device));
+    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, std::move(identity),
+                                             job.chat ? job.dialogs.size() : job.prompts.size(), job.chat));
   }
-  ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers));
+  ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers, std::move(tokenizer), std::move(shard)));
   // Rank 0 runs the engine; the others run the steps it sends them.
   absl::Status failed_prompts;
   if (!leader) {

@@ -70,8 +70,7 @@ std::string CompletionJson(const Completion& completion, bool chat, bool logprob
   return Dump(j);
 }
 
-std::string ResultLine(size_t index, const std::string& job_key, const Completion& completion, bool chat,
-                       bool logprobs) {
+std::string ResultLine(size_t index, const JobIdentity& job, const Completion& completion, bool chat, bool logprobs) {
   nlohmann::ordered_json j;
   j["index"] = index;
   if (completion.status.ok()) {
@@ -79,21 +78,24 @@ std::string ResultLine(size_t index, const std::string& job_key, const Completio
   } else {
     j["error"] = std::string(completion.status.message());
   }
-  j["job"] = job_key;
+  j["job"] = job.fields();
   return Dump(j);
 }
 
-absl::StatusOr<PreviousResults> ResumeResults(const std::string& path, const std::string& job_key, size_t total) {
+absl::StatusOr<PreviousResults> ResumeResults(const std::string& path, const JobIdentity& job, size_t total) {
   PreviousResults previous;
   std::ifstream in(path, std::ios::binary);
   if (!in) return previous;
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto refuse = [&](size_t line_number, absl::string_view why) {
+  // `what` the file holds instead of this job's answers.
+  const auto refuse = [&](absl::string_view what) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "--output \"%s\" line %d %s: it is not this job's (other prompts, dialogs or sampling flags), so it is "
-        "neither resumed nor overwritten; move it away or choose another --output (a rerun of the same job "
-        "resumes it)",
-        path, line_number, why));
+        "--output=%s %s. It is neither resumed nor overwritten: --overwrite_output starts it afresh (replaced "
+        "once the new job has its first answer), or choose another --output (a rerun of the same job resumes it)",
+        path, what));
+  };
+  const auto not_results = [&](size_t line_number, absl::string_view why) {
+    return refuse(absl::StrFormat("is not a batch job's output: line %d %s", line_number, why));
   };
   size_t start = 0;
   for (size_t line_number = 1; start < text.size(); ++line_number) {
@@ -102,13 +104,18 @@ absl::StatusOr<PreviousResults> ResumeResults(const std::string& path, const std
     const std::string line = text.substr(start, end - start);
     start = end + 1;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return refuse(line_number, "is not a JSON object");
-    const auto key = j.find("job");
-    if (key == j.end() || !key->is_string()) return refuse(line_number, "names no job");
-    if (key->get<std::string>() != job_key) return refuse(line_number, "is of another job");
+    if (j.is_discarded() || !j.is_object()) return not_results(line_number, "is not a JSON object");
+    const auto recorded = j.find("job");
+    if (recorded == j.end()) return not_results(line_number, "names no job");
+    const absl::StatusOr<JobIdentity> theirs = JobIdentity::FromJson(*recorded);
+    if (!theirs.ok()) return not_results(line_number, theirs.status().message());
+    if (const std::string difference = job.FirstDifference(*theirs); !difference.empty()) {
+      return refuse(absl::StrFormat("holds answers of another job: %s (line %d)", difference, line_number));
+    }
     const auto index = j.find("index");
     if (index == j.end() || !index->is_number_unsigned() || index->get<size_t>() >= total) {
-      return refuse(line_number, "has no index of this job");
+      return refuse(absl::StrFormat("holds answers of another job: line %d has no index of this job (0 to %d)",
+                                    line_number, static_cast<int64_t>(total) - 1));
     }
     if (j.contains("error") || !previous.done.insert(index->get<size_t>()).second) continue;
     previous.lines.push_back(line);
@@ -135,15 +142,27 @@ absl::Status WriteLinesAtomically(const std::string& path, const std::vector<std
 
 absl::StatusOr<std::unique_ptr<ResultsFile>> ResultsFile::Create(const std::string& path,
                                                                  const std::vector<std::string>& kept) {
-  if (!kept.empty()) RETURN_IF_ERROR(WriteLinesAtomically(path, kept));
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (kept.empty() ? O_TRUNC : O_APPEND), 0644);
-  if (fd < 0) {
-    return absl::PermissionDeniedError(absl::StrFormat("--output \"%s\": cannot create: %s", path, std::strerror(errno)));
+  std::string partial;
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND;
+  if (kept.empty()) {
+    partial = path + ".partial";
+    flags |= O_TRUNC;
+  } else {
+    RETURN_IF_ERROR(WriteLinesAtomically(path, kept));
   }
-  return std::unique_ptr<ResultsFile>(new ResultsFile(path, fd));
+  const std::string& opened = partial.empty() ? path : partial;
+  const int fd = ::open(opened.c_str(), flags, 0644);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("--output=%s: cannot create %s: %s", path, opened, std::strerror(errno)));
+  }
+  return std::unique_ptr<ResultsFile>(new ResultsFile(path, std::move(partial), fd));
 }
 
-ResultsFile::~ResultsFile() { ::close(fd_); }
+ResultsFile::~ResultsFile() {
+  ::close(fd_);
+  if (!partial_.empty()) ::unlink(partial_.c_str());
+}
 
 absl::Status ResultsFile::Append(const std::vector<std::string>& lines) {
   std::string batch;
@@ -161,6 +180,10 @@ absl::Status ResultsFile::Append(const std::vector<std::string>& lines) {
   }
   if (::fdatasync(fd_) != 0) {
     return absl::UnavailableError(absl::StrFormat("--output \"%s\": fdatasync: %s", path_, std::strerror(errno)));
+  }
+  if (!partial_.empty()) {
+    RETURN_IF_ERROR(RenameDurably(partial_, path_));
+    partial_.clear();
   }
   return absl::OkStatus();
 }
