@@ -60,13 +60,15 @@ const std::set<std::string>& PlacementFlags() {
 // node, each --worker_env (gflags keeps only the last).
 bool ScriptWritesFlag(const std::string& name) { return name == "nproc_per_node" || name == "worker_env"; }
 
-// What the job would find missing only after the queue wait: its input
-// files, and prompts given to a server.
-absl::Status CheckJobFiles(const JobFlags& flags, bool serve) {
+// What the job would find missing only after the queue wait: prompts given
+// to a server, and (`check_paths`) its input files. A dry run's paths may
+// be the cluster's, absent here: it checks the flags only.
+absl::Status CheckJobFiles(const JobFlags& flags, bool serve, bool check_paths) {
   if (serve && (!flags.prompt.empty() || !flags.prompts_file.empty() || !flags.dialogs_file.empty())) {
     return absl::InvalidArgumentError(
         "serve takes its prompts over HTTP: drop --prompt, --prompts_file and --dialogs_file");
   }
+  if (!check_paths) return absl::OkStatus();
   for (const auto& [flag, path] : {std::pair<const char*, std::string>{"prompts_file", flags.prompts_file},
                                    {"dialogs_file", flags.dialogs_file},
                                    {"tokenizer_path", flags.tokenizer_path},
@@ -86,9 +88,9 @@ absl::Status CheckJobFiles(const JobFlags& flags, bool serve) {
 
 // `args` (given after "--") applied to this process's flags, so that they
 // are checked as the job's, then every job flag that differs from its
-// default, as the script's arguments.
+// default, as the script's arguments. `check_paths`: CheckJobFiles'.
 absl::StatusOr<std::vector<std::string>> JobArguments(const std::vector<std::string>& args,
-                                                      const std::vector<std::string>& worker_env) {
+                                                      const std::vector<std::string>& worker_env, bool check_paths) {
   bool serve = false;
   for (const std::string& arg : args) {
     if (arg == "serve") {  // A server job: `launcher serve ...` on every node.
@@ -134,7 +136,7 @@ absl::StatusOr<std::vector<std::string>> JobArguments(const std::vector<std::str
   }
   const JobFlags flags = JobFlagsFromCommandLine();
   RETURN_IF_ERROR(CheckJobFlags(flags, /*need_input=*/false));
-  RETURN_IF_ERROR(CheckJobFiles(flags, serve));
+  RETURN_IF_ERROR(CheckJobFiles(flags, serve, check_paths));
   return job;
 }
 
@@ -228,7 +230,7 @@ absl::Status RunSbatchCommand(const std::string& launcher_path, const SbatchRequ
   }
   // A dry run's script may be for another machine's paths.
   if (!FLAGS_dry_run) RETURN_IF_ERROR(CheckLauncherPath(launcher));
-  ASSIGN_OR_RETURN(const std::vector<std::string> job, JobArguments(request.job_args, request.worker_env));
+  ASSIGN_OR_RETURN(const std::vector<std::string> job, JobArguments(request.job_args, request.worker_env, !FLAGS_dry_run));
   // Read after the job's arguments, which may give it too.
   const int nproc_per_node = std::stoi(gflags::GetCommandLineFlagInfoOrDie("nproc_per_node").current_value);
   const bool nproc_given = !gflags::GetCommandLineFlagInfoOrDie("nproc_per_node").is_default;

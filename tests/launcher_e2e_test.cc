@@ -483,6 +483,17 @@ TEST(LauncherSlurmTest, SbatchWritesAndSubmitsTheScript) {
   EXPECT_THAT(dry.out(), HasSubstr("#!/bin/bash"));
   EXPECT_THAT(dry.out(), HasSubstr("'--ckpt_dir=/x'"));
   EXPECT_THAT(dry.out(), HasSubstr("'--prompt=p'"));
+
+  // A dry run checks flags only: every path may be the cluster's, absent
+  // here (a real submission checks them: SbatchRefusesWhatCannotWork).
+  LauncherRun cluster_paths =
+      Launch("sbatch_dry_paths", {"sbatch", "--dry_run", "--launcher_path=/opt/l/launcher", "--",
+                                  "--ckpt_dir=/data/llama-2-70b", "--tokenizer_path=/data/tokenizer.model",
+                                  "--prompts_file=/data/prompts.json", "--json_schema=/data/schema.json"},
+             {"PATH=/nonexistent"});
+  EXPECT_EQ(ExitCodeOf(cluster_paths), 0) << cluster_paths.err();
+  EXPECT_THAT(cluster_paths.out(), HasSubstr("'--tokenizer_path=/data/tokenizer.model'"));
+  EXPECT_THAT(cluster_paths.out(), HasSubstr("'--json_schema=/data/schema.json'"));
 }
 
 // Each refusal is one line, and no script is printed or submitted.
@@ -540,7 +551,7 @@ TEST(LauncherSlurmTest, SbatchRefusesWhatCannotWork) {
        "--master_addr is decided by SLURM"},
       {"no_launcher", {"sbatch", "--launcher_path=/nonexistent/launcher", "--", "--ckpt_dir=/x"},
        "--launcher_path=/nonexistent/launcher: no such executable"},
-      {"prompts_file", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "--prompts_file=/nonexistent.txt"},
+      {"prompts_file", {"sbatch", shared, "--", ckpt, tokenizer, "--prompts_file=/nonexistent.txt"},
        "--prompts_file=/nonexistent.txt: no such file"},
       {"serve_prompt", {"sbatch", "--dry_run", "--launcher_path=/opt/l", "--", "serve", "--prompt=hi"},
        "serve takes its prompts over HTTP"},
