@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include <gflags/gflags.h>
@@ -37,17 +36,14 @@
 #include "ops/dtype.h"
 #include "third_party/cuda/cuda_build_info.h"
 #include "tokenizer/tokenizer.h"
-#include "worker/batch/generator.h"
-#include "worker/grammar/grammar.h"
-#include "worker/grammar/token_matcher.h"
 #include "worker/collectives/environment.h"
 #include "worker/collectives/rendezvous.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/lockstep.h"
+#include "worker/batch_job.h"
 #include "worker/flag_help.h"
 #include "worker/job.h"
 #include "worker/job_flags.h"
-#include "worker/job_identity.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/rank_plan.h"
 #include "worker/rank_model.h"
@@ -185,186 +181,15 @@ absl::Status Serve(const JobFlags& flags, const WorkerEnvironment& env, LoadedRa
   return RunServer(*loaded.model.model, *peers.host, *loaded.tokenizer, serving);
 }
 
-SamplingOptions SamplingFromFlags(const JobFlags& flags) {
-  SamplingOptions sampling;
-  sampling.temperature = static_cast<float>(flags.temperature);
-  sampling.top_p = static_cast<float>(flags.top_p);
-  if (flags.max_gen_len >= 0) sampling.max_gen_len = flags.max_gen_len;
-  sampling.logprobs = flags.logprobs;
-  sampling.echo = flags.echo;
-  sampling.seed = flags.seed;
-  return sampling;
-}
-
-// What the batch job's answers depend on (worker/job_identity.h), from
-// what rank 0 has before loading: its shard's index, the tokenizer, the
-// flags.
-absl::StatusOr<JobIdentity> BatchJobIdentity(const JobFlags& flags, const Job& job, const std::string& grammar,
-                                             const ShardReader& shard, const Tokenizer& tokenizer, Device device) {
-  JobInputs inputs;
-  inputs.shard_index = &shard.index();
-  inputs.tokenizer_path = FLAGS_tokenizer_path;
-  inputs.job = &job;
-  if (job.chat) inputs.chat_format = tokenizer.family() == Tokenizer::Family::kTiktoken ? "llama3" : "llama2";
-  inputs.device = std::string(DeviceName(device));
-  inputs.kv_cache_dtype = flags.kv_cache_dtype;
-  inputs.int8_prefill = flags.int8_prefill;
-  inputs.bf16_activations = flags.bf16_activations;
-  inputs.temperature = flags.temperature;
-  inputs.top_p = flags.top_p;
-  inputs.max_seq_len = flags.max_seq_len;
-  inputs.max_gen_len = flags.max_gen_len;
-  inputs.seed = flags.seed;
-  inputs.logprobs = flags.logprobs;
-  inputs.echo = flags.echo;
-  inputs.grammar = grammar;
-  return JobIdentity::Of(inputs);
-}
-
-// The prompts a batch job still has to run: all, or on a rerun with the same
-// --output those without an answer there.
-struct BatchOutput {
-  std::optional<JobIdentity> job;
-  std::vector<size_t> todo;
-  std::unique_ptr<ResultsFile> file;  // Null without --output.
-};
-
-// Checked before loading: another job's --output is refused in seconds.
-absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, JobIdentity identity, size_t total, bool chat) {
-  BatchOutput output;
-  PreviousResults previous;
-  if (!flags.output.empty()) {
-    if (!flags.overwrite_output) {
-      ASSIGN_OR_RETURN(previous, ResumeResults(flags.output, identity, total));
-    }
-    ASSIGN_OR_RETURN(output.file, ResultsFile::Create(flags.output, previous.lines));
-  }
-  output.job = std::move(identity);
-  for (size_t i = 0; i < total; ++i) {
-    if (previous.done.count(i) == 0) output.todo.push_back(i);
-  }
-  if (!previous.done.empty()) {
-    std::fprintf(stderr, "%sresuming: %zu of %zu %s done (in %s)\n", kProgressPrefix, previous.done.size(), total,
-                 chat ? "dialogs" : "prompts", flags.output.c_str());
-    std::fflush(stderr);
-  }
-  return output;
-}
-
-// Rank 0 prints and writes each batch as it finishes: Ctrl-C or a later
-// failure keeps what is done, and a long job shows its progress. A prompt
-// that could not run is reported and written as an error line.
-class BatchResults {
- public:
-  BatchResults(const Job& job, bool logprobs, BatchOutput output)
-      : job_(job), logprobs_(logprobs), output_(std::move(output)), start_(std::chrono::steady_clock::now()) {}
-
-  // `first` counts in todo().
-  absl::Status Keep(size_t first, absl::Span<const Completion> batch) {
-    std::vector<std::string> lines;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const Completion& c = batch[i];
-      const size_t index = output_.todo[first + i];
-      if (c.status.ok()) {
-        tokens_ += c.token_ids.size();
-        std::fputs((job_.chat ? FormatChatCompletion(job_.dialogs[index], c)
-                              : FormatTextCompletion(job_.prompts[index], c))
-                       .c_str(),
-                   stdout);
-      } else {
-        ++failed_;
-        std::fprintf(stderr, "error: %s %zu cannot run: %s\n", job_.chat ? "dialog" : "prompt", index,
-                     std::string(c.status.message()).c_str());
-      }
-      lines.push_back(ResultLine(index, *output_.job, c, job_.chat, logprobs_));
-    }
-    std::fflush(stdout);
-    if (output_.file) RETURN_IF_ERROR(output_.file->Append(lines));
-    std::fprintf(stderr, "%s%zu/%zu %s done, %zu tokens generated, %.1f tokens/s\n", kProgressPrefix,
-                 total() - output_.todo.size() + first + batch.size(), total(), kind(), tokens_,
-                 tokens_ / std::max(seconds(), 1e-9));
-    std::fflush(stderr);
-    return absl::OkStatus();
-  }
-
-  // The job's end: an error saying how many prompts failed, if any did.
-  // Aborted, not InvalidArgument: the job ran and kept the other answers,
-  // so it exits 1 as the launcher does for it, not 2 (base/exit_code.h).
-  absl::Status Outcome() const {
-    if (failed_ == 0) return absl::OkStatus();
-    return absl::AbortedError(absl::StrFormat(
-        "%zu of %zu %s could not run (above, and as \"error\" lines%s); the others completed", failed_, total(),
-        kind(), output_.file ? " in --output" : ""));
-  }
-
-  const std::vector<size_t>& todo() const { return output_.todo; }
-  size_t total() const { return job_.chat ? job_.dialogs.size() : job_.prompts.size(); }
-  size_t tokens() const { return tokens_; }
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
-
- private:
-  const char* kind() const { return job_.chat ? "dialogs" : "prompts"; }
-
-  const Job& job_;
-  const bool logprobs_;
-  const BatchOutput output_;
-  const std::chrono::steady_clock::time_point start_;
-  size_t tokens_ = 0;
-  size_t failed_ = 0;
-};
-
-absl::Status WriteSummary(int ranks, double load_seconds, const BatchResults& results) {
-  const double seconds = results.seconds(), rate = results.tokens() / std::max(seconds, 1e-9);
+absl::Status WriteSummary(int ranks, double load_seconds, const BatchJobRun& run) {
+  const double rate = run.tokens / std::max(run.seconds, 1e-9);
   LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)", ranks,
-                               load_seconds, results.tokens(), seconds, rate);
+                               load_seconds, run.tokens, run.seconds, rate);
   if (FLAGS_summary_file.empty()) return absl::OkStatus();
   nlohmann::json summary = {{"ranks", ranks},         {"load_seconds", load_seconds},
-                            {"tokens", results.tokens()}, {"generate_seconds", seconds},
+                            {"tokens", run.tokens},   {"generate_seconds", run.seconds},
                             {"tokens_per_second", rate}};
   return WriteLinesAtomically(FLAGS_summary_file, {summary.dump()});
-}
-
-// Runs the prompts `output` has still to do, each failing alone.
-// The job's own failure is returned; `failed_prompts` gets the error that
-// names the prompts which could not run (OK if none), for Run to report once
-// every rank is done.
-absl::Status RunBatchJob(const JobFlags& flags, const WorkerEnvironment& env, const Job& job, const std::string& grammar,
-                         BatchOutput output, LoadedRank& loaded, RankPeers& peers, absl::Status* failed_prompts) {
-  LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
-  EngineOptions engine_options;
-  engine_options.prefix_caching = flags.enable_prefix_caching;
-  Tokenizer& tokenizer = *loaded.tokenizer;
-  Generator generator(&leader_model, &tokenizer, tokenizer.stop_ids(), engine_options);
-  SamplingOptions sampling = SamplingFromFlags(flags);
-  if (!grammar.empty()) {
-    ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> compiled, grammar::Grammar::Parse(grammar));
-    sampling.grammar =
-        std::make_shared<grammar::TokenAutomaton>(std::move(compiled), grammar::TokenTrie::ForTokenizer(tokenizer));
-  }
-  BatchResults results(job, flags.logprobs, std::move(output));
-  LOG(INFO) << "generating for " << results.todo().size() << (job.chat ? " dialog(s)" : " prompt(s)");
-  if (!results.todo().empty()) {
-    BatchSelection selection;
-    selection.indices = results.todo();
-    selection.each_alone = true;
-    const auto keep = [&](size_t first, absl::Span<const Completion> batch) { return results.Keep(first, batch); };
-    std::vector<std::string> prompts;
-    std::vector<Dialog> dialogs;
-    for (size_t i : results.todo()) {
-      if (job.chat) {
-        dialogs.push_back(job.dialogs[i]);
-      } else {
-        prompts.push_back(job.prompts[i]);
-      }
-    }
-    RETURN_IF_ERROR((job.chat ? generator.ChatCompletion(dialogs, sampling, keep, selection)
-                              : generator.TextCompletion(prompts, sampling, keep, selection))
-                        .status());
-  }
-  RETURN_IF_ERROR(leader_model.Stop());
-  RETURN_IF_ERROR(WriteSummary(env.world_size, loaded.load_seconds, results));
-  *failed_prompts = results.Outcome();
-  return absl::OkStatus();
 }
 
 RendezvousOptions JoinOptions(const JobFlags& flags, const WorkerEnvironment& env) {
@@ -412,9 +237,8 @@ absl::Status Run() {
     if (!flags.json_schema.empty()) {
       ASSIGN_OR_RETURN(grammar, ReadJsonSchemaGrammar(flags.json_schema));
     }
-    ASSIGN_OR_RETURN(JobIdentity identity, BatchJobIdentity(flags, job, grammar, *shard, *tokenizer, device));
-    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, std::move(identity),
-                                             job.chat ? job.dialogs.size() : job.prompts.size(), job.chat));
+    ASSIGN_OR_RETURN(JobIdentity identity, BatchJobIdentity(flags, job, grammar, shard->index(), *tokenizer, device));
+    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, std::move(identity), job));
   }
   ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers, std::move(tokenizer), std::move(shard)));
   // Rank 0 runs the engine; the others run the steps it sends them.
@@ -424,7 +248,12 @@ absl::Status Run() {
   } else if (flags.serve) {
     RETURN_IF_ERROR(Serve(flags, env, loaded, peers));
   } else {
-    RETURN_IF_ERROR(RunBatchJob(flags, env, job, grammar, std::move(output), loaded, peers, &failed_prompts));
+    LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
+    ASSIGN_OR_RETURN(const BatchJobRun run,
+                     RunBatchJob(flags, job, grammar, std::move(output), leader_model, *loaded.tokenizer));
+    RETURN_IF_ERROR(leader_model.Stop());
+    RETURN_IF_ERROR(WriteSummary(env.world_size, loaded.load_seconds, run));
+    failed_prompts = run.failed_prompts;
   }
   if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
   return failed_prompts;
