@@ -30,6 +30,9 @@ const std::vector<JsonRule>& JsonRules() {
       {"plain-char", R"([^"\\\x00-\x1F])", {}},
       {"number", R"("-"? integral-part ("." fraction)? exponent?)", {"integral-part", "fraction", "exponent"}},
       {"integer", R"("-"? integral-part)", {"integral-part"}},
+      // Numbers that are not whole, with a fraction that a double keeps
+      // apart from every integer (at most 14 significant digits).
+      {"non-integer", R"("-"? ("0" | [1-9] [0-9]{0,6}) "." [0-9]{0,6} [1-9])", {}},
       {"integral-part", R"("0" | [1-9] [0-9]{0,15})", {}},
       {"fraction", "[0-9]{1,16}", {}},
       {"exponent", "[eE] [-+]? [0-9]{1,2}", {}},

@@ -23,33 +23,10 @@ namespace {
 
 using ::nlohmann::ordered_json;
 
-// Keywords that say nothing about which values are valid. "discriminator"
-// is OpenAPI's, which Pydantic writes beside a oneOf that already says it.
-const absl::flat_hash_set<std::string>& Annotations() {
-  static const auto* keywords = new absl::flat_hash_set<std::string>{
-      "title",           "description", "examples",    "default",      "$schema",  "$id",
-      "$comment",        "deprecated",  "readOnly",    "writeOnly",    "$anchor",  "contentMediaType",
-      "contentEncoding", "$defs",       "definitions", "discriminator"};
-  return *keywords;
-}
-
 const char* const kTypes[] = {"null", "boolean", "integer", "number", "string", "array", "object"};
 
 // Schemas this deep are refused before the stack is.
 constexpr int kMaxDepth = 64;
-
-bool HasType(const ordered_json& value, absl::string_view type) {
-  if (type == "null") return value.is_null();
-  if (type == "boolean") return value.is_boolean();
-  if (type == "integer") {
-    return value.is_number_integer() ||
-           (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
-  }
-  if (type == "number") return value.is_number();
-  if (type == "string") return value.is_string();
-  if (type == "array") return value.is_array();
-  return value.is_object();
-}
 
 // What a schema without "type" is taken to be: the types its keywords
 // apply to (a value of another type is valid too; leaving it out keeps to a
@@ -70,6 +47,21 @@ std::vector<std::string> InferredTypes(const ordered_json& schema) {
   return types;
 }
 
+}  // namespace
+
+bool HasType(const ordered_json& value, absl::string_view type) {
+  if (type == "null") return value.is_null();
+  if (type == "boolean") return value.is_boolean();
+  if (type == "integer") {
+    return value.is_number_integer() ||
+           (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
+  }
+  if (type == "number") return value.is_number();
+  if (type == "string") return value.is_string();
+  if (type == "array") return value.is_array();
+  return value.is_object();
+}
+
 absl::StatusOr<std::vector<std::string>> Types(const ordered_json& schema, const std::string& pointer) {
   if (!schema.contains("type")) return InferredTypes(schema);
   const ordered_json& type = schema["type"];
@@ -83,8 +75,6 @@ absl::StatusOr<std::vector<std::string>> Types(const ordered_json& schema, const
   if (types.empty()) return Unsupported("type", pointer, "an empty list of types matches nothing");
   return types;
 }
-
-}  // namespace
 
 // The keywords compiled; every other one that is not an annotation is refused.
 const absl::flat_hash_set<std::string>& Compiled() {
@@ -116,10 +106,20 @@ const absl::flat_hash_set<std::string>& Compiled() {
   return *keywords;
 }
 
-bool HasCompiledKeywords(const ordered_json& schema) {
+// Keywords that say nothing about which values are valid. "discriminator"
+// is OpenAPI's, which Pydantic writes beside a oneOf that already says it.
+bool IsAnnotation(const std::string& keyword) {
+  static const auto* keywords = new absl::flat_hash_set<std::string>{
+      "title",           "description", "examples",    "default",      "$schema",  "$id",
+      "$comment",        "deprecated",  "readOnly",    "writeOnly",    "$anchor",  "contentMediaType",
+      "contentEncoding", "$defs",       "definitions", "discriminator"};
+  return keywords->contains(keyword);
+}
+
+bool HasConstraints(const ordered_json& schema) {
   if (!schema.is_object()) return schema == false;
   return std::any_of(schema.items().begin(), schema.items().end(),
-                     [](const auto& kv) { return Compiled().contains(kv.key()); });
+                     [](const auto& kv) { return !IsAnnotation(kv.key()); });
 }
 
 // `keyword` is compiled only alone: a grammar cannot intersect it with
@@ -127,7 +127,7 @@ bool HasCompiledKeywords(const ordered_json& schema) {
 absl::Status Alone(const ordered_json& schema, const char* keyword, const std::string& pointer,
                    std::initializer_list<const char*> allowed) {
   for (const auto& kv : schema.items()) {
-    if (kv.key() == keyword || !Compiled().contains(kv.key())) continue;
+    if (kv.key() == keyword || IsAnnotation(kv.key())) continue;
     if (std::find(allowed.begin(), allowed.end(), kv.key()) != allowed.end()) continue;
     return Unsupported(kv.key(), pointer, absl::StrCat("next to \"", keyword, "\""));
   }
@@ -172,17 +172,20 @@ absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& s
   if (!schema.is_object())
     return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is not an object"));
   for (const auto& kv : schema.items()) {
-    if (!Annotations().contains(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
+    if (!IsAnnotation(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
   }
   if (schema.contains("$ref")) {
     RETURN_IF_ERROR(Alone(schema, "$ref", pointer));
     return Ref(schema["$ref"], pointer);
   }
   if (schema.contains("allOf")) return AllOf(schema, pointer, name);
-  for (const char* keyword : {"anyOf", "oneOf"}) {
-    if (!schema.contains(keyword)) continue;
-    RETURN_IF_ERROR(Alone(schema, keyword, pointer));
-    return Alternatives(schema[keyword], Child(pointer, keyword), name);
+  if (schema.contains("anyOf")) {
+    RETURN_IF_ERROR(Alone(schema, "anyOf", pointer));
+    return Alternatives(schema["anyOf"], Child(pointer, "anyOf"), name);
+  }
+  if (schema.contains("oneOf")) {
+    RETURN_IF_ERROR(Alone(schema, "oneOf", pointer));
+    return OneOf(schema["oneOf"], pointer, name);
   }
   if (schema.contains("enum") || schema.contains("const")) return Values(schema, pointer);
   ASSIGN_OR_RETURN(const std::vector<std::string> types, Types(schema, pointer));

@@ -26,9 +26,14 @@
 //    already have such lengths.
 //  - Numbers: integer bounds exactly; number bounds when whole numbers up
 //    to 10^15, written without an exponent.
-//  - anyOf and oneOf are alternatives (overlapping oneOf branches are not
-//    told apart); allOf takes one schema, or object schemas that only name
-//    properties, which are merged; enum and const are the values written
+//  - anyOf is the alternatives. oneOf too where no value can match two
+//    branches: different types, objects told apart by a required key's
+//    const or enum values or by keys one requires that the other never
+//    writes; bare type branches give up what the others accept
+//    ([number, integer] is the numbers that are not whole); any other
+//    overlap is refused (json_schema_one_of.cc). allOf takes one schema,
+//    or object schemas of properties and required, which are merged; any
+//    other keyword in its schemas is refused. enum and const are the values written
 //    compactly; $ref points into the same document (#, #/$defs/...,
 //    #/definitions/...), recursion included. enum, const, $ref, anyOf and
 //    oneOf take no validation keywords beside them but "type" for enum

@@ -248,8 +248,9 @@ std::string SchemaConverter::KeyRest(const std::vector<std::vector<uint32_t>>& k
   return rule;
 }
 
-// One schema of allOf's (the others, and the keywords beside allOf, saying
-// nothing), or object schemas that only name properties, merged.
+// One schema of allOf's (the others, and the keywords beside allOf, only
+// annotations), or object schemas of properties and required, merged.
+// Any other keyword in any of them is refused, naming it and where it is.
 absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, const std::string& pointer,
                                                    const std::string& name) {
   const ordered_json& all = schema["allOf"];
@@ -257,7 +258,7 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
   ordered_json beside = schema;
   beside.erase("allOf");
   std::vector<std::pair<const ordered_json*, std::string>> parts;  // Each schema and where it is.
-  if (HasCompiledKeywords(beside)) parts.emplace_back(&beside, pointer);
+  if (HasConstraints(beside)) parts.emplace_back(&beside, pointer);
   for (size_t i = 0; i < all.size(); ++i) {
     const ordered_json* part = &all[i];
     std::string where = Child(Child(pointer, "allOf"), i);
@@ -266,24 +267,25 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
       ASSIGN_OR_RETURN(part, Resolve((*part)["$ref"], where));
       where = all[i]["$ref"].get<std::string>().substr(1);
     }
-    if (HasCompiledKeywords(*part)) parts.emplace_back(part, where);
+    if (HasConstraints(*part)) parts.emplace_back(part, where);
   }
   if (parts.empty()) return rules_.Use("value");
   if (parts.size() == 1) return Visit(*parts[0].first, parts[0].second, name);
   std::vector<Member> members;
   ordered_json merged = {{"required", ordered_json::array()}};
   for (const auto& [part, where] : parts) {
+    if (!part->is_object()) return Visit(*part, where, name);  // false: refused, saying so.
     for (const auto& kv : part->items()) {
-      const bool mergeable = !Compiled().contains(kv.key()) || kv.key() == "properties" || kv.key() == "required" ||
+      const bool mergeable = IsAnnotation(kv.key()) || kv.key() == "properties" || kv.key() == "required" ||
                              (kv.key() == "type" && kv.value() == "object");
       if (!mergeable) {
-        return Unsupported("allOf", pointer,
-                           absl::StrCat("its schemas are merged only when they are objects with properties and "
-                                        "required, not \"",
-                                        kv.key(), "\" at ", where.empty() ? "/" : where));
+        return Unsupported(kv.key(), where,
+                           absl::StrCat("allOf at ", pointer.empty() ? "/" : pointer,
+                                        " merges only object schemas of \"properties\" and \"required\""));
       }
     }
     if (part->contains("properties")) {
+      if (!(*part)["properties"].is_object()) return Unsupported("properties", where, "it must be an object");
       for (const auto& kv : (*part)["properties"].items()) {
         const bool taken =
             std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.key == kv.key(); });

@@ -1,7 +1,7 @@
 // The JSON Schema converter behind JsonSchemaToGbnf (json_schema.h), split
-// over json_schema.cc (keywords, references, alternatives, values) and
-// json_schema_containers.cc (objects, arrays, allOf). Internal to
-// //worker/grammar.
+// over json_schema.cc (keywords, references, alternatives, values),
+// json_schema_one_of.cc (oneOf) and json_schema_containers.cc (objects,
+// arrays, allOf). Internal to //worker/grammar.
 
 #ifndef LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_CONVERTER_H_
 #define LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_CONVERTER_H_
@@ -26,12 +26,21 @@ namespace llama::grammar::internal_grammar {
 
 // The keywords compiled; others that are not annotations are refused.
 const absl::flat_hash_set<std::string>& Compiled();
-bool HasCompiledKeywords(const nlohmann::ordered_json& schema);
+// `keyword` says nothing about which values are valid.
+bool IsAnnotation(const std::string& keyword);
+// `schema` has a keyword that is not an annotation, or is false.
+bool HasConstraints(const nlohmann::ordered_json& schema);
 
 // `keyword` is compiled only alone: a grammar cannot intersect it with the
-// compiled keywords beside it, except `allowed`.
+// keywords beside it that are not annotations, except `allowed`.
 absl::Status Alone(const nlohmann::ordered_json& schema, const char* keyword, const std::string& pointer,
                    std::initializer_list<const char*> allowed = {});
+
+// The types "type" names, or without it those the keywords apply to
+// ({"maxLength": 3} is a string); empty: any value.
+absl::StatusOr<std::vector<std::string>> Types(const nlohmann::ordered_json& schema, const std::string& pointer);
+// `value` is of the JSON Schema type `type` (2.0 is an "integer").
+bool HasType(const nlohmann::ordered_json& value, absl::string_view type);
 
 // A JSON pointer one step down.
 std::string Child(const std::string& pointer, absl::string_view key);
@@ -66,6 +75,13 @@ class SchemaConverter {
   absl::StatusOr<std::string> Typed(const json& schema, const std::string& pointer, const std::string& name,
                                     const std::string& type);
   absl::StatusOr<std::string> Alternatives(const json& schemas, const std::string& pointer, const std::string& name);
+  // oneOf (json_schema_one_of.cc): alternatives where no value matches two
+  // branches, or an error naming the two branches that may overlap.
+  absl::StatusOr<std::string> OneOf(const json& branches, const std::string& pointer, const std::string& name);
+  struct Facts;
+  Facts FactsOf(const json& schema, int depth);
+  static bool Disjoint(const Facts& written, const Facts& valid);
+  std::string KindsItem(uint8_t kinds);
   absl::StatusOr<std::string> Values(const json& schema, const std::string& pointer);
   absl::StatusOr<const json*> Resolve(const json& ref, const std::string& pointer);
   absl::StatusOr<std::string> Ref(const json& ref, const std::string& pointer);

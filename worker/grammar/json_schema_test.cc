@@ -177,7 +177,77 @@ TEST(JsonSchemaTest, AllOfOneSchemaOrMergedObjects) {
   EXPECT_TRUE(merged->Accepts(R"({"id":1})"));
   EXPECT_FALSE(merged->Accepts(R"({"name":"n"})"));
   EXPECT_THAT(ErrorOf(R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})"),
-              HasSubstr("\"allOf\" at / is not supported"));
+              HasSubstr("\"type\" at /allOf/0 is not supported: allOf at / merges only object schemas"));
+}
+
+// No keyword inside allOf is dropped: each is merged or refused by name,
+// wherever the allOf is.
+TEST(JsonSchemaTest, AllOfRefusesWhatItCannotMerge) {
+  struct Case {
+    const char* part;
+    const char* keyword;
+  };
+  for (const Case& c : {Case{R"({"if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["v"]}})", "if"},
+                        Case{R"({"minProperties": 1})", "minProperties"},
+                        Case{R"({"not": {"required": ["v"]}})", "not"},
+                        Case{R"({"dependentRequired": {"kind": ["v"]}})", "dependentRequired"},
+                        Case{R"({"unevaluatedProperties": false})", "unevaluatedProperties"}}) {
+    const std::string base = R"({"type": "object", "properties": {"kind": {}, "v": {}}})";
+    EXPECT_THAT(ErrorOf(absl::StrCat(R"({"allOf": [)", base, ", ", c.part, "]}")),
+                HasSubstr(absl::StrCat("\"", c.keyword, "\" at /allOf/1 is not supported"))) << c.part;
+    // Alone beside a part that compiles, and under $ref, items and then.
+    EXPECT_THAT(ErrorOf(absl::StrCat(R"({"allOf": [)", c.part, R"(, {"type": "object"}]})")),
+                HasSubstr(absl::StrCat("\"", c.keyword, "\" at /allOf/0 is not supported"))) << c.part;
+    EXPECT_THAT(ErrorOf(absl::StrCat(R"({"$defs": {"t": {"allOf": [)", base, ", ", c.part,
+                                     R"(]}}, "type": "array", "items": {"$ref": "#/$defs/t"}})")),
+                HasSubstr(absl::StrCat("\"", c.keyword, "\" at /$defs/t/allOf/1 is not supported"))) << c.part;
+  }
+  EXPECT_THAT(ErrorOf(R"({"allOf": [{"type": "integer"}], "not": {"const": 3}})"), HasSubstr("\"not\" at / is not"));
+  EXPECT_THAT(ErrorOf(R"({"$defs": {"a": {"type": "object"}}, "allOf": [{"$ref": "#/$defs/a", "minProperties": 1}]})"),
+              HasSubstr("\"minProperties\" at /allOf/0 is not supported"));
+  EXPECT_THAT(ErrorOf(R"({"allOf": [{"type": "object"}, {"$ref": "#/$defs/c"}], "$defs": {"c": {"maxProperties": 0}}})"),
+              HasSubstr("\"maxProperties\" at /$defs/c is not supported"));
+}
+
+// oneOf accepts what matches exactly one branch: alternatives only where
+// no value matches two.
+TEST(JsonSchemaTest, OneOfIsExclusive) {
+  auto fractions = FromSchema(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})");
+  for (const char* ok : {"2.5", "-0.125", "1234567.0000001"}) EXPECT_TRUE(fractions->Accepts(ok)) << ok;
+  for (const char* bad : {"2", "0", "9389047351320", "2.0", "1e5", "-3"}) EXPECT_FALSE(fractions->Accepts(bad)) << bad;
+  auto null_only = FromSchema(R"({"oneOf": [{"type": "string"}, {"type": ["string", "null"]}]})");
+  EXPECT_TRUE(null_only->Accepts("null"));
+  EXPECT_FALSE(null_only->Accepts(R"("x")"));
+  auto kinds = FromSchema(R"({"oneOf": [
+      {"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"]},
+      {"properties": {"kind": {"$ref": "#/$defs/bc"}, "y": {"type": "string"}}, "required": ["kind"]}],
+      "$defs": {"bc": {"enum": ["b", "c"]}}})");
+  for (const char* ok : {R"({"kind":"a","x":1})", R"({"kind":"b"})", R"({"kind":"c","y":"s"})"}) {
+    EXPECT_TRUE(kinds->Accepts(ok)) << ok;
+  }
+  for (const char* bad : {R"({"kind":"a"})", R"({"kind":"d"})", R"({"kind":"b","x":1})"}) {
+    EXPECT_FALSE(kinds->Accepts(bad)) << bad;
+  }
+  // Each branch's objects lack the key the other requires.
+  auto keys = FromSchema(R"({"oneOf": [{"properties": {"a": {}}, "required": ["a"]},
+                                       {"properties": {"b": {}}, "required": ["b"]}]})");
+  EXPECT_TRUE(keys->Accepts(R"({"a":1})"));
+  EXPECT_TRUE(keys->Accepts(R"({"b":[]})"));
+  EXPECT_FALSE(keys->Accepts(R"({"a":1,"b":2})"));
+  FromSchema(R"({"oneOf": [{"enum": ["a", 2]}, {"const": "c"}, {"type": "boolean"}]})");
+  // {} and {"a": "x"} match both; 3 matches both; 1.0 equals 1.
+  for (const char* overlapping : {
+           R"({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
+                         {"type": "object", "properties": {"b": {"type": "integer"}}}]})",
+           R"({"oneOf": [{"type": "number", "minimum": 0}, {"type": "integer"}]})",
+           R"({"oneOf": [{"enum": [1, "b"]}, {"const": 1.0}]})",
+           R"({"oneOf": [{"type": "string", "maxLength": 3}, {"pattern": "^a"}]})",
+           R"({"oneOf": [{"properties": {"a": {}}, "required": ["a"]}, {"additionalProperties": true}]})"}) {
+    EXPECT_THAT(ErrorOf(overlapping), HasSubstr("\"oneOf\" at / is not supported: a value may match both branch 0 "
+                                                "and branch 1"));
+  }
+  EXPECT_THAT(ErrorOf(R"({"items": {"oneOf": [{"type": "integer"}, {"type": "integer"}]}})"),
+              HasSubstr("\"oneOf\" at /items is not supported: every value matches two branches or none"));
 }
 
 TEST(JsonSchemaTest, ReferencesIncludingRecursion) {

@@ -1,0 +1,263 @@
+// oneOf for SchemaConverter (json_schema_converter.h).
+//
+// A grammar cannot say "exactly one of": it writes the alternation of the
+// branches' grammars, which is sound only when no value one branch's
+// grammar writes is valid under another branch's schema. That is decided
+// from what each branch is known to admit (Facts): kinds of values,
+// enum/const values, and for objects the required keys, the keys' const or
+// enum values and the keys allowed at all. Branches that are a bare
+// "type" give up what other bare-type branches accept ({"oneOf":
+// [{"type": "number"}, {"type": "integer"}]} is the numbers that are not
+// whole); any other overlap not ruled out is refused.
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "worker/grammar/gbnf_writer.h"
+#include "worker/grammar/json_schema_converter.h"
+#include "worker/grammar/json_schema_scalars.h"
+
+namespace llama::grammar::internal_grammar {
+namespace {
+
+using ::nlohmann::ordered_json;
+
+// Kinds of JSON values, as bits: whole numbers apart from the others, as
+// "integer" is a kind of "number" (2.0 is an integer too).
+enum Kind : uint8_t {
+  kNull = 1,
+  kBoolean = 2,
+  kWhole = 4,
+  kFraction = 8,
+  kString = 16,
+  kArray = 32,
+  kObject = 64,
+  kAnyKind = 127,
+};
+
+uint8_t KindsOfType(const std::string& type) {
+  if (type == "null") return kNull;
+  if (type == "boolean") return kBoolean;
+  if (type == "integer") return kWhole;
+  if (type == "number") return kWhole | kFraction;
+  if (type == "string") return kString;
+  if (type == "array") return kArray;
+  return kObject;
+}
+
+uint8_t KindOfValue(const ordered_json& value) {
+  if (value.is_number()) return HasType(value, "integer") ? kWhole : kFraction;
+  if (value.is_null()) return kNull;
+  if (value.is_boolean()) return kBoolean;
+  if (value.is_string()) return kString;
+  return value.is_array() ? kArray : kObject;
+}
+
+// Recursion through $ref stops here, knowing nothing more.
+constexpr int kMaxFactsDepth = 16;
+
+// nlohmann compares 1 and 1.0 as equal numbers, as JSON Schema does.
+bool Contains(const std::vector<ordered_json>& values, const ordered_json& value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+bool ShareAValue(const std::vector<ordered_json>& a, const std::vector<ordered_json>& b) {
+  return std::any_of(a.begin(), a.end(), [&](const ordered_json& x) { return Contains(b, x); });
+}
+
+}  // namespace
+
+// What is known of the values a schema accepts (valid_*) and of those its
+// grammar writes (written_*, a subset); by default, nothing: any value.
+struct SchemaConverter::Facts {
+  uint8_t valid_kinds = kAnyKind;
+  uint8_t written_kinds = kAnyKind;
+  // The schema accepts exactly the values of valid_kinds ("type" alone).
+  bool bare_type = false;
+  // enum or const: it accepts no other values.
+  std::optional<std::vector<ordered_json>> values;
+  // Keys every object it accepts has.
+  absl::flat_hash_set<std::string> required;
+  // Where an object it accepts has the key, its value is one of these
+  // (none: the key's schema is false).
+  std::map<std::string, std::vector<ordered_json>> key_values;
+  // Objects it accepts have no other keys; objects its grammar writes too.
+  std::optional<absl::flat_hash_set<std::string>> valid_keys, written_keys;
+};
+
+SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int depth) {
+  Facts facts;
+  if (schema == true) facts.bare_type = true;
+  if (!schema.is_object() || depth > kMaxFactsDepth) return facts;
+  if (schema.contains("$ref")) {
+    // Keywords beside it only narrow what it accepts: the target's facts hold.
+    const absl::StatusOr<const ordered_json*> target = Resolve(schema["$ref"], "");
+    return target.ok() ? FactsOf(**target, depth + 1) : facts;
+  }
+  if (schema.contains("allOf") && schema["allOf"].is_array()) {
+    // Every part's facts hold of what all of them accept.
+    ordered_json beside = schema;
+    beside.erase("allOf");
+    std::vector<Facts> parts = {FactsOf(beside, depth + 1)};
+    for (const ordered_json& part : schema["allOf"]) parts.push_back(FactsOf(part, depth + 1));
+    for (const Facts& part : parts) {
+      facts.valid_kinds &= part.valid_kinds;
+      if (!facts.values) facts.values = part.values;
+      facts.required.insert(part.required.begin(), part.required.end());
+      for (const auto& [key, values] : part.key_values) {
+        facts.key_values.emplace(key, values);  // The first part that names the key.
+      }
+      if (!facts.valid_keys) facts.valid_keys = part.valid_keys;
+    }
+    facts.written_kinds = facts.valid_kinds;
+    return facts;
+  }
+  for (const char* keyword : {"anyOf", "oneOf"}) {
+    if (!schema.contains(keyword) || !schema[keyword].is_array()) continue;
+    facts.valid_kinds = facts.written_kinds = 0;
+    for (const ordered_json& branch : schema[keyword]) {
+      const Facts f = FactsOf(branch, depth + 1);
+      facts.valid_kinds |= f.valid_kinds;
+      facts.written_kinds |= f.written_kinds;
+    }
+    return facts;
+  }
+  absl::StatusOr<std::vector<std::string>> types = Types(schema, "");
+  if (!types.ok()) return facts;
+  if (schema.contains("enum") || schema.contains("const")) {
+    if (schema.contains("enum") && !schema["enum"].is_array()) return facts;
+    facts.values.emplace();
+    facts.valid_kinds = 0;
+    for (const ordered_json& value : schema.contains("enum") ? schema["enum"] : ordered_json::array({schema["const"]})) {
+      if (schema.contains("const") && value != schema["const"]) continue;
+      if (!types->empty() && std::none_of(types->begin(), types->end(),
+                                          [&](const std::string& t) { return HasType(value, t); })) {
+        continue;
+      }
+      facts.values->push_back(value);
+      facts.valid_kinds |= KindOfValue(value);
+    }
+    facts.written_kinds = facts.valid_kinds;
+    return facts;
+  }
+  // The grammar writes the inferred types; the schema accepts the named ones.
+  if (!types->empty()) {
+    facts.written_kinds = 0;
+    for (const std::string& type : *types) facts.written_kinds |= KindsOfType(type);
+  }
+  if (schema.contains("type")) facts.valid_kinds = facts.written_kinds;
+  facts.bare_type = std::none_of(schema.items().begin(), schema.items().end(), [](const auto& kv) {
+    return kv.key() != "type" && !IsAnnotation(kv.key());
+  });
+  if (schema.contains("required") && schema["required"].is_array()) {
+    for (const ordered_json& key : schema["required"]) {
+      if (key.is_string()) facts.required.insert(key.get<std::string>());
+    }
+  }
+  absl::flat_hash_set<std::string> named;
+  if (schema.contains("properties") && schema["properties"].is_object()) {
+    for (const auto& kv : schema["properties"].items()) {
+      named.insert(kv.key());
+      if (kv.value() == false) {
+        facts.key_values[kv.key()] = {};
+        continue;
+      }
+      Facts property = FactsOf(kv.value(), depth + 1);
+      if (property.values) facts.key_values[kv.key()] = std::move(*property.values);
+    }
+  }
+  const bool closed = schema.contains("additionalProperties") && schema["additionalProperties"] == false;
+  if (closed && !schema.contains("patternProperties")) facts.valid_keys = named;
+  // As ObjectRule writes objects: without additionalProperties, only the
+  // named properties unless the schema names none at all.
+  if (closed || (!schema.contains("additionalProperties") && (!named.empty() || schema.contains("required")))) {
+    facts.written_keys = named;
+  }
+  return facts;
+}
+
+// No value that `written`'s grammar writes is accepted by `valid`'s schema.
+bool SchemaConverter::Disjoint(const Facts& written, const Facts& valid) {
+  const uint8_t common = written.written_kinds & valid.valid_kinds;
+  if (common == 0) return true;
+  if (written.values) {
+    bool any_valid = false;
+    for (const ordered_json& value : *written.values) {
+      const bool valid_kind = KindOfValue(value) & valid.valid_kinds;
+      if (valid_kind && (!valid.values || Contains(*valid.values, value))) any_valid = true;
+    }
+    if (!any_valid) return true;
+  }
+  if (common != kObject) return false;
+  // Objects: a key one always has that the other excludes, or whose values differ.
+  for (const std::string& key : written.required) {
+    if (valid.valid_keys && !valid.valid_keys->contains(key)) return true;
+    const auto valid_values = valid.key_values.find(key);
+    if (valid_values == valid.key_values.end()) continue;
+    if (valid_values->second.empty()) return true;
+    const auto written_values = written.key_values.find(key);
+    if (written_values != written.key_values.end() && !ShareAValue(written_values->second, valid_values->second)) {
+      return true;
+    }
+  }
+  for (const std::string& key : valid.required) {
+    if (written.written_keys && !written.written_keys->contains(key)) return true;
+  }
+  return false;
+}
+
+// The values of `kinds`, for a bare type branch that gave some up.
+std::string SchemaConverter::KindsItem(uint8_t kinds) {
+  std::vector<std::string> alternatives;
+  const std::pair<uint8_t, const char*> kPrimitives[] = {
+      {kNull, "null"}, {kBoolean, "boolean"}, {kString, "string"}, {kArray, "array"}, {kObject, "object"}};
+  for (const auto& [kind, primitive] : kPrimitives) {
+    if (kinds & kind) alternatives.push_back(rules_.Use(primitive));
+  }
+  const uint8_t numbers = kinds & (kWhole | kFraction);
+  if (numbers == kWhole) alternatives.push_back(rules_.Use("integer"));
+  if (numbers == kFraction) alternatives.push_back(rules_.Use("non-integer"));
+  if (numbers == (kWhole | kFraction)) alternatives.push_back(rules_.Use("number"));
+  return GbnfAlternatives(alternatives);
+}
+
+absl::StatusOr<std::string> SchemaConverter::OneOf(const ordered_json& branches, const std::string& pointer,
+                                                   const std::string& name) {
+  if (!branches.is_array() || branches.empty()) return Unsupported("oneOf", pointer, "it must be a non-empty array");
+  std::vector<Facts> facts;
+  for (const ordered_json& branch : branches) facts.push_back(FactsOf(branch, 0));
+  // A bare type branch gives up what another bare type branch accepts.
+  for (size_t i = 0; i < facts.size(); ++i) {
+    if (!facts[i].bare_type) continue;
+    for (size_t j = 0; j < facts.size(); ++j) {
+      if (j != i && facts[j].bare_type) facts[i].written_kinds &= ~facts[j].valid_kinds;
+    }
+  }
+  std::vector<std::string> alternatives;
+  for (size_t i = 0; i < facts.size(); ++i) {
+    if (facts[i].written_kinds == 0) continue;  // Every value it accepts another branch accepts too.
+    for (size_t j = 0; j < facts.size(); ++j) {
+      if (j == i || Disjoint(facts[i], facts[j])) continue;
+      return Unsupported("oneOf", pointer,
+                         absl::StrCat("a value may match both branch ", i, " and branch ", j,
+                                      ": only branches of different types, or objects told apart by a required "
+                                      "property's const or enum values or by the properties they allow, are compiled"));
+    }
+    const std::string where = Child(Child(pointer, "oneOf"), i);
+    if (facts[i].bare_type && facts[i].written_kinds != facts[i].valid_kinds) {
+      alternatives.push_back(KindsItem(facts[i].written_kinds));
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::string item, Visit(branches[i], where, rules_.NewName(absl::StrCat(name, "-alt", i))));
+    alternatives.push_back(std::move(item));
+  }
+  if (alternatives.empty()) return Unsupported("oneOf", pointer, "every value matches two branches or none");
+  return GbnfAlternatives(alternatives);
+}
+
+}  // namespace llama::grammar::internal_grammar
