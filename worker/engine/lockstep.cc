@@ -1,171 +1,35 @@
 #include "worker/engine/lockstep.h"
 
-#include <cstring>
-
-#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 
 namespace llama {
-namespace {
 
-// Header kinds.
-enum Kind : int64_t { kForward = 1, kForwardAndChoose = 2, kHeartbeat = 3, kStop = 4 };
-
-// Most bytes one step's message may have: what a follower allocates before
-// it has checked anything else (a step of a million tokens is ~8 MB).
-constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
-
-template <typename T>
-void Put(std::string& out, T value) {
-  out.append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-
-template <typename T>
-void PutAll(std::string& out, absl::Span<const T> values) {
-  out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-// Reads a message front to back; every read says what it was reading.
-class Reader {
- public:
-  explicit Reader(const std::string& message) : message_(message) {}
-
-  template <typename T>
-  absl::Status Get(T& value, const char* what) {
-    return GetAll(absl::MakeSpan(&value, 1), what);
-  }
-  template <typename T>
-  absl::Status GetAll(absl::Span<T> values, const char* what) {
-    const size_t bytes = values.size() * sizeof(T);
-    if (message_.size() - offset_ < bytes) {
-      return absl::DataLossError(absl::StrFormat("step message from rank 0: %s (%d bytes at byte %d) runs past its "
-                                                 "%d bytes",
-                                                 what, bytes, offset_, message_.size()));
-    }
-    std::memcpy(values.data(), message_.data() + offset_, bytes);
-    offset_ += bytes;
-    return absl::OkStatus();
-  }
-  bool done() const { return offset_ == message_.size(); }
-
- private:
-  const std::string& message_;
-  size_t offset_ = 0;
-};
-
-}  // namespace
-
-std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices) {
-  std::string out;
-  Put<int64_t>(out, static_cast<int64_t>(chunks.size()));
-  for (const SequenceChunk& c : chunks) {
-    Put<int64_t>(out, c.start_pos);
-    Put<int64_t>(out, static_cast<int64_t>(c.tokens.size()));
-    Put<int64_t>(out, static_cast<int64_t>(c.blocks.size()));
-    Put<uint8_t>(out, c.all_logits ? 1 : 0);
-    PutAll<int>(out, c.tokens);
-    PutAll<int32_t>(out, c.blocks);
-  }
-  for (const TokenChoice& choice : choices) {
-    Put<float>(out, choice.temperature);
-    Put<float>(out, choice.top_p);
-    Put<double>(out, choice.uniform);
-    Put<int32_t>(out, choice.top_logprobs);
-    Put<int32_t>(out, choice.top_k);
-    Put<float>(out, choice.min_p);
-    Put<int64_t>(out, static_cast<int64_t>(choice.adjustments.size()));
-    PutAll<LogitAdjustment>(out, choice.adjustments);
-    Put<uint8_t>(out, choice.allowed != nullptr ? 1 : 0);
-  }
-  return out;
-}
-
-absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedStep& step) {
-  Reader in(message);
-  int64_t count = 0;
-  RETURN_IF_ERROR(in.Get(count, "the chunk count"));
-  // Each chunk takes at least 25 bytes: a count past that is a bad message.
-  if (count < 0 || count > static_cast<int64_t>(message.size()) / 25) {
-    return absl::DataLossError(absl::StrFormat("step message from rank 0: %d chunks in %d bytes", count,
-                                               message.size()));
-  }
-  step.tokens.assign(count, {});
-  step.blocks.assign(count, {});
-  step.chunks.assign(count, {});
-  for (int64_t c = 0; c < count; ++c) {
-    int64_t start = 0, tokens = 0, blocks = 0;
-    uint8_t all_logits = 0;
-    RETURN_IF_ERROR(in.Get(start, "a chunk's start position"));
-    RETURN_IF_ERROR(in.Get(tokens, "a chunk's token count"));
-    RETURN_IF_ERROR(in.Get(blocks, "a chunk's block count"));
-    RETURN_IF_ERROR(in.Get(all_logits, "a chunk's all_logits"));
-    const int64_t limit = static_cast<int64_t>(message.size());
-    if (tokens < 0 || blocks < 0 || tokens > limit || blocks > limit) {
-      return absl::DataLossError(
-          absl::StrFormat("step message from rank 0: chunk %d has %d tokens and %d blocks", c, tokens, blocks));
-    }
-    step.tokens[c].resize(tokens);
-    step.blocks[c].resize(blocks);
-    RETURN_IF_ERROR(in.GetAll(absl::MakeSpan(step.tokens[c]), "a chunk's tokens"));
-    RETURN_IF_ERROR(in.GetAll(absl::MakeSpan(step.blocks[c]), "a chunk's block table"));
-    step.chunks[c] = {step.blocks[c], start, step.tokens[c], all_logits != 0};
-  }
-  step.choices.assign(with_choices ? count : 0, {});
-  step.adjustments.assign(step.choices.size(), {});
-  step.masked.assign(step.choices.size(), false);
-  for (size_t c = 0; c < step.choices.size(); ++c) {
-    TokenChoice& choice = step.choices[c];
-    RETURN_IF_ERROR(in.Get(choice.temperature, "a token choice's temperature"));
-    RETURN_IF_ERROR(in.Get(choice.top_p, "a token choice's top_p"));
-    RETURN_IF_ERROR(in.Get(choice.uniform, "a token choice's random number"));
-    int32_t top = 0;
-    RETURN_IF_ERROR(in.Get(top, "a token choice's top_logprobs"));
-    choice.top_logprobs = top;
-    RETURN_IF_ERROR(in.Get(choice.top_k, "a token choice's top_k"));
-    RETURN_IF_ERROR(in.Get(choice.min_p, "a token choice's min_p"));
-    int64_t adjustments = 0;
-    RETURN_IF_ERROR(in.Get(adjustments, "a token choice's adjustment count"));
-    if (adjustments < 0 || adjustments > static_cast<int64_t>(message.size())) {
-      return absl::DataLossError(
-          absl::StrFormat("step message from rank 0: choice %d has %d logit adjustments", c, adjustments));
-    }
-    step.adjustments[c].resize(adjustments);
-    RETURN_IF_ERROR(in.GetAll(absl::MakeSpan(step.adjustments[c]), "a token choice's logit adjustments"));
-    choice.adjustments = step.adjustments[c];
-    uint8_t masked = 0;
-    RETURN_IF_ERROR(in.Get(masked, "a token choice's mask flag"));
-    step.masked[c] = masked != 0;
-  }
-  if (!in.done()) return absl::DataLossError("step message from rank 0: bytes left over after the last field");
-  return absl::OkStatus();
-}
-
-absl::Status LeaderModel::Send(int kind, const std::string& message) {
-  int64_t header[2] = {kind, static_cast<int64_t>(message.size())};
-  RETURN_IF_ERROR(communicator_->Broadcast(header, sizeof(header), 0));
+absl::Status LeaderModel::Send(StepKind kind, const std::string& message) {
+  EncodedStepHeader header = EncodeStepHeader({kind, static_cast<int64_t>(message.size())});
+  RETURN_IF_ERROR(communicator_->Broadcast(header.data(), sizeof(header), 0));
   if (message.empty()) return absl::OkStatus();
   return communicator_->Broadcast(const_cast<char*>(message.data()), message.size(), 0);
 }
 
 absl::StatusOr<absl::Span<const float>> LeaderModel::Forward(absl::Span<const SequenceChunk> chunks) {
-  if (communicator_->world_size() > 1) RETURN_IF_ERROR(Send(kForward, EncodeStep(chunks, {})));
+  if (communicator_->world_size() > 1) RETURN_IF_ERROR(Send(StepKind::kForward, EncodeStep(chunks, {})));
   return model_->Forward(chunks);
 }
 
 absl::Status LeaderModel::ForwardAndChoose(absl::Span<const SequenceChunk> chunks,
                                            absl::Span<const TokenChoice> choices, absl::Span<ChosenToken> chosen) {
-  if (communicator_->world_size() > 1) RETURN_IF_ERROR(Send(kForwardAndChoose, EncodeStep(chunks, choices)));
+  if (communicator_->world_size() > 1) RETURN_IF_ERROR(Send(StepKind::kForwardAndChoose, EncodeStep(chunks, choices)));
   return model_->ForwardAndChoose(chunks, choices, chosen);
 }
 
 absl::Status LeaderModel::Heartbeat() {
   if (communicator_->world_size() == 1) return absl::OkStatus();
-  return Send(kHeartbeat, "");
+  return Send(StepKind::kHeartbeat, "");
 }
 
 absl::Status LeaderModel::Stop() {
   if (communicator_->world_size() == 1) return absl::OkStatus();
-  return Send(kStop, "");
+  return Send(StepKind::kStop, "");
 }
 
 absl::Status FollowLeader(LanguageModel& model, Communicator& communicator) {
@@ -174,25 +38,21 @@ absl::Status FollowLeader(LanguageModel& model, Communicator& communicator) {
   std::vector<ChosenToken> chosen;
   std::vector<uint64_t> all_allowed;
   while (true) {
-    int64_t header[2] = {0, 0};
-    RETURN_IF_ERROR(communicator.Broadcast(header, sizeof(header), 0));
-    const int64_t kind = header[0], bytes = header[1];
-    if (bytes < 0 || bytes > kMaxMessageBytes) {
-      return absl::DataLossError(absl::StrFormat("step header from rank 0: %d bytes (at most %d)", bytes,
-                                                 kMaxMessageBytes));
-    }
-    message.resize(bytes);
-    if (bytes > 0) RETURN_IF_ERROR(communicator.Broadcast(message.data(), message.size(), 0));
-    switch (kind) {
-      case kStop:
+    EncodedStepHeader encoded{};
+    RETURN_IF_ERROR(communicator.Broadcast(encoded.data(), sizeof(encoded), 0));
+    ASSIGN_OR_RETURN(const StepHeader header, DecodeStepHeader(encoded));
+    message.resize(header.bytes);
+    if (header.bytes > 0) RETURN_IF_ERROR(communicator.Broadcast(message.data(), message.size(), 0));
+    switch (header.kind) {
+      case StepKind::kStop:
         return absl::OkStatus();
-      case kHeartbeat:
+      case StepKind::kHeartbeat:
         break;
-      case kForward:
+      case StepKind::kForward:
         RETURN_IF_ERROR(DecodeStep(message, /*with_choices=*/false, step));
         RETURN_IF_ERROR(model.Forward(step.chunks).status());
         break;
-      case kForwardAndChoose:
+      case StepKind::kForwardAndChoose:
         RETURN_IF_ERROR(DecodeStep(message, /*with_choices=*/true, step));
         // Rank 0's masks stay with its sampler; a mask that allows every
         // token takes this rank down the same (host sampling) path.
@@ -204,8 +64,6 @@ absl::Status FollowLeader(LanguageModel& model, Communicator& communicator) {
         chosen.resize(step.chunks.size());
         RETURN_IF_ERROR(model.ForwardAndChoose(step.chunks, step.choices, absl::MakeSpan(chosen)));
         break;
-      default:
-        return absl::DataLossError(absl::StrFormat("step header from rank 0: unknown kind %d", kind));
     }
   }
 }

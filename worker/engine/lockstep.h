@@ -6,7 +6,7 @@
 // tokens are the ones that count; the others' are discarded.
 //
 // A call travels over the job's host collective (the TCP ring, on GPUs
-// too) as a header (kind, byte count) and a message. A rank that dies or
+// too) as a header and a message (worker/engine/step_codec.h). A rank that dies or
 // freezes fails the next collective within its deadline on every rank, so
 // the engine ends every request with the error and the followers return it.
 
@@ -14,10 +14,10 @@
 #define LLAMA_WORKER_ENGINE_LOCKSTEP_H_
 
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "worker/collectives/communicator.h"
+#include "worker/engine/step_codec.h"
 #include "worker/model/language_model.h"
 
 namespace llama {
@@ -41,7 +41,7 @@ class LeaderModel final : public LanguageModel {
   absl::Status Stop();
 
  private:
-  absl::Status Send(int kind, const std::string& message);
+  absl::Status Send(StepKind kind, const std::string& message);
 
   LanguageModel* model_;
   Communicator* communicator_;
@@ -51,20 +51,6 @@ class LeaderModel final : public LanguageModel {
 // Every rank but 0: runs the calls rank 0 sends on `model` until it says
 // stop (OK) or a call or the collective fails (that error).
 absl::Status FollowLeader(LanguageModel& model, Communicator& communicator);
-
-// The message encoding, exposed for tests: chunks (and choices when
-// `with_choices`) to bytes and back. Decoding checks every count against
-// the message and names what does not fit.
-std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices);
-struct DecodedStep {
-  std::vector<std::vector<int>> tokens;
-  std::vector<std::vector<int32_t>> blocks;
-  std::vector<SequenceChunk> chunks;  // Views of tokens and blocks.
-  std::vector<std::vector<LogitAdjustment>> adjustments;
-  std::vector<TokenChoice> choices;  // Views of adjustments; `allowed` unset.
-  std::vector<bool> masked;          // Rank 0's choice c had a token mask.
-};
-absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedStep& step);
 
 }  // namespace llama
 
