@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "worker/grammar/gbnf_writer.h"
@@ -76,7 +77,7 @@ absl::StatusOr<std::vector<std::string>> Types(const ordered_json& schema, const
   return types;
 }
 
-// The keywords compiled; every other one that is not an annotation is refused.
+// The keywords compiled; every other one that Constrains is refused.
 const absl::flat_hash_set<std::string>& Compiled() {
   static const auto* keywords = new absl::flat_hash_set<std::string>{"type",
                                                                      "properties",
@@ -106,20 +107,31 @@ const absl::flat_hash_set<std::string>& Compiled() {
   return *keywords;
 }
 
-// Keywords that say nothing about which values are valid. "discriminator"
-// is OpenAPI's, which Pydantic writes beside a oneOf that already says it.
-bool IsAnnotation(const std::string& keyword) {
+// The keywords of drafts 4, 6, 7, 2019-09 and 2020-12 that decide which
+// values are valid. Every other keyword is an annotation (title, default,
+// readOnly, $comment, contentMediaType, ...) or unknown (x-* vendor
+// keywords, OpenAPI's discriminator and nullable, draft 4's readonly,
+// misspellings), which JSON Schema says validators ignore; so do we.
+// "then" and "else" count though they say nothing without "if". $id and
+// draft 4's id change what references resolve against: Ref checks them.
+bool Constrains(const std::string& keyword) {
   static const auto* keywords = new absl::flat_hash_set<std::string>{
-      "title",           "description", "examples",    "default",      "$schema",  "$id",
-      "$comment",        "deprecated",  "readOnly",    "writeOnly",    "$anchor",  "contentMediaType",
-      "contentEncoding", "$defs",       "definitions", "discriminator"};
+      "type",          "enum",          "const",          "multipleOf",          "maximum",
+      "minimum",       "exclusiveMaximum", "exclusiveMinimum", "maxLength",      "minLength",
+      "pattern",       "format",        "items",          "additionalItems",     "prefixItems",
+      "maxItems",      "minItems",      "uniqueItems",    "contains",            "maxContains",
+      "minContains",   "unevaluatedItems", "properties",  "patternProperties",   "additionalProperties",
+      "required",      "maxProperties", "minProperties",  "propertyNames",       "dependencies",
+      "dependentRequired", "dependentSchemas", "unevaluatedProperties", "allOf",  "anyOf",
+      "oneOf",         "not",           "if",             "then",                "else",
+      "$ref",          "$dynamicRef",   "$recursiveRef"};
   return keywords->contains(keyword);
 }
 
 bool HasConstraints(const ordered_json& schema) {
   if (!schema.is_object()) return schema == false;
   return std::any_of(schema.items().begin(), schema.items().end(),
-                     [](const auto& kv) { return !IsAnnotation(kv.key()); });
+                     [](const auto& kv) { return Constrains(kv.key()); });
 }
 
 // `keyword` is compiled only alone: a grammar cannot intersect it with
@@ -127,7 +139,7 @@ bool HasConstraints(const ordered_json& schema) {
 absl::Status Alone(const ordered_json& schema, const char* keyword, const std::string& pointer,
                    std::initializer_list<const char*> allowed) {
   for (const auto& kv : schema.items()) {
-    if (kv.key() == keyword || IsAnnotation(kv.key())) continue;
+    if (kv.key() == keyword || !Constrains(kv.key())) continue;
     if (std::find(allowed.begin(), allowed.end(), kv.key()) != allowed.end()) continue;
     return Unsupported(kv.key(), pointer, absl::StrCat("next to \"", keyword, "\""));
   }
@@ -172,7 +184,7 @@ absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& s
   if (!schema.is_object())
     return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is not an object"));
   for (const auto& kv : schema.items()) {
-    if (!IsAnnotation(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
+    if (Constrains(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
   }
   if (schema.contains("$ref")) {
     RETURN_IF_ERROR(Alone(schema, "$ref", pointer));
@@ -244,27 +256,48 @@ absl::StatusOr<std::string> SchemaConverter::Values(const ordered_json& schema, 
   return GbnfAlternatives(alternatives);
 }
 
+// The nodes from the document down to `pointer` ("" or "/a/0/b"), both
+// ends included; empty when it points at nothing.
+std::vector<const ordered_json*> SchemaConverter::NodesAlong(absl::string_view pointer) const {
+  std::vector<const ordered_json*> nodes = {&document_};
+  if (pointer.empty()) return nodes;
+  for (const absl::string_view raw : absl::StrSplit(pointer.substr(1), '/')) {
+    const ordered_json& node = *nodes.back();
+    const std::string key = absl::StrReplaceAll(raw, {{"~1", "/"}, {"~0", "~"}});
+    if (node.is_object() && node.contains(key)) {
+      nodes.push_back(&node[key]);
+    } else if (node.is_array() && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) &&
+               std::stoul(key) < node.size()) {
+      nodes.push_back(&node[std::stoul(key)]);
+    } else {
+      return {};
+    }
+  }
+  return nodes;
+}
+
 // The schema a local reference (#, #/$defs/a, any JSON pointer) points at.
+// A reference inside a schema with its own $id (or draft 4's id) is
+// relative to that one, not to the document: refused.
 absl::StatusOr<const ordered_json*> SchemaConverter::Resolve(const ordered_json& ref, const std::string& pointer) {
   if (!ref.is_string()) return Unsupported("$ref", pointer, "it must be a string");
   const std::string target = ref.get<std::string>();
   if (target.empty() || target[0] != '#' || (target.size() > 1 && target[1] != '/')) {
     return Unsupported("$ref", pointer, absl::StrCat("\"", target, "\" is not a pointer into this schema (#/...)"));
   }
-  const ordered_json* node = &document_;
-  if (target.size() == 1) return node;
-  for (const absl::string_view raw : absl::StrSplit(absl::string_view(target).substr(2), '/')) {
-    const std::string key = absl::StrReplaceAll(raw, {{"~1", "/"}, {"~0", "~"}});
-    if (node->is_object() && node->contains(key)) {
-      node = &(*node)[key];
-    } else if (node->is_array() && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) &&
-               std::stoul(key) < node->size()) {
-      node = &(*node)[std::stoul(key)];
-    } else {
-      return Unsupported("$ref", pointer, absl::StrCat("\"", target, "\" points at nothing"));
+  const std::vector<const ordered_json*> around = NodesAlong(pointer);
+  for (size_t i = 1; i < around.size(); ++i) {
+    for (const char* id : {"$id", "id"}) {
+      const ordered_json& node = *around[i];
+      if (node.is_object() && node.contains(id) && node[id].is_string() &&
+          !absl::StartsWith(node[id].get<std::string>(), "#")) {
+        return Unsupported("$ref", pointer, absl::StrCat("it is inside a schema with its own \"", id, "\""));
+      }
     }
   }
-  return node;
+  const std::vector<const ordered_json*> nodes = NodesAlong(absl::string_view(target).substr(1));
+  if (nodes.empty()) return Unsupported("$ref", pointer, absl::StrCat("\"", target, "\" points at nothing"));
+  return nodes.back();
 }
 
 // A reference is a rule named after what it points at, defined once, so

@@ -40,10 +40,13 @@
 //    and const (which filters the values).
 //  - A schema without "type" is the types its keywords apply to
 //    ({"maxLength": 3} is a string); with none of them, any value.
-// Annotations (title, description, examples, default, $comment, ..., and
-// OpenAPI's discriminator) are ignored.
-// Any other keyword, and these with siblings a grammar cannot combine, is
-// an InvalidArgument error naming it and where it is.
+// Keywords that decide nothing about validity are ignored, as JSON Schema
+// says: annotations (title, description, examples, default, $comment, ...),
+// vendor (x-*), OpenAPI's (discriminator, nullable) and unknown ones. Any
+// keyword of drafts 4 to 2020-12 that does decide validity and is not
+// compiled, and compiled ones with siblings a grammar cannot combine, is an
+// InvalidArgument error naming it and where it is; so is a $ref inside a
+// schema with its own $id or id (it would resolve against that one).
 
 #ifndef LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_H_
 #define LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_H_

@@ -276,7 +276,7 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
   for (const auto& [part, where] : parts) {
     if (!part->is_object()) return Visit(*part, where, name);  // false: refused, saying so.
     for (const auto& kv : part->items()) {
-      const bool mergeable = IsAnnotation(kv.key()) || kv.key() == "properties" || kv.key() == "required" ||
+      const bool mergeable = !Constrains(kv.key()) || kv.key() == "properties" || kv.key() == "required" ||
                              (kv.key() == "type" && kv.value() == "object");
       if (!mergeable) {
         return Unsupported(kv.key(), where,

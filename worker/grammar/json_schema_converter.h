@@ -24,15 +24,16 @@
 
 namespace llama::grammar::internal_grammar {
 
-// The keywords compiled; others that are not annotations are refused.
+// The keywords compiled; others that constrain are refused.
 const absl::flat_hash_set<std::string>& Compiled();
-// `keyword` says nothing about which values are valid.
-bool IsAnnotation(const std::string& keyword);
-// `schema` has a keyword that is not an annotation, or is false.
+// `keyword` is one of JSON Schema's keywords that decide which values are
+// valid (drafts 4 to 2020-12); all others are ignored.
+bool Constrains(const std::string& keyword);
+// `schema` has a keyword that constrains, or is false.
 bool HasConstraints(const nlohmann::ordered_json& schema);
 
 // `keyword` is compiled only alone: a grammar cannot intersect it with the
-// keywords beside it that are not annotations, except `allowed`.
+// keywords beside it that constrain, except `allowed`.
 absl::Status Alone(const nlohmann::ordered_json& schema, const char* keyword, const std::string& pointer,
                    std::initializer_list<const char*> allowed = {});
 
@@ -83,6 +84,7 @@ class SchemaConverter {
   static bool Disjoint(const Facts& written, const Facts& valid);
   std::string KindsItem(uint8_t kinds);
   absl::StatusOr<std::string> Values(const json& schema, const std::string& pointer);
+  std::vector<const json*> NodesAlong(absl::string_view pointer) const;
   absl::StatusOr<const json*> Resolve(const json& ref, const std::string& pointer);
   absl::StatusOr<std::string> Ref(const json& ref, const std::string& pointer);
 

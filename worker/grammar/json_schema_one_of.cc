@@ -152,7 +152,7 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
   }
   if (schema.contains("type")) facts.valid_kinds = facts.written_kinds;
   facts.bare_type = std::none_of(schema.items().begin(), schema.items().end(), [](const auto& kv) {
-    return kv.key() != "type" && !IsAnnotation(kv.key());
+    return kv.key() != "type" && Constrains(kv.key());
   });
   if (schema.contains("required") && schema["required"].is_array()) {
     for (const ordered_json& key : schema["required"]) {

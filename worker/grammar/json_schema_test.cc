@@ -356,6 +356,43 @@ TEST(JsonSchemaTest, AnythingAndAnnotations) {
   }
 }
 
+// Keywords that decide nothing about validity (annotations, vendor
+// keywords, misspellings, other drafts' identifiers) change nothing.
+TEST(JsonSchemaTest, IgnoresAnnotationsAndUnknownKeywords) {
+  const std::string plain = R"({"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
+                                "required": ["n"]})";
+  const std::string annotated = R"({"id": "http://example.com/s.json", "x-kubernetes-preserve-unknown-fields": true,
+      "type": "object", "name": "thing", "links": [{"rel": "self"}], "self": {"href": "{id}"},
+      "properties": {"n": {"type": "integer", "maximum": 9, "readonly": true, "example": 3, "_format": "int32",
+                           "x-order": 1, "nullable": false, "readOnly": true, "writeOnly": false,
+                           "contentMediaType": "text/plain", "$comment": "c", "deprecated": true}},
+      "required": ["n"], "discriminator": {"propertyName": "n"}})";
+  absl::StatusOr<std::string> a = JsonSchemaToGbnf(nlohmann::ordered_json::parse(annotated));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, *JsonSchemaToGbnf(nlohmann::ordered_json::parse(plain)));
+  // Unknown keywords do not count as constraints in allOf or oneOf either.
+  auto all_of = FromSchema(R"({"allOf": [{"type": "integer"}, {"x-note": 1, "title": "t"}]})");
+  EXPECT_TRUE(all_of->Accepts("5"));
+  auto one_of = FromSchema(R"({"oneOf": [{"type": "integer", "x-a": 1}, {"type": "string", "example": "e"}]})");
+  EXPECT_TRUE(one_of->Accepts("5"));
+  EXPECT_TRUE(one_of->Accepts(R"("s")"));
+}
+
+// A reference inside a schema with its own $id is relative to that one.
+TEST(JsonSchemaTest, RefusesReferencesUnderAnotherBase) {
+  for (const char* id : {"$id", "id"}) {
+    EXPECT_THAT(ErrorOf(absl::StrCat(R"({"definitions": {"n": {"type": "string"}}, "properties": {"a": {")", id,
+                                     R"(": "http://example.com/a.json", "definitions": {"n": {"type": "integer"}},
+                                     "items": {"$ref": "#/definitions/n"}}}})")),
+                HasSubstr(absl::StrCat("\"$ref\" at /properties/a/items is not supported: it is inside a schema with "
+                                       "its own \"", id, "\"")));
+  }
+  auto root_id = FromSchema(R"({"$id": "http://example.com/root.json", "$defs": {"n": {"type": "integer"}},
+                                "items": {"$ref": "#/$defs/n"}})");
+  EXPECT_TRUE(root_id->Accepts("[1]"));
+  EXPECT_FALSE(root_id->Accepts(R"(["1"])"));
+}
+
 TEST(JsonSchemaTest, PropertyNamesBoundTheKeysOfOtherProperties) {
   auto free_keys = FromSchema(R"({"type": "object", "propertyNames": {"maxLength": 3},
                                  "additionalProperties": {"type": "integer"}})");
@@ -395,8 +432,8 @@ TEST(JsonSchemaTest, RefusesKeywordsItCannotCompileNamingThem) {
   EXPECT_THAT(ErrorOf(R"({"not": {}})"), HasSubstr("\"not\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"items": {"if": {}, "then": {}}})"), HasSubstr("\"if\" at /items is not supported"));
   for (const char* keyword :
-       {"patternProperties", "minProperties", "multipleOf", "contains",
-        "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "x-custom"}) {
+       {"patternProperties", "minProperties", "multipleOf", "contains", "dependencies", "dependentRequired",
+        "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "maxContains", "$dynamicRef", "else"}) {
     EXPECT_THAT(ErrorOf(absl::StrCat(R"({"$defs": {"a/b": {")", keyword, R"(": 1}}, "$ref": "#/$defs/a~1b"})")),
                 HasSubstr(absl::StrCat("\"", keyword, "\" at /$defs/a~1b is not supported")));
   }
