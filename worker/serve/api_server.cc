@@ -250,7 +250,7 @@ std::optional<ApiError> ApiServer::EncodeCompletionPrompts(const CompletionReque
   for (const std::string& text : request.prompts) {
     std::vector<int> ids;
     if (std::optional<ApiError> bad = EncodeText(text, /*bos=*/true, &ids)) return bad;
-    prompts->push_back({std::move(ids), text, 0});
+    prompts->push_back({std::move(ids), text, 0, /*bos_added=*/true});
   }
   // Token ids as given (no BOS added: the caller chose them).
   for (const std::vector<int>& ids : request.prompt_ids) {

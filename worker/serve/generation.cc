@@ -34,6 +34,7 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     Choice& c = choices_[i];
     c.plan = plans[i];
     c.output = std::make_unique<TextOutput>(tokenizer_, params_.stop);
+    c.speller.emplace(tokenizer_);
     EngineRequest request;
     request.prompt = plans[i].prompt_ids;
     request.temperature = params_.temperature;
@@ -62,10 +63,11 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     request.sink = [self, i](const RequestEvent& e) {
       std::shared_ptr<ApiGeneration> g = self.lock();
       if (g == nullptr) return;
-      Event event{static_cast<int>(i), e.kind, e.token, e.logprob, {e.top.begin(), e.top.end()}, {}, e.finish,
+      Event event{static_cast<int>(i), e.kind, e.token, e.logprob, {e.top.begin(), e.top.end()}, {}, {}, e.finish,
                   e.status};
       if (e.kind == RequestEvent::kPromptLogprobs) {
         event.prompt_logprobs.assign(e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+        event.prompt_top.assign(e.prompt_top.begin(), e.prompt_top.end());
       }
       {
         absl::MutexLock lock(&g->mutex_);
@@ -102,23 +104,18 @@ void ApiGeneration::Cancel(absl::Status why) {
   for (RequestId id : ids) loop_->Cancel(id);
 }
 
-std::string ApiGeneration::TokenName(int token) const {
-  if (params_.return_tokens_as_token_ids) return absl::StrCat("token_id:", token);
-  absl::StatusOr<std::string> decoded = tokenizer_.Decode({token});
-  return decoded.ok() ? *decoded : std::string();
+LoggedToken ApiGeneration::Logged(int token, std::string bytes, float logprob) const {
+  std::string name = params_.return_tokens_as_token_ids ? absl::StrCat("token_id:", token) : TokenField(bytes);
+  return {std::move(name), std::move(bytes), logprob};
 }
 
-void ApiGeneration::AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob,
-                                absl::Span<const TopToken> top) {
-  if (params_.logprobs) {
-    delta.part.tokens.push_back(TokenName(token));
-    delta.part.token_logprobs.push_back(logprob);
-    delta.part.text_offsets.push_back(static_cast<int64_t>(c.result.text.size() + delta.part.text.size()));
-    std::vector<std::pair<std::string, float>> alternatives;
-    for (const TopToken& t : top) alternatives.emplace_back(TokenName(t.token), t.logprob);
-    delta.part.top_logprobs.push_back(std::move(alternatives));
-  }
-  delta.part.text += text;
+void ApiGeneration::LogToken(Choice& c, Delta& delta, int token, std::string bytes, float logprob,
+                             absl::Span<const TopToken> top, const TokenSpeller& speller) {
+  if (!params_.logprobs) return;
+  TokenLogprob logged{Logged(token, std::move(bytes), logprob), c.spelled, {}};
+  c.spelled += static_cast<int64_t>(logged.bytes.size());
+  for (const TopToken& t : top) logged.top.push_back(Logged(t.token, speller.Spell(t.token), t.logprob));
+  delta.part.logprobs.push_back(std::move(logged));
 }
 
 void ApiGeneration::Apply(const Event& e, Delta& delta) {
@@ -133,19 +130,27 @@ void ApiGeneration::Apply(const Event& e, Delta& delta) {
       if (metrics_ != nullptr) metrics_->Scheduled(SecondsSince(arrival_));
       return;
     case RequestEvent::kPromptLogprobs: {
-      // Echo with logprobs: the prompt and its tokens lead, the first token
-      // without a log-probability; offsets are where each token's own text
-      // would start (SentencePiece may merge a leading space).
+      // Echo with logprobs: the prompt and its tokens lead, each spelled
+      // after the ones before it (so they join to the prompt), the first
+      // without a log-probability or alternatives.
       delta.part.text = c.plan.prompt_text;
-      int64_t offset = 0;
+      TokenSpeller speller(tokenizer_);
+      const size_t k = params_.top_logprobs;
+      const absl::Span<const TopToken> top(e.prompt_top);
       for (size_t p = 0; p < c.plan.prompt_ids.size(); ++p) {
-        absl::StatusOr<std::string> piece = tokenizer_.Decode({c.plan.prompt_ids[p]});
-        delta.part.tokens.push_back(TokenName(c.plan.prompt_ids[p]));
-        delta.part.token_logprobs.push_back(p == 0 ? std::numeric_limits<float>::quiet_NaN() : e.prompt_logprobs[p]);
-        delta.part.text_offsets.push_back(std::min<int64_t>(offset, c.plan.prompt_text.size()));
-        delta.part.top_logprobs.emplace_back();
-        offset += piece.ok() ? piece->size() : 0;
+        const int id = c.plan.prompt_ids[p];
+        std::string bytes = p == 0 && c.plan.bos_added ? std::string() : speller.Spell(id);
+        if (p == 0) {
+          LogToken(c, delta, id, std::move(bytes), std::numeric_limits<float>::quiet_NaN(), {}, speller);
+        } else {
+          LogToken(c, delta, id, std::move(bytes), e.prompt_logprobs[p], top.subspan(p * k, k), speller);
+        }
+        speller.Append(id);
       }
+      // Generated text starts where the echoed prompt ends, spelled or not
+      // as its tokens are (a prompt of ids that are not UTF-8 is echoed
+      // with U+FFFD).
+      c.spelled = static_cast<int64_t>(c.plan.prompt_text.size());
       return;
     }
     case RequestEvent::kToken: {
@@ -162,7 +167,9 @@ void ApiGeneration::Apply(const Event& e, Delta& delta) {
       const std::vector<int>& stops = tokenizer_.stop_ids();
       if (std::find(stops.begin(), stops.end(), e.token) != stops.end()) return;  // Ends it; no text.
       absl::StatusOr<std::string> text = c.output->Push(e.token);
-      AppendToken(c, delta, text.ok() ? *text : std::string(), e.token, e.logprob, e.top);
+      LogToken(c, delta, e.token, c.speller->Spell(e.token), e.logprob, e.top, *c.speller);
+      c.speller->Append(e.token);
+      if (text.ok()) delta.part.text += *text;
       if (c.output->stopped()) {
         // A stop string: the answer is complete, the rest is not wanted.
         loop_->Cancel(c.id);
@@ -213,17 +220,12 @@ std::vector<ApiGeneration::Delta> ApiGeneration::Next(absl::Duration timeout) {
     // logprobs it comes with its log-probabilities).
     if (!c.started && params_.echo && !params_.logprobs) delta.part.text = c.plan.prompt_text;
     Apply(e, delta);
-    const bool news = !delta.part.text.empty() || !delta.part.tokens.empty() || !delta.part.finish_reason.empty();
+    const bool news = !delta.part.text.empty() || !delta.part.logprobs.empty() || !delta.part.finish_reason.empty();
     if (!news) continue;
     delta.first = !c.started;
     c.started = true;
     c.result.text += delta.part.text;
-    for (size_t i = 0; i < delta.part.tokens.size(); ++i) {
-      c.result.tokens.push_back(delta.part.tokens[i]);
-      c.result.token_logprobs.push_back(delta.part.token_logprobs[i]);
-      c.result.text_offsets.push_back(delta.part.text_offsets[i]);
-      c.result.top_logprobs.push_back(delta.part.top_logprobs[i]);
-    }
+    c.result.logprobs.insert(c.result.logprobs.end(), delta.part.logprobs.begin(), delta.part.logprobs.end());
     if (!delta.part.finish_reason.empty()) c.result.finish_reason = delta.part.finish_reason;
     deltas.push_back(std::move(delta));
   }

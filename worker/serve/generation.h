@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "tokenizer/token_speller.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/engine/engine_loop.h"
 #include "worker/grammar/token_matcher.h"
@@ -32,6 +34,8 @@ struct ChoicePlan {
   std::vector<int> prompt_ids;
   std::string prompt_text;  // Led the text with echo.
   int64_t max_tokens = 0;
+  // The server put BOS before a text prompt: it has no text in the echo.
+  bool bos_added = false;
 };
 
 class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
@@ -80,6 +84,7 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
     float logprob;
     std::vector<TopToken> top;
     std::vector<float> prompt_logprobs;
+    std::vector<TopToken> prompt_top;
     FinishReason finish;
     absl::Status status;
   };
@@ -87,6 +92,10 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
     RequestId id = -1;
     ChoicePlan plan;
     std::unique_ptr<TextOutput> output;
+    // Spells the generated tokens for logprobs in the context their text is
+    // decoded in: the generated tokens alone, as TextOutput decodes them.
+    std::optional<TokenSpeller> speller;
+    int64_t spelled = 0;  // Bytes of the text the logged tokens stand for: the next one's offset.
     ChoiceResult result;
     bool started = false;  // Its first delta went out.
     bool scheduled = false;
@@ -96,10 +105,12 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
   };
 
   void Apply(const Event& event, Delta& delta);
-  // A token as logprobs name it: its text, or "token_id:N".
-  std::string TokenName(int token) const;
-  void AppendToken(Choice& c, Delta& delta, const std::string& text, int token, float logprob,
-                   absl::Span<const TopToken> top);
+  // A token as logprobs name it: TokenField of its bytes, or "token_id:N".
+  LoggedToken Logged(int token, std::string bytes, float logprob) const;
+  // With logprobs, adds `token` (spelled `bytes`) to the delta's, and the
+  // alternatives `top` as `speller` spells them at its place.
+  void LogToken(Choice& c, Delta& delta, int token, std::string bytes, float logprob, absl::Span<const TopToken> top,
+                const TokenSpeller& speller);
 
   const Tokenizer& tokenizer_;
   GenerationParams params_;

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tokenizer/utf8.h"
 #include "worker/serve/request_fields.h"
 
 namespace llama {
@@ -209,45 +210,41 @@ const char* ParseGeneration(Fields& f, bool chat, GenerationParams* p) {
   return constrained_by;
 }
 
-// The alternatives at token i, with the chosen token among them (OpenAI's
-// "up to logprobs + 1" entries); null where there are none.
-json CompletionTop(const ChoiceResult& c, size_t i) {
-  if (i >= c.top_logprobs.size() || c.top_logprobs[i].empty()) return nullptr;
+// The alternatives at a token, with the token itself among them (OpenAI's
+// and vLLM's "up to logprobs + 1" entries; logprobs 0: the token alone);
+// null at the first prompt token, which nothing predicts.
+json CompletionTop(const TokenLogprob& t) {
+  if (std::isnan(t.logprob)) return nullptr;
   json top = json::object();
-  for (const auto& [text, lp] : c.top_logprobs[i]) top[text] = lp;
-  if (!std::isnan(c.token_logprobs[i])) top[c.tokens[i]] = c.token_logprobs[i];
+  for (const LoggedToken& alternative : t.top) top[alternative.token] = alternative.logprob;
+  top[t.token] = t.logprob;
   return top;
 }
 
 json CompletionLogprobs(const ChoiceResult& c) {
-  json token_logprobs = json::array(), top = json::array();
-  bool any_top = false;
-  for (size_t i = 0; i < c.tokens.size(); ++i) {
-    token_logprobs.push_back(std::isnan(c.token_logprobs[i]) ? json(nullptr) : json(c.token_logprobs[i]));
-    top.push_back(CompletionTop(c, i));
-    any_top |= !top.back().is_null();
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : c.logprobs) {
+    tokens.push_back(t.token);
+    token_logprobs.push_back(std::isnan(t.logprob) ? json(nullptr) : json(t.logprob));
+    top.push_back(CompletionTop(t));
+    offsets.push_back(t.text_offset);
   }
-  return {{"tokens", c.tokens},
-          {"token_logprobs", token_logprobs},
-          {"top_logprobs", any_top ? top : json(nullptr)},
-          {"text_offset", c.text_offsets}};
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
-std::vector<int> Bytes(const std::string& text) {
+json ChatToken(const LoggedToken& t) {
   std::vector<int> bytes;
-  for (char ch : text) bytes.push_back(static_cast<unsigned char>(ch));
-  return bytes;
+  for (char ch : t.bytes) bytes.push_back(static_cast<unsigned char>(ch));
+  return {{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes}};
 }
 
 json ChatLogprobs(const ChoiceResult& c) {
   json content = json::array();
-  for (size_t i = 0; i < c.tokens.size(); ++i) {
-    json top = json::array();
-    if (i < c.top_logprobs.size()) {
-      for (const auto& [text, lp] : c.top_logprobs[i]) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", Bytes(text)}});
-    }
-    content.push_back({{"token", c.tokens[i]}, {"logprob", c.token_logprobs[i]}, {"bytes", Bytes(c.tokens[i])},
-                       {"top_logprobs", top}});
+  for (const TokenLogprob& t : c.logprobs) {
+    json entry = ChatToken(t);
+    entry["top_logprobs"] = json::array();
+    for (const LoggedToken& alternative : t.top) entry["top_logprobs"].push_back(ChatToken(alternative));
+    content.push_back(std::move(entry));
   }
   return {{"content", content}};
 }
@@ -284,6 +281,13 @@ void SetContent(const ChoiceResult& c, bool streamed, json* message) {
 }
 
 }  // namespace
+
+std::string TokenField(absl::string_view bytes) {
+  if (SanitizeUtf8(bytes) == bytes) return std::string(bytes);
+  std::string field = "bytes:";
+  for (const char byte : bytes) absl::StrAppendFormat(&field, "\\x%02x", static_cast<unsigned char>(byte));
+  return field;
+}
 
 std::string ApiError::Json() const {
   return json{{"error",

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/string_view.h"
 #include "tokenizer/chat_format.h"
 #include "worker/serve/tool_calls.h"
 
@@ -104,6 +105,29 @@ struct DetokenizeRequest {
 bool ParseTokenizeRequest(const std::string& body, TokenizeRequest* out, ApiError* error);
 bool ParseDetokenizeRequest(const std::string& body, DetokenizeRequest* out, ApiError* error);
 
+// A token's bytes as logprobs' token strings write them: the text where
+// the bytes are whole UTF-8 characters; else (a piece of a character,
+// which JSON cannot carry as text) "bytes:" and every byte as \xNN, OpenAI's
+// form, which clients turn back into the bytes.
+std::string TokenField(absl::string_view bytes);
+
+// A token in logprobs: its name (TokenField of its bytes, or vLLM's
+// "token_id:N"), its bytes as decoded in context (so that a choice's
+// tokens join to its text) and log-probability.
+struct LoggedToken {
+  std::string token;
+  std::string bytes;
+  float logprob = 0.0f;  // NaN: none (the first prompt token).
+};
+
+// One token's place in a choice's logprobs.
+struct TokenLogprob : LoggedToken {
+  int64_t text_offset = 0;  // Where its bytes start in the choice's text.
+  // With top_logprobs: the most likely tokens at its position, most likely
+  // first, decoded in the same context; none at the first prompt token.
+  std::vector<LoggedToken> top;
+};
+
 // One choice's result.
 struct ChoiceResult {
   std::string text;
@@ -111,14 +135,8 @@ struct ChoiceResult {
   // Chat: the answer was a call (then `text` is empty); sent as
   // message.tool_calls, or streamed whole in one delta.tool_calls.
   std::vector<ToolCall> tool_calls;
-  // With logprobs: each token's text (decoded alone), log-probability and
-  // offset in `text` (completions' text_offset).
-  std::vector<std::string> tokens;
-  std::vector<float> token_logprobs;  // NaN: none (the first prompt token).
-  std::vector<int64_t> text_offsets;
-  // With top_logprobs: each token's most likely alternatives (text,
-  // log-probability), most likely first; empty for prompt tokens.
-  std::vector<std::vector<std::pair<std::string, float>>> top_logprobs;
+  // With logprobs: each token, in order.
+  std::vector<TokenLogprob> logprobs;
 };
 
 struct Usage {

@@ -186,5 +186,14 @@ TEST(OpenAiApiTest, ToolCallsInResponsesAndChunks) {
   EXPECT_EQ(chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "get_weather");
 }
 
+// Whole characters stay text; a piece of one is "bytes:" and \xNN per byte.
+TEST(OpenAiApiTest, TokenFieldWritesPiecesOfCharactersAsBytes) {
+  EXPECT_EQ(TokenField(" the"), " the");
+  EXPECT_EQ(TokenField("\xe7\x8c\xab"), "\xe7\x8c\xab");
+  EXPECT_EQ(TokenField(""), "");
+  EXPECT_EQ(TokenField("\xe6\x9d"), "bytes:\\xe6\\x9d");
+  EXPECT_EQ(TokenField(" \xe6"), "bytes:\\x20\\xe6");
+}
+
 }  // namespace
 }  // namespace llama
