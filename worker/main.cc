@@ -9,258 +9,21 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
-#include <memory>
+#include <cstdlib>
 #include <string>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-#include <nlohmann/json.hpp>
-#include <xxhash.h>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "base/durable_file.h"
 #include "base/exit_code.h"
-#include "base/progress_line.h"
-#include "base/status_macros.h"
-#include "checkpoint/shard_format.h"
-#include "ops/device.h"
-#include "ops/dtype.h"
-#include "third_party/cuda/cuda_build_info.h"
-#include "tokenizer/tokenizer.h"
-#include "worker/collectives/environment.h"
-#include "worker/collectives/rendezvous.h"
-#include "worker/engine/engine.h"
-#include "worker/engine/lockstep.h"
-#include "worker/batch_job.h"
 #include "worker/flag_help.h"
-#include "worker/job.h"
 #include "worker/job_flags.h"
-#include "worker/model/model_weights.h"
-#include "worker/model/rank_plan.h"
-#include "worker/rank_model.h"
-#include "worker/results.h"
-#include "worker/serve/run_server.h"
+#include "worker/rank_run.h"
 
 DEFINE_string(summary_file, "", "Rank 0 writes the run's numbers here as JSON (ranks, load and generation time, tokens).");
-
-namespace llama {
-namespace {
-
-// What every rank must agree on: config and the conversion it came from.
-std::string Fingerprint(const ShardReader& shard) {
-  shard::ShardIndex identity;
-  *identity.mutable_config() = shard.index().config();
-  identity.set_world_size(shard.index().world_size());
-  *identity.mutable_sources() = shard.index().sources();
-  const std::string bytes = identity.SerializeAsString();
-  return absl::StrFormat("%016x", XXH3_64bits(bytes.data(), bytes.size()));
-}
-
-absl::StatusOr<std::shared_ptr<const ShardReader>> OpenShard(const WorkerEnvironment& env) {
-  const std::string path = absl::StrCat(FLAGS_shard_dir, "/", ShardFileName(env.rank, env.world_size));
-  if (access(path.c_str(), R_OK) != 0) {
-    return absl::NotFoundError(absl::StrFormat(
-        "no shard for rank %d of %d: %s does not exist. Convert the checkpoint for this world size: bazel run "
-        "//tools:convert -- --ckpt_dir=<checkpoint> --out_dir=%s --world_size=%d",
-        env.rank, env.world_size, path, FLAGS_shard_dir, env.world_size));
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> shard, ShardReader::Open(path));
-  return std::shared_ptr<const ShardReader>(std::move(shard));
-}
-
-// The server's settings from the flags: keys from --api_key, $LLAMA_API_KEY
-// and --api_key_file (one per line).
-absl::StatusOr<RunServerOptions> ServingOptions(const JobFlags& flags) {
-  RunServerOptions o;
-  o.api.host = flags.host;
-  o.api.port = flags.port;
-  o.api.model = flags.served_model_name.empty() ? "llama" : flags.served_model_name;
-  o.api.max_queue = flags.max_queue;
-  o.api.limits.max_connections = flags.max_connections;
-  o.api.limits.max_header_bytes = flags.max_header_bytes;
-  o.api.limits.max_headers = flags.max_headers;
-  o.api.limits.max_body_bytes = flags.max_body_bytes;
-  o.api.limits.request_timeout = absl::Seconds(flags.request_timeout);
-  o.api.limits.keep_alive_timeout = absl::Seconds(flags.keep_alive_timeout);
-  o.api.access_log = flags.access_log;
-  const char* variable = std::getenv(kApiKeyVariable);
-  for (const std::string& key : {flags.api_key, std::string(variable != nullptr ? variable : "")}) {
-    if (!key.empty()) o.api.api_keys.push_back(key);
-  }
-  if (!flags.api_key_file.empty()) {
-    ASSIGN_OR_RETURN(const std::string text, ReadFileToString(flags.api_key_file));
-    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
-      o.api.api_keys.push_back(std::string(absl::StripAsciiWhitespace(line)));
-    }
-    if (o.api.api_keys.empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat("--api_key_file=%s holds no key", flags.api_key_file));
-    }
-  }
-  o.engine.prefix_caching = flags.enable_prefix_caching;
-  o.heartbeat = std::max<std::chrono::milliseconds>(std::chrono::seconds(1),
-                                                    std::chrono::seconds(flags.collective_timeout) / 4);
-  o.drain_timeout = std::chrono::seconds(flags.drain_timeout);
-  return o;
-}
-
-// The prompts or dialogs: read by rank 0, which hands them to the others
-// through the store. None for a server: requests come over HTTP.
-absl::StatusOr<Job> ShareJob(const JobFlags& flags, const WorkerEnvironment& env, RankPeers& peers) {
-  Job job;
-  if (flags.serve) return job;
-  if (env.rank == 0) {
-    ASSIGN_OR_RETURN(job, ReadJob(flags.prompt, flags.prompts_file, flags.dialogs_file));
-    if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->store().Set("job", SerializeJob(job)));
-    return job;
-  }
-  ASSIGN_OR_RETURN(const std::string text,
-                   peers.rendezvous->store().Get("job", std::chrono::seconds(flags.rendezvous_timeout)));
-  return DeserializeJob(text);
-}
-
-// What a rank has once it has loaded.
-struct LoadedRank {
-  std::unique_ptr<Tokenizer> tokenizer;
-  RankModel model;
-  double load_seconds = 0;
-};
-
-// `tokenizer` and `shard` are opened, not yet read past the shard's index.
-absl::StatusOr<LoadedRank> LoadRank(const JobFlags& flags, const WorkerEnvironment& env, Device device,
-                                    RankPeers& peers, std::unique_ptr<Tokenizer> tokenizer,
-                                    std::shared_ptr<const ShardReader> shard) {
-  const auto start = std::chrono::steady_clock::now();
-  LoadedRank loaded;
-  loaded.tokenizer = std::move(tokenizer);
-  // The launcher finds shards up to date by their index alone (the sources'
-  // names, sizes and times): a byte changed since would run as a wrong model.
-  if (flags.verify_shards) RETURN_IF_ERROR(shard->VerifyChecksums());
-  const std::string fingerprint = Fingerprint(*shard);
-  ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(shard));
-  if (weights.config.vocab_size != loaded.tokenizer->vocab_size()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the tokenizer %s has %d tokens but the model's vocabulary is %d; use the checkpoint's own tokenizer",
-        FLAGS_tokenizer_path, loaded.tokenizer->vocab_size(), weights.config.vocab_size));
-  }
-  if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->AgreeOnModel(fingerprint));
-  ASSIGN_OR_RETURN(const RankPlan plan, PlanRankModel(flags, weights, device, peers, env.local_world_size));
-  ASSIGN_OR_RETURN(loaded.model, CreateRankModel(device, peers, std::move(weights), plan,
-                                                 std::chrono::seconds(flags.collective_timeout)));
-  loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  LOG(INFO) << absl::StrFormat(
-      "rank %d of %d: loaded %s and %s in %.2f s; context %d positions%s, %s KV cache of %d blocks of %d positions",
-      env.rank, env.world_size, shard->path(), FLAGS_tokenizer_path, loaded.load_seconds, plan.limits.max_seq_len,
-      flags.max_seq_len == 0 ? " (the model's own, or what memory holds of it)" : "", DTypeName(plan.kv_cache_dtype),
-      plan.limits.kv_blocks, plan.limits.kv_block_size);
-  return loaded;
-}
-
-absl::Status Serve(const JobFlags& flags, const WorkerEnvironment& env, LoadedRank& loaded, RankPeers& peers) {
-  ASSIGN_OR_RETURN(RunServerOptions serving, ServingOptions(flags));
-  const ModelLimits& limits = loaded.model.model->limits();
-  serving.on_ready = [&](int port) {
-    // Listening everywhere: the address clients use is the node's name.
-    std::string host = flags.host;
-    if (char name[256] = {}; (host == "0.0.0.0" || host == "::") && gethostname(name, sizeof name - 1) == 0) {
-      host = name;
-    }
-    std::fprintf(stderr, "%sserving %s on http://%s:%d/v1 (%d rank(s), KV cache of %lld positions)\n",
-                 kProgressPrefix, serving.api.model.c_str(), host.c_str(), port, env.world_size,
-                 static_cast<long long>(limits.kv_blocks * limits.kv_block_size));
-    std::fflush(stderr);
-  };
-  return RunServer(*loaded.model.model, *peers.host, *loaded.tokenizer, serving);
-}
-
-absl::Status WriteSummary(int ranks, double load_seconds, const BatchJobRun& run) {
-  const double rate = run.tokens / std::max(run.seconds, 1e-9);
-  LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)", ranks,
-                               load_seconds, run.tokens, run.seconds, rate);
-  if (FLAGS_summary_file.empty()) return absl::OkStatus();
-  nlohmann::json summary = {{"ranks", ranks},         {"load_seconds", load_seconds},
-                            {"tokens", run.tokens},   {"generate_seconds", run.seconds},
-                            {"tokens_per_second", rate}};
-  return WriteLinesAtomically(FLAGS_summary_file, {summary.dump()});
-}
-
-RendezvousOptions JoinOptions(const JobFlags& flags, const WorkerEnvironment& env) {
-  RendezvousOptions join;
-  join.master_addr = env.master_addr;
-  join.master_port = env.master_port;
-  join.rank = env.rank;
-  join.world_size = env.world_size;
-  join.token = env.token;
-  join.listen_fd = env.listen_fd;
-  join.join_timeout = std::chrono::seconds(flags.rendezvous_timeout);
-  join.load_timeout = std::chrono::seconds(flags.load_timeout);
-  return join;
-}
-
-absl::Status Run() {
-  if (FLAGS_shard_dir.empty() || FLAGS_tokenizer_path.empty()) {
-    return absl::InvalidArgumentError("--shard_dir and --tokenizer_path are required (see --help)");
-  }
-  // Checked before minutes of joining and loading.
-  const JobFlags flags = JobFlagsFromCommandLine();
-  RETURN_IF_ERROR(CheckJobFlags(flags, /*need_input=*/false));
-  ASSIGN_OR_RETURN(const WorkerEnvironment env, ReadWorkerEnvironment());
-  const bool leader = env.rank == 0;
-  if (!leader) FLAGS_minloglevel = google::GLOG_WARNING;  // Other ranks speak only of problems.
-  ASSIGN_OR_RETURN(const Device device, ChooseDevice(flags.device));
-  // Chosen, the device says why: ChooseDevice takes CUDA when the backend
-  // is built in and a GPU is visible.
-  const char* why = !flags.device.empty()              ? (BuiltWithCuda() ? "asked: this binary has the CUDA backend"
-                                                                          : "asked: this binary has no CUDA backend")
-                    : device == Device::kCuda ? "chosen: a GPU is visible"
-                    : BuiltWithCuda()         ? "chosen: no GPU visible"
-                                              : "chosen: this binary has no CUDA backend";
-  LOG(INFO) << "rank " << env.rank << ": device " << DeviceName(device) << " (" << why << ")";
-
-  // Join first: loading can take minutes and has its own deadline.
-  ASSIGN_OR_RETURN(RankPeers peers, JoinPeers(JoinOptions(flags, env), env.local_rank));
-  if (env.listen_fd >= 0) close(env.listen_fd);  // The store has its own copy, if it needed one.
-  ASSIGN_OR_RETURN(const Job job, ShareJob(flags, env, peers));
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(FLAGS_tokenizer_path));
-  ASSIGN_OR_RETURN(std::shared_ptr<const ShardReader> shard, OpenShard(env));
-  BatchOutput output;
-  std::string grammar;  // GBNF, from --json_schema.
-  if (leader && !flags.serve) {
-    if (!flags.json_schema.empty()) {
-      ASSIGN_OR_RETURN(grammar, ReadJsonSchemaGrammar(flags.json_schema));
-    }
-    ASSIGN_OR_RETURN(JobIdentity identity, BatchJobIdentity(flags, job, grammar, shard->index(), *tokenizer, device));
-    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, std::move(identity), job));
-  }
-  ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers, std::move(tokenizer), std::move(shard)));
-  // Rank 0 runs the engine; the others run the steps it sends them.
-  absl::Status failed_prompts;
-  if (!leader) {
-    RETURN_IF_ERROR(FollowLeader(*loaded.model.model, *peers.host));
-  } else if (flags.serve) {
-    RETURN_IF_ERROR(Serve(flags, env, loaded, peers));
-  } else {
-    LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
-    ASSIGN_OR_RETURN(const BatchJobRun run,
-                     RunBatchJob(flags, job, grammar, std::move(output), leader_model, *loaded.tokenizer));
-    RETURN_IF_ERROR(leader_model.Stop());
-    RETURN_IF_ERROR(WriteSummary(env.world_size, loaded.load_seconds, run));
-    failed_prompts = run.failed_prompts;
-  }
-  if (peers.rendezvous) RETURN_IF_ERROR(peers.rendezvous->Finish());
-  return failed_prompts;
-}
-
-}  // namespace
-}  // namespace llama
 
 int main(int argc, char** argv) {
   const char* usage =
@@ -295,7 +58,7 @@ int main(int argc, char** argv) {
   }
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
-  absl::Status status = llama::Run();
+  absl::Status status = llama::RunRank(llama::JobFlagsFromCommandLine(), FLAGS_summary_file);
   if (!status.ok()) {
     const char* rank = std::getenv("RANK");
     std::fprintf(stderr, "worker rank %s: %s\n", rank != nullptr ? rank : "0", std::string(status.message()).c_str());
