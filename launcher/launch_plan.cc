@@ -160,10 +160,10 @@ absl::Status PlanWorkerEnvironment(const LauncherFlags& flags, const LaunchConte
 
 // --device, else CUDA when built in and a GPU is visible; a GPU per local rank.
 absl::Status PlanDevice(const LaunchContext& context, LaunchPlan& plan) {
-  plan.device = plan.job.device;
-  if (plan.device.empty()) plan.device = context.built_with_cuda && !context.visible_gpus.empty() ? "cuda" : "cpu";
-  RETURN_IF_ERROR(ParseDevice(plan.device).status());
-  if (plan.device != "cuda") return absl::OkStatus();
+  ASSIGN_OR_RETURN(const Device device,
+                   ChooseDevice(plan.job.device, context.built_with_cuda ? context.visible_gpus.size() : 0));
+  plan.device = std::string(DeviceName(device));
+  if (device != Device::kCuda) return absl::OkStatus();
   const int ranks = plan.world.nproc_per_node;
   if (static_cast<int>(context.visible_gpus.size()) < ranks) {
     return absl::InvalidArgumentError(absl::StrFormat("--nproc_per_node=%d needs %d GPUs on this node; %d visible",

@@ -29,4 +29,11 @@ absl::StatusOr<Device> ParseDevice(absl::string_view flag_value) {
   return device;
 }
 
+absl::StatusOr<Device> ChooseDevice(absl::string_view flag_value, int visible_gpus) {
+  if (!flag_value.empty()) return ParseDevice(flag_value);
+  return BuiltWithCuda() && visible_gpus > 0 ? Device::kCuda : Device::kCpu;
+}
+
+int RankGpu(int visible_gpus, int local_rank) { return visible_gpus == 1 ? 0 : local_rank; }
+
 }  // namespace llama

@@ -27,6 +27,18 @@ bool BuiltWithCuda();
 // looked for the toolkit and how to rebuild with it.
 absl::StatusOr<Device> ParseDevice(absl::string_view flag_value);
 
+// The device for `flag_value` (--device; empty: not given) where
+// `visible_gpus` GPUs are visible: the flag's (ParseDevice), else CUDA when
+// this binary has the backend and sees a GPU, else the CPU. The one rule
+// for the launcher's plan and for a worker started on its own.
+absl::StatusOr<Device> ChooseDevice(absl::string_view flag_value, int visible_gpus);
+
+// The GPU, among the `visible_gpus` this process sees, of the rank with
+// `local_rank` on its node: the only one (the launcher gives each rank its
+// own CUDA_VISIBLE_DEVICES), else the LOCAL_RANK-th (a torchrun-style start
+// that shows every rank every GPU).
+int RankGpu(int visible_gpus, int local_rank);
+
 }  // namespace llama
 
 #endif  // LLAMA_OPS_DEVICE_H_

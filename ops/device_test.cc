@@ -37,5 +37,18 @@ TEST(DeviceTest, RejectsUnknownNames) {
   EXPECT_EQ(DeviceName(Device::kCuda), "cuda");
 }
 
+// --device decides; without it, a GPU where this build can use one.
+TEST(DeviceTest, ChoosesTheFlagsElseAVisibleGpuThisBuildCanUse) {
+  EXPECT_EQ(*ChooseDevice("cpu", 8), Device::kCpu);
+  EXPECT_EQ(*ChooseDevice("", 0), Device::kCpu);
+  EXPECT_EQ(*ChooseDevice("", 2), BuiltWithCuda() ? Device::kCuda : Device::kCpu);
+  EXPECT_EQ(ChooseDevice("gpu", 2).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DeviceTest, ARankUsesItsOwnGpuOrItsLocalRanks) {
+  EXPECT_EQ(RankGpu(1, 3), 0);
+  EXPECT_EQ(RankGpu(8, 3), 3);
+}
+
 }  // namespace
 }  // namespace llama

@@ -315,7 +315,7 @@ void PrintTimes(const llama::RankPlan& plan, llama::Device device, const BenchWe
 absl::Status RunRank(const llama::RendezvousOptions& join) {
   const int rank = join.rank;
   const llama::JobFlags flags = llama::JobFlagsFromCommandLine();
-  ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(flags.device));
+  ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseRankDevice(flags.device));
   ASSIGN_OR_RETURN(llama::ModelWeights weights, llama::BenchModelWeights(rank, FLAGS_world_size));
   const BenchWeights stats = {weights.layers[0].wq.dtype(), llama::StoredWeightBytes(weights),
                               static_cast<double>(weights.tok_embeddings.bytes())};
@@ -350,7 +350,7 @@ int main(int argc, char** argv) {
                          [](const std::vector<std::string>&) -> absl::Status {
     // Checked once, before any rank starts.
     RETURN_IF_ERROR(llama::CheckJobFlags(llama::JobFlagsFromCommandLine(), /*need_input=*/false));
-    ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseDevice(FLAGS_device));
+    ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseRankDevice(FLAGS_device));
     for (const auto& [name, value] : {std::pair<const char*, int>{"prefill_tokens", FLAGS_prefill_tokens},
                                       {"decode_tokens", FLAGS_decode_tokens},
                                       {"batch", FLAGS_batch},

@@ -210,7 +210,7 @@ absl::Status Run() {
   const LoadShape load = LoadFromFlags();
   RETURN_IF_ERROR(CheckLoad(flags, load));
 
-  ASSIGN_OR_RETURN(const Device device, ChooseDevice(flags.device));
+  ASSIGN_OR_RETURN(const Device device, ChooseRankDevice(flags.device));
   ASSIGN_OR_RETURN(ModelWeights weights, BenchModelWeights(0, 1));
   const ModelConfig config = weights.config;
   const DType weight_dtype = weights.layers[0].wq.dtype();

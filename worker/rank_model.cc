@@ -128,13 +128,12 @@ absl::StatusOr<RankPlan> PlanRankModel(const JobFlags& flags, const ModelWeights
   return plan;
 }
 
-absl::StatusOr<Device> ChooseDevice(const std::string& flag) {
-  if (!flag.empty()) return ParseDevice(flag);
+absl::StatusOr<Device> ChooseRankDevice(const std::string& flag) {
+  int gpus = 0;
 #if LLAMA_WITH_CUDA
-  absl::StatusOr<int> gpus = cuda::VisibleDeviceCount();
-  if (gpus.ok() && *gpus > 0) return Device::kCuda;
+  if (flag.empty()) gpus = cuda::VisibleDeviceCount().value_or(0);
 #endif
-  return Device::kCpu;
+  return ChooseDevice(flag, gpus);
 }
 
 absl::StatusOr<double> FreeMemoryBytes(Device device, int local_rank) {
@@ -142,7 +141,7 @@ absl::StatusOr<double> FreeMemoryBytes(Device device, int local_rank) {
 #if LLAMA_WITH_CUDA
   ASSIGN_OR_RETURN(const int gpus, cuda::VisibleDeviceCount());
   if (gpus == 0) return absl::FailedPreconditionError("--device=cuda: no GPU visible to this process");
-  RETURN_IF_ERROR(cuda::CudaCall(cudaSetDevice(gpus == 1 ? 0 : local_rank), "cudaSetDevice"));
+  RETURN_IF_ERROR(cuda::CudaCall(cudaSetDevice(RankGpu(gpus, local_rank)), "cudaSetDevice"));
   size_t free = 0, total = 0;
   RETURN_IF_ERROR(cuda::CudaCall(cudaMemGetInfo(&free, &total), "cudaMemGetInfo"));
   return static_cast<double>(free);
@@ -162,7 +161,7 @@ absl::StatusOr<RankModel> CreateRankModel(Device device, RankPeers& peers, Model
 #if LLAMA_WITH_CUDA
   ASSIGN_OR_RETURN(const int gpus, cuda::VisibleDeviceCount());
   if (gpus == 0) return absl::FailedPreconditionError("--device=cuda: no GPU visible to this process");
-  const int gpu = gpus == 1 ? 0 : peers.local_rank;
+  const int gpu = RankGpu(gpus, peers.local_rank);
   RETURN_IF_ERROR(cuda::CudaCall(cudaSetDevice(gpu), "cudaSetDevice"));
   NcclCommunicator* nccl = nullptr;
   if (peers.rendezvous != nullptr) {

@@ -41,8 +41,8 @@ absl::StatusOr<RankPeers> JoinPeers(const RendezvousOptions& options, int local_
 // again does nothing.
 absl::Status OpenHostCollective(RankPeers& peers, std::chrono::seconds collective_timeout);
 
-// `flag` ("cpu", "cuda"), or the best this binary and machine offer ("").
-absl::StatusOr<Device> ChooseDevice(const std::string& flag);
+// ChooseDevice (ops/device.h) for `flag` with the GPUs this process sees.
+absl::StatusOr<Device> ChooseRankDevice(const std::string& flag);
 
 // Memory free for this rank's model on `device`, in bytes (0 if unknown):
 // MemAvailable on the CPU, the GPU's free memory (LOCAL_RANK's GPU, or the

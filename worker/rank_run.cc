@@ -201,7 +201,7 @@ absl::Status RunRank(const JobFlags& flags, const std::string& summary_file) {
   ASSIGN_OR_RETURN(const WorkerEnvironment env, ReadWorkerEnvironment());
   const bool leader = env.rank == 0;
   if (!leader) FLAGS_minloglevel = google::GLOG_WARNING;  // Other ranks speak only of problems.
-  ASSIGN_OR_RETURN(const Device device, ChooseDevice(flags.device));
+  ASSIGN_OR_RETURN(const Device device, ChooseRankDevice(flags.device));
   // Chosen, the device says why: ChooseDevice takes CUDA when the backend
   // is built in and a GPU is visible.
   const char* why = !flags.device.empty()              ? (BuiltWithCuda() ? "asked: this binary has the CUDA backend"
