@@ -69,7 +69,7 @@ absl::StatusOr<std::vector<std::string>> Types(const ordered_json& schema, const
   std::vector<std::string> types;
   for (const ordered_json& t : type.is_array() ? type : ordered_json::array({type})) {
     if (!t.is_string() || std::find(std::begin(kTypes), std::end(kTypes), t.get<std::string>()) == std::end(kTypes)) {
-      return Unsupported("type", pointer, absl::StrCat(Compact(t), " is not a JSON Schema type"));
+      return Unsupported("type", pointer, absl::StrCat(JsonText(t), " is not a JSON Schema type"));
     }
     types.push_back(t.get<std::string>());
   }
@@ -151,9 +151,6 @@ std::string Child(const std::string& pointer, absl::string_view key) {
 }
 std::string Child(const std::string& pointer, size_t index) { return absl::StrCat(pointer, "/", index); }
 
-std::string Compact(const ordered_json& value) {
-  return value.dump(-1, ' ', /*ensure_ascii=*/false, ordered_json::error_handler_t::replace);
-}
 
 absl::StatusOr<std::string> SchemaConverter::Convert() {
   const std::string root = rules_.NewName("root");
@@ -248,7 +245,7 @@ absl::StatusOr<std::string> SchemaConverter::Values(const ordered_json& schema, 
     if (schema.contains("const") && value != schema["const"]) continue;
     const bool typed = types.empty() ||
                        std::any_of(types.begin(), types.end(), [&](const std::string& t) { return HasType(value, t); });
-    if (typed) alternatives.push_back(GbnfLiteral(Compact(value)));
+    if (typed) alternatives.push_back(GbnfLiteral(JsonText(value)));
   }
   if (alternatives.empty()) {
     return Unsupported(schema.contains("enum") ? "enum" : "const", pointer, "no value is of the schema's type");
@@ -314,6 +311,30 @@ absl::StatusOr<std::string> SchemaConverter::Ref(const ordered_json& ref, const 
 }
 
 }  // namespace internal_grammar
+
+namespace {
+
+// Doubles keep every integer up to 2^53 exactly.
+constexpr double kMaxExactWhole = 9007199254740992.0;
+
+nlohmann::ordered_json WholeNumbersAsIntegers(const nlohmann::ordered_json& value) {
+  if (value.is_number_float()) {
+    const double v = value.get<double>();
+    if (std::floor(v) == v && std::fabs(v) <= kMaxExactWhole) return static_cast<int64_t>(v);
+    return value;
+  }
+  if (!value.is_structured()) return value;
+  nlohmann::ordered_json out = value;
+  for (auto& item : out) item = WholeNumbersAsIntegers(item);
+  return out;
+}
+
+}  // namespace
+
+std::string JsonText(const nlohmann::ordered_json& value) {
+  return WholeNumbersAsIntegers(value).dump(-1, ' ', /*ensure_ascii=*/false,
+                                            nlohmann::ordered_json::error_handler_t::replace);
+}
 
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) {
   return internal_grammar::SchemaConverter(schema).Convert();

@@ -67,6 +67,10 @@ namespace llama::grammar {
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema);
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::json& schema);
 
+// `value` as these grammars write JSON values (enum and const): compact,
+// whole numbers without a fraction or exponent (2.0 as 2).
+std::string JsonText(const nlohmann::ordered_json& value);
+
 // Any JSON object (response_format json_object).
 std::string JsonObjectGbnf();
 

@@ -111,7 +111,7 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
     if (std::find(keys.begin(), keys.end(), key.get<std::string>()) != keys.end()) continue;
     if (extra == nullptr) {
       return Unsupported("required", pointer,
-                         absl::StrCat(Compact(key), " is not in properties and no other property is allowed"));
+                         absl::StrCat(JsonText(key), " is not in properties and no other property is allowed"));
     }
     members.push_back({key.get<std::string>(), extra, Child(pointer, "additionalProperties"), true});
     keys.push_back(key.get<std::string>());
@@ -121,18 +121,18 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
     if (max_key_length.has_value() && CodePoints(m.key) > *max_key_length) {
       if (m.required) {
         return Unsupported("propertyNames", pointer,
-                           absl::StrCat("the required property ", Compact(m.key), " is longer than its maxLength"));
+                           absl::StrCat("the required property ", JsonText(m.key), " is longer than its maxLength"));
       }
       continue;  // It can never be there.
     }
     if (*m.schema == false) {  // A property that must be absent.
-      if (m.required) return Unsupported("required", pointer, absl::StrCat(Compact(m.key), " has the schema false"));
+      if (m.required) return Unsupported("required", pointer, absl::StrCat(JsonText(m.key), " has the schema false"));
       continue;
     }
     const std::string kv = rules_.NewName(absl::StrCat(name, "-", m.key, "-kv"));
     ASSIGN_OR_RETURN(const std::string value,
                      Visit(*m.schema, m.pointer, rules_.NewName(absl::StrCat(name, "-", m.key))));
-    rules_.Define(kv, absl::StrCat(GbnfLiteral(Compact(m.key)), R"( space ":" space )", value));
+    rules_.Define(kv, absl::StrCat(GbnfLiteral(JsonText(m.key)), R"( space ":" space )", value));
     kvs.emplace_back(kv, m.required);
   }
   ASSIGN_OR_RETURN(const int64_t max_extra, MaxExtraProperties(schema, pointer, kvs.size()));
@@ -289,7 +289,7 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
       for (const auto& kv : (*part)["properties"].items()) {
         const bool taken =
             std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.key == kv.key(); });
-        if (taken) return Unsupported("allOf", pointer, absl::StrCat("two of its schemas name ", Compact(kv.key())));
+        if (taken) return Unsupported("allOf", pointer, absl::StrCat("two of its schemas name ", JsonText(kv.key())));
         members.push_back({kv.key(), &kv.value(), Child(Child(where, "properties"), kv.key())});
       }
     }

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "worker/grammar/json_grammar.h"
+#include "worker/grammar/json_schema.h"
 
 namespace llama::grammar::internal_grammar {
 
@@ -46,9 +47,6 @@ bool HasType(const nlohmann::ordered_json& value, absl::string_view type);
 // A JSON pointer one step down.
 std::string Child(const std::string& pointer, absl::string_view key);
 std::string Child(const std::string& pointer, size_t index);
-
-// A value as compact JSON text.
-std::string Compact(const nlohmann::ordered_json& value);
 
 // A property of an object schema and where its schema is.
 struct Member {

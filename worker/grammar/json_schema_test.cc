@@ -147,6 +147,12 @@ TEST(JsonSchemaTest, EnumAndConstAreCompactValues) {
   auto typed = FromSchema(R"({"type": "string", "enum": ["x", 1]})");
   EXPECT_TRUE(typed->Accepts(R"("x")"));
   EXPECT_FALSE(typed->Accepts("1"));
+  auto whole = FromSchema(R"({"enum": [2.0, [1e0]]})");  // Written as JsonText writes them: 2.0 as 2.
+  EXPECT_TRUE(whole->Accepts("2"));
+  EXPECT_TRUE(whole->Accepts("[1]"));
+  EXPECT_FALSE(whole->Accepts("2.0"));
+  EXPECT_EQ(JsonText(nlohmann::ordered_json::parse(R"({"a": [1.0, -0.5, 1e300, 9007199254740992.0]})")),
+            R"({"a":[1,-0.5,1e+300,9007199254740992]})");
   auto c = FromSchema(R"({"const": "only"})");
   EXPECT_TRUE(c->Accepts(R"("only")"));
   EXPECT_FALSE(c->Accepts(R"("only" )"));
