@@ -15,34 +15,31 @@
 #
 # llama.cpp is LLAMA_CPP's native build when given (the bin folder of a
 # cmake -DGGML_NATIVE=ON build: llama-bench, llama-batched-bench,
-# llama-quantize), else node-llama-cpp's prebuilt CPU library
-# (third_party/setup.sh installs it; not tuned for this CPU), timed by
-# tools/llama_cpp_bench.mjs.
-#
-# DTYPES (default "bf16 fp16 int8") picks the weight types; q4_k_m (native
-# llama.cpp only) is llama-quantize's Q4_K_M of the fp16 file, which both
+# llama-quantize), else the one tools/build_llama_cpp.sh makes from the
+# source node-llama-cpp carries (the llama.cpp users install today; built
+# once, ~15 minutes). The first line printed names the build measured.
+# DTYPES (default "bf16 fp16 int8") picks the weight types; q4_k_m is
+# llama-quantize's Q4_K_M of the fp16 file, which both
 # programs run (ours imports it). OUR_FLAGS adds flags to our bench, e.g.
 # OUR_FLAGS="--bf16_activations --int8_prefill" for llama.cpp's own
 # activation precision, "--kv_cache_dtype=f16" for its KV cache's. BATCH=8 adds a line per type: decode of 8
-# sequences at once (ours: --batch=8; llama.cpp: llama-batched-bench, or 8
-# sequences of one context batched by node-llama-cpp). Each line carries
+# sequences at once (ours: --batch=8; llama.cpp: llama-batched-bench). Each line carries
 # the load average when it started: compare only lines of a quiet machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${1:-2} prefill=${2:-128} decode=${3:-16} threads=${4:-2}
 shape=${SHAPE:-tinyllama}
 work=${WORK:-/tmp/llama-cpp-compare/$shape}
-tools="${XDG_CACHE_HOME:-$HOME/.cache}/llama2-cpp/node-tools"
 tokenizer=${TOKENIZER:-bazel-bin/tests/fixtures/tokenizer_fixture/tokenizer.model}
 needed=(bazel-bin/tools/bench bazel-bin/tools/convert "$tokenizer")
-if [[ -n ${LLAMA_CPP:-} ]]; then
-  needed+=("$LLAMA_CPP/llama-bench" "$LLAMA_CPP/llama-batched-bench" "$LLAMA_CPP/llama-quantize")
-else
-  needed+=("$tools/node_modules/node-llama-cpp")
-fi
 for f in "${needed[@]}"; do
-  [[ -e $f ]] || { echo "compare: $f is missing; build and run third_party/setup.sh first (see the header)" >&2; exit 1; }
+  [[ -e $f ]] || { echo "compare: $f is missing; build it first (see the header)" >&2; exit 1; }
 done
+LLAMA_CPP=${LLAMA_CPP:-$(tools/build_llama_cpp.sh | tail -1)}
+for f in llama-bench llama-batched-bench llama-quantize; do
+  [[ -x $LLAMA_CPP/$f ]] || { echo "compare: $LLAMA_CPP/$f is missing" >&2; exit 1; }
+done
+echo "llama.cpp: $("$LLAMA_CPP/llama-bench" --version 2>&1 | head -1) in $LLAMA_CPP"
 case $shape in
   tinyllama) params=c.BENCH ;;
   stories110m) params='{"dim": 768, "n_layers": 12, "n_heads": 12, "n_kv_heads": 12, "multiple_of": 256,
@@ -60,7 +57,6 @@ fi
 dtypes=${DTYPES:-bf16 fp16 int8}
 for dtype in $dtypes; do
   if [[ $dtype == q4_k_m ]]; then
-    [[ -n ${LLAMA_CPP:-} ]] || { echo "compare: q4_k_m needs LLAMA_CPP (llama-quantize)" >&2; exit 2; }
     [[ -f $work/fp16.gguf ]] || bazel-bin/tools/convert --ckpt_dir="$work/ckpt" --format=gguf --weights_dtype=fp16 \
       --out="$work/fp16.gguf" --tokenizer_path="$tokenizer" --progress=false
     [[ -f $work/q4_k_m.gguf ]] || "$LLAMA_CPP/llama-quantize" "$work/fp16.gguf" "$work/q4_k_m.gguf" Q4_K_M >/dev/null 2>&1
@@ -76,25 +72,15 @@ done
 
 # llama.cpp's prefill tokens/s and decode ms/step at batch 1 on $1, as "P D".
 theirs_batch1() {
-  if [[ -n ${LLAMA_CPP:-} ]]; then
-    "$LLAMA_CPP/llama-bench" -m "$1" -t "$threads" -p "$prefill" -n "$decode" -r 1 -o jsonl 2>/dev/null |
-      sed -nE 's/.*"avg_ts": ([0-9.e+-]+).*/\1/p' | awk 'NR == 1 { p = $1 } NR == 2 { print p, 1000 / $1 }'
-  else
-    node tools/llama_cpp_bench.mjs "$tools" "$1" "$prefill" "$decode" "$threads" 2>&1 | tail -1 |
-      sed -nE 's/.*prefill [0-9]+ tokens ([0-9.]+) tokens\/s.*decode batch 1 ([0-9.]+) ms\/step.*/\1 \2/p'
-  fi
+  "$LLAMA_CPP/llama-bench" -m "$1" -t "$threads" -p "$prefill" -n "$decode" -r 1 -o jsonl 2>/dev/null |
+    sed -nE 's/.*"avg_ts": ([0-9.e+-]+).*/\1/p' | awk 'NR == 1 { p = $1 } NR == 2 { print p, 1000 / $1 }'
 }
 
 # llama.cpp's decode ms/step of $BATCH sequences at once on $1.
 theirs_batched() {
-  if [[ -n ${LLAMA_CPP:-} ]]; then
-    # The S_TG t/s column: tokens of all sequences per second.
-    "$LLAMA_CPP/llama-batched-bench" -m "$1" -t "$threads" -c 2048 -npp 16 -ntg "$decode" -npl "$BATCH" 2>/dev/null |
-      awk -F'|' -v b="$BATCH" '$2 ~ /^ *16 *$/ { print 1000 * b / $9 }'
-  else
-    node tools/llama_cpp_bench.mjs "$tools" "$1" 16 "$decode" "$threads" "$BATCH" 2>&1 | tail -1 |
-      sed -nE "s/.*decode batch $BATCH ([0-9.]+) ms\/step.*/\1/p"
-  fi
+  # The S_TG t/s column: tokens of all sequences per second.
+  "$LLAMA_CPP/llama-batched-bench" -m "$1" -t "$threads" -c 2048 -npp 16 -ntg "$decode" -npl "$BATCH" 2>/dev/null |
+    awk -F'|' -v b="$BATCH" '$2 ~ /^ *16 *$/ { print 1000 * b / $9 }'
 }
 
 load() { cut -d' ' -f1 /proc/loadavg; }
