@@ -2,7 +2,7 @@
 others: the package graph must be acyclic (issue #13), which Bazel itself
 does not enforce (it only forbids cycles between targets).
 
-Reads `bazel query 'kind(".*", //...)' --output=graph --nograph:factored
+Reads `bazel query 'kind(".*", //...:*)' --output=graph --nograph:factored
 --noimplicit_deps` on stdin; prints each strongly connected set of packages
 with the target edges that close it, and exits 1 if there is one.
 """

@@ -29,7 +29,7 @@ namespace {
 using ::llama::testing::NodeToolsDir;
 using ::llama::testing::ReadFileOrEmpty;
 
-constexpr char kDialogs[] = "tokenizer/testdata/dialogs.json";
+constexpr char kDialogs[] = "tests/fixtures/dialogs.json";
 
 // The template rendered for each dialog of kDialogs (a prompt or {"error"}).
 nlohmann::json Rendered(ChatTemplateKind kind, const std::string& bos, const std::string& eos) {

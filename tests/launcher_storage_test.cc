@@ -172,7 +172,7 @@ TEST(LauncherStorageTest, AGgufFileRunsWithTheTokenizerItCarries) {
   ASSERT_EQ(ExitCodeOf(converted, 120s), 0) << converted.err();
   EXPECT_EQ(OutputTokens(dir + "/converted.jsonl"), OutputTokens(dir + "/fixture.jsonl"));
   LauncherRun llama3 = testing::Launch("gguf_llama3_chat", {"--ckpt_dir=" + dir + "/model.gguf", "--chat_format=llama3",
-                                                            "--dialogs_file=tokenizer/testdata/dialogs.json"});
+                                                            "--dialogs_file=tests/fixtures/dialogs.json"});
   EXPECT_EQ(ExitCodeOf(llama3), 2) << llama3.err();
   EXPECT_THAT(llama3.err(), HasSubstr("the chat format is Llama 3's but the tokenizer is SentencePiece"));
 }

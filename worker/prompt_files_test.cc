@@ -17,9 +17,9 @@ using ::testing::HasSubstr;
 
 // Token ids equal the Python transcription of the reference's
 // chat_completion prompt building (tests/fixtures/tokenizer_fixture.py) for every
-// dialog in tokenizer/testdata/dialogs.json, including the invalid ones.
+// dialog in tests/fixtures/dialogs.json, including the invalid ones.
 TEST(PromptFilesTest, ReferenceDialogsEncodeAsTheReferenceDoes) {
-  absl::StatusOr<std::vector<Dialog>> dialogs = ReadDialogsFile("tokenizer/testdata/dialogs.json");
+  absl::StatusOr<std::vector<Dialog>> dialogs = ReadDialogsFile("tests/fixtures/dialogs.json");
   ASSERT_TRUE(dialogs.ok()) << dialogs.status();
   const nlohmann::json golden = testing::ReadGolden("chat_golden.json");
   ASSERT_EQ(golden.size(), dialogs->size());

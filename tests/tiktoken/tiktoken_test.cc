@@ -30,7 +30,7 @@ using ::llama::testing::ReadFileOrEmpty;
 using ::testing::HasSubstr;
 
 constexpr char kRanks[] = "tests/fixtures/tiktoken_fixture/tokenizer.model";
-constexpr char kDialogs[] = "tokenizer/testdata/dialogs.json";
+constexpr char kDialogs[] = "tests/fixtures/dialogs.json";
 
 std::string Repeat(absl::string_view s, int n) {
   std::string out;

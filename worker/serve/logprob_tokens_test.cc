@@ -77,8 +77,8 @@ std::vector<std::string> Prompts() {
     if (SanitizeUtf8(text) != text) continue;
     if (std::find(prompts.begin(), prompts.end(), text) == prompts.end()) prompts.push_back(text);
   }
-  std::ifstream dialogs("tokenizer/testdata/dialogs.json");
-  EXPECT_TRUE(dialogs) << "HINT: the test needs //tokenizer:testdata/dialogs.json as data";
+  std::ifstream dialogs("tests/fixtures/dialogs.json");
+  EXPECT_TRUE(dialogs) << "HINT: the test needs //tests/fixtures:dialogs.json as data";
   for (const json& dialog : json::parse(dialogs, nullptr, /*allow_exceptions=*/false)) {
     for (const json& message : dialog) prompts.push_back(message["content"]);
   }
