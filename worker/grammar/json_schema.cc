@@ -189,12 +189,12 @@ absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& s
   }
   if (schema.contains("allOf")) return AllOf(schema, pointer, name);
   if (schema.contains("anyOf")) {
-    RETURN_IF_ERROR(Alone(schema, "anyOf", pointer));
-    return Alternatives(schema["anyOf"], Child(pointer, "anyOf"), name);
+    RETURN_IF_ERROR(Alone(schema, "anyOf", pointer, {"type"}));
+    return AnyOf(schema, pointer, name);
   }
   if (schema.contains("oneOf")) {
-    RETURN_IF_ERROR(Alone(schema, "oneOf", pointer));
-    return OneOf(schema["oneOf"], pointer, name);
+    RETURN_IF_ERROR(Alone(schema, "oneOf", pointer, {"type"}));
+    return OneOf(schema, pointer, name);
   }
   if (schema.contains("enum") || schema.contains("const")) return Values(schema, pointer);
   ASSIGN_OR_RETURN(const std::vector<std::string> types, Types(schema, pointer));
@@ -216,19 +216,6 @@ absl::StatusOr<std::string> SchemaConverter::Typed(const ordered_json& schema, c
   if (type == "array") return Array(schema, pointer, name);
   if (type == "object") return Object(schema, pointer, name);
   return rules_.Use(type);  // null, boolean
-}
-
-absl::StatusOr<std::string> SchemaConverter::Alternatives(const ordered_json& schemas, const std::string& pointer,
-                                                          const std::string& name) {
-  const absl::string_view keyword = pointer.substr(pointer.rfind('/') + 1);
-  if (!schemas.is_array() || schemas.empty()) return Unsupported(keyword, pointer, "it must be a non-empty array");
-  std::vector<std::string> alternatives;
-  for (size_t i = 0; i < schemas.size(); ++i) {
-    ASSIGN_OR_RETURN(std::string item,
-                     Visit(schemas[i], Child(pointer, i), rules_.NewName(absl::StrCat(name, "-alt", i))));
-    alternatives.push_back(std::move(item));
-  }
-  return GbnfAlternatives(alternatives);
 }
 
 // enum and const: the values, filtered by "type", each written compactly.

@@ -19,7 +19,8 @@
 //    "additionalItems") after them; "prefixItems" without "items" means no
 //    further items.
 //  - Strings: "pattern" as a whole-string match; "format" date, time,
-//    date-time, uuid, email and ipv4 as the subsets json_schema_scalars.cc
+//    date-time, uuid, email, ipv4, ipv6, hostname, uri and uri-reference
+//    as the subsets json_schema_scalars.cc
 //    lists; the other formats JSON Schema defines are refused, and formats
 //    it does not define are ignored, as validators do. minLength and
 //    maxLength go with a pattern or format only when all its matches
@@ -31,13 +32,14 @@
 //    const or enum values or by keys one requires that the other never
 //    writes; bare type branches give up what the others accept
 //    ([number, integer] is the numbers that are not whole); any other
-//    overlap is refused (json_schema_one_of.cc). allOf takes one schema,
+//    overlap is refused (json_schema_alternatives.cc). allOf takes one schema,
 //    or object schemas of properties and required, which are merged; any
 //    other keyword in its schemas is refused. enum and const are the values written
 //    compactly; $ref points into the same document (#, #/$defs/...,
 //    #/definitions/...), recursion included. enum, const, $ref, anyOf and
-//    oneOf take no validation keywords beside them but "type" for enum
-//    and const (which filters the values).
+//    oneOf take no validation keywords beside them but "type" (which
+//    filters enum and const values, and holds each anyOf and oneOf branch
+//    to its types).
 //  - A schema without "type" is the types its keywords apply to
 //    ({"maxLength": 3} is a string); with none of them, any value.
 // Keywords that decide nothing about validity are ignored, as JSON Schema

@@ -1,4 +1,5 @@
-// oneOf for SchemaConverter (json_schema_converter.h).
+// anyOf and oneOf for SchemaConverter (json_schema_converter.h), and the
+// "type" beside them, which each branch is held to.
 //
 // A grammar cannot say "exactly one of": it writes the alternation of the
 // branches' grammars, which is sound only when no value one branch's
@@ -125,6 +126,11 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
       facts.valid_kinds |= f.valid_kinds;
       facts.written_kinds |= f.written_kinds;
     }
+    if (schema.contains("type")) {  // Beside them, it holds every branch to its types.
+      const Facts typed = FactsOf(ordered_json{{"type", schema["type"]}}, depth + 1);
+      facts.valid_kinds &= typed.valid_kinds;
+      facts.written_kinds &= typed.valid_kinds;
+    }
     return facts;
   }
   absl::StatusOr<std::vector<std::string>> types = Types(schema, "");
@@ -226,9 +232,71 @@ std::string SchemaConverter::KindsItem(uint8_t kinds) {
   return GbnfAlternatives(alternatives);
 }
 
-absl::StatusOr<std::string> SchemaConverter::OneOf(const ordered_json& branches, const std::string& pointer,
+namespace {
+
+// The types both lists allow ("number" and "integer": "integer").
+std::vector<std::string> CommonTypes(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::vector<std::string> common;
+  for (const std::string& x : a) {
+    for (const std::string& y : b) {
+      const std::string both = x == y ? x : (KindsOfType(x) & KindsOfType(y)) == kWhole ? "integer" : "";
+      if (!both.empty() && std::find(common.begin(), common.end(), both) == common.end()) common.push_back(both);
+    }
+  }
+  return common;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<ordered_json>> SchemaConverter::OfTypes(const ordered_json& schema, const char* keyword,
+                                                                     size_t index, const std::string& pointer) {
+  const ordered_json& branch = schema[keyword][index];
+  if (!schema.contains("type")) return branch;
+  ASSIGN_OR_RETURN(const std::vector<std::string> types, Types(schema, pointer));
+  uint8_t kinds = 0;
+  for (const std::string& type : types) kinds |= KindsOfType(type);
+  const uint8_t written = FactsOf(branch, 0).written_kinds;
+  if ((written & kinds) == 0) return std::nullopt;
+  if ((written & ~kinds) == 0) return branch;
+  // Narrowed by its own "type": schemas of keywords that "type" selects.
+  const bool typed_keywords = branch == true || (branch.is_object() && !branch.contains("$ref") &&
+                                                 !branch.contains("allOf") && !branch.contains("anyOf") &&
+                                                 !branch.contains("oneOf"));
+  if (!typed_keywords) {
+    return Unsupported("type", pointer,
+                       absl::StrCat("next to \"", keyword, "\": branch ", index, " is not narrowed to its types"));
+  }
+  ordered_json narrowed = branch == true ? ordered_json::object() : branch;
+  std::vector<std::string> own = {"null", "boolean", "integer", "number", "string", "array", "object"};
+  if (narrowed.contains("type")) {
+    ASSIGN_OR_RETURN(own, Types(narrowed, Child(Child(pointer, keyword), index)));
+  }
+  narrowed["type"] = CommonTypes(own, types);
+  return narrowed;
+}
+
+absl::StatusOr<std::string> SchemaConverter::AnyOf(const ordered_json& schema, const std::string& pointer,
                                                    const std::string& name) {
+  const ordered_json& branches = schema["anyOf"];
+  if (!branches.is_array() || branches.empty()) return Unsupported("anyOf", pointer, "it must be a non-empty array");
+  std::vector<std::string> alternatives;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    ASSIGN_OR_RETURN(const std::optional<ordered_json> branch, OfTypes(schema, "anyOf", i, pointer));
+    if (!branch) continue;
+    ASSIGN_OR_RETURN(std::string item, Visit(*branch, Child(Child(pointer, "anyOf"), i),
+                                             rules_.NewName(absl::StrCat(name, "-alt", i))));
+    alternatives.push_back(std::move(item));
+  }
+  if (alternatives.empty()) return Unsupported("anyOf", pointer, "no branch is of the types beside it");
+  return GbnfAlternatives(alternatives);
+}
+
+absl::StatusOr<std::string> SchemaConverter::OneOf(const ordered_json& schema, const std::string& pointer,
+                                                   const std::string& name) {
+  const ordered_json& branches = schema["oneOf"];
   if (!branches.is_array() || branches.empty()) return Unsupported("oneOf", pointer, "it must be a non-empty array");
+  // What each branch accepts, whatever the types beside them: a value of
+  // one branch must match no other.
   std::vector<Facts> facts;
   for (const ordered_json& branch : branches) facts.push_back(FactsOf(branch, 0));
   // A bare type branch gives up what another bare type branch accepts.
@@ -240,7 +308,11 @@ absl::StatusOr<std::string> SchemaConverter::OneOf(const ordered_json& branches,
   }
   std::vector<std::string> alternatives;
   for (size_t i = 0; i < facts.size(); ++i) {
-    if (facts[i].written_kinds == 0) continue;  // Every value it accepts another branch accepts too.
+    ASSIGN_OR_RETURN(const std::optional<ordered_json> branch, OfTypes(schema, "oneOf", i, pointer));
+    if (!branch) continue;
+    const Facts narrowed = FactsOf(*branch, 0);
+    facts[i].written_kinds &= narrowed.written_kinds;
+    if (facts[i].written_kinds == 0) continue;  // Every value it writes another branch accepts too.
     for (size_t j = 0; j < facts.size(); ++j) {
       if (j == i || Disjoint(facts[i], facts[j])) continue;
       return Unsupported("oneOf", pointer,
@@ -248,12 +320,12 @@ absl::StatusOr<std::string> SchemaConverter::OneOf(const ordered_json& branches,
                                       ": only branches of different types, or objects told apart by a required "
                                       "property's const or enum values or by the properties they allow, are compiled"));
     }
-    const std::string where = Child(Child(pointer, "oneOf"), i);
-    if (facts[i].bare_type && facts[i].written_kinds != facts[i].valid_kinds) {
+    if (facts[i].bare_type && facts[i].written_kinds != narrowed.written_kinds) {
       alternatives.push_back(KindsItem(facts[i].written_kinds));
       continue;
     }
-    ASSIGN_OR_RETURN(std::string item, Visit(branches[i], where, rules_.NewName(absl::StrCat(name, "-alt", i))));
+    ASSIGN_OR_RETURN(std::string item, Visit(*branch, Child(Child(pointer, "oneOf"), i),
+                                             rules_.NewName(absl::StrCat(name, "-alt", i))));
     alternatives.push_back(std::move(item));
   }
   if (alternatives.empty()) return Unsupported("oneOf", pointer, "every value matches two branches or none");

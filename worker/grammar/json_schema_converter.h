@@ -1,6 +1,6 @@
 // The JSON Schema converter behind JsonSchemaToGbnf (json_schema.h), split
 // over json_schema.cc (keywords, references, alternatives, values),
-// json_schema_one_of.cc (oneOf) and json_schema_containers.cc (objects,
+// json_schema_alternatives.cc (anyOf, oneOf) and json_schema_containers.cc (objects,
 // arrays, allOf). Internal to //worker/grammar.
 
 #ifndef LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_CONVERTER_H_
@@ -73,14 +73,20 @@ class SchemaConverter {
   absl::StatusOr<std::string> VisitKeywords(const json& schema, const std::string& pointer, const std::string& name);
   absl::StatusOr<std::string> Typed(const json& schema, const std::string& pointer, const std::string& name,
                                     const std::string& type);
-  absl::StatusOr<std::string> Alternatives(const json& schemas, const std::string& pointer, const std::string& name);
-  // oneOf (json_schema_one_of.cc): alternatives where no value matches two
-  // branches, or an error naming the two branches that may overlap.
-  absl::StatusOr<std::string> OneOf(const json& branches, const std::string& pointer, const std::string& name);
+  // anyOf and oneOf, with "type" beside them (json_schema_alternatives.cc).
+  // oneOf's alternatives are such that no value matches two branches, or
+  // it is an error naming two branches that may overlap.
+  absl::StatusOr<std::string> AnyOf(const json& schema, const std::string& pointer, const std::string& name);
+  absl::StatusOr<std::string> OneOf(const json& schema, const std::string& pointer, const std::string& name);
   struct Facts;
   Facts FactsOf(const json& schema, int depth);
   static bool Disjoint(const Facts& written, const Facts& valid);
   std::string KindsItem(uint8_t kinds);
+  // Branch `index` of `keyword` held to the types "type" beside it names:
+  // the branch itself, a copy with "type" narrowed, or nullopt when it
+  // writes none of them.
+  absl::StatusOr<std::optional<json>> OfTypes(const json& schema, const char* keyword, size_t index,
+                                              const std::string& pointer);
   absl::StatusOr<std::string> Values(const json& schema, const std::string& pointer);
   std::vector<const json*> NodesAlong(absl::string_view pointer) const;
   absl::StatusOr<const json*> Resolve(const json& ref, const std::string& pointer);

@@ -28,6 +28,14 @@ struct Format {
   R"((?:0[1-9]|1\d|2[0-8])))"
 #define LLAMA_TIME_RE R"((?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))"
 #define LLAMA_OCTET_RE R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
+// Labels of up to 62 characters without "--" (which marks IDNA's A-labels).
+#define LLAMA_LABEL_RE R"([A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,2})"
+#define LLAMA_HOSTNAME_RE \
+  R"((?:)" LLAMA_LABEL_RE R"(\.){0,2}[A-Za-z][A-Za-z0-9]{0,19}(?:-[A-Za-z0-9]{1,20}){0,2})"
+#define LLAMA_URI_CHARS R"([A-Za-z0-9._~!$&'()*+,;=:@-])"
+#define LLAMA_URL_RE                                                                                  \
+  "https?://" LLAMA_HOSTNAME_RE R"((?::[1-9]\d{0,3})?(?:/)" LLAMA_URI_CHARS R"(*)*(?:\?(?:)" LLAMA_URI_CHARS \
+  R"(|[/?])*)?(?:#(?:)" LLAMA_URI_CHARS R"(|[/?])*)?)"
 constexpr Format kFormats[] = {
     {"date", LLAMA_DATE_RE},
     {"time", LLAMA_TIME_RE},
@@ -39,17 +47,30 @@ constexpr Format kFormats[] = {
     {"email", R"([A-Za-z0-9_%+-]{1,32}(?:\.[A-Za-z0-9_%+-]{1,31})?@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
               R"((?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?){1,3})"},
     {"ipv4", LLAMA_OCTET_RE R"((?:\.)" LLAMA_OCTET_RE "){3}"},
+    // Eight groups in full, without "::" or an IPv4 tail.
+    {"ipv6", "[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{1,4}){7}"},
+    // RFC 1123 names of at most three labels, the last starting with a letter.
+    {"hostname", LLAMA_HOSTNAME_RE},
+    // http(s) URLs of such a host, an optional port, a path, query and
+    // fragment of unreserved characters and sub-delimiters (no percent
+    // escapes): absolute URIs, and so URI references too.
+    {"uri", LLAMA_URL_RE},
+    {"uri-reference", LLAMA_URL_RE},
 };
 #undef LLAMA_DATE_RE
 #undef LLAMA_TIME_RE
 #undef LLAMA_OCTET_RE
+#undef LLAMA_LABEL_RE
+#undef LLAMA_HOSTNAME_RE
+#undef LLAMA_URI_CHARS
+#undef LLAMA_URL_RE
 
 // The other formats JSON Schema 2020-12 defines: validators check them, so
 // they are refused rather than ignored. Formats outside the standard are
 // annotations no validator checks, and are ignored.
 constexpr const char* kRefusedFormats[] = {
-    "duration",      "idn-email",    "hostname",     "idn-hostname",          "ipv6",  "uri", "uri-reference", "iri",
-    "iri-reference", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+    "duration",     "idn-email",    "idn-hostname",          "iri",   "iri-reference",
+    "uri-template", "json-pointer", "relative-json-pointer", "regex",
 };
 
 // A number's bounds past this lose whole numbers as doubles, which
