@@ -12,20 +12,12 @@
 #include "ops/cuda/axpy.h"
 #include "ops/cuda/cuda_libraries.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/gpu_test.h"
 
 namespace llama::cuda {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Skips the calling test, with the runtime's reason, when no GPU is visible.
-#define SKIP_WITHOUT_GPU()                                                      \
-  do {                                                                          \
-    std::string why_none;                                                       \
-    absl::StatusOr<int> count = VisibleDeviceCount(&why_none);                  \
-    ASSERT_TRUE(count.ok()) << count.status();                                  \
-    if (*count == 0) GTEST_SKIP() << "no CUDA device visible: " << why_none;    \
-  } while (0)
 
 // Device copy of a host vector, freed on scope exit.
 class DeviceFloats {
@@ -79,7 +71,7 @@ TEST(ToolkitTest, ErrorsNameTheCall) {
 }
 
 TEST(ToolkitTest, AxpyKernelMatchesCpu) {
-  SKIP_WITHOUT_GPU();
+  LLAMA_SKIP_WITHOUT_GPU();
   const int n = 100003;  // Not a multiple of the block size.
   std::vector<float> x(n), y(n);
   for (int i = 0; i < n; ++i) {
@@ -108,7 +100,7 @@ TEST(ToolkitTest, CublasAndNcclOpenWithEveryFunction) {
 }
 
 TEST(ToolkitTest, CublasSgemmMatchesCpu) {
-  SKIP_WITHOUT_GPU();
+  LLAMA_SKIP_WITHOUT_GPU();
   // Column-major, as cuBLAS expects: C (2x2) = A (2x3) * B (3x2).
   const std::vector<float> a = {1, 4, 2, 5, 3, 6};
   const std::vector<float> b = {7, 9, 11, 8, 10, 12};
@@ -129,7 +121,7 @@ TEST(ToolkitTest, CublasSgemmMatchesCpu) {
 }
 
 TEST(ToolkitTest, NcclAllReduceOnOneRank) {
-  SKIP_WITHOUT_GPU();
+  LLAMA_SKIP_WITHOUT_GPU();
   absl::StatusOr<const NcclLibrary*> nccl = Nccl();
   ASSERT_TRUE(nccl.ok()) << nccl.status();
   ncclComm_t comm = nullptr;

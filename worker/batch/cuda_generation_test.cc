@@ -21,6 +21,7 @@
 
 #include "base/status_macros.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/gpu_test.h"
 #include "worker/batch/generator.h"
 #include "worker/collectives/communicator.h"
 #include "worker/collectives/nccl_communicator.h"
@@ -73,10 +74,7 @@ std::vector<int> Prompt() {
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string why_none;
-    absl::StatusOr<int> devices = cuda::VisibleDeviceCount(&why_none);
-    ASSERT_TRUE(devices.ok()) << devices.status();
-    if (*devices == 0) GTEST_SKIP() << "no CUDA device visible: " << why_none;
+    LLAMA_SKIP_WITHOUT_GPU();
   }
 };
 

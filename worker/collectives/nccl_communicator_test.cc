@@ -11,16 +11,14 @@
 #include <gtest/gtest.h>
 
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/gpu_test.h"
 #include "worker/collectives/rendezvous.h"
 
 namespace llama {
 namespace {
 
 TEST(NcclCommunicatorTest, OneRankCollectives) {
-  std::string why_none;
-  absl::StatusOr<int> devices = cuda::VisibleDeviceCount(&why_none);
-  ASSERT_TRUE(devices.ok()) << devices.status();
-  if (*devices == 0) GTEST_SKIP() << "no CUDA device visible: " << why_none;
+  LLAMA_SKIP_WITHOUT_GPU();
 
   absl::StatusOr<OneRankNccl> job = JoinOneRankNccl();
   ASSERT_TRUE(job.ok()) << job.status();
