@@ -1,4 +1,4 @@
-// CUDA twin of ops/cpu/sampling.h, with the same contracts, on device pointers.
+// CUDA twin of worker/sampling/sampler.h, with the same contracts, on device pointers.
 // Host-only header: callers need not be nvcc. Every launcher enqueues on
 // `stream` and returns the launch's status with the kernel named.
 
@@ -20,7 +20,7 @@ struct RowSampling {
   double uniform;  // In [0, 1).
 };
 
-// tokens[r] = the token cpu::TopPSampler::Sample (or cpu::Argmax at
+// tokens[r] = the token TopPSampler::Sample (or Argmax at
 // temperature 0) picks from row r of logits [rows, vocab] with params[r],
 // without sorting: a binary search over the probability threshold finds the
 // nucleus, a prefix sum in token-id order finds the draw. logprobs[r] =

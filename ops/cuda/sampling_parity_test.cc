@@ -1,4 +1,4 @@
-// SampleRows against the CPU sampler (ops/cpu/sampling.h) on the same
+// SampleRows against the CPU sampler (worker/sampling/sampler.h) on the same
 // logits and uniform numbers. Skipped without a GPU.
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ops/cpu/sampling.h"
+#include "worker/sampling/sampler.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/parity_fixture.h"
 #include "ops/cuda/sampling.h"
@@ -28,7 +28,7 @@ struct Nucleus {
 
 Nucleus CpuNucleus(const float* logits, int64_t vocab, float temperature, float top_p) {
   std::vector<double> p(vocab);
-  const double m = logits[cpu::Argmax(logits, vocab)];
+  const double m = logits[Argmax(logits, vocab)];
   double total = 0;
   for (int64_t i = 0; i < vocab; ++i) total += p[i] = std::exp((logits[i] - m) / temperature);
   std::vector<int> order(vocab);
@@ -50,7 +50,7 @@ Nucleus CpuNucleus(const float* logits, int64_t vocab, float temperature, float 
   return nucleus;
 }
 
-// SampleRows picks what cpu::TopPSampler / cpu::Argmax pick for the same
+// SampleRows picks what TopPSampler / Argmax pick for the same
 // uniform numbers, on 32000-token rows at several temperatures and top_p,
 // except where a draw or the nucleus edge lies within kMarginal of a
 // boundary: those are counted and must stay rare. The GPU's probabilities
@@ -59,7 +59,7 @@ Nucleus CpuNucleus(const float* logits, int64_t vocab, float temperature, float 
 // double) is off by about that much; kMarginal = 1e-5 is 15x that. With
 // 1500 flat-ish kept tokens the chance a draw lands that close to a boundary
 // is ~3%; the allowance is 10% of the rows. Log-probabilities within 1e-4 of
-// cpu::LogProb (float log-sum-exp over 32000 terms).
+// LogProb (float log-sum-exp over 32000 terms).
 TEST_F(SamplingParityTest, SampleRowsPicksTheCpuSamplersTokens) {
   const int64_t vocab = 32000;
   const struct { float temperature, top_p; } settings[] = {{0.0f, 0.9f}, {0.6f, 0.9f}, {1.0f, 0.5f}, {1.5f, 1.0f},
@@ -85,16 +85,16 @@ TEST_F(SamplingParityTest, SampleRowsPicksTheCpuSamplersTokens) {
   ASSERT_TRUE(SampleRows(Upload(logits), rows, vocab, Upload(params), probs, tokens, logprobs, nullptr).ok());
   const std::vector<int32_t> gpu_tokens = Download(tokens, rows);
   const std::vector<float> gpu_logprobs = Download(logprobs, rows);
-  cpu::TopPSampler sampler;
+  TopPSampler sampler;
   int marginal = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* l = logits.data() + r * vocab;
     const RowSampling& p = params[r];
     ASSERT_GE(gpu_tokens[r], 0);
     ASSERT_LT(gpu_tokens[r], vocab);
-    EXPECT_NEAR(gpu_logprobs[r], cpu::LogProb(l, vocab, gpu_tokens[r]), 1e-4) << r;
+    EXPECT_NEAR(gpu_logprobs[r], LogProb(l, vocab, gpu_tokens[r]), 1e-4) << r;
     if (p.temperature == 0) {
-      EXPECT_EQ(gpu_tokens[r], cpu::Argmax(l, vocab)) << r;
+      EXPECT_EQ(gpu_tokens[r], Argmax(l, vocab)) << r;
       continue;
     }
     const Nucleus nucleus = CpuNucleus(l, vocab, p.temperature, p.top_p);
@@ -114,7 +114,7 @@ TEST_F(SamplingParityTest, SampleRowsPicksTheCpuSamplersTokens) {
   EXPECT_LE(marginal, rows / 10);
 }
 
-// Exact cases: the hand-made distribution of ops/cpu/sampling_test.cc and a
+// Exact cases: the hand-made distribution of worker/sampling/sampler_test.cc and a
 // flat one where every token ties (1000 tokens, top_p 0.5005 keeps 501).
 TEST_F(SamplingParityTest, SampleRowsOnKnownDistributions) {
   std::vector<float> logits;
@@ -145,7 +145,7 @@ TEST_F(SamplingParityTest, SampleRowsOnKnownDistributions) {
                          flat_tokens, Upload(std::vector<float>(3)), nullptr)
                   .ok());
   const std::vector<int32_t> flat_got = Download(flat_tokens, 3);
-  cpu::TopPSampler sampler;
+  TopPSampler sampler;
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(flat_got[i], static_cast<int>(flat_params[i].uniform * 501)) << i;
     EXPECT_EQ(sampler.Sample(flat.data(), 1000, 1.0f, 0.5005f, flat_params[i].uniform), flat_got[i]) << i;

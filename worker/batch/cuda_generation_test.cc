@@ -223,7 +223,7 @@ TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   ChosenToken chosen;
   ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {choice}, absl::MakeSpan(&chosen, 1)).ok());
   EXPECT_EQ(chosen.token, forced);
-  EXPECT_FLOAT_EQ(chosen.logprob, cpu::LogProb(row.data(), static_cast<int64_t>(row.size()), forced));
+  EXPECT_FLOAT_EQ(chosen.logprob, LogProb(row.data(), static_cast<int64_t>(row.size()), forced));
   // top_k 1 (a host-side filter) at temperature 1 leaves the argmax.
   TokenChoice top_one;
   top_one.temperature = 1.0f;
@@ -241,7 +241,7 @@ TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   masked.allowed = mask.data();
   ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {masked}, absl::MakeSpan(&chosen, 1)).ok());
   EXPECT_EQ(chosen.token, best_allowed);
-  EXPECT_FLOAT_EQ(chosen.logprob, cpu::LogProb(row.data(), static_cast<int64_t>(row.size()), best_allowed));
+  EXPECT_FLOAT_EQ(chosen.logprob, LogProb(row.data(), static_cast<int64_t>(row.size()), best_allowed));
   masked.temperature = 1.0f;
   for (const double uniform : {0.01, 0.5, 0.99}) {
     masked.uniform = uniform;

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "ops/cpu/sampling.h"
+#include "worker/sampling/sampler.h"
 
 namespace llama {
 
@@ -79,7 +79,7 @@ absl::Status Generator::SubmitRows(Engine& engine, const std::vector<std::vector
     request.temperature = options.temperature;
     request.top_p = options.top_p;
     // A row's stream does not depend on the other rows or the batch size.
-    request.seed = cpu::StreamSeed(options.seed, JobIndex(selection, i));
+    request.seed = StreamSeed(options.seed, JobIndex(selection, i));
     request.max_new_tokens = options.max_gen_len.value_or(model_->limits().max_seq_len - 1);
     request.stop_ids = stop_ids_;
     request.prompt_logprobs = options.logprobs && options.echo;

@@ -23,7 +23,7 @@ struct Engine::Sequence {
   std::vector<float> prompt_logprobs;
   std::vector<TopToken> prompt_top;  // [prompt_len * request.top_logprobs], with prompt_logprobs.
   bool prompt_scored = false;  // Reported (or not asked for).
-  cpu::Rng rng{0};
+  Rng rng{0};
   absl::flat_hash_map<int, int> generated_counts;  // For the penalties.
   std::vector<LogitAdjustment> adjustments;        // Its next choice's, while the model runs.
   std::shared_ptr<const grammar::TokenMask> mask;  // Likewise, with a grammar.
@@ -77,7 +77,7 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
   s->prompt_len = static_cast<int64_t>(request.prompt.size());
   s->limit = std::min(max_seq_len, s->prompt_len + request.max_new_tokens.value_or(max_seq_len));
   s->tokens = request.prompt;
-  s->rng = cpu::Rng(request.seed);
+  s->rng = Rng(request.seed);
   s->prompt_scored = !request.prompt_logprobs;
   if (request.prompt_logprobs) {
     s->prompt_logprobs.assign(s->prompt_len, 0.0f);
@@ -328,11 +328,11 @@ absl::StatusOr<int64_t> Engine::ScorePrompts(const std::vector<Scheduled>& plan)
     const int k = s.request.top_logprobs;
     for (int64_t i = 0; i < p.take; ++i, row += vocab) {
       const int64_t q = s.computed + i;
-      s.prompt_logprobs[q + 1] = cpu::LogProb(row, vocab, s.tokens[q + 1]);
+      s.prompt_logprobs[q + 1] = LogProb(row, vocab, s.tokens[q + 1]);
       if (k == 0) continue;
       int ids[kMaxTopLogprobs];
       float logprobs[kMaxTopLogprobs];
-      cpu::TopLogProbs(row, vocab, k, ids, logprobs);
+      TopLogProbs(row, vocab, k, ids, logprobs);
       for (int j = 0; j < k; ++j) s.prompt_top[(q + 1) * k + j] = {ids[j], logprobs[j]};
     }
     s.computed += p.take;

@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "ops/cpu/sampling.h"
+#include "worker/sampling/sampler.h"
 #include "worker/engine/kv_block_pool.h"
 #include "worker/grammar/token_matcher.h"
 #include "worker/model/language_model.h"
@@ -70,9 +70,9 @@ struct EngineRequest {
   std::vector<int> prompt;
   float temperature = 0.0f;  // 0: greedy.
   float top_p = 1.0f;
-  int top_k = 0;       // 0: off (ops/cpu/sampling.h).
+  int top_k = 0;       // 0: off (worker/sampling/sampler.h).
   float min_p = 0.0f;  // 0: off.
-  uint64_t seed = 0;  // Seeds the request's random stream (cpu::Rng).
+  uint64_t seed = 0;  // Seeds the request's random stream (Rng).
   // Most tokens to generate; unset: up to the end of the context.
   std::optional<int64_t> max_new_tokens;
   std::vector<int> stop_ids;

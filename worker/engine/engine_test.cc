@@ -300,7 +300,7 @@ TEST(EngineTest, PromptPositionsRankTheirMostLikelyTokens) {
   for (int p = 1; p < 20; ++p) {
     int ids[kTop];
     float logprobs[kTop];
-    cpu::TopLogProbs(logits->data() + (p - 1) * vocab, vocab, kTop, ids, logprobs);
+    TopLogProbs(logits->data() + (p - 1) * vocab, vocab, kTop, ids, logprobs);
     for (int j = 0; j < kTop; ++j) {
       EXPECT_EQ(a.prompt_top[p * kTop + j].token, ids[j]) << p << " " << j;
       EXPECT_EQ(a.prompt_top[p * kTop + j].logprob, logprobs[j]) << p << " " << j;
@@ -423,7 +423,7 @@ TEST(EngineTest, PenaltiesAndLogitBiasMoveTheChoiceNotTheLogprobs) {
     for (const auto& [token, count] : counts) adjusted[token] -= 1.5f * count + 0.5f;
     const int expected = static_cast<int>(std::max_element(adjusted.begin(), adjusted.end()) - adjusted.begin());
     EXPECT_EQ(out.tokens[i], expected) << "token " << i;
-    EXPECT_FLOAT_EQ(out.logprobs[i], cpu::LogProb(logits->data(), shape.vocab, out.tokens[i])) << "token " << i;
+    EXPECT_FLOAT_EQ(out.logprobs[i], LogProb(logits->data(), shape.vocab, out.tokens[i])) << "token " << i;
     moved += expected != static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
     ++counts[out.tokens[i]];
     sequence.push_back(out.tokens[i]);

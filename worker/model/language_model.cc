@@ -80,13 +80,13 @@ absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chu
     }
     chosen[i].token = c.temperature > 0
                           ? sampler_.Sample(choose_from, vocab, c.temperature, c.top_p, c.uniform, c.top_k, c.min_p)
-                          : cpu::Argmax(choose_from, vocab);
-    chosen[i].logprob = cpu::LogProb(row, vocab, chosen[i].token);
+                          : Argmax(choose_from, vocab);
+    chosen[i].logprob = LogProb(row, vocab, chosen[i].token);
     chosen[i].top_count = static_cast<int>(std::min<int64_t>(c.top_logprobs, vocab));
     if (chosen[i].top_count > 0) {
       int ids[kMaxTopLogprobs];
       float logprobs[kMaxTopLogprobs];
-      cpu::TopLogProbs(row, vocab, chosen[i].top_count, ids, logprobs);
+      TopLogProbs(row, vocab, chosen[i].top_count, ids, logprobs);
       for (int j = 0; j < chosen[i].top_count; ++j) chosen[i].top[j] = {ids[j], logprobs[j]};
     }
   }

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "ops/cpu/sampling.h"
+#include "worker/sampling/sampler.h"
 
 namespace llama {
 namespace {
@@ -41,7 +41,7 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     request.top_p = params_.top_p;
     request.top_k = params_.top_k;
     request.min_p = params_.min_p;
-    request.seed = cpu::StreamSeed(seed, i);  // A seeded request's tokens do not depend on what else runs.
+    request.seed = StreamSeed(seed, i);  // A seeded request's tokens do not depend on what else runs.
     request.max_new_tokens = plans[i].max_tokens;
     if (!params_.ignore_eos) request.stop_ids = tokenizer_.stop_ids();
     request.stop_ids.insert(request.stop_ids.end(), params_.stop_token_ids.begin(), params_.stop_token_ids.end());

@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ops/cpu/sampling.h"
+#include "worker/sampling/sampler.h"
 #include "worker/serve/serving_fixture.h"
 
 namespace llama::testing {
@@ -180,8 +180,8 @@ class TeacherForcing {
     const int64_t vocab = model_->limits().vocab_size;
     for (size_t i = ctxlen; i < input.size(); ++i) {
       const float* row = logits->data() + (i - 1) * vocab;  // Logits at i - 1 predict token i.
-      r.logprob += cpu::LogProb(row, vocab, input[i]);
-      r.greedy &= cpu::Argmax(row, vocab) == input[i];
+      r.logprob += LogProb(row, vocab, input[i]);
+      r.greedy &= Argmax(row, vocab) == input[i];
     }
     return r;
   }
@@ -195,7 +195,7 @@ class TeacherForcing {
       absl::StatusOr<absl::Span<const float>> logits = model_->Forward({chunk});
       EXPECT_TRUE(logits.ok()) << logits.status();
       if (!logits.ok()) break;
-      context.push_back(cpu::Argmax(logits->data(), model_->limits().vocab_size));
+      context.push_back(Argmax(logits->data(), model_->limits().vocab_size));
     }
     return {context.begin() + start, context.end()};
   }

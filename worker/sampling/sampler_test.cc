@@ -1,4 +1,4 @@
-#include "ops/cpu/sampling.h"
+#include "worker/sampling/sampler.h"
 
 #include <cmath>
 #include <map>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-namespace llama::cpu {
+namespace llama {
 namespace {
 
 TEST(SamplingTest, ArgmaxTakesTheFirstMaximum) {
@@ -155,4 +155,4 @@ TEST(SamplingTest, EmpiricalDistributionMatches) {
 }
 
 }  // namespace
-}  // namespace llama::cpu
+}  // namespace llama

@@ -1,10 +1,10 @@
-#include "ops/cpu/sampling.h"
+#include "worker/sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-namespace llama::cpu {
+namespace llama {
 
 int Argmax(const float* logits, int64_t n) {
   int best = 0;
@@ -125,4 +125,4 @@ std::vector<std::pair<int, double>> TopPSampler::Distribution(const float* logit
   return distribution;
 }
 
-}  // namespace llama::cpu
+}  // namespace llama

@@ -10,14 +10,14 @@
 // prefix sum and no sort, so both backends pick the same token for the
 // same draw (up to rounding at a boundary).
 
-#ifndef LLAMA_OPS_CPU_SAMPLING_H_
-#define LLAMA_OPS_CPU_SAMPLING_H_
+#ifndef LLAMA_WORKER_SAMPLING_SAMPLER_H_
+#define LLAMA_WORKER_SAMPLING_SAMPLER_H_
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
-namespace llama::cpu {
+namespace llama {
 
 // Index of the largest logit (the first one on ties, like torch.argmax on CPU).
 int Argmax(const float* logits, int64_t n);
@@ -75,6 +75,6 @@ class TopPSampler {
   std::vector<double> probs_;
 };
 
-}  // namespace llama::cpu
+}  // namespace llama
 
-#endif  // LLAMA_OPS_CPU_SAMPLING_H_
+#endif  // LLAMA_WORKER_SAMPLING_SAMPLER_H_
