@@ -1,19 +1,23 @@
 #!/usr/bin/python3
-"""Runs the README's examples as a reader would, and checks what they print.
+"""Runs the examples of README.md and docs/ as a reader would, and checks what they print.
 
   tests/readme/run_readme_examples.py        (from the repository root; CI runs it)
 
-A ```sh block right after a `<!-- readme-test -->` line is run; the marked
-blocks run in README order in one bash session, so a variable or a file one
-block makes is there for the next, as for a reader following along. In a
-block, a line starting with `$ ` is a command (continued by lines ending in
+A ```sh block right after a `<!-- readme-test -->` line is run. The marked
+blocks of README.md run first, then those of each file of DOCS, in that
+order (the order of the README's map of docs/), each file's in its own
+order, all in one bash session, so a variable or a file one block makes is
+there for the next, as for a reader following along (a block may rely on
+an earlier block of its own file or of a file before it). Every docs/*.md
+must be in DOCS: one that is not is reported as a failed case, so no
+doc's examples go unrun. In a block, a line starting with `$ ` is a command (continued by lines ending in
 `\\`), and the lines up to the next command are what it prints: each must
 match a line of its output, in order (`...` stands for anything, and the
 example may leave lines out). A command ends with status 0, or the N of a
 trailing `# exits N`. `./bazelw run //pkg:name --` runs the binary Bazel
 built (bazel-bin/pkg/name: no Bazel inside the session), and /tmp/ is a
 scratch folder of this run, in commands and output alike. Ends with
-"N passed, N failed", a case per command.
+"N passed, N failed", a case per command, each named with its file.
 """
 
 import os
@@ -24,6 +28,21 @@ import sys
 import tempfile
 
 MARK = "<!-- readme-test -->"
+
+# After README.md, in this order: the order of the README's map.
+DOCS = [
+    "docs/serving.md",
+    "docs/batch-jobs.md",
+    "docs/clusters.md",
+    "docs/checkpoints-and-formats.md",
+    "docs/structured-output.md",
+    "docs/performance.md",
+    "docs/gpu.md",
+    "docs/architecture.md",
+    "docs/tools.md",
+    "docs/differences-from-reference.md",
+    "docs/ci.md",
+]
 
 
 def marked_blocks(readme):
@@ -95,34 +114,48 @@ def matches(expected, output_lines):
     return None
 
 
+def example_files():
+    """README.md, then the docs in DOCS' order; and the docs/*.md missing from DOCS."""
+    present = sorted("docs/" + name for name in os.listdir("docs") if name.endswith(".md")) \
+        if os.path.isdir("docs") else []
+    return ["README.md"] + [doc for doc in DOCS if os.path.exists(doc)], [doc for doc in present if doc not in DOCS]
+
+
 def main():
-    with open("README.md", encoding="utf-8") as f:
-        blocks = marked_blocks(f.read())
-    targets = sorted({t for block in blocks for command, _ in block for t in targets_of(command)})
+    files, unlisted = example_files()
+    blocks = []  # (file, block)
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            blocks += [(path, block) for block in marked_blocks(f.read())]
+    passed = failed = 0
+    for path in unlisted:
+        failed += 1
+        print("readme: FAIL: %s is not in DOCS of tests/readme/run_readme_examples.py: its examples would not run"
+              % path)
+    targets = sorted({t for _, block in blocks for command, _ in block for t in targets_of(command)})
     build = subprocess.run(["./bazelw", "build"] + targets, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True)
     if build.returncode != 0:
         print("readme: building %s failed:\n%s" % (" ".join(targets), build.stderr[-3000:]))
-        print("0 passed, 1 failed")
+        print("%d passed, %d failed" % (passed, failed + 1))
         return 1
     scratch = tempfile.mkdtemp(prefix="readme-")
     # HOME stays: Bazel keeps its output tree (bazel-bin) under it.
     shell = subprocess.Popen(["bash", "--norc", "--noprofile"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
-    passed = failed = 0
     try:
-        for block in blocks:
+        for path, block in blocks:
             for command, expected in block:
                 output, status = run_in(shell, rewrite(command, scratch))
                 mismatch = matches([rewrite(line, scratch) for line in expected], output.split("\n"))
                 want = expected_status(command)
                 if status == want and mismatch is None:
                     passed += 1
-                    print("readme: pass: $ %s" % command[:100])
+                    print("readme: pass: %s: $ %s" % (path, command[:100]))
                     continue
                 failed += 1
                 why = ("exit %d, expected %d" % (status, want)) if status != want else ("no line like %r" % mismatch)
-                print("readme: FAIL: $ %s\n  %s; it printed:\n%s" % (command, why, indent(output)))
+                print("readme: FAIL: %s: $ %s\n  %s; it printed:\n%s" % (path, command, why, indent(output)))
     finally:
         shell.stdin.close()
         shell.wait()
