@@ -34,7 +34,9 @@ constexpr int kMaxDepth = 64;
 // subset). None: any value.
 std::vector<std::string> InferredTypes(const ordered_json& schema) {
   const std::pair<const char*, std::vector<const char*>> kByType[] = {
-      {"object", {"properties", "required", "additionalProperties", "propertyNames", "maxProperties"}},
+      {"object",
+       {"properties", "required", "additionalProperties", "propertyNames", "maxProperties", "minProperties",
+        "dependentRequired", "dependencies"}},
       {"array", {"items", "prefixItems", "additionalItems", "minItems", "maxItems"}},
       {"string", {"pattern", "format", "minLength", "maxLength"}},
       {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
@@ -85,6 +87,9 @@ const absl::flat_hash_set<std::string>& Compiled() {
                                                                      "additionalProperties",
                                                                      "propertyNames",
                                                                      "maxProperties",
+                                                                     "minProperties",
+                                                                     "dependentRequired",
+                                                                     "dependencies",
                                                                      "items",
                                                                      "prefixItems",
                                                                      "additionalItems",

@@ -14,7 +14,10 @@
 //    it (true or a schema), others follow the named ones, with keys of
 //    plain characters (no escapes) that are not among them.
 //  - "propertyNames" with a maxLength alone bounds the keys; "maxProperties"
-//    bounds the other properties to what the named ones leave.
+//    bounds the other properties to what the named ones leave;
+//    "minProperties" is met by the required ones or is 1 (not empty);
+//    "dependentRequired" (draft 7's "dependencies" with lists) writes the
+//    properties others depend on always.
 //  - Arrays: "prefixItems" (or draft 7's "items" list) with "items" (or
 //    "additionalItems") after them; "prefixItems" without "items" means no
 //    further items.

@@ -20,15 +20,39 @@ using ::nlohmann::ordered_json;
 
 const std::string kComma = R"("," space )";
 
-absl::StatusOr<absl::flat_hash_set<std::string>> Required(const ordered_json& schema, const std::string& pointer) {
-  absl::flat_hash_set<std::string> required;
-  if (!schema.contains("required")) return required;
-  if (!schema["required"].is_array()) return Unsupported("required", pointer, "it must be an array of strings");
-  for (const ordered_json& key : schema["required"]) {
-    if (!key.is_string()) return Unsupported("required", pointer, "it must be an array of strings");
-    required.insert(key.get<std::string>());
+absl::Status NotNames(const char* keyword, const std::string& pointer) {
+  return Unsupported(keyword, pointer, "it must be an array of strings");
+}
+
+// The keys every object must have: "required", and the properties that
+// dependentRequired (draft 7's dependencies with lists) makes any
+// property depend on, which are written always (a subset: the property
+// they depend on may be absent), in the order the schema names them.
+absl::StatusOr<std::vector<std::string>> RequiredKeys(const ordered_json& schema, const std::string& pointer) {
+  std::vector<std::string> keys;
+  auto add = [&](const ordered_json& names, const char* keyword) -> absl::Status {
+    if (!names.is_array()) return NotNames(keyword, pointer);
+    for (const ordered_json& key : names) {
+      if (!key.is_string()) return NotNames(keyword, pointer);
+      if (std::find(keys.begin(), keys.end(), key.get<std::string>()) == keys.end()) {
+        keys.push_back(key.get<std::string>());
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (schema.contains("required")) RETURN_IF_ERROR(add(schema["required"], "required"));
+  for (const char* keyword : {"dependentRequired", "dependencies"}) {
+    if (!schema.contains(keyword)) continue;
+    if (!schema[keyword].is_object()) return Unsupported(keyword, pointer, "it must be an object");
+    for (const auto& kv : schema[keyword].items()) {
+      if (!kv.value().is_array()) {
+        return Unsupported(keyword, Child(pointer, keyword),
+                           absl::StrCat(JsonText(kv.key()), ": only lists of property names are compiled"));
+      }
+      RETURN_IF_ERROR(add(kv.value(), keyword));
+    }
   }
-  return required;
+  return keys;
 }
 
 // A JSON string's characters that need no escape.
@@ -100,21 +124,21 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
   } else if (members.empty() && !schema.contains("required")) {
     extra = kAnything;  // {"type": "object"} alone: any object.
   }
-  ASSIGN_OR_RETURN(const absl::flat_hash_set<std::string> required, Required(schema, pointer));
+  ASSIGN_OR_RETURN(const std::vector<std::string> required, RequiredKeys(schema, pointer));
   std::vector<std::string> keys;
   for (Member& m : members) {
-    m.required = required.contains(m.key);
+    m.required = std::find(required.begin(), required.end(), m.key) != required.end();
     keys.push_back(m.key);
   }
   ASSIGN_OR_RETURN(const std::optional<int64_t> max_key_length, MaxKeyLength(schema, pointer));
-  for (const ordered_json& key : schema.value("required", ordered_json::array())) {
-    if (std::find(keys.begin(), keys.end(), key.get<std::string>()) != keys.end()) continue;
+  for (const std::string& key : required) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
     if (extra == nullptr) {
       return Unsupported("required", pointer,
                          absl::StrCat(JsonText(key), " is not in properties and no other property is allowed"));
     }
-    members.push_back({key.get<std::string>(), extra, Child(pointer, "additionalProperties"), true});
-    keys.push_back(key.get<std::string>());
+    members.push_back({key, extra, Child(pointer, "additionalProperties"), true});
+    keys.push_back(key);
   }
   std::vector<std::pair<std::string, bool>> kvs;
   for (const Member& m : members) {
@@ -136,6 +160,14 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
     kvs.emplace_back(kv, m.required);
   }
   ASSIGN_OR_RETURN(const int64_t max_extra, MaxExtraProperties(schema, pointer, kvs.size()));
+  // minProperties: met by the required properties, or 1 (an object not empty).
+  ASSIGN_OR_RETURN(const std::optional<int64_t> min_properties, ReadCount(schema, "minProperties", pointer));
+  const int64_t required_count = std::count_if(kvs.begin(), kvs.end(), [](const auto& kv) { return kv.second; });
+  const bool non_empty = min_properties.value_or(0) > required_count;
+  if (non_empty && *min_properties > 1) {
+    return Unsupported("minProperties", pointer,
+                       absl::StrCat("it is over the ", required_count, " required properties and over 1"));
+  }
   std::string extra_kv;
   if (extra != nullptr && max_extra != 0) {
     extra_kv = rules_.NewName(absl::StrCat(name, "-additional-kv"));
@@ -145,7 +177,10 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
                                                     rules_.NewName(absl::StrCat(name, "-additional"))));
     rules_.Define(extra_kv, absl::StrCat(key, R"( space ":" space )", value));
   }
-  rules_.Define(name, ObjectBody(kvs, extra_kv, max_extra));
+  if (non_empty && kvs.empty() && extra_kv.empty()) {
+    return Unsupported("minProperties", pointer, "no property can be written");
+  }
+  rules_.Define(name, ObjectBody(kvs, extra_kv, max_extra, non_empty));
   return name;
 }
 
@@ -153,7 +188,7 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
 // alternatives are which member comes first (an optional one, or the first
 // required one); after it each later member is there or not.
 std::string SchemaConverter::ObjectBody(const std::vector<std::pair<std::string, bool>>& members,
-                                        const std::string& extra, int64_t max_extra) {
+                                        const std::string& extra, int64_t max_extra, bool non_empty) {
   const int64_t more = max_extra == kNoLimit ? kNoLimit : max_extra - 1;
   auto then = [&](const std::string& kv) { return absl::StrCat(kComma, kv, " space"); };
   auto rest = [&](size_t from) {
@@ -179,7 +214,7 @@ std::string SchemaConverter::ObjectBody(const std::vector<std::pair<std::string,
   std::string inside;
   if (!alternatives.empty()) {
     inside = GbnfAlternatives(alternatives);
-    if (!any_required) inside = GbnfRepeat(inside, 0, 1);
+    if (!any_required && !non_empty) inside = GbnfRepeat(inside, 0, 1);
     inside += " ";
   }
   return absl::StrCat(R"("{" space )", inside, R"("}")");
@@ -293,7 +328,7 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
         members.push_back({kv.key(), &kv.value(), Child(Child(where, "properties"), kv.key())});
       }
     }
-    RETURN_IF_ERROR(Required(*part, where).status());
+    RETURN_IF_ERROR(RequiredKeys(*part, where).status());
     for (const ordered_json& key : part->value("required", ordered_json::array())) merged["required"].push_back(key);
   }
   return ObjectRule(std::move(members), merged, pointer, name);

@@ -96,9 +96,10 @@ class SchemaConverter {
   absl::StatusOr<std::string> Object(const json& schema, const std::string& pointer, const std::string& name);
   absl::StatusOr<std::string> ObjectRule(std::vector<Member> members, const json& schema, const std::string& pointer,
                                          const std::string& name);
-  // `extra`: the rule of other properties, up to max_extra of them (kNoLimit: any).
+  // `extra`: the rule of other properties, up to max_extra of them (kNoLimit:
+  // any); `non_empty`: at least one property.
   std::string ObjectBody(const std::vector<std::pair<std::string, bool>>& members, const std::string& extra,
-                         int64_t max_extra);
+                         int64_t max_extra, bool non_empty);
   // Keys of additional properties, up to `max_length` code points (propertyNames).
   std::string KeyNotIn(const std::vector<std::string>& keys, const std::string& name, std::optional<int64_t> max_length);
   std::string KeyRest(const std::vector<std::vector<uint32_t>>& keys, size_t depth, const std::string& name,

@@ -476,13 +476,49 @@ TEST(JsonSchemaTest, MaxPropertiesBoundsTheOthers) {
               HasSubstr("\"maxProperties\" at / is not supported: it is below the 2 properties named"));
 }
 
+TEST(JsonSchemaTest, MinPropertiesOneOrMetByTheRequired) {
+  auto any = FromSchema(R"({"type": "object", "minProperties": 1})");
+  EXPECT_TRUE(any->Accepts(R"({"k":[]})"));
+  EXPECT_FALSE(any->Accepts("{}"));
+  auto named = FromSchema(R"({"properties": {"a": {}, "b": {}}, "minProperties": 1})");
+  EXPECT_TRUE(named->Accepts(R"({"a":1})"));
+  EXPECT_TRUE(named->Accepts(R"({"b":1})"));
+  EXPECT_TRUE(named->Accepts(R"({"a":1,"b":2})"));
+  EXPECT_FALSE(named->Accepts("{}"));
+  auto met = FromSchema(R"({"properties": {"a": {}, "b": {}}, "required": ["a", "b"], "minProperties": 2})");
+  EXPECT_TRUE(met->Accepts(R"({"a":1,"b":2})"));
+  EXPECT_THAT(ErrorOf(R"({"properties": {"a": {}, "b": {}}, "minProperties": 2})"),
+              HasSubstr("\"minProperties\" at / is not supported: it is over the 0 required properties and over 1"));
+  EXPECT_THAT(ErrorOf(R"({"type": "object", "additionalProperties": false, "minProperties": 1})"),
+              HasSubstr("\"minProperties\" at / is not supported: no property can be written"));
+}
+
+// The properties others depend on are always written.
+TEST(JsonSchemaTest, DependentRequiredWritesTheDependencies) {
+  for (const char* keyword : {"dependentRequired", "dependencies"}) {
+    auto g = FromSchema(absl::StrCat(R"({"properties": {"card": {}, "billing": {}}, ")", keyword,
+                                     R"(": {"card": ["billing"]}})"));
+    EXPECT_TRUE(g->Accepts(R"({"billing":1})"));
+    EXPECT_TRUE(g->Accepts(R"({"card":1,"billing":2})"));
+    EXPECT_FALSE(g->Accepts(R"({"card":1})"));
+    EXPECT_FALSE(g->Accepts("{}"));  // Valid, but not written: a subset.
+  }
+  auto open = FromSchema(R"({"dependentRequired": {"a": ["b"]}})");
+  EXPECT_TRUE(open->Accepts(R"({"b":1,"a":2})"));
+  EXPECT_FALSE(open->Accepts(R"({"a":2})"));
+  EXPECT_THAT(ErrorOf(R"({"dependencies": {"a": {"required": ["b"]}}})"),
+              HasSubstr("\"dependencies\" at /dependencies is not supported: \"a\": only lists of property names"));
+  EXPECT_THAT(ErrorOf(R"({"properties": {"a": {}}, "additionalProperties": false, "dependentRequired": {"a": ["b"]}})"),
+              HasSubstr("\"required\" at / is not supported: \"b\" is not in properties"));
+}
+
 TEST(JsonSchemaTest, RefusesKeywordsItCannotCompileNamingThem) {
   EXPECT_EQ(ErrorOf(R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})"),
             "\"uniqueItems\" at /properties/tags is not supported");
   EXPECT_THAT(ErrorOf(R"({"not": {}})"), HasSubstr("\"not\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"items": {"if": {}, "then": {}}})"), HasSubstr("\"if\" at /items is not supported"));
   for (const char* keyword :
-       {"patternProperties", "minProperties", "multipleOf", "contains", "dependencies", "dependentRequired",
+       {"patternProperties", "multipleOf", "contains", "dependencies", "dependentRequired",
         "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "maxContains", "$dynamicRef", "else"}) {
     EXPECT_THAT(ErrorOf(absl::StrCat(R"({"$defs": {"a/b": {")", keyword, R"(": 1}}, "$ref": "#/$defs/a~1b"})")),
                 HasSubstr(absl::StrCat("\"", keyword, "\" at /$defs/a~1b is not supported")));
