@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "launcher/supervisor.h"
+#include "worker/sampling/sampling_params.h"
 
 namespace llama {
 
@@ -23,8 +24,8 @@ struct ChatSessionOptions {
   std::string model;
   std::string api_key;
   std::string system_prompt;
-  double temperature = 0.6;
-  double top_p = 0.9;
+  double temperature = kDefaultTemperature;  // The job's flags' (worker/sampling/sampling_params.h).
+  double top_p = kDefaultTopP;
   int max_tokens = -1;  // -1: to the end of the context.
   FILE* in = stdin;
   FILE* out = stdout;

@@ -20,12 +20,10 @@ namespace {
 
 SamplingOptions SamplingFromFlags(const JobFlags& flags) {
   SamplingOptions sampling;
-  sampling.temperature = static_cast<float>(flags.temperature);
-  sampling.top_p = static_cast<float>(flags.top_p);
+  sampling.sampling = JobSamplingParams(flags);
   if (flags.max_gen_len >= 0) sampling.max_gen_len = flags.max_gen_len;
   sampling.logprobs = flags.logprobs;
   sampling.echo = flags.echo;
-  sampling.seed = flags.seed;
   return sampling;
 }
 

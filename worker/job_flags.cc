@@ -57,11 +57,12 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
     return absl::InvalidArgumentError(
         absl::StrFormat("give exactly one of --prompt, --prompts_file, --dialogs_file (%d given)", inputs));
   }
-  if (!(f.temperature >= 0) || f.temperature > 1e6) {
-    return absl::InvalidArgumentError(absl::StrFormat("--temperature=%g: expected a finite value >= 0", f.temperature));
-  }
-  if (!(f.top_p > 0 && f.top_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("--top_p=%g: expected a value in (0, 1]", f.top_p));
+  for (const auto& [range, value] :
+       {std::pair<const SamplingRange&, double>{kTemperatureRange, f.temperature}, {kTopPRange, f.top_p}}) {
+    if (!range.Contains(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--%s=%g: expected a value in %s", range.name, value, range.Interval()));
+    }
   }
   if (f.max_seq_len != 0 && f.max_seq_len < 2) {
     return absl::InvalidArgumentError(
@@ -124,6 +125,14 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
     if (seconds < 1) return absl::InvalidArgumentError(absl::StrFormat("--%s=%d: expected >= 1 second", name, seconds));
   }
   return absl::OkStatus();
+}
+
+SamplingParams JobSamplingParams(const JobFlags& flags) {
+  SamplingParams sampling;
+  sampling.token.temperature = static_cast<float>(flags.temperature);
+  sampling.token.top_p = static_cast<float>(flags.top_p);
+  sampling.seed = flags.seed;
+  return sampling;
 }
 
 std::vector<std::string> WorkerArguments(const JobFlags& flags) {

@@ -16,6 +16,7 @@
 #include <gflags/gflags.h>
 
 #include "absl/status/status.h"
+#include "worker/sampling/sampling_params.h"
 
 namespace llama {
 
@@ -73,9 +74,9 @@ enum class WorkerForwarding {
     "until the new job has its first answer.") \
   X(string, json_schema, "", kInput, kPathIfSet, \
     "Structured output: every answer is JSON valid against this JSON Schema file (constrained decoding).") \
-  X(double, temperature, 0.6, kGeneration, kAlways, \
-    "Sampling temperature; 0 is greedy.") \
-  X(double, top_p, 0.9, kGeneration, kAlways, \
+  X(double, temperature, llama::kDefaultTemperature, kGeneration, kAlways, \
+    "Sampling temperature, in [0, 2]; 0 is greedy.") \
+  X(double, top_p, llama::kDefaultTopP, kGeneration, kAlways, \
     "Top-p (nucleus) sampling threshold, in (0, 1].") \
   X(int32, max_seq_len, 0, kGeneration, kAlways, \
     "Longest sequence (prompt + generation). 0: the model's own context (params.json's or config.json's; " \
@@ -198,9 +199,12 @@ JobFlags JobFlagsFromCommandLine();
 
 // Ranges and combinations, each error naming the flag: at most one of
 // --prompt / --prompts_file / --dialogs_file (exactly one when
-// `need_input`), sampling
-// ranges, lengths, sizes, the KV cache type, positive deadlines.
+// `need_input`), sampling ranges (SamplingParams'), lengths, sizes, the KV
+// cache type, positive deadlines.
 absl::Status CheckJobFlags(const JobFlags& flags, bool need_input);
+
+// The sampling flags as the batch job's SamplingParams.
+SamplingParams JobSamplingParams(const JobFlags& flags);
 
 // The worker arguments that carry `flags` ("--name=value"), as each flag's
 // WorkerForwarding says: every flag but --device, --tokenizer_path and

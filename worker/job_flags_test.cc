@@ -107,7 +107,8 @@ TEST(JobFlagsTest, BadValuesNameTheFlag) {
   } cases[] = {
       {[](JobFlags& j) { j.max_gen_len = -2; }, "--max_gen_len=-2: expected -1 (max_seq_len - 1) or a count >= 0"},
       {[](JobFlags& j) { j.top_p = 0; }, "--top_p=0: expected a value in (0, 1]"},
-      {[](JobFlags& j) { j.temperature = -1; }, "--temperature=-1: expected a finite value >= 0"},
+      {[](JobFlags& j) { j.temperature = -1; }, "--temperature=-1: expected a value in [0, 2]"},
+      {[](JobFlags& j) { j.temperature = 2.5; }, "--temperature=2.5: expected a value in [0, 2]"},
       {[](JobFlags& j) { j.max_seq_len = 1; }, "--max_seq_len=1: expected 0 (the model's own) or at least 2"},
       {[](JobFlags& j) { j.max_batch_size = 0; }, "--max_batch_size=0: expected at least 1"},
       {[](JobFlags& j) { j.load_timeout = 0; }, "--load_timeout=0: expected >= 1 second"},

@@ -108,7 +108,7 @@ TEST_F(SamplingParityTest, SampleRowsPicksTheCpuSamplersTokens) {
       ++marginal;
       continue;
     }
-    EXPECT_EQ(gpu_tokens[r], sampler.Sample(l, vocab, p.temperature, p.top_p, p.uniform))
+    EXPECT_EQ(gpu_tokens[r], sampler.Sample(l, vocab, TokenSampling{p.temperature, p.top_p}, p.uniform))
         << "row " << r << " T " << p.temperature << " top_p " << p.top_p << " u " << p.uniform;
   }
   EXPECT_LE(marginal, rows / 10);
@@ -148,7 +148,7 @@ TEST_F(SamplingParityTest, SampleRowsOnKnownDistributions) {
   TopPSampler sampler;
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(flat_got[i], static_cast<int>(flat_params[i].uniform * 501)) << i;
-    EXPECT_EQ(sampler.Sample(flat.data(), 1000, 1.0f, 0.5005f, flat_params[i].uniform), flat_got[i]) << i;
+    EXPECT_EQ(sampler.Sample(flat.data(), 1000, TokenSampling{1.0f, 0.5005f}, flat_params[i].uniform), flat_got[i]) << i;
   }
 }
 

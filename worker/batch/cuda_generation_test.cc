@@ -107,7 +107,7 @@ TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
   }
 
   SamplingOptions greedy;
-  greedy.temperature = 0;
+  greedy.sampling.token.temperature = 0;
   greedy.max_gen_len = 32;
   greedy.logprobs = true;
   Generator cpu_generator(cpu->get(), nullptr, {2}), gpu_generator(gpu->get(), nullptr, {2});
@@ -124,8 +124,8 @@ TEST_P(CudaTransformerTest, MatchesTheCpuModel) {
     }
     // Sampling on the device picks the CPU sampler's tokens for the same draws.
     SamplingOptions sampled = greedy;
-    sampled.temperature = 0.8f;
-    sampled.top_p = 0.9f;
+    sampled.sampling.token.temperature = 0.8f;
+    sampled.sampling.token.top_p = 0.9f;
     a = cpu_generator.Generate(prompts, sampled);
     b = gpu_generator.Generate(prompts, sampled);
     ASSERT_TRUE(a.ok() && b.ok()) << b.status();
@@ -171,8 +171,8 @@ TEST_F(CudaTest, GraphReplayEqualsEagerSteps) {
       *SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions(DType::kBF16, false));
   ASSERT_TRUE(with_graphs.ok() && eager.ok()) << with_graphs.status() << eager.status();
   SamplingOptions o;
-  o.temperature = 0.9f;
-  o.top_p = 0.95f;
+  o.sampling.token.temperature = 0.9f;
+  o.sampling.token.top_p = 0.95f;
   o.logprobs = true;
   const std::vector<std::vector<int>> prompts = {Prompt(), {1, 5, 9}, {7}};
   for (int64_t max_gen_len : {40, 7, 80}) {
@@ -196,7 +196,7 @@ TEST_F(CudaTest, NcclOnOneRankChangesNothing) {
       PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
   ASSERT_TRUE(with_nccl.ok() && without.ok()) << with_nccl.status() << without.status();
   SamplingOptions o;
-  o.temperature = 0.7f;
+  o.sampling.token.temperature = 0.7f;
   o.max_gen_len = 24;
   o.logprobs = true;
   ExpectSameGenerations(with_nccl->get(), without->get(), {Prompt(), {1, 5, 9}}, o);
@@ -226,8 +226,8 @@ TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   EXPECT_FLOAT_EQ(chosen.logprob, LogProb(row.data(), static_cast<int64_t>(row.size()), forced));
   // top_k 1 (a host-side filter) at temperature 1 leaves the argmax.
   TokenChoice top_one;
-  top_one.temperature = 1.0f;
-  top_one.top_k = 1;
+  top_one.sampling.temperature = 1.0f;
+  top_one.sampling.top_k = 1;
   top_one.uniform = 0.99;
   ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {top_one}, absl::MakeSpan(&chosen, 1)).ok());
   EXPECT_EQ(chosen.token, unbiased);
@@ -242,7 +242,7 @@ TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {masked}, absl::MakeSpan(&chosen, 1)).ok());
   EXPECT_EQ(chosen.token, best_allowed);
   EXPECT_FLOAT_EQ(chosen.logprob, LogProb(row.data(), static_cast<int64_t>(row.size()), best_allowed));
-  masked.temperature = 1.0f;
+  masked.sampling.temperature = 1.0f;
   for (const double uniform : {0.01, 0.5, 0.99}) {
     masked.uniform = uniform;
     ASSERT_TRUE((*gpu)->ForwardAndChoose({{table, 0, prompt, false}}, {masked}, absl::MakeSpan(&chosen, 1)).ok());

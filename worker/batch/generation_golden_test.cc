@@ -56,7 +56,7 @@ TEST_P(GenerationGoldenTest, HalfPrecisionKvCachesFollowPyTorchOverGeneration) {
     std::unique_ptr<Transformer> model = MakeModel(GetParam(), &comm, options);
     Generator generator(model.get(), nullptr, golden.json["stop_ids"].get<std::vector<int>>());
     SamplingOptions sampling;
-    sampling.temperature = 0;
+    sampling.sampling.token.temperature = 0;
     sampling.max_gen_len = 64;
     sampling.logprobs = true;
     absl::StatusOr<std::vector<Generation>> result = generator.Generate(prompts, sampling);
@@ -94,7 +94,7 @@ TEST_P(GenerationGoldenTest, GreedyGenerationMatchesPyTorch) {
   for (const auto& p : golden.json["prompts"]) prompts.push_back(p.get<std::vector<int>>());
   for (const auto& expected : golden.json["generations"]) {
     SamplingOptions sampling;
-    sampling.temperature = 0;
+    sampling.sampling.token.temperature = 0;
     sampling.max_gen_len = expected["max_gen_len"].get<int64_t>();
     sampling.logprobs = expected["logprobs"];
     sampling.echo = expected["echo"];
@@ -134,7 +134,7 @@ TEST_P(GenerationGoldenTest, RowsAreIndependentOfTheirBatch) {
   std::vector<std::vector<int>> prompts;
   for (const auto& p : golden.json["prompts"]) prompts.push_back(p.get<std::vector<int>>());
   SamplingOptions sampling;
-  sampling.temperature = 0;
+  sampling.sampling.token.temperature = 0;
   sampling.max_gen_len = 64;
   absl::StatusOr<std::vector<Generation>> chunked = generator.Generate(prompts, sampling);
   ASSERT_TRUE(chunked.ok()) << chunked.status();
@@ -150,9 +150,9 @@ TEST_P(GenerationGoldenTest, RowsAreIndependentOfTheirBatch) {
   // Sampled with one seed: each row gets the same tokens run one at a time
   // (max_batch_size 1) as in a batch of all four (each row draws from its
   // own stream, and its logits do not depend on its neighbours).
-  sampling.temperature = 0.8f;
-  sampling.top_p = 0.95f;
-  sampling.seed = 1234;
+  sampling.sampling.token.temperature = 0.8f;
+  sampling.sampling.token.top_p = 0.95f;
+  sampling.sampling.seed = 1234;
   absl::StatusOr<std::vector<Generation>> one_by_one = generator.Generate(prompts, sampling);
   ASSERT_TRUE(one_by_one.ok()) << one_by_one.status();
   options.max_batch_size = 4;
@@ -181,13 +181,13 @@ TEST_P(GenerationGoldenTest, SampledTokensMatchPyTorch) {
   std::vector<std::vector<int>> prompts;
   for (const auto& p : golden.json["prompts"]) prompts.push_back(p.get<std::vector<int>>());
   SamplingOptions o;
-  o.temperature = sampled["temperature"].get<float>();
-  o.top_p = sampled["top_p"].get<float>();
-  o.seed = sampled["seed"].get<uint64_t>();
+  o.sampling.token.temperature = sampled["temperature"].get<float>();
+  o.sampling.token.top_p = sampled["top_p"].get<float>();
+  o.sampling.seed = sampled["seed"].get<uint64_t>();
   o.max_gen_len = sampled["max_gen_len"].get<int64_t>();
   absl::StatusOr<std::vector<Generation>> result = generator.Generate(prompts, o);
   ASSERT_TRUE(result.ok()) << result.status();
-  const double close = CloseDraw(WorstLogitDifference(GetParam(), golden), o.temperature);
+  const double close = CloseDraw(WorstLogitDifference(GetParam(), golden), o.sampling.token.temperature);
   size_t agreed = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_TRUE(SampledRowAgrees((*result)[i].tokens, sampled["rows"][i], close, &agreed)) << "row " << i;
@@ -210,7 +210,7 @@ TEST(GenerationTest, TextAndChatCompletion) {
   std::unique_ptr<Transformer> model = MakeModel("tiny_fp32_mp1", &comm, options);
   Generator generator(model.get(), &testing::FixtureTokenizer());
   SamplingOptions sampling;
-  sampling.temperature = 0;
+  sampling.sampling.token.temperature = 0;
   sampling.max_gen_len = 12;
   sampling.logprobs = true;
   absl::StatusOr<std::vector<Completion>> text =

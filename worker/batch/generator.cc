@@ -27,12 +27,7 @@ Generator::Generator(LanguageModel* model, const Tokenizer* tokenizer, std::vect
       engine_options_(engine) {}
 
 absl::Status Generator::CheckOptions(const SamplingOptions& o) const {
-  if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) {
-    return absl::InvalidArgumentError(absl::StrFormat("temperature %g: expected a finite value >= 0", o.temperature));
-  }
-  if (!(o.top_p > 0 && o.top_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("top_p %g: expected 0 < top_p <= 1", o.top_p));
-  }
+  RETURN_IF_ERROR(o.sampling.Validate(model_->limits().vocab_size));
   if (o.max_gen_len.has_value() && *o.max_gen_len < 0) {
     return absl::InvalidArgumentError(absl::StrFormat("max_gen_len %d: expected >= 0", *o.max_gen_len));
   }
@@ -76,10 +71,9 @@ absl::Status Generator::SubmitRows(Engine& engine, const std::vector<std::vector
     if (options.logprobs) row.logprobs.assign(prompts[i].size(), 0.0f);
     EngineRequest request;
     request.prompt = prompts[i];
-    request.temperature = options.temperature;
-    request.top_p = options.top_p;
+    request.sampling = options.sampling;
     // A row's stream does not depend on the other rows or the batch size.
-    request.seed = StreamSeed(options.seed, JobIndex(selection, i));
+    request.sampling.seed = StreamSeed(options.sampling.seed, JobIndex(selection, i));
     request.max_new_tokens = options.max_gen_len.value_or(model_->limits().max_seq_len - 1);
     request.stop_ids = stop_ids_;
     request.prompt_logprobs = options.logprobs && options.echo;

@@ -31,19 +31,19 @@
 #include "worker/engine/engine.h"
 #include "worker/grammar/token_matcher.h"
 #include "worker/model/language_model.h"
+#include "worker/sampling/sampling_params.h"
 
 namespace llama {
 
 struct SamplingOptions {
-  float temperature = 0.6f;  // 0: greedy (argmax).
-  float top_p = 0.9f;
+  // Row i of a request samples from its own stream seeded by
+  // (sampling.seed, i), so a row's tokens do not depend on the other rows
+  // of its batch.
+  SamplingParams sampling;
   // Default: max_seq_len - 1, as the reference.
   std::optional<int64_t> max_gen_len;
   bool logprobs = false;
   bool echo = false;  // Include the prompt in the output.
-  // Row i of a request samples from its own stream seeded by (seed, i), so
-  // a row's tokens do not depend on the other rows of its batch.
-  uint64_t seed = 1;
   // Structured output: every row's tokens follow this grammar (engine.h).
   std::shared_ptr<grammar::TokenAutomaton> grammar;
 };

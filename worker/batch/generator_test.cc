@@ -55,7 +55,7 @@ class ScriptedModel final : public LanguageModel {
 
 SamplingOptions Greedy(int64_t max_gen_len) {
   SamplingOptions o;
-  o.temperature = 0;
+  o.sampling.token.temperature = 0;
   o.max_gen_len = max_gen_len;
   return o;
 }
@@ -91,7 +91,7 @@ TEST(GeneratorTest, LengthLimits) {
   EXPECT_THAT((*generator.Generate({{1, 3}}, Greedy(0)))[0].tokens, IsEmpty());
   // The default max_gen_len is max_seq_len - 1: room to reach EOS here.
   SamplingOptions unlimited;
-  unlimited.temperature = 0;
+  unlimited.sampling.token.temperature = 0;
   EXPECT_THAT((*generator.Generate({{3}}, unlimited))[0].tokens, ElementsAre(4, 5, 6, 7, 0, 1));  // Then EOS.
 }
 
@@ -192,16 +192,16 @@ TEST(GeneratorTest, SamplingIsSeededPerRow) {
   ScriptedModel model;
   Generator generator(&model, nullptr, {2});
   SamplingOptions o;
-  o.temperature = 5.0f;  // Flat enough to sample widely.
-  o.top_p = 1.0f;
+  o.sampling.token.temperature = 2.0f;  // Flat enough to sample widely.
+  o.sampling.token.top_p = 1.0f;
   o.max_gen_len = 6;
-  o.seed = 99;
+  o.sampling.seed = 99;
   const std::vector<std::vector<int>> prompts = {{3}, {4}, {5}};
   absl::StatusOr<std::vector<Generation>> a = generator.Generate(prompts, o);
   absl::StatusOr<std::vector<Generation>> b = generator.Generate(prompts, o);
   ASSERT_TRUE(a.ok() && b.ok());
   for (int i = 0; i < 3; ++i) EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens);
-  o.seed = 100;
+  o.sampling.seed = 100;
   absl::StatusOr<std::vector<Generation>> c = generator.Generate(prompts, o);
   bool differs = false;
   for (int i = 0; i < 3; ++i) differs |= (*a)[i].tokens != (*c)[i].tokens;
@@ -215,8 +215,8 @@ TEST(GeneratorTest, EachAloneABadPromptCostsOnlyItsOwnResult) {
   ScriptedModel model;
   Generator generator(&model, nullptr, {2});
   SamplingOptions o;
-  o.temperature = 5.0f;
-  o.top_p = 1.0f;
+  o.sampling.token.temperature = 2.0f;
+  o.sampling.token.top_p = 1.0f;
   o.max_gen_len = 6;
   const std::vector<std::vector<int>> all = {{3}, std::vector<int>(17, 3), {5}, {}, {1, 4}};
   BatchSelection selection;
@@ -251,8 +251,8 @@ TEST(GeneratorTest, EachAloneABadPromptCostsOnlyItsOwnResult) {
 // depend on how prompts are cut into steps or mixed with other rows' decoding.
 TEST(GeneratorTest, SampledTokensDoNotDependOnTheStepSize) {
   SamplingOptions o;
-  o.temperature = 5.0f;
-  o.top_p = 0.95f;
+  o.sampling.token.temperature = 2.0f;
+  o.sampling.token.top_p = 0.95f;
   o.max_gen_len = 5;
   o.logprobs = true;
   const std::vector<std::vector<int>> prompts = {{3, 4, 5, 6, 7, 0, 1}, {4}, {5, 6, 7, 0, 1, 3, 4, 5, 6, 7}};
@@ -287,10 +287,10 @@ TEST(GeneratorTest, ForwardAndChooseChecksItsArguments) {
   EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
               HasSubstr("asks for all logits"));
   chunks[0].all_logits = false;
-  choices[0].top_k = -1;
+  choices[0].sampling.top_k = -1;
   EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
-              HasSubstr("chunk 0: top_k -1 and min_p 0; expected >= 0 and [0, 1]"));
-  choices[0].top_k = 0;
+              HasSubstr("chunk 0: top_k: -1 is out of range [0, "));
+  choices[0].sampling.top_k = 0;
   const int64_t vocab = model.limits().vocab_size;
   for (const LogitAdjustment bad : {LogitAdjustment{static_cast<int>(vocab), 1.0f}, LogitAdjustment{-1, 1.0f},
                                     LogitAdjustment{2, std::numeric_limits<float>::infinity()}}) {
@@ -323,10 +323,11 @@ TEST(GeneratorTest, BadInputIsAClearError) {
       {{{1}, {}}, Greedy(4), "prompt 1 is empty"},
       {{std::vector<int>(17, 3)}, Greedy(4), "prompt 0 has 17 tokens, more than max_seq_len 16"},
       {{{1, 9}}, Greedy(4), "prompt 0: token id 9 outside the vocabulary [0, 8)"},
-      {{{1}}, with([](SamplingOptions& o) { o.temperature = -0.5f; }), "temperature -0.5"},
-      {{{1}}, with([](SamplingOptions& o) { o.temperature = NAN; }), "temperature nan"},
-      {{{1}}, with([](SamplingOptions& o) { o.top_p = 0; }), "top_p 0: expected 0 < top_p <= 1"},
-      {{{1}}, with([](SamplingOptions& o) { o.top_p = 1.5f; }), "top_p 1.5"},
+      {{{1}}, with([](SamplingOptions& o) { o.sampling.token.temperature = -0.5f; }), "temperature: -0.5 is out of range [0, 2]"},
+      {{{1}}, with([](SamplingOptions& o) { o.sampling.token.temperature = 2.5f; }), "temperature: 2.5 is out of range"},
+      {{{1}}, with([](SamplingOptions& o) { o.sampling.token.temperature = NAN; }), "temperature: nan is out of range"},
+      {{{1}}, with([](SamplingOptions& o) { o.sampling.token.top_p = 0; }), "top_p: 0 is out of range (0, 1]"},
+      {{{1}}, with([](SamplingOptions& o) { o.sampling.token.top_p = 1.5f; }), "top_p: 1.5 is out of range"},
       {{{1}}, with([](SamplingOptions& o) { o.max_gen_len = -1; }), "max_gen_len -1: expected >= 0"},
   };
   for (const Case& c : cases) {

@@ -108,7 +108,7 @@ std::vector<std::pair<std::vector<int>, size_t>> StoredContinuations(const std::
     const std::vector<int> prompt = p.get<std::vector<int>>();
     Generator generator(stored, nullptr, /*stop_ids=*/{});
     SamplingOptions sampling;
-    sampling.temperature = 0;
+    sampling.sampling.token.temperature = 0;
     sampling.max_gen_len = 256;
     absl::StatusOr<std::vector<Generation>> continuation = generator.Generate({prompt}, sampling);
     EXPECT_TRUE(continuation.ok()) << continuation.status();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "ops/kv_cache_view.h"
+#include "worker/sampling/sampler.h"
 
 namespace llama {
 
@@ -34,16 +35,17 @@ struct Engine::Sequence {
   int64_t length() const { return static_cast<int64_t>(tokens.size()); }
   bool scoring() const { return !prompt_scored && computed < prompt_len - 1; }
   int64_t generated() const { return length() - prompt_len; }
-  bool penalized() const { return request.presence_penalty != 0 || request.frequency_penalty != 0; }
+  bool penalized() const { return request.sampling.presence_penalty != 0 || request.sampling.frequency_penalty != 0; }
   bool adjusted() const {
-    return penalized() || !request.logit_bias.empty() || generated() < request.min_new_tokens;
+    return penalized() || !request.sampling.logit_bias.empty() || generated() < request.min_new_tokens;
   }
   // The penalties and biases of its next choice, by token id.
   void UpdateAdjustments() {
     absl::flat_hash_map<int, float> delta;
-    for (const LogitAdjustment& b : request.logit_bias) delta[b.token] += b.delta;
+    const SamplingParams& sampling = request.sampling;
+    for (const LogitBias& b : sampling.logit_bias) delta[b.token] += b.delta;
     for (const auto& [token, count] : generated_counts) {
-      delta[token] -= request.frequency_penalty * static_cast<float>(count) + request.presence_penalty;
+      delta[token] -= sampling.frequency_penalty * static_cast<float>(count) + sampling.presence_penalty;
     }
     // Below any logit a model gives, and finite as adjustments must be.
     constexpr float kNever = -1e30f;
@@ -77,7 +79,7 @@ absl::StatusOr<RequestId> Engine::Submit(EngineRequest request) {
   s->prompt_len = static_cast<int64_t>(request.prompt.size());
   s->limit = std::min(max_seq_len, s->prompt_len + request.max_new_tokens.value_or(max_seq_len));
   s->tokens = request.prompt;
-  s->rng = Rng(request.seed);
+  s->rng = Rng(request.sampling.seed);
   s->prompt_scored = !request.prompt_logprobs;
   if (request.prompt_logprobs) {
     s->prompt_logprobs.assign(s->prompt_len, 0.0f);
@@ -343,13 +345,10 @@ absl::StatusOr<int64_t> Engine::ScorePrompts(const std::vector<Scheduled>& plan)
 
 TokenChoice Engine::NextChoice(Sequence& s, bool chooses) {
   TokenChoice choice;
-  choice.temperature = s.request.temperature;
-  choice.top_p = s.request.top_p;
+  choice.sampling = s.request.sampling.token;
   choice.top_logprobs = s.request.top_logprobs;
-  choice.top_k = s.request.top_k;
-  choice.min_p = s.request.min_p;
   // One draw per token the request samples, whatever the step's shape.
-  if (s.request.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();
+  if (choice.sampling.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();
   if (s.adjusted() && chooses) {
     s.UpdateAdjustments();
     choice.adjustments = s.adjustments;

@@ -32,10 +32,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "worker/sampling/sampler.h"
 #include "worker/engine/kv_block_pool.h"
 #include "worker/grammar/token_matcher.h"
 #include "worker/model/language_model.h"
+#include "worker/sampling/sampling_params.h"
 
 namespace llama {
 
@@ -68,11 +68,11 @@ struct RequestEvent {
 
 struct EngineRequest {
   std::vector<int> prompt;
-  float temperature = 0.0f;  // 0: greedy.
-  float top_p = 1.0f;
-  int top_k = 0;       // 0: off (worker/sampling/sampler.h).
-  float min_p = 0.0f;  // 0: off.
-  uint64_t seed = 0;  // Seeds the request's random stream (Rng).
+  // How its tokens are chosen (worker/sampling/sampling_params.h); the
+  // engine's default is argmax. sampling.seed seeds the request's random
+  // stream (Rng). The penalties and logit_bias move the choice only: the
+  // log-probabilities reported stay the model's.
+  SamplingParams sampling = SamplingParams::Greedy();
   // Most tokens to generate; unset: up to the end of the context.
   std::optional<int64_t> max_new_tokens;
   std::vector<int> stop_ids;
@@ -82,14 +82,6 @@ struct EngineRequest {
   // Each token event also carries this many most likely tokens (0 to 5),
   // and so does each prompt position with prompt_logprobs.
   int top_logprobs = 0;
-  // OpenAI's penalties on the tokens generated so far, each in [-2, 2]: a
-  // token's logit loses frequency_penalty for every time it was generated
-  // and presence_penalty once if it was. logit_bias is added to its tokens'
-  // logits (each in [-100, 100]; a token listed twice gets both). They move
-  // the choice only: the log-probabilities reported stay the model's.
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  std::vector<LogitAdjustment> logit_bias;
   // Structured output: only tokens the grammar allows are chosen (masked
   // before the penalties and filters), a stop id only where the grammar
   // may end, and the request ends (kStop) when nothing more can follow.
@@ -135,8 +127,8 @@ class Engine {
   Engine(LanguageModel* model, const EngineOptions& options);
   ~Engine();
 
-  // Checks the request (prompt length and ids, sampling values, token
-  // limit) and queues it; thread-safe. Errors name the field.
+  // Checks the request (prompt length and ids, SamplingParams::Validate,
+  // token limit) and queues it; thread-safe. Errors name the field.
   absl::StatusOr<RequestId> Submit(EngineRequest request);
   // Ends the request at the next step (its sink gets kFinished with
   // kCancelled), whatever its state; unknown or finished ids are ignored.

@@ -42,8 +42,8 @@ EngineRequest Request(std::shared_ptr<grammar::TokenMatcher> matcher, Outcome* o
   EngineRequest r;
   r.prompt = {3, 1, 4, 1, 5};
   r.max_new_tokens = 40;
-  r.temperature = temperature;
-  r.seed = seed;
+  r.sampling.token.temperature = temperature;
+  r.sampling.seed = seed;
   r.stop_ids = {0};
   r.grammar = std::move(matcher);
   r.sink = [out](const RequestEvent& e) {
@@ -101,7 +101,7 @@ TEST(EngineGrammarTest, AStopComesOnlyWhereTheGrammarMayEndEvenWhenBiasedToward)
     EngineRequest r = Request(Matcher("root ::= [a-c]{2,6}"), &out, 1.0f, seed);
     // The mask comes before the bias: +100 on the stop token makes it
     // certain where it is allowed, and still impossible before two letters.
-    r.logit_bias = {{0, 100.0f}, {27, 50.0f}};
+    r.sampling.logit_bias = {{0, 100.0f}, {27, 50.0f}};
     ASSERT_TRUE(engine.Submit(std::move(r)).ok());
     ASSERT_TRUE(engine.RunUntilIdle().ok());
     ASSERT_EQ(out.finish, FinishReason::kStop) << out.status;

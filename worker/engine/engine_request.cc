@@ -26,38 +26,12 @@ absl::Status CheckEngineRequest(const EngineRequest& request, int64_t vocab, int
           absl::StrFormat("stop ids: token id %d outside the vocabulary [0, %d)", token, vocab));
     }
   }
-  if (!(request.temperature >= 0) || !std::isfinite(request.temperature)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("temperature %g: expected a finite value >= 0", request.temperature));
-  }
-  if (!(request.top_p > 0 && request.top_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("top_p %g: expected 0 < top_p <= 1", request.top_p));
-  }
-  if (request.top_k < 0) return absl::InvalidArgumentError(absl::StrFormat("top_k %d: expected >= 0", request.top_k));
-  if (!(request.min_p >= 0 && request.min_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("min_p %g: expected 0 to 1", request.min_p));
-  }
+  if (absl::Status s = request.sampling.Validate(vocab); !s.ok()) return s;
   // No more alternatives than there are tokens.
   const int64_t max_top = std::min<int64_t>(kMaxTopLogprobs, vocab);
   if (request.top_logprobs < 0 || request.top_logprobs > max_top) {
     return absl::InvalidArgumentError(
         absl::StrFormat("top_logprobs %d: expected 0 to %d", request.top_logprobs, max_top));
-  }
-  for (const auto& [name, value] : {std::pair<const char*, float>{"presence_penalty", request.presence_penalty},
-                                    {"frequency_penalty", request.frequency_penalty}}) {
-    if (!(value >= -2 && value <= 2)) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s %g: expected -2 to 2", name, value));
-    }
-  }
-  for (const LogitAdjustment& b : request.logit_bias) {
-    if (b.token < 0 || b.token >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("logit_bias: token id %d outside the vocabulary [0, %d)", b.token, vocab));
-    }
-    if (!(b.delta >= -100 && b.delta <= 100)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("logit_bias: %g for token %d; expected -100 to 100", b.delta, b.token));
-    }
   }
   if (request.max_new_tokens.has_value() && *request.max_new_tokens < 0) {
     return absl::InvalidArgumentError(

@@ -33,9 +33,9 @@ EngineRequest Request(std::vector<int> prompt, Outcome* out, int64_t max_new_tok
   EngineRequest r;
   r.prompt = std::move(prompt);
   r.max_new_tokens = max_new_tokens;
-  r.temperature = temperature;
-  r.top_p = 0.9f;
-  r.seed = seed;
+  r.sampling.token.temperature = temperature;
+  r.sampling.token.top_p = 0.9f;
+  r.sampling.seed = seed;
   r.stop_ids = {0};
   r.sink = [out](const RequestEvent& e) {
     switch (e.kind) {
@@ -324,10 +324,10 @@ TEST(EngineTest, BadRequestsNameTheField) {
   EXPECT_EQ(engine.Submit(Request({1, 32}, &out)).status().message(),
             "prompt: token id 32 outside the vocabulary [0, 32)");
   EXPECT_EQ(engine.Submit(Request({1}, &out, 8, -1.0f)).status().message(),
-            "temperature -1: expected a finite value >= 0");
+            "temperature: -1 is out of range [0, 2]");
   EngineRequest r = Request({1}, &out);
-  r.top_p = 0;
-  EXPECT_EQ(engine.Submit(r).status().message(), "top_p 0: expected 0 < top_p <= 1");
+  r.sampling.token.top_p = 0;
+  EXPECT_EQ(engine.Submit(r).status().message(), "top_p: 0 is out of range (0, 1]");
   EXPECT_EQ(engine.Submit(Request({1}, &out, -2)).status().message(), "max_new_tokens -2: expected >= 0");
   r = Request({1}, &out);
   r.min_new_tokens = 9;
@@ -336,19 +336,19 @@ TEST(EngineTest, BadRequestsNameTheField) {
   r.stop_ids = {32};
   EXPECT_EQ(engine.Submit(r).status().message(), "stop ids: token id 32 outside the vocabulary [0, 32)");
   r = Request({1}, &out);
-  r.top_k = -1;
-  EXPECT_EQ(engine.Submit(r).status().message(), "top_k -1: expected >= 0");
+  r.sampling.token.top_k = -1;
+  EXPECT_EQ(engine.Submit(r).status().message(), "top_k: -1 is out of range [0, 2147483647]");
   r = Request({1}, &out);
-  r.min_p = 1.5f;
-  EXPECT_EQ(engine.Submit(r).status().message(), "min_p 1.5: expected 0 to 1");
+  r.sampling.token.min_p = 1.5f;
+  EXPECT_EQ(engine.Submit(r).status().message(), "min_p: 1.5 is out of range [0, 1]");
   r = Request({1}, &out);
-  r.frequency_penalty = 2.5f;
-  EXPECT_EQ(engine.Submit(r).status().message(), "frequency_penalty 2.5: expected -2 to 2");
+  r.sampling.frequency_penalty = 2.5f;
+  EXPECT_EQ(engine.Submit(r).status().message(), "frequency_penalty: 2.5 is out of range [-2, 2]");
   r = Request({1}, &out);
-  r.logit_bias = {{32, 1.0f}};
+  r.sampling.logit_bias = {{32, 1.0f}};
   EXPECT_EQ(engine.Submit(r).status().message(), "logit_bias: token id 32 outside the vocabulary [0, 32)");
-  r.logit_bias = {{3, -101.0f}};
-  EXPECT_EQ(engine.Submit(r).status().message(), "logit_bias: -101 for token 3; expected -100 to 100");
+  r.sampling.logit_bias = {{3, -101.0f}};
+  EXPECT_EQ(engine.Submit(r).status().message(), "logit_bias: -101 for token 3 is out of range [-100, 100]");
 }
 
 // top_k 1, or min_p 1, leaves only the most likely token: sampling at any
@@ -359,8 +359,8 @@ TEST(EngineTest, TopKOneAndMinPOneSampleTheGreedyTokens) {
   ASSERT_FALSE(greedy.tokens.empty());
   for (const auto& [top_k, min_p] : {std::pair<int, float>{1, 0.0f}, {0, 1.0f}}) {
     EngineRequest r = Request(Prompt(6, 4), nullptr, 16, /*temperature=*/1.5f, /*seed=*/9);
-    r.top_k = top_k;
-    r.min_p = min_p;
+    r.sampling.token.top_k = top_k;
+    r.sampling.token.min_p = min_p;
     EXPECT_EQ(Solo(r, shape).tokens, greedy.tokens) << "top_k " << top_k << ", min_p " << min_p;
   }
   EngineRequest sampled = Request(Prompt(6, 4), nullptr, 16, 1.5f, 9);
@@ -401,9 +401,9 @@ TEST(EngineTest, PenaltiesAndLogitBiasMoveTheChoiceNotTheLogprobs) {
   Outcome out;
   EngineRequest r = Request(Prompt(5, 2), &out, 24);
   r.stop_ids.clear();
-  r.frequency_penalty = 1.5f;
-  r.presence_penalty = 0.5f;
-  r.logit_bias = {{3, 2.5f}, {7, -100.0f}, {3, 0.25f}};
+  r.sampling.frequency_penalty = 1.5f;
+  r.sampling.presence_penalty = 0.5f;
+  r.sampling.logit_bias = {{3, 2.5f}, {7, -100.0f}, {3, 0.25f}};
   const std::vector<int> prompt = r.prompt;
   ASSERT_TRUE(engine.Submit(std::move(r)).ok());
   ASSERT_TRUE(engine.RunUntilIdle().ok());

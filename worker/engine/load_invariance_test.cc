@@ -61,9 +61,9 @@ EngineRequest RequestOf(const Spec& spec, Result* out) {
   EngineRequest r;
   r.prompt = spec.prompt;
   r.max_new_tokens = spec.max_new_tokens;
-  r.temperature = spec.temperature;
-  r.top_p = 0.9f;
-  r.seed = spec.seed;
+  r.sampling.token.temperature = spec.temperature;
+  r.sampling.token.top_p = 0.9f;
+  r.sampling.seed = spec.seed;
   r.prompt_logprobs = spec.prompt_logprobs;
   r.top_logprobs = spec.prompt_logprobs ? 2 : 0;
   r.sink = [out](const RequestEvent& e) {

@@ -45,8 +45,8 @@ TEST(LockstepTest, FollowerRunsTheLeadersSteps) {
     for (int i = 0; i < 6; ++i) {
       EngineRequest r;
       for (int t = 0; t < 8 + 5 * i; ++t) r.prompt.push_back(1 + (t * 5 + (i % 2)) % 31);
-      r.temperature = i % 2 == 0 ? 0.0f : 0.9f;
-      r.seed = i;
+      r.sampling.token.temperature = i % 2 == 0 ? 0.0f : 0.9f;
+      r.sampling.seed = i;
       r.max_new_tokens = 30;
       r.prompt_logprobs = i == 3;
       if (i == 4) r.grammar = LettersMatcher();  // Masked on rank 0 only.

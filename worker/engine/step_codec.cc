@@ -83,12 +83,9 @@ std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const 
     PutAll<int32_t>(out, c.blocks);
   }
   for (const TokenChoice& choice : choices) {
-    Put<float>(out, choice.temperature);
-    Put<float>(out, choice.top_p);
+    Put<TokenSampling>(out, choice.sampling);
     Put<double>(out, choice.uniform);
     Put<int32_t>(out, choice.top_logprobs);
-    Put<int32_t>(out, choice.top_k);
-    Put<float>(out, choice.min_p);
     Put<int64_t>(out, static_cast<int64_t>(choice.adjustments.size()));
     PutAll<LogitAdjustment>(out, choice.adjustments);
     Put<uint8_t>(out, choice.allowed != nullptr ? 1 : 0);
@@ -131,14 +128,11 @@ absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedSt
   step.masked.assign(step.choices.size(), false);
   for (size_t c = 0; c < step.choices.size(); ++c) {
     TokenChoice& choice = step.choices[c];
-    RETURN_IF_ERROR(in.Get(choice.temperature, "a token choice's temperature"));
-    RETURN_IF_ERROR(in.Get(choice.top_p, "a token choice's top_p"));
+    RETURN_IF_ERROR(in.Get(choice.sampling, "a token choice's sampling parameters"));
     RETURN_IF_ERROR(in.Get(choice.uniform, "a token choice's random number"));
     int32_t top = 0;
     RETURN_IF_ERROR(in.Get(top, "a token choice's top_logprobs"));
     choice.top_logprobs = top;
-    RETURN_IF_ERROR(in.Get(choice.top_k, "a token choice's top_k"));
-    RETURN_IF_ERROR(in.Get(choice.min_p, "a token choice's min_p"));
     int64_t adjustments = 0;
     RETURN_IF_ERROR(in.Get(adjustments, "a token choice's adjustment count"));
     if (adjustments < 0 || adjustments > static_cast<int64_t>(message.size())) {

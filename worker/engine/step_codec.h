@@ -4,7 +4,7 @@
 // ranks of different builds fail at their first step, naming both
 // versions, instead of misreading each other.
 //
-// Layout, version 1 (host byte order: every rank of a job is the same
+// Layout, version 2 (host byte order: every rank of a job is the same
 // architecture; counts are checked against the message before anything is
 // allocated):
 //   header   i64 tag     kStepCodecTag << 32 | version
@@ -14,9 +14,10 @@
 //            i64 n, then n chunks, then (ForwardAndChoose) n choices
 //   chunk    i64 start_pos, i64 token count t, i64 block count b,
 //            u8 all_logits, i32 tokens[t], i32 block table[b]
-//   choice   f32 temperature, f32 top_p, f64 uniform, i32 top_logprobs,
-//            i32 top_k, f32 min_p, i64 adjustment count a,
-//            (i32 token, f32 delta)[a], u8 masked (rank 0's choice has a
+//   choice   sampling (TokenSampling, worker/sampling/sampling_params.h,
+//            as one block: f32 temperature, f32 top_p, i32 top_k,
+//            f32 min_p), f64 uniform, i32 top_logprobs, i64 adjustment
+//            count a, (i32 token, f32 delta)[a], u8 masked (rank 0's choice has a
 //            token mask: the grammar stays with rank 0's sampler, the
 //            others choose under a mask that allows every token, so they
 //            take the same sampling path)
@@ -36,7 +37,11 @@
 namespace llama {
 
 inline constexpr int64_t kStepCodecTag = 0x4C4B5354;  // "LKST"
-inline constexpr int64_t kStepCodecVersion = 1;
+// 1: the choice's fields one by one; 2: its TokenSampling as one block.
+inline constexpr int64_t kStepCodecVersion = 2;
+// A field added to TokenSampling changes the choice's layout: bump
+// kStepCodecVersion, and update the layout above and this size.
+static_assert(sizeof(TokenSampling) == 16, "TokenSampling changed: bump kStepCodecVersion and document the layout");
 // Most bytes one step's message may have: what a follower allocates before
 // it has checked anything else (a step of a million tokens is ~8 MB).
 inline constexpr int64_t kMaxStepMessageBytes = int64_t{1} << 30;

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
+
 namespace llama {
 namespace {
 
@@ -28,7 +30,8 @@ TEST(StepCodecTest, AnotherVersionOrABadHeaderIsRefused) {
   EncodedStepHeader newer = EncodeStepHeader({StepKind::kForward, 100});
   newer[0] += 1;
   EXPECT_THAT(DecodeStepHeader(newer).status().message(),
-              HasSubstr("lockstep version 2 (tag 0x4c4b5354), this rank speaks version 1"));
+              HasSubstr(absl::StrFormat("lockstep version %d (tag 0x4c4b5354), this rank speaks version %d",
+                                        kStepCodecVersion + 1, kStepCodecVersion)));
   EXPECT_THAT(DecodeStepHeader({2, 100, 0}).status().message(), HasSubstr("lockstep version 2 (tag 0)"));
   EXPECT_THAT(DecodeStepHeader({kStepCodecTag << 32 | kStepCodecVersion, 9, 0}).status().message(),
               HasSubstr("unknown kind 9"));
@@ -45,8 +48,13 @@ TEST(StepCodecTest, StepMessagesRoundTrip) {
   const std::vector<SequenceChunk> chunks = {{ta, 0, a, true}, {tb, 40, b, false}};
   const std::vector<LogitAdjustment> adjustments = {{5, -1.5f}, {2, 100.0f}};
   const std::vector<uint64_t> mask = {0x5};
-  const std::vector<TokenChoice> choices = {{0.0f, 1.0f, 0.0, 0, 0, 0.0f, {}, nullptr, {}},
-                                            {0.7f, 0.9f, 0.25, 3, 40, 0.05f, adjustments, mask.data(), {}}};
+  TokenSampling sampled;
+  sampled.temperature = 0.7f;
+  sampled.top_p = 0.9f;
+  sampled.top_k = 40;
+  sampled.min_p = 0.05f;
+  const std::vector<TokenChoice> choices = {{TokenSampling::Greedy(), 0.0, 0, {}, nullptr, {}},
+                                            {sampled, 0.25, 3, adjustments, mask.data(), {}}};
   DecodedStep step;
   ASSERT_TRUE(DecodeStep(EncodeStep(chunks, choices), true, step).ok());
   ASSERT_EQ(step.chunks.size(), 2u);
@@ -56,11 +64,13 @@ TEST(StepCodecTest, StepMessagesRoundTrip) {
   EXPECT_TRUE(step.chunks[0].all_logits);
   EXPECT_FALSE(step.chunks[1].all_logits);
   EXPECT_EQ(std::vector<int>(step.chunks[0].tokens.begin(), step.chunks[0].tokens.end()), a);
-  EXPECT_EQ(step.choices[1].temperature, 0.7f);
+  EXPECT_EQ(step.choices[0].sampling.temperature, 0.0f);
+  EXPECT_EQ(step.choices[1].sampling.temperature, 0.7f);
+  EXPECT_EQ(step.choices[1].sampling.top_p, 0.9f);
   EXPECT_EQ(step.choices[1].uniform, 0.25);
   EXPECT_EQ(step.choices[1].top_logprobs, 3);
-  EXPECT_EQ(step.choices[1].top_k, 40);
-  EXPECT_EQ(step.choices[1].min_p, 0.05f);
+  EXPECT_EQ(step.choices[1].sampling.top_k, 40);
+  EXPECT_EQ(step.choices[1].sampling.min_p, 0.05f);
   EXPECT_TRUE(step.choices[0].adjustments.empty());
   ASSERT_EQ(step.choices[1].adjustments.size(), 2u);
   EXPECT_EQ(step.choices[1].adjustments[0].token, 5);
@@ -75,16 +85,21 @@ TEST(StepCodecTest, StepMessagesRoundTrip) {
 TEST(StepCodecTest, MalformedMessagesNameWhatDoesNotFit) {
   const std::vector<int> a = {1, 2, 3};
   const std::vector<int32_t> t = {4};
-  const std::string good = EncodeStep({{t, 0, a, false}}, {{0.5f, 1.0f, 0.5, 0, 0, 0.0f, {}, nullptr, {}}});
+  TokenSampling sampled;
+  sampled.temperature = 0.5f;
+  sampled.top_p = 1.0f;
+  const std::string good = EncodeStep({{t, 0, a, false}}, {{sampled, 0.5, 0, {}, nullptr, {}}});
   DecodedStep step;
   EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 1), true, step).message(),
               HasSubstr("a token choice's mask flag (1 bytes at byte"));
   EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 4), true, step).message(),
               HasSubstr("a token choice's adjustment count (8 bytes at byte"));
   EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 12), true, step).message(),
-              HasSubstr("a token choice's min_p (4 bytes at byte"));
-  EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 20), true, step).message(),
               HasSubstr("a token choice's top_logprobs (4 bytes at byte"));
+  EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 20), true, step).message(),
+              HasSubstr("a token choice's random number (8 bytes at byte"));
+  EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 30), true, step).message(),
+              HasSubstr("a token choice's sampling parameters (16 bytes at byte"));
   std::string many = good;
   many[many.size() - 2] = '\x01';  // The adjustment count's top byte: more than the message holds.
   EXPECT_THAT(DecodeStep(many, true, step).message(), HasSubstr("choice 0 has"));

@@ -77,8 +77,8 @@ class StructuredOutputTest : public ::testing::TestWithParam<Fixture> {
       if (!automaton.ok()) return {};
       EngineRequest r;
       r.prompt = prompt;
-      r.temperature = i % 2 == 0 ? 0.0f : 1.0f;
-      r.seed = i;
+      r.sampling.token.temperature = i % 2 == 0 ? 0.0f : 1.0f;
+      r.sampling.seed = i;
       r.max_new_tokens = 900;
       r.stop_ids = tokenizer_->stop_ids();
       r.grammar = *TokenMatcher::Start(*automaton);
@@ -168,9 +168,9 @@ TEST_P(StructuredOutputTest, ConstrainedRequestsGiveTheSameBitsAloneAndAmongSixt
   const auto constrained = [&](int i, Run* out) {
     EngineRequest r;
     r.prompt = prompt;
-    r.temperature = i % 2 == 0 ? 0.0f : 0.9f;
-    r.top_p = 0.95f;
-    r.seed = 100 + i;
+    r.sampling.token.temperature = i % 2 == 0 ? 0.0f : 0.9f;
+    r.sampling.token.top_p = 0.95f;
+    r.sampling.seed = 100 + i;
     r.max_new_tokens = 300;
     r.stop_ids = tokenizer_->stop_ids();
     absl::StatusOr<std::shared_ptr<TokenAutomaton>> automaton =
@@ -185,8 +185,8 @@ TEST_P(StructuredOutputTest, ConstrainedRequestsGiveTheSameBitsAloneAndAmongSixt
   const auto unconstrained = [&](Run* out) {
     EngineRequest r;
     for (int n = 1 + random() % 60; n > 0; --n) r.prompt.push_back(3 + static_cast<int>(random() % (vocab - 3)));
-    r.temperature = 0.8f;
-    r.seed = random();
+    r.sampling.token.temperature = 0.8f;
+    r.sampling.seed = random();
     r.max_new_tokens = 10 + random() % 50;
     r.sink = sink(out);
     return r;

@@ -326,14 +326,14 @@ absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> c
   // sampler keeps only the chosen token and does top-p alone).
   if (std::any_of(choices.begin(), choices.end(), [](const TokenChoice& c) {
         return c.top_logprobs > 0 || !c.adjustments.empty() || c.allowed != nullptr ||
-               (c.temperature > 0 && (c.top_k > 0 || c.min_p > 0));
+               (c.sampling.temperature > 0 && (c.sampling.top_k > 0 || c.sampling.min_p > 0));
       })) {
     return LanguageModel::ForwardAndChoose(chunks, choices, chosen);
   }
   State& st = *state_;
   RETURN_IF_ERROR(st.Stage(chunks));
   for (size_t i = 0; i < choices.size(); ++i) {
-    st.sampling.staged()[i] = {choices[i].temperature, choices[i].top_p, choices[i].uniform};
+    st.sampling.staged()[i] = {choices[i].sampling.temperature, choices[i].sampling.top_p, choices[i].uniform};
   }
   const std::optional<int> key = st.graphs.KeyOf(chunks);
   absl::Status s;

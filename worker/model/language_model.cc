@@ -21,9 +21,8 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
       return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %d top log-probabilities asked; at most %d", c,
                                                         choices[c].top_logprobs, kMaxTopLogprobs));
     }
-    if (choices[c].top_k < 0 || !(choices[c].min_p >= 0 && choices[c].min_p <= 1)) {
-      return absl::InvalidArgumentError(absl::StrFormat("chunk %d: top_k %d and min_p %g; expected >= 0 and [0, 1]",
-                                                        c, choices[c].top_k, choices[c].min_p));
+    if (absl::Status s = choices[c].sampling.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %s", c, s.message()));
     }
     for (const LogitAdjustment& a : choices[c].adjustments) {
       if (a.token < 0 || a.token >= vocab_size || !std::isfinite(a.delta)) {
@@ -78,9 +77,8 @@ absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chu
       for (const LogitAdjustment& a : c.adjustments) adjusted_[a.token] += a.delta;
       choose_from = adjusted_.data();
     }
-    chosen[i].token = c.temperature > 0
-                          ? sampler_.Sample(choose_from, vocab, c.temperature, c.top_p, c.uniform, c.top_k, c.min_p)
-                          : Argmax(choose_from, vocab);
+    chosen[i].token =
+        c.sampling.temperature > 0 ? sampler_.Sample(choose_from, vocab, c.sampling, c.uniform) : Argmax(choose_from, vocab);
     chosen[i].logprob = LogProb(row, vocab, chosen[i].token);
     chosen[i].top_count = static_cast<int>(std::min<int64_t>(c.top_logprobs, vocab));
     if (chosen[i].top_count > 0) {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "worker/sampling/sampler.h"
+#include "worker/sampling/sampling_params.h"
 #include "ops/kv_cache_view.h"
 
 namespace llama {
@@ -38,15 +39,12 @@ struct LogitAdjustment {
 };
 
 // How to pick a chunk's next token from its last row's logits: argmax at
-// temperature 0, else top-p sampling driven by `uniform` (worker/sampling/sampler.h
-// says how), drawn by the caller from the row's own random stream.
+// temperature 0, else sampling as `sampling` says (worker/sampling/sampler.h)
+// driven by `uniform`, drawn by the caller from the row's own random stream.
 struct TokenChoice {
-  float temperature = 0.0f;
-  float top_p = 1.0f;
+  TokenSampling sampling = TokenSampling::Greedy();  // Valid (TokenSampling::Validate).
   double uniform = 0.0;  // In [0, 1).
   int top_logprobs = 0;  // Also report this many most likely tokens (0 to kMaxTopLogprobs).
-  int top_k = 0;         // Before top_p (worker/sampling/sampler.h): 0 keeps all.
-  float min_p = 0.0f;    // Likewise, in [0, 1].
   // Change the choice only: the log-probabilities reported are the model's
   // (vLLM's default). Tokens in [0, vocab_size), finite deltas.
   absl::Span<const LogitAdjustment> adjustments;

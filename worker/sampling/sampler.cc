@@ -46,8 +46,9 @@ void TopLogProbs(const float* logits, int64_t n, int k, int* ids, float* logprob
   for (int j = 0; j < k; ++j) logprobs[j] = static_cast<float>(static_cast<double>(logits[ids[j]] - max_logit) - log_sum);
 }
 
-int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, float top_p, int top_k,
-                             float min_p) {
+int64_t TopPSampler::Prepare(const float* logits, int64_t n, const TokenSampling& s) {
+  const double temperature = s.temperature, top_p = s.top_p, min_p = s.min_p;
+  const int64_t top_k = s.top_k;
   probs_.resize(n);
   order_.resize(n);
   // softmax(logits / T) in double: the tail matters for the cumulative sum.
@@ -96,9 +97,8 @@ int64_t TopPSampler::Prepare(const float* logits, int64_t n, float temperature, 
   return kept;
 }
 
-int TopPSampler::Sample(const float* logits, int64_t n, float temperature, float top_p, double uniform, int top_k,
-                        float min_p) {
-  const int64_t kept = Prepare(logits, n, temperature, top_p, top_k, min_p);
+int TopPSampler::Sample(const float* logits, int64_t n, const TokenSampling& s, double uniform) {
+  const int64_t kept = Prepare(logits, n, s);
   std::sort(order_.begin(), order_.begin() + kept);
   double mass = 0.0;
   for (int64_t i = 0; i < kept; ++i) mass += probs_[order_[i]];
@@ -115,9 +115,9 @@ int TopPSampler::Sample(const float* logits, int64_t n, float temperature, float
   return order_[0];
 }
 
-std::vector<std::pair<int, double>> TopPSampler::Distribution(const float* logits, int64_t n, float temperature,
-                                                              float top_p, int top_k, float min_p) {
-  const int64_t kept = Prepare(logits, n, temperature, top_p, top_k, min_p);
+std::vector<std::pair<int, double>> TopPSampler::Distribution(const float* logits, int64_t n,
+                                                              const TokenSampling& s) {
+  const int64_t kept = Prepare(logits, n, s);
   double mass = 0.0;
   for (int64_t i = 0; i < kept; ++i) mass += probs_[order_[i]];
   std::vector<std::pair<int, double>> distribution;

@@ -17,6 +17,8 @@
 #include <random>
 #include <vector>
 
+#include "worker/sampling/sampling_params.h"
+
 namespace llama {
 
 // Index of the largest logit (the first one on ties, like torch.argmax on CPU).
@@ -56,20 +58,17 @@ class Rng {
 // Without them, the reference's top-p exactly.
 class TopPSampler {
  public:
-  // temperature > 0, 0 < top_p <= 1 (the generator checks), 0 <= uniform < 1,
-  // top_k >= 0, 0 <= min_p <= 1.
-  int Sample(const float* logits, int64_t n, float temperature, float top_p, double uniform, int top_k = 0,
-             float min_p = 0.0f);
+  // s valid (TokenSampling::Validate) with temperature > 0; 0 <= uniform < 1.
+  int Sample(const float* logits, int64_t n, const TokenSampling& s, double uniform);
 
   // The truncated, renormalised distribution Sample draws from: pairs of
   // (token, probability) in descending probability. For tests.
-  std::vector<std::pair<int, double>> Distribution(const float* logits, int64_t n, float temperature, float top_p,
-                                                   int top_k = 0, float min_p = 0.0f);
+  std::vector<std::pair<int, double>> Distribution(const float* logits, int64_t n, const TokenSampling& s);
 
  private:
   // Fills order_ (token ids by descending probability) and probs_; returns
   // how many are kept.
-  int64_t Prepare(const float* logits, int64_t n, float temperature, float top_p, int top_k, float min_p);
+  int64_t Prepare(const float* logits, int64_t n, const TokenSampling& s);
 
   std::vector<int> order_;
   std::vector<double> probs_;

@@ -9,6 +9,15 @@
 namespace llama {
 namespace {
 
+TokenSampling S(float temperature, float top_p, int top_k = 0, float min_p = 0.0f) {
+  TokenSampling s;
+  s.temperature = temperature;
+  s.top_p = top_p;
+  s.top_k = top_k;
+  s.min_p = min_p;
+  return s;
+}
+
 TEST(SamplingTest, ArgmaxTakesTheFirstMaximum) {
   const std::vector<float> logits = {1, 5, 2, 5};
   EXPECT_EQ(Argmax(logits.data(), 4), 1);
@@ -58,23 +67,23 @@ TEST(SamplingTest, TopKAndMinPKeepAPrefixAndTopPSeesItRenormalised) {
     }
   };
   // top_k 3: {1, 3, 2} renormalised over 0.95.
-  expect(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f, 3), {{1, 0.5 / 0.95}, {3, 0.3 / 0.95}, {2, 0.15 / 0.95}});
+  expect(sampler.Distribution(logits.data(), 4, S(1.0f, 1.0f, 3)), {{1, 0.5 / 0.95}, {3, 0.3 / 0.95}, {2, 0.15 / 0.95}});
   // top_k 2 keeps {1, 3} (mass 0.8); top_p 0.6 of that is 0.48, passed after
   // token 1 alone. Over the whole distribution top_p 0.6 keeps 3 as well.
-  expect(sampler.Distribution(logits.data(), 4, 1.0f, 0.6f, 2), {{1, 1.0}});
-  expect(sampler.Distribution(logits.data(), 4, 1.0f, 0.6f), {{1, 0.625}, {3, 0.375}});
+  expect(sampler.Distribution(logits.data(), 4, S(1.0f, 0.6f, 2)), {{1, 1.0}});
+  expect(sampler.Distribution(logits.data(), 4, S(1.0f, 0.6f)), {{1, 0.625}, {3, 0.375}});
   // min_p 0.25: 0.125 (0.25 x 0.5) and up stay: {1, 3, 2}; min_p 0.61: 0.305 and up: {1}.
-  expect(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f, 0, 0.25f), {{1, 0.5 / 0.95}, {3, 0.3 / 0.95}, {2, 0.15 / 0.95}});
-  expect(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f, 0, 0.61f), {{1, 1.0}});
+  expect(sampler.Distribution(logits.data(), 4, S(1.0f, 1.0f, 0, 0.25f)), {{1, 0.5 / 0.95}, {3, 0.3 / 0.95}, {2, 0.15 / 0.95}});
+  expect(sampler.Distribution(logits.data(), 4, S(1.0f, 1.0f, 0, 0.61f)), {{1, 1.0}});
   // Both: the smaller prefix wins; a draw never leaves it.
-  expect(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f, 2, 0.25f), {{1, 0.625}, {3, 0.375}});
+  expect(sampler.Distribution(logits.data(), 4, S(1.0f, 1.0f, 2, 0.25f)), {{1, 0.625}, {3, 0.375}});
   for (double u : {0.0, 0.3, 0.62, 0.99}) {
-    const int token = sampler.Sample(logits.data(), 4, 1.0f, 1.0f, u, 2, 0.25f);
+    const int token = sampler.Sample(logits.data(), 4, S(1.0f, 1.0f, 2, 0.25f), u);
     EXPECT_TRUE(token == 1 || token == 3) << u;
   }
   // top_k 0 and min_p 0 are the reference's top-p, draw for draw.
   for (double u : {0.0, 0.3, 0.62, 0.99}) {
-    EXPECT_EQ(sampler.Sample(logits.data(), 4, 0.8f, 0.9f, u, 0, 0.0f), sampler.Sample(logits.data(), 4, 0.8f, 0.9f, u));
+    EXPECT_EQ(sampler.Sample(logits.data(), 4, S(0.8f, 0.9f, 0, 0.0f), u), sampler.Sample(logits.data(), 4, S(0.8f, 0.9f), u));
   }
 }
 
@@ -83,14 +92,14 @@ TEST(SamplingTest, TopPKeepsTheReferencesNucleus) {
   std::vector<float> logits;
   for (double x : p) logits.push_back(static_cast<float>(std::log(x)));
   TopPSampler sampler;
-  auto d = sampler.Distribution(logits.data(), 4, 1.0f, 0.7f);
+  auto d = sampler.Distribution(logits.data(), 4, S(1.0f, 0.7f));
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].first, 1);
   EXPECT_NEAR(d[0].second, 0.625, 1e-6);
   EXPECT_EQ(d[1].first, 3);
   EXPECT_NEAR(d[1].second, 0.375, 1e-6);
-  EXPECT_EQ(sampler.Distribution(logits.data(), 4, 1.0f, 1.0f).size(), 4u);
-  EXPECT_EQ(sampler.Distribution(logits.data(), 4, 1.0f, 0.4f).size(), 1u);
+  EXPECT_EQ(sampler.Distribution(logits.data(), 4, S(1.0f, 1.0f)).size(), 4u);
+  EXPECT_EQ(sampler.Distribution(logits.data(), 4, S(1.0f, 0.4f)).size(), 1u);
 }
 
 // The draw walks the kept tokens in id order: on probabilities 0.05, 0.5,
@@ -111,7 +120,7 @@ TEST(SamplingTest, DrawWalksKeptTokensInIdOrder) {
                {1.0f, 0.551, 2}, {1.0f, 0.699, 2}, {1.0f, 0.701, 3}, {1.0f, 0.999999, 3},
                {0.7f, 0.0, 1},   {0.7f, 0.624, 1}, {0.7f, 0.626, 3}, {0.7f, 0.999999, 3}};
   for (const auto& c : cases) {
-    EXPECT_EQ(sampler.Sample(logits.data(), 4, 1.0f, c.top_p, c.uniform), c.token)
+    EXPECT_EQ(sampler.Sample(logits.data(), 4, S(1.0f, c.top_p), c.uniform), c.token)
         << "top_p " << c.top_p << ", uniform " << c.uniform;
   }
 }
@@ -123,7 +132,7 @@ TEST(SamplingTest, SameSeedSameTokens) {
     Rng rng(seed);
     TopPSampler sampler;
     std::vector<int> tokens;
-    for (int i = 0; i < 50; ++i) tokens.push_back(sampler.Sample(logits.data(), 1000, 0.8f, 0.9f, rng.Uniform()));
+    for (int i = 0; i < 50; ++i) tokens.push_back(sampler.Sample(logits.data(), 1000, S(0.8f, 0.9f), rng.Uniform()));
     return tokens;
   };
   EXPECT_EQ(draw(42), draw(42));
@@ -137,11 +146,11 @@ TEST(SamplingTest, EmpiricalDistributionMatches) {
   for (int i = 0; i < 50; ++i) logits[i] = -0.15f * i;
   TopPSampler sampler;
   const float temperature = 0.7f, top_p = 0.8f;
-  const auto expected = sampler.Distribution(logits.data(), 50, temperature, top_p);
+  const auto expected = sampler.Distribution(logits.data(), 50, S(temperature, top_p));
   Rng rng(7);
   std::map<int, int> counts;
   const int draws = 200000;
-  for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits.data(), 50, temperature, top_p, rng.Uniform())];
+  for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits.data(), 50, S(temperature, top_p), rng.Uniform())];
   double chi2 = 0;
   for (const auto& [token, p] : expected) {
     const double e = p * draws;

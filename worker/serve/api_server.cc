@@ -32,15 +32,14 @@ std::optional<ApiError> OutsideVocabulary(const char* param, absl::Span<const in
 }
 
 // The token ids a request's parameters name (logit_bias, stop_token_ids)
-// outside [0, vocab).
+// outside [0, vocab): SamplingParams::Validate checks logit_bias's (the
+// parser checked its ranges), its error naming the field before a colon.
 std::optional<ApiError> OutsideVocabulary(const GenerationParams& params, int64_t vocab) {
-  std::vector<int> biased;
-  for (const auto& [token, bias] : params.logit_bias) biased.push_back(token);
-  for (const auto& [param, ids] : {std::pair<const char*, absl::Span<const int>>{"logit_bias", biased},
-                                   {"stop_token_ids", params.stop_token_ids}}) {
-    if (std::optional<ApiError> outside = OutsideVocabulary(param, ids, vocab)) return outside;
+  if (absl::Status s = params.sampling.Validate(vocab); !s.ok()) {
+    const std::string param(s.message().substr(0, s.message().find(':')));
+    return ApiError{400, std::string(s.message()), "invalid_request_error", param, ""};
   }
-  return std::nullopt;
+  return OutsideVocabulary("stop_token_ids", params.stop_token_ids, vocab);
 }
 
 // One request may not fill the queue by itself.

@@ -91,7 +91,7 @@ TEST(ApiServerTest, GreedyCompletionEqualsTheBatchJob) {
   json answer = s.PostJson("/v1/completions",
                            {{"model", "tiny"}, {"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}});
   SamplingOptions greedy;
-  greedy.temperature = 0;
+  greedy.sampling.token.temperature = 0;
   greedy.max_gen_len = 12;
   Generator generator(&s.model(), &testing::FixtureTokenizer());
   absl::StatusOr<std::vector<Completion>> job = generator.TextCompletion({kPrompt}, greedy);

@@ -28,7 +28,7 @@ ApiGeneration::ApiGeneration(const Tokenizer& tokenizer, const GenerationParams&
 
 absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan>& plans) {
   loop_ = &loop;
-  const uint64_t seed = params_.seed.has_value() ? *params_.seed : std::random_device()();
+  const uint64_t seed = params_.seeded ? params_.sampling.seed : std::random_device()();
   choices_.resize(plans.size());
   for (size_t i = 0; i < plans.size(); ++i) {
     Choice& c = choices_[i];
@@ -37,20 +37,14 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
     c.speller.emplace(tokenizer_);
     EngineRequest request;
     request.prompt = plans[i].prompt_ids;
-    request.temperature = params_.temperature;
-    request.top_p = params_.top_p;
-    request.top_k = params_.top_k;
-    request.min_p = params_.min_p;
-    request.seed = StreamSeed(seed, i);  // A seeded request's tokens do not depend on what else runs.
+    request.sampling = params_.sampling;
+    request.sampling.seed = StreamSeed(seed, i);  // A seeded request's tokens do not depend on what else runs.
     request.max_new_tokens = plans[i].max_tokens;
     if (!params_.ignore_eos) request.stop_ids = tokenizer_.stop_ids();
     request.stop_ids.insert(request.stop_ids.end(), params_.stop_token_ids.begin(), params_.stop_token_ids.end());
     request.min_new_tokens = params_.min_tokens;
     request.prompt_logprobs = params_.echo && params_.logprobs;
     request.top_logprobs = params_.logprobs ? params_.top_logprobs : 0;
-    request.presence_penalty = params_.presence_penalty;
-    request.frequency_penalty = params_.frequency_penalty;
-    for (const auto& [token, bias] : params_.logit_bias) request.logit_bias.push_back({token, bias});
     if (grammar_ != nullptr) {
       absl::StatusOr<std::unique_ptr<grammar::TokenMatcher>> matcher = grammar::TokenMatcher::Start(grammar_);
       if (!matcher.ok()) {

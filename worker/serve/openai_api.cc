@@ -98,12 +98,13 @@ void ParseLengthAndSampling(Fields& f, GenerationParams* p) {
     f.Integer("max_tokens", &max_tokens, 0, INT32_MAX);
     p->max_tokens = max_tokens;
   }
-  f.Number("temperature", &p->temperature, 0, 2, /*open_low=*/false);
-  f.Number("top_p", &p->top_p, 0, 1, /*open_low=*/true);
+  TokenSampling& token = p->sampling.token;
+  f.Number(kTemperatureRange, &token.temperature);
+  f.Number(kTopPRange, &token.top_p);
   f.Integer("n", &p->n, 1, 16);
-  f.Integer("top_k", &p->top_k, -1, INT32_MAX);
-  if (p->top_k == -1) p->top_k = 0;  // vLLM's "off".
-  f.Number("min_p", &p->min_p, 0, 1, /*open_low=*/false);
+  f.Integer(kTopKRange.name, &token.top_k, -1, static_cast<int64_t>(kTopKRange.hi));  // -1: vLLM's "off".
+  if (token.top_k == -1) token.top_k = 0;
+  f.Number(kMinPRange, &token.min_p);
   f.Integer("min_tokens", &p->min_tokens, 0, INT32_MAX);
   if (f.ok() && f.Has("stop_token_ids")) {
     const json& ids = f.Get("stop_token_ids");
@@ -113,8 +114,8 @@ void ParseLengthAndSampling(Fields& f, GenerationParams* p) {
 }
 
 void ParsePenalties(Fields& f, GenerationParams* p) {
-  f.Number("presence_penalty", &p->presence_penalty, -2, 2, /*open_low=*/false);
-  f.Number("frequency_penalty", &p->frequency_penalty, -2, 2, /*open_low=*/false);
+  f.Number(kPresencePenaltyRange, &p->sampling.presence_penalty);
+  f.Number(kFrequencyPenaltyRange, &p->sampling.frequency_penalty);
   if (f.ok() && f.Has("logit_bias")) {
     const json& bias = f.Get("logit_bias");
     if (!bias.is_object()) return void(f.Fail("logit_bias", "expected an object of token ids to numbers"));
@@ -123,11 +124,11 @@ void ParsePenalties(Fields& f, GenerationParams* p) {
       if (!absl::SimpleAtoi(key, &token) || token < 0) {
         return void(f.Fail("logit_bias", absl::StrFormat("key \"%s\": expected a token id", key)));
       }
-      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
-          value.get<double>() > 100) {
-        return void(f.Fail("logit_bias", absl::StrFormat("token %d: expected a number from -100 to 100", token)));
+      if (!value.is_number() || !kLogitBiasRange.Contains(value.get<double>())) {
+        return void(f.Fail("logit_bias", absl::StrFormat("token %d: expected a number from %g to %g", token,
+                                                         kLogitBiasRange.lo, kLogitBiasRange.hi)));
       }
-      p->logit_bias.emplace_back(token, value.get<float>());
+      p->sampling.logit_bias.push_back({token, value.get<float>()});
     }
   }
 }
@@ -154,7 +155,8 @@ void ParseSeedAndStream(Fields& f, GenerationParams* p) {
   if (f.Has("seed")) {
     int64_t seed = 0;
     f.Integer("seed", &seed, INT64_MIN, INT64_MAX);
-    p->seed = static_cast<uint64_t>(seed);
+    p->sampling.seed = static_cast<uint64_t>(seed);
+    p->seeded = true;
   }
   f.Bool("stream", &p->stream);
   if (f.ok() && f.Has("stream_options")) {

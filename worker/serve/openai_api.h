@@ -15,6 +15,7 @@
 
 #include "absl/strings/string_view.h"
 #include "tokenizer/chat_format.h"
+#include "worker/sampling/sampling_params.h"
 #include "worker/serve/tool_calls.h"
 
 namespace llama {
@@ -31,24 +32,30 @@ struct ApiError {
   std::string Json() const;
 };
 
+// OpenAI's documented defaults (temperature 1, top_p 1: the API's
+// protocol, not the reference's 0.6 and 0.9).
+inline SamplingParams OpenAiSampling() {
+  SamplingParams sampling;
+  sampling.token.temperature = 1.0f;
+  sampling.token.top_p = 1.0f;
+  return sampling;
+}
+
 // The sampling fields both endpoints take.
 struct GenerationParams {
   std::optional<int64_t> max_tokens;  // Completions default 16; chat: to the end of the context.
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int top_k = 0;       // vLLM's and llama.cpp's; 0 or -1: off.
-  float min_p = 0.0f;  // Likewise; 0: off.
+  // temperature, top_p (OpenAI's defaults: 1 and 1), vLLM's and
+  // llama.cpp's top_k (-1 in the body: off) and min_p, seed, the penalties
+  // and logit_bias, each in SamplingParams' range.
+  SamplingParams sampling = OpenAiSampling();
+  bool seeded = false;  // The body gave a seed; else each request draws one.
   int n = 1;
   std::vector<std::string> stop;  // At most 4.
-  std::optional<uint64_t> seed;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // The chosen tokens' log-probabilities.
   int top_logprobs = 0;        // And this many most likely tokens at each position (0 to 5).
   bool echo = false;           // Completions: the prompt leads the text (and its log-probabilities).
-  float presence_penalty = 0.0f;   // -2 to 2.
-  float frequency_penalty = 0.0f;  // -2 to 2.
-  std::vector<std::pair<int, float>> logit_bias;  // Token id, -100 to 100.
   // vLLM's: more stop tokens, and no stop token (the model's or these)
   // before min_tokens tokens; stop strings apply throughout.
   std::vector<int> stop_token_ids;

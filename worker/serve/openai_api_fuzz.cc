@@ -25,18 +25,21 @@ void ExpectRefusal(const llama::ApiError& error) {
 }
 
 void ExpectParams(const llama::GenerationParams& p) {
-  Expect(p.temperature >= 0 && p.temperature <= 2, "temperature in [0, 2]");
-  Expect(p.top_p > 0 && p.top_p <= 1, "top_p in (0, 1]");
-  Expect(p.top_k >= 0, "top_k >= 0");
-  Expect(p.min_p >= 0 && p.min_p <= 1, "min_p in [0, 1]");
+  Expect(p.sampling.token.temperature >= 0 && p.sampling.token.temperature <= 2, "temperature in [0, 2]");
+  Expect(p.sampling.token.top_p > 0 && p.sampling.token.top_p <= 1, "top_p in (0, 1]");
+  Expect(p.sampling.token.top_k >= 0, "top_k >= 0");
+  Expect(p.sampling.token.min_p >= 0 && p.sampling.token.min_p <= 1, "min_p in [0, 1]");
   Expect(p.n >= 1 && p.n <= 16, "n in [1, 16]");
   Expect(p.top_logprobs >= 0 && p.top_logprobs <= 5, "top_logprobs in [0, 5]");
   Expect(!p.max_tokens.has_value() || *p.max_tokens >= 0, "max_tokens >= 0");
   Expect(p.min_tokens >= 0, "min_tokens >= 0");
   Expect(p.stop.size() <= 4, "at most 4 stop strings");
   for (const std::string& s : p.stop) Expect(!s.empty(), "no empty stop string");
-  Expect(std::abs(p.presence_penalty) <= 2 && std::abs(p.frequency_penalty) <= 2, "penalties in [-2, 2]");
-  for (const auto& [token, bias] : p.logit_bias) Expect(token >= 0 && std::abs(bias) <= 100, "logit_bias entries");
+  Expect(std::abs(p.sampling.presence_penalty) <= 2 && std::abs(p.sampling.frequency_penalty) <= 2,
+         "penalties in [-2, 2]");
+  for (const auto& [token, bias] : p.sampling.logit_bias) {
+    Expect(token >= 0 && std::abs(bias) <= 100, "logit_bias entries");
+  }
   // stop_token_ids are only int32 here: the server checks both ends against
   // the vocabulary, with a message that names it (api_server.cc).
 }

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "worker/sampling/sampling_params.h"
 #include "worker/serve/openai_api.h"
 
 namespace llama::internal_openai {
@@ -92,14 +93,13 @@ class Fields {
     if (x < lo || x > hi) return void(Fail(name, absl::StrFormat("%d is out of range [%d, %d]", x, lo, hi)));
     *out = static_cast<T>(x);
   }
-  void Number(const char* name, float* out, double lo, double hi, bool open_low) {
-    if (!ok_ || !Has(name)) return;
-    const json& v = Get(name);
-    if (!v.is_number()) return void(Fail(name, "expected a number"));
+  // A number in `range` (a sampling parameter's, worker/sampling/sampling_params.h).
+  void Number(const SamplingRange& range, float* out) {
+    if (!ok_ || !Has(range.name)) return;
+    const json& v = Get(range.name);
+    if (!v.is_number()) return void(Fail(range.name, "expected a number"));
     const double x = v.get<double>();
-    if (!std::isfinite(x) || x > hi || (open_low ? x <= lo : x < lo)) {
-      return void(Fail(name, absl::StrFormat("%g is out of range %s%g, %g]", x, open_low ? "(" : "[", lo, hi)));
-    }
+    if (!range.Contains(x)) return void(Fail(range.name, absl::StrFormat("%g is out of range %s", x, range.Interval())));
     *out = static_cast<float>(x);
   }
 
