@@ -36,7 +36,7 @@ std::vector<std::string> InferredTypes(const ordered_json& schema) {
   const std::pair<const char*, std::vector<const char*>> kByType[] = {
       {"object",
        {"properties", "required", "additionalProperties", "propertyNames", "maxProperties", "minProperties",
-        "dependentRequired", "dependencies"}},
+        "dependentRequired", "dependencies", "patternProperties"}},
       {"array", {"items", "prefixItems", "additionalItems", "minItems", "maxItems"}},
       {"string", {"pattern", "format", "minLength", "maxLength"}},
       {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
@@ -90,6 +90,7 @@ const absl::flat_hash_set<std::string>& Compiled() {
                                                                      "minProperties",
                                                                      "dependentRequired",
                                                                      "dependencies",
+                                                                     "patternProperties",
                                                                      "items",
                                                                      "prefixItems",
                                                                      "additionalItems",

@@ -17,7 +17,10 @@
 //    bounds the other properties to what the named ones leave;
 //    "minProperties" is met by the required ones or is 1 (not empty);
 //    "dependentRequired" (draft 7's "dependencies" with lists) writes the
-//    properties others depend on always.
+//    properties others depend on always. "patternProperties" of one
+//    pattern, without additionalProperties and matching no named
+//    property: its keys (where it matches, as the regex compiles) are the
+//    other properties.
 //  - Arrays: "prefixItems" (or draft 7's "items" list) with "items" (or
 //    "additionalItems") after them; "prefixItems" without "items" means no
 //    further items.

@@ -179,9 +179,12 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
   }
   const bool closed = schema.contains("additionalProperties") && schema["additionalProperties"] == false;
   if (closed && !schema.contains("patternProperties")) facts.valid_keys = named;
-  // As ObjectRule writes objects: without additionalProperties, only the
-  // named properties unless the schema names none at all.
-  if (closed || (!schema.contains("additionalProperties") && (!named.empty() || schema.contains("required")))) {
+  // As ObjectRule writes objects: without additionalProperties or
+  // patternProperties, only the named properties unless it names none.
+  const bool others = schema.contains("patternProperties") ||
+                      (!closed && schema.contains("additionalProperties")) ||
+                      (named.empty() && !schema.contains("required"));
+  if (!others) {
     facts.written_keys = named;
   }
   return facts;

@@ -2,15 +2,19 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "worker/grammar/gbnf_writer.h"
 #include "worker/grammar/json_schema_converter.h"
 #include "worker/grammar/json_schema_scalars.h"
+#include "worker/grammar/regex_to_gbnf.h"
 #include "worker/grammar/utf8_ranges.h"
 
 namespace llama::grammar::internal_grammar {
@@ -53,6 +57,29 @@ absl::StatusOr<std::vector<std::string>> RequiredKeys(const ordered_json& schema
     }
   }
   return keys;
+}
+
+// `pattern` matches somewhere in `key`, as patternProperties' patterns
+// do (ECMAScript regular expressions).
+absl::StatusOr<bool> PatternFinds(const std::string& pattern, const std::string& key, const std::string& pointer) {
+  try {
+    return std::regex_search(key, std::regex(pattern, std::regex::ECMAScript));
+  } catch (const std::regex_error& e) {
+    return Unsupported("patternProperties", pointer, absl::StrCat("its pattern: ", e.what()));
+  }
+}
+
+// JSON strings in which `pattern` matches: those it matches whole, with
+// anything before and after it where it is not anchored (^, $).
+absl::StatusOr<std::string> KeyMatching(const std::string& pattern, const std::string& pointer) {
+  absl::string_view core = pattern;
+  const bool from_start = absl::ConsumePrefix(&core, "^");
+  const bool to_end = absl::EndsWith(core, "$") && !absl::EndsWith(core, "\\$");
+  if (to_end) core.remove_suffix(1);
+  const std::string whole = absl::StrCat(from_start ? "" : ".*", "(?:", core, ")", to_end ? "" : ".*");
+  absl::StatusOr<RegexExpression> expression = RegexToGbnfExpression(whole, RegexTarget::kJsonString);
+  if (!expression.ok()) return Unsupported("patternProperties", pointer, expression.status().message());
+  return GbnfSequence({R"("\"")", expression->gbnf, R"("\"")"});
 }
 
 // A JSON string's characters that need no escape.
@@ -118,8 +145,22 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
                                                         const std::string& pointer, const std::string& name) {
   static const auto* const kAnything = new ordered_json(true);
   rules_.Use("space");
-  const ordered_json* extra = nullptr;
-  if (schema.contains("additionalProperties")) {
+  const ordered_json* extra = nullptr;  // The schema of other properties.
+  std::string extra_pointer = Child(pointer, "additionalProperties");
+  std::optional<std::string> key_pattern;  // patternProperties': the other keys match it.
+  if (schema.contains("patternProperties")) {
+    const ordered_json& patterns = schema["patternProperties"];
+    if (!patterns.is_object() || patterns.size() != 1) {
+      return Unsupported("patternProperties", pointer, "only one pattern is compiled");
+    }
+    if (schema.value("additionalProperties", ordered_json(false)) != false || schema.contains("propertyNames")) {
+      return Unsupported("patternProperties", pointer,
+                         "only without additionalProperties (or false) and propertyNames beside it");
+    }
+    key_pattern = patterns.items().begin().key();
+    extra = &patterns.items().begin().value();
+    extra_pointer = Child(Child(pointer, "patternProperties"), *key_pattern);
+  } else if (schema.contains("additionalProperties")) {
     if (schema["additionalProperties"] != false) extra = &schema["additionalProperties"];
   } else if (members.empty() && !schema.contains("required")) {
     extra = kAnything;  // {"type": "object"} alone: any object.
@@ -129,15 +170,27 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
   for (Member& m : members) {
     m.required = std::find(required.begin(), required.end(), m.key) != required.end();
     keys.push_back(m.key);
+    if (!key_pattern) continue;
+    // Its value would have to match both schemas, and the pattern's keys
+    // could write it again.
+    ASSIGN_OR_RETURN(const bool matches, PatternFinds(*key_pattern, m.key, pointer));
+    if (matches) {
+      return Unsupported("patternProperties", pointer,
+                         absl::StrCat("its pattern matches the named property ", JsonText(m.key)));
+    }
   }
   ASSIGN_OR_RETURN(const std::optional<int64_t> max_key_length, MaxKeyLength(schema, pointer));
   for (const std::string& key : required) {
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-    if (extra == nullptr) {
+    bool allowed = extra != nullptr;
+    if (allowed && key_pattern) {
+      ASSIGN_OR_RETURN(allowed, PatternFinds(*key_pattern, key, pointer));
+    }
+    if (!allowed) {
       return Unsupported("required", pointer,
                          absl::StrCat(JsonText(key), " is not in properties and no other property is allowed"));
     }
-    members.push_back({key, extra, Child(pointer, "additionalProperties"), true});
+    members.push_back({key, extra, extra_pointer, true});
     keys.push_back(key);
   }
   std::vector<std::pair<std::string, bool>> kvs;
@@ -171,10 +224,15 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
   std::string extra_kv;
   if (extra != nullptr && max_extra != 0) {
     extra_kv = rules_.NewName(absl::StrCat(name, "-additional-kv"));
-    const std::string key = KeyNotIn(keys, absl::StrCat(name, "-additional-key"), max_key_length);
+    std::string key;
+    if (key_pattern) {
+      ASSIGN_OR_RETURN(key, KeyMatching(*key_pattern, pointer));
+    } else {
+      key = KeyNotIn(keys, absl::StrCat(name, "-additional-key"), max_key_length);
+    }
     if (key.empty()) return Unsupported("propertyNames", pointer, "no key is left for additionalProperties");
-    ASSIGN_OR_RETURN(const std::string value, Visit(*extra, Child(pointer, "additionalProperties"),
-                                                    rules_.NewName(absl::StrCat(name, "-additional"))));
+    ASSIGN_OR_RETURN(const std::string value,
+                     Visit(*extra, extra_pointer, rules_.NewName(absl::StrCat(name, "-additional"))));
     rules_.Define(extra_kv, absl::StrCat(key, R"( space ":" space )", value));
   }
   if (non_empty && kvs.empty() && extra_kv.empty()) {

@@ -512,13 +512,41 @@ TEST(JsonSchemaTest, DependentRequiredWritesTheDependencies) {
               HasSubstr("\"required\" at / is not supported: \"b\" is not in properties"));
 }
 
+// One pattern's keys as the other properties, none of them a named one.
+TEST(JsonSchemaTest, PatternProperties) {
+  auto vendor = FromSchema(R"({"properties": {"name": {"type": "string"}}, "required": ["name"],
+                              "patternProperties": {"^x-": {"type": "integer"}}})");
+  for (const char* ok : {R"({"name":"n"})", R"({"name":"n","x-a":1,"x-":2})"}) EXPECT_TRUE(vendor->Accepts(ok)) << ok;
+  for (const char* bad : {R"({"name":"n","y":1})", R"({"name":"n","x-a":"s"})", R"({"name":"n","ax-":1})"}) {
+    EXPECT_FALSE(vendor->Accepts(bad)) << bad;
+  }
+  auto inside = FromSchema(R"({"patternProperties": {"[0-9]": {"type": "null"}}, "required": ["a1"],
+                              "maxProperties": 2})");
+  EXPECT_TRUE(inside->Accepts(R"({"a1":null,"9":null})"));
+  EXPECT_FALSE(inside->Accepts(R"({"a1":null,"b":null})"));
+  EXPECT_FALSE(inside->Accepts(R"({"a1":null,"9":null,"8":null})"));
+  EXPECT_THAT(ErrorOf(R"({"properties": {"x-y": {}}, "patternProperties": {"^x-": {"type": "integer"}}})"),
+              HasSubstr("\"patternProperties\" at / is not supported: its pattern matches the named property \"x-y\""));
+  EXPECT_THAT(ErrorOf(R"({"required": ["b"], "patternProperties": {"^a": {}}})"),
+              HasSubstr("\"required\" at / is not supported: \"b\" is not in properties"));
+  EXPECT_THAT(ErrorOf(R"({"patternProperties": {"^a": {}, "^b": {}}})"),
+              HasSubstr("\"patternProperties\" at / is not supported: only one pattern"));
+  EXPECT_THAT(ErrorOf(R"({"patternProperties": {"^a": {}}, "additionalProperties": {"type": "null"}})"),
+              HasSubstr("\"patternProperties\" at / is not supported: only without additionalProperties"));
+  EXPECT_THAT(ErrorOf(R"({"patternProperties": {"(a": {}}})"), HasSubstr("\"patternProperties\" at /"));
+  // Branches of oneOf with patternProperties may write the same objects.
+  EXPECT_THAT(ErrorOf(R"({"oneOf": [{"properties": {"a": {}}, "required": ["a"]},
+                                   {"properties": {"b": {}}, "required": ["b"], "patternProperties": {"^a$": {}}}]})"),
+              HasSubstr("\"oneOf\" at / is not supported"));
+}
+
 TEST(JsonSchemaTest, RefusesKeywordsItCannotCompileNamingThem) {
   EXPECT_EQ(ErrorOf(R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})"),
             "\"uniqueItems\" at /properties/tags is not supported");
   EXPECT_THAT(ErrorOf(R"({"not": {}})"), HasSubstr("\"not\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"items": {"if": {}, "then": {}}})"), HasSubstr("\"if\" at /items is not supported"));
   for (const char* keyword :
-       {"patternProperties", "multipleOf", "contains", "dependencies", "dependentRequired",
+       {"multipleOf", "contains", "dependencies", "dependentRequired",
         "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "maxContains", "$dynamicRef", "else"}) {
     EXPECT_THAT(ErrorOf(absl::StrCat(R"({"$defs": {"a/b": {")", keyword, R"(": 1}}, "$ref": "#/$defs/a~1b"})")),
                 HasSubstr(absl::StrCat("\"", keyword, "\" at /$defs/a~1b is not supported")));
