@@ -60,8 +60,16 @@ absl::StatusOr<std::vector<std::string>> RequiredKeys(const ordered_json& schema
 }
 
 // `pattern` matches somewhere in `key`, as patternProperties' patterns
-// do (ECMAScript regular expressions).
+// do (ECMAScript regular expressions). std::regex reads bytes, not code
+// points: beyond ASCII its answer could be wrong, so it is not asked.
 absl::StatusOr<bool> PatternFinds(const std::string& pattern, const std::string& key, const std::string& pointer) {
+  const auto ascii = [](const std::string& text) {
+    return std::all_of(text.begin(), text.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
+  };
+  if (!ascii(pattern) || !ascii(key)) {
+    return Unsupported("patternProperties", pointer,
+                       absl::StrCat("its pattern and the property ", JsonText(key), " are not both ASCII"));
+  }
   try {
     return std::regex_search(key, std::regex(pattern, std::regex::ECMAScript));
   } catch (const std::regex_error& e) {

@@ -534,6 +534,8 @@ TEST(JsonSchemaTest, PatternProperties) {
   EXPECT_THAT(ErrorOf(R"({"patternProperties": {"^a": {}}, "additionalProperties": {"type": "null"}})"),
               HasSubstr("\"patternProperties\" at / is not supported: only without additionalProperties"));
   EXPECT_THAT(ErrorOf(R"({"patternProperties": {"(a": {}}})"), HasSubstr("\"patternProperties\" at /"));
+  EXPECT_THAT(ErrorOf("{\"properties\": {\"\xC3\xA9\": {}}, \"patternProperties\": {\"^.$\": {\"type\": \"null\"}}}"),
+              HasSubstr("are not both ASCII"));
   // Branches of oneOf with patternProperties may write the same objects.
   EXPECT_THAT(ErrorOf(R"({"oneOf": [{"properties": {"a": {}}, "required": ["a"]},
                                    {"properties": {"b": {}}, "required": ["b"], "patternProperties": {"^a$": {}}}]})"),
