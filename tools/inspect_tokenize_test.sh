@@ -38,7 +38,7 @@ out=$("$inspect" "$TEST_TMPDIR/notes.txt" 2>&1)
 expect "another file" "$out" "expected a .pth, .bin, .safetensors, .gguf or .shard file, or params.json"
 out=$("$tokenize" --tokenizer_path="$tokenizer" --prompt="Hello Hello" 2>&1)
 expect "tokenize" "$out" "▁"
-# The README example: invalid dialogs on purpose, each refused, all shown.
+# The docs/tools.md example: invalid dialogs on purpose, each refused, all shown.
 out=$("$tokenize" --tokenizer_path="$tokenizer" --dialogs_file="$dialogs" 2>&1)
 expect "tokenize dialogs" "$out" "dialog 8: refused: dialog message 1 has role \"user\""
 expect "tokenize dialogs" "$out" "dialog 11: "

@@ -6,7 +6,8 @@ Sends, N times each: a chunked body of --chunked_mb MB, a header block of
 --store_cycles connect-and-close cycles on the rendezvous store (its port:
 `ss -ltnp` on rank 0). Prints each answer's status line (the 4xx and the
 limit it names) and rank 0's resident memory (--pid) before and after each
-group. A tool to run by hand (README, //tools:serve_bench); not a test.
+group. A tool to run by hand (docs/tools.md; //tools:serve_bench in
+docs/performance.md); not a test.
 
   tools/serve_limits_check.py --port=8000 --pid=$(pgrep -o -f 'worker.*--serve') --store_port=29500
 """

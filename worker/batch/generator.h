@@ -12,7 +12,8 @@
 //   most rows in flight, and the reference refuses larger batches with an
 //   assert).
 //
-// Where the reference is wrong, we are right (README lists these): prompt
+// Where the reference is wrong, we are right
+// (docs/differences-from-reference.md lists these): prompt
 // log-probabilities with echo are never shifted by one position, and bad
 // input is an error naming what is wrong, never an assert.
 

@@ -36,7 +36,7 @@
 namespace llama {
 namespace {
 
-// Enforced bounds (see the README's int8 section for the measured values).
+// Enforced bounds (see docs/performance.md's int8 paragraph for the measured values).
 // Measured: decode 0.055-0.076 and 94.6-95.6%; prefill with f32 activations
 // 0.043-0.056 and 96.4-97.0%, with int8 activations 0.055-0.076 and
 // 94.8-95.2%.

@@ -11,8 +11,8 @@
 //
 // A request's tokens depend only on the request: sampling draws from its
 // own random stream, seeded by the request. On the CPU backend the logits
-// do not depend on the other requests either (see README, batch
-// invariance), except where it says they can differ in the last bits.
+// do not depend on the other requests either (see docs/batch-jobs.md,
+// batch invariance), except where it says they can differ in the last bits.
 //
 // With tensor parallelism the engine runs on rank 0 over a LeaderModel
 // (lockstep.h), and the other ranks follow its steps.

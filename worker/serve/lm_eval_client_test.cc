@@ -208,7 +208,7 @@ class TeacherForcing {
 // The server scores prompts in pieces under its token budget, batched with
 // the other prompts of the request, where the reference runs each input
 // alone in one pass; on the CPU backend the logits agree bit for bit
-// (README, batch invariance) but for the last bits where it says they may
+// (docs/batch-jobs.md, batch invariance) but for the last bits where it says they may
 // not. Each log-probability then travels as a float (7 significant digits)
 // through JSON, and the sums run over up to 127 terms of magnitude up to
 // ~10 (log of a 600-768 token vocabulary, random weights): float rounding
