@@ -58,7 +58,8 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
         absl::StrFormat("give exactly one of --prompt, --prompts_file, --dialogs_file (%d given)", inputs));
   }
   for (const auto& [range, value] :
-       {std::pair<const SamplingRange&, double>{kTemperatureRange, f.temperature}, {kTopPRange, f.top_p}}) {
+       {std::pair<const SamplingRange&, double>{kTemperatureRange, f.temperature}, {kTopPRange, f.top_p},
+        {kTypicalPRange, f.typical_p}}) {
     if (!range.Contains(value)) {
       return absl::InvalidArgumentError(
           absl::StrFormat("--%s=%g: expected a value in %s", range.name, value, range.Interval()));
@@ -131,6 +132,7 @@ SamplingParams JobSamplingParams(const JobFlags& flags) {
   SamplingParams sampling;
   sampling.token.temperature = static_cast<float>(flags.temperature);
   sampling.token.top_p = static_cast<float>(flags.top_p);
+  sampling.token.typical_p = static_cast<float>(flags.typical_p);
   sampling.seed = flags.seed;
   return sampling;
 }

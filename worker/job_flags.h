@@ -78,6 +78,9 @@ enum class WorkerForwarding {
     "Sampling temperature, in [0, 2]; 0 is greedy.") \
   X(double, top_p, llama::kDefaultTopP, kGeneration, kAlways, \
     "Top-p (nucleus) sampling threshold, in (0, 1].") \
+  X(double, typical_p, llama::kDefaultTypicalP, kGeneration, kAlways, \
+    "Locally typical sampling mass, in (0, 1]: after --top_p, keep the tokens whose surprisal is nearest the " \
+    "entropy up to this probability (Hugging Face's typical_p); 1 is off.") \
   X(int32, max_seq_len, 0, kGeneration, kAlways, \
     "Longest sequence (prompt + generation). 0: the model's own context (params.json's or config.json's; " \
     "else Llama 2 4096, Llama 3 8192, Llama 3.1 and later 131072), shortened to what the free memory's KV " \

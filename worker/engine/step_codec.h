@@ -4,7 +4,7 @@
 // ranks of different builds fail at their first step, naming both
 // versions, instead of misreading each other.
 //
-// Layout, version 2 (host byte order: every rank of a job is the same
+// Layout, version 3 (host byte order: every rank of a job is the same
 // architecture; counts are checked against the message before anything is
 // allocated):
 //   header   i64 tag     kStepCodecTag << 32 | version
@@ -16,7 +16,7 @@
 //            u8 all_logits, i32 tokens[t], i32 block table[b]
 //   choice   sampling (TokenSampling, worker/sampling/sampling_params.h,
 //            as one block: f32 temperature, f32 top_p, i32 top_k,
-//            f32 min_p), f64 uniform, i32 top_logprobs, i64 adjustment
+//            f32 min_p, f32 typical_p), f64 uniform, i32 top_logprobs, i64 adjustment
 //            count a, (i32 token, f32 delta)[a], u8 masked (rank 0's choice has a
 //            token mask: the grammar stays with rank 0's sampler, the
 //            others choose under a mask that allows every token, so they
@@ -37,11 +37,12 @@
 namespace llama {
 
 inline constexpr int64_t kStepCodecTag = 0x4C4B5354;  // "LKST"
-// 1: the choice's fields one by one; 2: its TokenSampling as one block.
-inline constexpr int64_t kStepCodecVersion = 2;
+// 1: the choice's fields one by one; 2: its TokenSampling as one block;
+// 3: TokenSampling with typical_p.
+inline constexpr int64_t kStepCodecVersion = 3;
 // A field added to TokenSampling changes the choice's layout: bump
 // kStepCodecVersion, and update the layout above and this size.
-static_assert(sizeof(TokenSampling) == 16, "TokenSampling changed: bump kStepCodecVersion and document the layout");
+static_assert(sizeof(TokenSampling) == 20, "TokenSampling changed: bump kStepCodecVersion and document the layout");
 // Most bytes one step's message may have: what a follower allocates before
 // it has checked anything else (a step of a million tokens is ~8 MB).
 inline constexpr int64_t kMaxStepMessageBytes = int64_t{1} << 30;

@@ -99,7 +99,8 @@ TEST(StepCodecTest, MalformedMessagesNameWhatDoesNotFit) {
   EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 20), true, step).message(),
               HasSubstr("a token choice's random number (8 bytes at byte"));
   EXPECT_THAT(DecodeStep(good.substr(0, good.size() - 30), true, step).message(),
-              HasSubstr("a token choice's sampling parameters (16 bytes at byte"));
+              HasSubstr(absl::StrFormat("a token choice's sampling parameters (%d bytes at byte",
+                                        sizeof(TokenSampling))));
   std::string many = good;
   many[many.size() - 2] = '\x01';  // The adjustment count's top byte: more than the message holds.
   EXPECT_THAT(DecodeStep(many, true, step).message(), HasSubstr("choice 0 has"));

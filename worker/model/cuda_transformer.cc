@@ -322,11 +322,12 @@ absl::Status CudaTransformer::ForwardAndChoose(absl::Span<const SequenceChunk> c
   RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen, limits().vocab_size));
   if (chunks.empty()) return absl::OkStatus();
   // Alternatives' log-probabilities, adjusted or masked logits and the
-  // top_k and min_p filters come from the host's copy of the logits (the device
-  // sampler keeps only the chosen token and does top-p alone).
+  // top_k, min_p and typical_p filters come from the host's copy of the logits
+  // (the device sampler keeps only the chosen token and does top-p alone).
   if (std::any_of(choices.begin(), choices.end(), [](const TokenChoice& c) {
         return c.top_logprobs > 0 || !c.adjustments.empty() || c.allowed != nullptr ||
-               (c.sampling.temperature > 0 && (c.sampling.top_k > 0 || c.sampling.min_p > 0));
+               (c.sampling.temperature > 0 &&
+                (c.sampling.top_k > 0 || c.sampling.min_p > 0 || c.sampling.typical_p < 1));
       })) {
     return LanguageModel::ForwardAndChoose(chunks, choices, chosen);
   }

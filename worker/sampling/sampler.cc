@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace llama {
@@ -94,7 +95,44 @@ int64_t TopPSampler::Prepare(const float* logits, int64_t n, const TokenSampling
     cumulative += probs_[order_[kept]];
     ++kept;
   }
+  if (s.typical_p < 1) kept = KeepTypical(kept, s.typical_p);
   return kept;
+}
+
+int64_t TopPSampler::KeepTypical(int64_t kept, double typical_p) {
+  // The kept tokens renormalised: their entropy, and each one's distance
+  // from it in surprisal (-log q).
+  double mass = 0.0;
+  for (int64_t i = 0; i < kept; ++i) mass += probs_[order_[i]];
+  double entropy = 0.0;
+  for (int64_t i = 0; i < kept; ++i) {
+    const double q = probs_[order_[i]] / mass;
+    if (q > 0) entropy -= q * std::log(q);
+  }
+  scores_.resize(probs_.size());
+  for (int64_t i = 0; i < kept; ++i) {
+    const double q = probs_[order_[i]] / mass;
+    scores_[order_[i]] = q > 0 ? std::abs(-std::log(q) - entropy) : std::numeric_limits<double>::infinity();
+  }
+  std::sort(order_.begin(), order_.begin() + kept,
+            [&](int a, int b) { return scores_[a] < scores_[b] || (scores_[a] == scores_[b] && a < b); });
+  // The shortest prefix whose mass reaches typical_p (Hugging Face: the
+  // first index where the cumulative sum is >= typical_p), and the tokens
+  // tied with its last.
+  int64_t last = kept - 1;
+  double cumulative = 0.0;
+  for (int64_t i = 0; i < kept; ++i) {
+    cumulative += probs_[order_[i]] / mass;
+    if (cumulative >= typical_p) {
+      last = i;
+      break;
+    }
+  }
+  while (last + 1 < kept && scores_[order_[last + 1]] <= scores_[order_[last]]) ++last;
+  // Back in descending probability, as Prepare leaves them.
+  std::sort(order_.begin(), order_.begin() + last + 1,
+            [&](int a, int b) { return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b); });
+  return last + 1;
 }
 
 int TopPSampler::Sample(const float* logits, int64_t n, const TokenSampling& s, double uniform) {

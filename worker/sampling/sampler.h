@@ -55,6 +55,10 @@ class Rng {
 // top_k keeps the k most likely tokens (0: all), min_p those at least min_p
 // times as likely as the most likely one (0: all); top_p then applies to
 // what they keep, renormalised, as Hugging Face's warpers and vLLM do.
+// Then typical_p (locally typical sampling, Hugging Face's
+// TypicalLogitsWarper, which also runs after its top_p): of what is kept,
+// renormalised, the tokens whose surprisal -log q is nearest the entropy
+// H = -sum q log q, in that order, until their mass reaches typical_p.
 // Without them, the reference's top-p exactly.
 class TopPSampler {
  public:
@@ -69,9 +73,13 @@ class TopPSampler {
   // Fills order_ (token ids by descending probability) and probs_; returns
   // how many are kept.
   int64_t Prepare(const float* logits, int64_t n, const TokenSampling& s);
+  // The typical_p filter over order_[0, kept); returns how many it keeps,
+  // left in descending probability.
+  int64_t KeepTypical(int64_t kept, double typical_p);
 
   std::vector<int> order_;
   std::vector<double> probs_;
+  std::vector<double> scores_;  // KeepTypical's, by token id.
 };
 
 }  // namespace llama

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -161,6 +162,92 @@ TEST(SamplingTest, EmpiricalDistributionMatches) {
   // For k - 1 degrees of freedom, mean k - 1 and sd sqrt(2(k - 1)): 7 sd is far beyond 1e-6.
   const double dof = expected.size() - 1;
   EXPECT_LT(chi2, dof + 7 * std::sqrt(2 * dof)) << "chi2 " << chi2 << " with " << dof << " dof";
+}
+
+// Locally typical sampling from its definition (Meister et al.; Hugging
+// Face's TypicalLogitsWarper), written out plainly: q = softmax(logits / T)
+// over the tokens the top_k filter leaves, H = -sum q log q, tokens in order
+// of |-log q - H|, kept until their cumulative q reaches typical_p,
+// renormalised. Returns (token, probability) by token id.
+std::map<int, double> TypicalReference(const std::vector<float>& logits, float temperature, int top_k,
+                                       double typical_p) {
+  const int n = static_cast<int>(logits.size());
+  std::vector<int> ids(n);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  if (top_k > 0) ids.resize(top_k);
+  double z = 0;
+  for (int t : ids) z += std::exp(static_cast<double>(logits[t]) / temperature);
+  std::map<int, double> q;
+  for (int t : ids) q[t] = std::exp(static_cast<double>(logits[t]) / temperature) / z;
+  double entropy = 0;
+  for (const auto& [t, p] : q) entropy -= p * std::log(p);
+  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) {
+    return std::abs(-std::log(q[a]) - entropy) < std::abs(-std::log(q[b]) - entropy);
+  });
+  std::map<int, double> kept;
+  double mass = 0;
+  for (int t : ids) {
+    kept[t] = q[t];
+    mass += q[t];
+    if (mass >= typical_p) break;
+  }
+  for (auto& [t, p] : kept) p /= mass;
+  return kept;
+}
+
+// p = {0.05, 0.5, 0.15, 0.3}: H = 1.142; surprisals 3.00, 0.69, 1.90, 1.20,
+// so by |surprisal - H| the order is 3, 1, 2, 0. typical_p 0.2 keeps token
+// 3 alone (not the most likely one), 0.5 tokens 3 and 1, 1 every token.
+TEST(SamplingTest, TypicalPKeepsTheTokensNearestTheEntropy) {
+  const std::vector<double> p = {0.05, 0.5, 0.15, 0.3};
+  std::vector<float> logits;
+  for (double x : p) logits.push_back(static_cast<float>(std::log(x)));
+  TopPSampler sampler;
+  TokenSampling s = S(1.0f, 1.0f);
+  s.typical_p = 0.2f;
+  auto d = sampler.Distribution(logits.data(), 4, s);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].first, 3);
+  s.typical_p = 0.5f;
+  d = sampler.Distribution(logits.data(), 4, s);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].first, 1);
+  EXPECT_NEAR(d[0].second, 0.625, 1e-6);
+  EXPECT_EQ(d[1].first, 3);
+  EXPECT_NEAR(d[1].second, 0.375, 1e-6);
+  // Every draw lands in the typical set.
+  for (double u = 0.0; u < 1.0; u += 0.01) {
+    const int token = sampler.Sample(logits.data(), 4, s, u);
+    EXPECT_TRUE(token == 1 || token == 3) << u;
+  }
+  s.typical_p = 1.0f;
+  EXPECT_EQ(sampler.Distribution(logits.data(), 4, s).size(), 4u);
+}
+
+// Against the definition on wider rows, temperatures, top_k and masses.
+TEST(SamplingTest, TypicalPMatchesItsDefinition) {
+  std::vector<float> logits(200);
+  for (int i = 0; i < 200; ++i) logits[i] = std::sin(i * 0.71f) * 4 + std::cos(i * 0.13f);
+  TopPSampler sampler;
+  for (const float temperature : {0.5f, 1.0f, 1.7f}) {
+    for (const int top_k : {0, 40}) {
+      for (const float typical_p : {0.05f, 0.3f, 0.6f, 0.9f, 0.99f}) {
+        TokenSampling s = S(temperature, 1.0f, top_k);
+        s.typical_p = typical_p;
+        const std::map<int, double> want = TypicalReference(logits, temperature, top_k, typical_p);
+        const auto got = sampler.Distribution(logits.data(), 200, s);
+        std::map<int, double> got_by_id(got.begin(), got.end());
+        ASSERT_EQ(got_by_id.size(), want.size()) << "T " << temperature << " top_k " << top_k << " typical_p "
+                                                 << typical_p;
+        for (const auto& [t, p] : want) {
+          ASSERT_TRUE(got_by_id.count(t)) << t;
+          EXPECT_NEAR(got_by_id[t], p, 1e-9) << t;
+        }
+        for (size_t i = 1; i < got.size(); ++i) EXPECT_GE(got[i - 1].second, got[i].second);  // By probability.
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ absl::Status TokenSampling::Validate() const {
   for (const auto& [range, value] : {std::pair<const SamplingRange&, double>{kTemperatureRange, temperature},
                                      {kTopPRange, top_p},
                                      {kTopKRange, top_k},
-                                     {kMinPRange, min_p}}) {
+                                     {kMinPRange, min_p},
+                                     {kTypicalPRange, typical_p}}) {
     if (absl::Status s = Check(range, value); !s.ok()) return s;
   }
   return absl::OkStatus();

@@ -40,27 +40,32 @@ struct SamplingRange {
 // the flag table (a float's 0.6 is not a double's 0.6).
 inline constexpr double kDefaultTemperature = 0.6;
 inline constexpr double kDefaultTopP = 0.9;
+inline constexpr double kDefaultTypicalP = 1.0;  // Off.
 
 inline constexpr SamplingRange kTemperatureRange{"temperature", 0, 2};  // OpenAI's; 0: greedy.
 inline constexpr SamplingRange kTopPRange{"top_p", 0, 1, /*open_low=*/true};
 inline constexpr SamplingRange kTopKRange{"top_k", 0, 2147483647};
 inline constexpr SamplingRange kMinPRange{"min_p", 0, 1};
+inline constexpr SamplingRange kTypicalPRange{"typical_p", 0, 1, /*open_low=*/true};
 inline constexpr SamplingRange kPresencePenaltyRange{"presence_penalty", -2, 2};
 inline constexpr SamplingRange kFrequencyPenaltyRange{"frequency_penalty", -2, 2};
 inline constexpr SamplingRange kLogitBiasRange{"logit_bias", -100, 100};
 
 // What the sampler applies to each token's logits: softmax(logits /
-// temperature) (argmax at 0), then the filters top_k, min_p, top_p
-// (sampler.h says how). Trivially copyable: the lockstep codec writes it as
+// temperature) (argmax at 0), then the filters top_k, min_p, top_p,
+// typical_p (sampler.h says how). Trivially copyable: the lockstep codec writes it as
 // one block.
 struct TokenSampling {
   float temperature = static_cast<float>(kDefaultTemperature);
   float top_p = static_cast<float>(kDefaultTopP);
   int32_t top_k = 0;    // The k most likely tokens; 0: all.
   float min_p = 0.0f;   // Tokens at least min_p times as likely as the most likely; 0: all.
+  // Locally typical sampling (Hugging Face's TypicalLogitsWarper): the
+  // tokens whose surprisal is nearest the entropy, up to this mass; 1: all.
+  float typical_p = static_cast<float>(kDefaultTypicalP);
 
   // Argmax, every filter off.
-  static constexpr TokenSampling Greedy() { return {0.0f, 1.0f, 0, 0.0f}; }
+  static constexpr TokenSampling Greedy() { return {0.0f, 1.0f, 0, 0.0f, 1.0f}; }
   // Each field in its range; the error names the first that is not.
   absl::Status Validate() const;
 };

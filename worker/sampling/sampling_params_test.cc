@@ -13,6 +13,7 @@ TEST(SamplingParamsTest, DefaultsAreTheReferencesAndValid) {
   EXPECT_EQ(p.token.top_p, 0.9f);
   EXPECT_EQ(p.token.top_k, 0);
   EXPECT_EQ(p.token.min_p, 0.0f);
+  EXPECT_EQ(p.token.typical_p, 1.0f);
   EXPECT_EQ(p.seed, 1u);
   EXPECT_TRUE(p.Validate(32).ok());
   EXPECT_TRUE(SamplingParams::Greedy().Validate(32).ok());
@@ -31,6 +32,7 @@ TEST(SamplingParamsTest, ValidateNamesTheFieldAndTheRange) {
   EXPECT_EQ(error([](SamplingParams& p) { p.token.top_p = 0; }), "top_p: 0 is out of range (0, 1]");
   EXPECT_EQ(error([](SamplingParams& p) { p.token.top_k = -1; }), "top_k: -1 is out of range [0, 2147483647]");
   EXPECT_EQ(error([](SamplingParams& p) { p.token.min_p = -0.5f; }), "min_p: -0.5 is out of range [0, 1]");
+  EXPECT_EQ(error([](SamplingParams& p) { p.token.typical_p = 0; }), "typical_p: 0 is out of range (0, 1]");
   EXPECT_EQ(error([](SamplingParams& p) { p.presence_penalty = 3; }), "presence_penalty: 3 is out of range [-2, 2]");
   EXPECT_EQ(error([](SamplingParams& p) { p.frequency_penalty = -3; }),
             "frequency_penalty: -3 is out of range [-2, 2]");

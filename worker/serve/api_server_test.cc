@@ -368,6 +368,8 @@ TEST(ApiServerTest, ErrorsHaveOpenAisShapeAndNameTheField) {
          "top_k: -2 is out of range [-1, ", "top_k");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"min_p", 1.5}}), 400,
          "min_p: 1.5 is out of range [0, 1]", "min_p");
+  expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"typical_p", 0}}), 400,
+         "typical_p: 0 is out of range (0, 1]", "typical_p");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"presence_penalty", -3}}), 400,
          "presence_penalty: -3 is out of range [-2, 2]", "presence_penalty");
   expect(s.Post("/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"logit_bias", {{"the", 1}}}}), 400,

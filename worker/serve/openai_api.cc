@@ -105,6 +105,7 @@ void ParseLengthAndSampling(Fields& f, GenerationParams* p) {
   f.Integer(kTopKRange.name, &token.top_k, -1, static_cast<int64_t>(kTopKRange.hi));  // -1: vLLM's "off".
   if (token.top_k == -1) token.top_k = 0;
   f.Number(kMinPRange, &token.min_p);
+  f.Number(kTypicalPRange, &token.typical_p);  // llama.cpp's.
   f.Integer("min_tokens", &p->min_tokens, 0, INT32_MAX);
   if (f.ok() && f.Has("stop_token_ids")) {
     const json& ids = f.Get("stop_token_ids");
