@@ -110,6 +110,10 @@ absl::Status CheckOutputFolder(const std::string& output) {
     return absl::PermissionDeniedError(
         absl::StrFormat("--output \"%s\": the folder %s is not writable", output, folder.string()));
   }
+  if (fs::exists(output, error) && !fs::is_regular_file(output, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--output \"%s\" is not a file (a folder?): expected a JSON Lines file", output));
+  }
   return absl::OkStatus();
 }
 

@@ -73,6 +73,17 @@ TEST(PreflightTest, DialogRolesAreTheChatFormats) {
   EXPECT_THAT(status.message(), HasSubstr("--dialogs_file " + flags.dialogs_file + ": nothing can run: dialog 0: "));
 }
 
+// An --output that names a folder is refused before the checkpoint is
+// converted, not when the first answer is due.
+TEST(PreflightTest, AnOutputThatIsAFolder) {
+  std::vector<std::string> warnings;
+  JobFlags flags = Prompt("Hello");
+  flags.output = std::getenv("TEST_TMPDIR");
+  EXPECT_THAT(CheckJobInputs(FixtureModel(), flags, &warnings).message(), HasSubstr("is not a file (a folder?)"));
+  flags.output += "/answers.jsonl";
+  EXPECT_TRUE(CheckJobInputs(FixtureModel(), flags, &warnings).ok());
+}
+
 TEST(PreflightTest, ALogFolderThatCannotBeMade) {
   const std::string file = TempFile("a_file", "x");
   EXPECT_THAT(CheckLogFolder(file + "/logs").message(), HasSubstr("--log_dir: cannot create \"" + file + "/logs\""));

@@ -37,6 +37,11 @@ absl::StatusOr<std::string> StreamDecoder::EmitUpTo(size_t end) {
   return after.substr(before.size());
 }
 
+void StreamDecoder::Follow(absl::Span<const int> context) {
+  ids_.assign(context.begin(), context.end());
+  emitted_ = ids_.size();
+}
+
 absl::StatusOr<std::string> StreamDecoder::Push(int id) {
   if (id < 0 || id >= tokenizer_.vocab_size()) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llama {
@@ -28,6 +29,13 @@ namespace llama {
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+
+  // The ids already in the text before the first Push (a prompt the
+  // answer continues): never returned, but they decide how the first ids
+  // decode (a SentencePiece word-start space after text is kept, as a
+  // decode of the whole sequence keeps it). Before any Push; ids must be in
+  // the vocabulary.
+  void Follow(absl::Span<const int> context);
 
   // Appends `id` and returns the text that became certain (maybe empty).
   absl::StatusOr<std::string> Push(int id);

@@ -14,6 +14,7 @@
 #include "worker/batch/generator.h"
 #include "worker/grammar/grammar.h"
 #include "worker/grammar/token_matcher.h"
+#include "worker/sampling/sampling_params.h"
 
 namespace llama {
 namespace {
@@ -105,13 +106,22 @@ absl::StatusOr<JobIdentity> BatchJobIdentity(const JobFlags& flags, const Job& j
   inputs.bf16_activations = flags.bf16_activations;
   inputs.temperature = flags.temperature;
   inputs.top_p = flags.top_p;
-  inputs.max_seq_len = flags.max_seq_len;
+  inputs.typical_p = flags.typical_p;
+  // The job's flags name temperature, top_p and typical_p of TokenSampling
+  // (the API's top_k and min_p stay at their defaults here): a new field
+  // changes this size, and its flag must join the identity above.
+  static_assert(sizeof(TokenSampling) == 20, "a new sampling field: add its flag to the job's identity");
   inputs.max_gen_len = flags.max_gen_len;
   inputs.seed = flags.seed;
   inputs.logprobs = flags.logprobs;
   inputs.echo = flags.echo;
   inputs.grammar = grammar;
   return JobIdentity::Of(inputs);
+}
+
+absl::Status CheckBatchOutput(const JobFlags& flags, const JobIdentity& identity, const Job& job) {
+  if (flags.output.empty() || flags.overwrite_output) return absl::OkStatus();
+  return ResumeResults(flags.output, identity, job.chat ? job.dialogs.size() : job.prompts.size()).status();
 }
 
 absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, JobIdentity identity, const Job& job) {

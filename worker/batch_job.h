@@ -41,8 +41,14 @@ struct BatchOutput {
   std::unique_ptr<ResultsFile> file;  // Null without --output.
 };
 
-// --output read (unless --overwrite_output) and opened for `identity`'s job;
-// says on stderr how many answers a resumed file keeps.
+// Refuses an --output of another job (unless --overwrite_output), before
+// the weights load: everything but the context, which planning decides
+// (JobIdentity::WithContext), is compared.
+absl::Status CheckBatchOutput(const JobFlags& flags, const JobIdentity& identity, const Job& job);
+
+// --output read (unless --overwrite_output) and opened for `identity`'s job,
+// its context included; says on stderr how many answers a resumed file
+// keeps.
 absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, JobIdentity identity, const Job& job);
 
 struct BatchJobRun {

@@ -66,7 +66,7 @@ class BatchJobTest : public ::testing::Test {
   JobIdentity Identity() {
     absl::StatusOr<JobIdentity> identity = BatchJobIdentity(flags_, job_, "", index_, **tokenizer_, Device::kCpu);
     EXPECT_TRUE(identity.ok()) << identity.status();
-    return *identity;
+    return identity->WithContext(model_.model->limits().max_seq_len);
   }
 
   // Opens --output and runs what it lacks; the number of prompts run.
@@ -115,6 +115,7 @@ TEST_F(BatchJobTest, AnotherJobIsRefusedUnlessOverwritten) {
   EXPECT_EQ(Run(), 3u);
   const std::string first = ReadAll(flags_.output);
   flags_.max_gen_len = 3;
+  EXPECT_EQ(CheckBatchOutput(flags_, Identity(), job_).code(), absl::StatusCode::kFailedPrecondition);
   absl::StatusOr<BatchOutput> refused = OpenBatchOutput(flags_, Identity(), job_);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused.status().message()),
@@ -130,6 +131,27 @@ TEST_F(BatchJobTest, AnotherJobIsRefusedUnlessOverwritten) {
   EXPECT_EQ(ReadAll(flags_.output), ReadAll(overwritten + ".fresh"));
   EXPECT_NE(ReadAll(flags_.output), first);
   EXPECT_FALSE(std::filesystem::exists(flags_.output + ".partial"));
+}
+
+// A context the KV cache shortened (--max_seq_len=0) decides where long
+// answers end: the check before loading leaves it, the one after planning
+// refuses a file written at another context.
+TEST_F(BatchJobTest, AnotherContextIsAnotherJob) {
+  EXPECT_EQ(Run(), 3u);
+  absl::StatusOr<JobIdentity> unplanned = BatchJobIdentity(flags_, job_, "", index_, **tokenizer_, Device::kCpu);
+  ASSERT_TRUE(unplanned.ok()) << unplanned.status();
+  EXPECT_TRUE(CheckBatchOutput(flags_, *unplanned, job_).ok());
+  absl::StatusOr<BatchOutput> refused = OpenBatchOutput(flags_, unplanned->WithContext(32), job_);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("contexts (--max_seq_len, or the model's own"));
+}
+
+// Where --output cannot be a file, or cannot be read, the job is refused
+// before it runs, and the file is never taken for absent and overwritten.
+TEST_F(BatchJobTest, AnOutputThatIsNoReadableFileIsRefused) {
+  std::filesystem::create_directories(flags_.output);
+  EXPECT_THAT(std::string(CheckBatchOutput(flags_, Identity(), job_).message()), HasSubstr("is not a file"));
+  flags_.overwrite_output = true;
+  EXPECT_THAT(std::string(OpenBatchOutput(flags_, Identity(), job_).status().message()), HasSubstr("is not a file"));
 }
 
 }  // namespace

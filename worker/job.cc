@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "tokenizer/utf8.h"
 #include "worker/grammar/json_schema.h"
 #include "worker/prompt_files.h"
 
@@ -20,6 +21,16 @@ absl::StatusOr<Job> ReadJob(const std::string& prompt, const std::string& prompt
   }
   Job job;
   if (!prompt.empty()) {
+    // Prompts travel as JSON (to the other ranks, into --output's job), and
+    // a tokenizer reads text: bytes that are not UTF-8 are refused here.
+    for (size_t at = 0; at < prompt.size();) {
+      const auto [code_point, length] = DecodeUtf8(prompt, at);
+      if (code_point < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--prompt: byte %d is not UTF-8; expected text in UTF-8", at));
+      }
+      at += length;
+    }
     job.prompts = {prompt};
   } else if (!prompts_file.empty()) {
     ASSIGN_OR_RETURN(job.prompts, ReadPromptsFile(prompts_file));

@@ -15,6 +15,8 @@
 namespace llama {
 namespace {
 
+constexpr char kContext[] = "context";
+
 std::string Digest(const std::string& bytes) {
   return absl::StrFormat("%016x", XXH3_64bits(bytes.data(), bytes.size()));
 }
@@ -74,7 +76,8 @@ const std::map<std::string, std::string>& FieldNames() {
       {"inputs", "prompts or dialogs"},
       {"temperature", "--temperature values"},
       {"top_p", "--top_p values"},
-      {"max_seq_len", "--max_seq_len values"},
+      {"typical_p", "--typical_p values"},
+      {"context", "contexts (--max_seq_len, or the model's own as the KV cache holds it)"},
       {"max_gen_len", "--max_gen_len values"},
       {"seed", "--seed values"},
       {"logprobs", "--logprobs values"},
@@ -107,7 +110,7 @@ absl::StatusOr<JobIdentity> JobIdentity::Of(const JobInputs& in) {
                                 Digest(SerializeJob(*in.job)));
   f["temperature"] = in.temperature;
   f["top_p"] = in.top_p;
-  f["max_seq_len"] = in.max_seq_len;
+  f["typical_p"] = in.typical_p;
   f["max_gen_len"] = in.max_gen_len;
   f["seed"] = in.seed;
   f["logprobs"] = in.logprobs;
@@ -125,6 +128,12 @@ absl::StatusOr<JobIdentity> JobIdentity::FromJson(const nlohmann::json& recorded
   return JobIdentity(nlohmann::ordered_json(recorded));
 }
 
+JobIdentity JobIdentity::WithContext(int64_t positions) const {
+  nlohmann::ordered_json fields = fields_;
+  fields[kContext] = positions;
+  return JobIdentity(std::move(fields));
+}
+
 std::string JobIdentity::FirstDifference(const JobIdentity& other) const {
   const auto describe = [&](const std::string& key) {
     const auto name = FieldNames().find(key);
@@ -137,7 +146,7 @@ std::string JobIdentity::FirstDifference(const JobIdentity& other) const {
     if (theirs == other.fields_.end() || *theirs != value) return describe(key);
   }
   for (const auto& [key, value] : other.fields_.items()) {
-    if (!fields_.contains(key)) return describe(key);
+    if (!fields_.contains(key) && key != kContext) return describe(key);
   }
   return "";
 }

@@ -37,7 +37,7 @@ struct JobInputs {
   bool bf16_activations = false;
   double temperature = 0;
   double top_p = 0;
-  int32_t max_seq_len = 0;
+  double typical_p = 1;
   int32_t max_gen_len = 0;
   uint64_t seed = 0;
   bool logprobs = false;
@@ -53,10 +53,17 @@ class JobIdentity {
   // (an older worker wrote a bare hash string).
   static absl::StatusOr<JobIdentity> FromJson(const nlohmann::json& recorded);
 
+  // This identity with the context the job runs at: --max_seq_len, or
+  // with 0 the model's own shortened to what the KV cache holds, which
+  // memory and the cache flags decide once the rank is planned. A
+  // completion that reaches it ends there, so it decides answers too.
+  JobIdentity WithContext(int64_t positions) const;
+
   const nlohmann::ordered_json& fields() const { return fields_; }
 
   // Empty when `other` is the same job; else the first field that differs,
-  // as "model shards differ (this job: ...; the file's: ...)".
+  // as "model shards differ (this job: ...; the file's: ...)". Before
+  // WithContext, `other`'s context is left to the check after planning.
   std::string FirstDifference(const JobIdentity& other) const;
 
  private:

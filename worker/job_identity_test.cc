@@ -133,7 +133,7 @@ TEST_F(JobIdentityTest, EveryInputIsNamed) {
                                 }},
       {"--temperature values differ (this job: 0.0; the file's: 0.6)", [](JobInputs& in) { in.temperature = 0; }},
       {"--top_p values differ", [](JobInputs& in) { in.top_p = 0.95; }},
-      {"--max_seq_len values differ", [](JobInputs& in) { in.max_seq_len = 128; }},
+      {"--typical_p values differ (this job: 0.5; the file's: 1.0)", [](JobInputs& in) { in.typical_p = 0.5; }},
       {"--max_gen_len values differ (this job: 64; the file's: -1)", [](JobInputs& in) { in.max_gen_len = 64; }},
       {"--seed values differ", [](JobInputs& in) { in.seed = 1; }},
       {"--logprobs values differ", [](JobInputs& in) { in.logprobs = true; }},
@@ -145,6 +145,17 @@ TEST_F(JobIdentityTest, EveryInputIsNamed) {
     c.change(inputs);
     EXPECT_THAT(Of(inputs).FirstDifference(base), StartsWith(c.expected)) << c.expected;
   }
+}
+
+// The context is known once the rank is planned: before, a file's context
+// is left to that check; after, a different one is another job.
+TEST_F(JobIdentityTest, TheContextIsComparedOncePlanned) {
+  const JobIdentity planned = ReadBack(Of(inputs_).WithContext(4096));
+  EXPECT_EQ(Of(inputs_).FirstDifference(planned), "");
+  EXPECT_EQ(Of(inputs_).WithContext(4096).FirstDifference(planned), "");
+  EXPECT_THAT(Of(inputs_).WithContext(96).FirstDifference(planned),
+              StartsWith("contexts (--max_seq_len, or the model's own as the KV cache holds it) differ (this job: 96; "
+                         "the file's: 4096)"));
 }
 
 TEST_F(JobIdentityTest, OnlyAnObjectOfInputsIsAJob) {

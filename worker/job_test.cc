@@ -56,5 +56,12 @@ TEST(JobTest, ExactlyOneSource) {
   EXPECT_EQ(one->prompts, std::vector<std::string>{"a prompt"});
 }
 
+// A --prompt of bytes that are not UTF-8 (a Latin-1 shell) is refused by
+// name, not carried into JSON where it would abort the worker.
+TEST(JobTest, APromptMustBeUtf8) {
+  EXPECT_EQ(ReadJob("caf\xe9", "", "").status().message(), "--prompt: byte 3 is not UTF-8; expected text in UTF-8");
+  EXPECT_TRUE(ReadJob("caf\xc3\xa9 \xf0\x9f\x90\x88", "", "").ok());
+}
+
 }  // namespace
 }  // namespace llama

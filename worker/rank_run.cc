@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <glog/logging.h>
@@ -217,14 +218,16 @@ absl::Status RunRank(const JobFlags& flags, const std::string& summary_file) {
   ASSIGN_OR_RETURN(const Job job, ShareJob(flags, env, peers));
   ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::Load(flags.tokenizer_path));
   ASSIGN_OR_RETURN(std::shared_ptr<const ShardReader> shard, OpenShard(flags, env));
-  BatchOutput output;
+  const bool batch_job = leader && !flags.serve;
   std::string grammar;  // GBNF, from --json_schema.
-  if (leader && !flags.serve) {
+  std::optional<JobIdentity> identity;
+  if (batch_job) {
     if (!flags.json_schema.empty()) {
       ASSIGN_OR_RETURN(grammar, ReadJsonSchemaGrammar(flags.json_schema));
     }
-    ASSIGN_OR_RETURN(JobIdentity identity, BatchJobIdentity(flags, job, grammar, shard->index(), *tokenizer, device));
-    ASSIGN_OR_RETURN(output, OpenBatchOutput(flags, std::move(identity), job));
+    ASSIGN_OR_RETURN(identity, BatchJobIdentity(flags, job, grammar, shard->index(), *tokenizer, device));
+    // Another job's --output is refused in seconds, not after loading.
+    RETURN_IF_ERROR(CheckBatchOutput(flags, *identity, job));
   }
   ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers, std::move(tokenizer), std::move(shard)));
   // Rank 0 runs the engine; the others run the steps it sends them.
@@ -234,6 +237,8 @@ absl::Status RunRank(const JobFlags& flags, const std::string& summary_file) {
   } else if (flags.serve) {
     RETURN_IF_ERROR(Serve(flags, env, loaded, peers));
   } else {
+    ASSIGN_OR_RETURN(BatchOutput output,
+                     OpenBatchOutput(flags, identity->WithContext(loaded.model.model->limits().max_seq_len), job));
     LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
     ASSIGN_OR_RETURN(const BatchJobRun run,
                      RunBatchJob(flags, job, grammar, std::move(output), leader_model, *loaded.tokenizer));

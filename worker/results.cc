@@ -7,8 +7,7 @@
 #include <cstring>
 
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -70,6 +69,45 @@ std::string CompletionJson(const Completion& completion, bool chat, bool logprob
   return Dump(j);
 }
 
+namespace {
+
+// All of `bytes` written to `fd` and on the disk (fdatasync) before this
+// returns; the errors name --output.
+absl::Status WriteAndSync(int fd, const std::string& bytes, const std::string& path) {
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "--output=%s: write failed (%s); the lines before are complete", path, std::strerror(errno)));
+    }
+    written += n;
+  }
+  if (::fdatasync(fd) != 0) {
+    return absl::UnavailableError(absl::StrFormat("--output=%s: fdatasync: %s", path, std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string bytes;
+  for (const std::string& line : lines) absl::StrAppend(&bytes, line, "\n");
+  return bytes;
+}
+
+// --output must be a file if it is there at all: a folder or a device
+// there is refused before any work, not found when the first answer is due.
+absl::Status CheckOutputIsAFile(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (!std::filesystem::exists(status) || std::filesystem::is_regular_file(status)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrFormat("--output=%s is not a file (a folder?): expected a JSON Lines file to write or resume", path));
+}
+
+}  // namespace
+
 std::string ResultLine(size_t index, const JobIdentity& job, const Completion& completion, bool chat, bool logprobs) {
   nlohmann::ordered_json j;
   j["index"] = index;
@@ -84,9 +122,17 @@ std::string ResultLine(size_t index, const JobIdentity& job, const Completion& c
 
 absl::StatusOr<PreviousResults> ResumeResults(const std::string& path, const JobIdentity& job, size_t total) {
   PreviousResults previous;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return previous;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  RETURN_IF_ERROR(CheckOutputIsAFile(path));
+  if (!std::filesystem::exists(path)) return previous;
+  // A file there that cannot be read is refused, never taken for none and
+  // overwritten.
+  absl::StatusOr<std::string> read = ReadFileToString(path);
+  if (!read.ok()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "--output=%s cannot be read to resume it or tell whose answers it holds (%s); --overwrite_output replaces it",
+        path, read.status().message()));
+  }
+  const std::string& text = *read;
   // `what` the file holds instead of this job's answers.
   const auto refuse = [&](absl::string_view what) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -125,23 +171,23 @@ absl::StatusOr<PreviousResults> ResumeResults(const std::string& path, const Job
 
 absl::Status WriteLinesAtomically(const std::string& path, const std::vector<std::string>& lines) {
   const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::PermissionDeniedError(absl::StrFormat("--output \"%s\": cannot create %s", path, temp));
-    for (const std::string& line : lines) out << line << "\n";
-    out.flush();
-    if (!out) {
-      std::remove(temp.c_str());
-      return absl::ResourceExhaustedError(absl::StrFormat("--output \"%s\": write failed (disk full?)", path));
-    }
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("--output=%s: cannot create %s: %s", path, temp, std::strerror(errno)));
   }
-  absl::Status s = RenameDurably(temp, path);
+  // Synced before the rename: the rename must never make a file that a
+  // crash leaves shorter than the one it replaced.
+  absl::Status s = WriteAndSync(fd, Joined(lines), path);
+  ::close(fd);
+  if (s.ok()) s = RenameDurably(temp, path);
   if (!s.ok()) std::remove(temp.c_str());
   return s;
 }
 
 absl::StatusOr<std::unique_ptr<ResultsFile>> ResultsFile::Create(const std::string& path,
                                                                  const std::vector<std::string>& kept) {
+  RETURN_IF_ERROR(CheckOutputIsAFile(path));
   std::string partial;
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND;
   if (kept.empty()) {
@@ -165,22 +211,7 @@ ResultsFile::~ResultsFile() {
 }
 
 absl::Status ResultsFile::Append(const std::vector<std::string>& lines) {
-  std::string batch;
-  for (const std::string& line : lines) absl::StrAppend(&batch, line, "\n");
-  size_t written = 0;
-  while (written < batch.size()) {
-    const ssize_t n = ::write(fd_, batch.data() + written, batch.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("--output \"%s\": write failed (%s); the lines before are complete", path_,
-                          std::strerror(errno)));
-    }
-    written += n;
-  }
-  if (::fdatasync(fd_) != 0) {
-    return absl::UnavailableError(absl::StrFormat("--output \"%s\": fdatasync: %s", path_, std::strerror(errno)));
-  }
+  RETURN_IF_ERROR(WriteAndSync(fd_, Joined(lines), path_));
   if (!partial_.empty()) {
     RETURN_IF_ERROR(RenameDurably(partial_, path_));
     partial_.clear();

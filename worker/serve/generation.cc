@@ -33,8 +33,14 @@ absl::Status ApiGeneration::Start(EngineLoop& loop, const std::vector<ChoicePlan
   for (size_t i = 0; i < plans.size(); ++i) {
     Choice& c = choices_[i];
     c.plan = plans[i];
-    c.output = std::make_unique<TextOutput>(tokenizer_, params_.stop);
+    // Echoed, the answer continues the prompt's text, so it is decoded and
+    // spelled after it (a SentencePiece word-start space kept), and the
+    // text is the decode of prompt and answer together.
+    const absl::Span<const int> context =
+        params_.echo ? absl::Span<const int>(plans[i].prompt_ids) : absl::Span<const int>();
+    c.output = std::make_unique<TextOutput>(tokenizer_, params_.stop, context);
     c.speller.emplace(tokenizer_);
+    for (int id : context) c.speller->Append(id);
     EngineRequest request;
     request.prompt = plans[i].prompt_ids;
     request.sampling = params_.sampling;

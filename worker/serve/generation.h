@@ -93,7 +93,8 @@ class ApiGeneration : public std::enable_shared_from_this<ApiGeneration> {
     ChoicePlan plan;
     std::unique_ptr<TextOutput> output;
     // Spells the generated tokens for logprobs in the context their text is
-    // decoded in: the generated tokens alone, as TextOutput decodes them.
+    // decoded in, as TextOutput decodes them: after the prompt when echoed,
+    // else the generated tokens alone.
     std::optional<TokenSpeller> speller;
     int64_t spelled = 0;  // Bytes of the text the logged tokens stand for: the next one's offset.
     ChoiceResult result;

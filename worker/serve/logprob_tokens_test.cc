@@ -167,6 +167,32 @@ TEST_P(LogprobTokensTest, GeneratedTokensJoinToTheText) {
   }
 }
 
+// Echoed, the text is the decode of the prompt and the answer together (as
+// /detokenize of their ids gives it): the answer's first word keeps the
+// space it has after the prompt, in the text and in its token.
+TEST_P(LogprobTokensTest, AnEchoedAnswerIsDecodedAfterThePrompt) {
+  Serving s({}, {}, GetParam());
+  for (const std::string prompt : {"The capital of France is", "x", "\xe7\x8c\xab"}) {
+    SCOPED_TRACE("prompt \"" + prompt + "\"");
+    json request = {{"model", "tiny"}, {"prompt", prompt}, {"echo", true},     {"logprobs", 0},
+                    {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+    const json named = s.PostJson("/v1/completions", request)["choices"][0];
+    request["return_tokens_as_token_ids"] = true;
+    const json by_id = s.PostJson("/v1/completions", request)["choices"][0];
+    std::vector<int> ids;
+    for (const json& token : by_id["logprobs"]["tokens"]) {
+      ids.push_back(std::stoi(token.get<std::string>().substr(std::string("token_id:").size())));
+    }
+    ASSERT_GT(ids.size(), 8u) << by_id.dump();
+    // The BOS the server added leads the ids; the echo shows it as nothing.
+    ids.erase(ids.begin());
+    const json decoded = s.PostJson("/detokenize", {{"model", "tiny"}, {"tokens", ids}});
+    EXPECT_EQ(named["text"], decoded["prompt"]);
+    EXPECT_EQ(OneReplacementPerRun(SanitizeUtf8(JoinedBytes(named["logprobs"]["tokens"]))),
+              OneReplacementPerRun(named["text"]));
+  }
+}
+
 // A grammar makes the model write characters that its vocabulary spells in
 // byte tokens: each such token is "bytes:" and its bytes, and the pieces
 // join to the text, in completions and in chat (whose `bytes` lists join

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,8 +21,13 @@ namespace llama {
 // Not thread-safe: one per choice. `tokenizer` must outlive it.
 class TextOutput {
  public:
-  TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stops)
-      : decoder_(tokenizer), stops_(std::move(stops)) {}
+  // `context`: the ids the answer continues, decoded as its context
+  // (StreamDecoder::Follow), never returned; stop strings look at the
+  // answer only.
+  TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stops, absl::Span<const int> context = {})
+      : decoder_(tokenizer), stops_(std::move(stops)) {
+    decoder_.Follow(context);
+  }
 
   // Appends a generated id; returns the text now safe to send (maybe
   // empty). Once a stop string appears, returns the text before it and
