@@ -46,7 +46,9 @@ for binary in "$staging"/*; do
     exit 1
   fi
 done
+# The README and the manuals it links to (docs/), so its links hold.
 cp "$(dirname "${BASH_SOURCE[0]}")/../README.md" "$staging/"
+cp -r "$(dirname "${BASH_SOURCE[0]}")/../docs" "$staging/"
 rm -rf "$out"
 mv "$staging" "$out"
 echo "release: $(ls "$out" | wc -l) files, $(du -sh "$out" | cut -f1), in $out"
