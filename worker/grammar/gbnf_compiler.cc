@@ -422,7 +422,6 @@ absl::StatusOr<std::shared_ptr<const Grammar>> GbnfCompiler::Compile() {
   auto grammar = std::shared_ptr<Grammar>(new Grammar());
   grammar->root_ = root;
   grammar->byte_sets_ = byte_sets_;
-  grammar->rule_names_ = names_;
   size_t elements = 0;
   for (const std::vector<Sequence>& alternatives : rules_) {
     for (const Sequence& s : alternatives) elements += s.size() + 1;

@@ -68,7 +68,6 @@ class Grammar {
   const std::vector<int32_t>& alternatives(int r) const { return rule_starts_[r]; }
   const Element& element(int32_t position) const { return elements_[position]; }
   const ByteSet& byte_set(int32_t index) const { return byte_sets_[index]; }
-  const std::string& rule_name(int r) const { return rule_names_[r]; }
 
  private:
   friend class GbnfCompiler;
@@ -78,7 +77,6 @@ class Grammar {
   std::vector<Element> elements_;
   std::vector<std::vector<int32_t>> rule_starts_;
   std::vector<ByteSet> byte_sets_;
-  std::vector<std::string> rule_names_;  // Generated rules are named after the rule they came from.
 };
 
 }  // namespace llama::grammar
