@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
@@ -91,6 +92,24 @@ void InTwoPasses(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, 
   {{name<1>, name<2>, name<3>, name<4>, ::llama::cpu::kquant::InTwoPasses<name<4>, name<1>>,     \
     ::llama::cpu::kquant::InTwoPasses<name<4>, name<2>>, ::llama::cpu::kquant::InTwoPasses<name<4>, name<3>>, \
     ::llama::cpu::kquant::InTwoPasses<name<4>, name<4>>}}
+
+// A K-quant type's kernel versions and ChosenKernels(), the best one this
+// CPU runs, written once for every type: from the per-row kernels
+// RowDotsScalar, RowDotsAvx2 and RowDotsAvx512Vnni (templates on kRows) of
+// the type's file, in its anonymous namespace.
+#define LLAMA_KQUANT_KERNELS()                                                                                 \
+  LLAMA_KQUANT_ROWS(, RowDotsScalar)                                                                           \
+  LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c"))), RowDotsAvx2)                                     \
+  LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))),             \
+                    RowDotsAvx512Vnni)                                                                         \
+  ::llama::cpu::KernelDispatch<::llama::cpu::kquant::RowDots, 3>& ChosenKernels() {                            \
+    static ::llama::cpu::KernelDispatch<::llama::cpu::kquant::RowDots, 3> kernels({{                           \
+        {"avx512vnni", ::llama::cpu::CpuRunsAvx512BwVnni, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsAvx512VnniRows)},   \
+        {"avx2", ::llama::cpu::CpuRunsAvx2FmaF16c, LLAMA_KQUANT_ROWS_BY_FOUR(RowDotsAvx2Rows)},               \
+        {"scalar", ::llama::cpu::AnyX86_64, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsScalarRows)},                    \
+    }});                                                                                                       \
+    return kernels;                                                                                            \
+  }
 
 // A row-major weight [out, in] of a K-quant dtype (in % 256 == 0) copied
 // into owned storage, rows as they are, labelled TensorLayout::kLinearPanels.

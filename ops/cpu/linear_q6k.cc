@@ -198,18 +198,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
-LLAMA_KQUANT_ROWS(, RowDotsScalar)
-LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c"))), RowDotsAvx2)
-LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), RowDotsAvx512Vnni)
-
-KernelDispatch<RowDots, 3>& ChosenKernels() {
-  static KernelDispatch<RowDots, 3> kernels({{
-      {"avx512vnni", CpuRunsAvx512BwVnni, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsAvx512VnniRows)},
-      {"avx2", CpuRunsAvx2FmaF16c, LLAMA_KQUANT_ROWS_BY_FOUR(RowDotsAvx2Rows)},
-      {"scalar", AnyX86_64, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsScalarRows)},
-  }});
-  return kernels;
-}
+LLAMA_KQUANT_KERNELS()
 
 }  // namespace
 
