@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "base/durable_file.h"
 #include "base/status_macros.h"
 
@@ -149,6 +150,7 @@ absl::StatusOr<PreviousResults> ResumeResults(const std::string& path, const Job
     if (end == std::string::npos) break;  // Cut short: that prompt runs again.
     const std::string line = text.substr(start, end - start);
     start = end + 1;
+    if (absl::StripAsciiWhitespace(line).empty()) continue;  // A blank line an editor left.
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return not_results(line_number, "is not a JSON object");
     const auto recorded = j.find("job");

@@ -160,6 +160,12 @@ TEST(ResultsTest, ResumesOnlyTheSameJob) {
   }
   EXPECT_EQ(ReadAll(path), a + "\n" + b + "\nnext\n");
 
+  // A blank line (an editor's) is no line of another job.
+  WriteText(path, a + "\n\n" + b + "\n  \n");
+  absl::StatusOr<PreviousResults> blank = ResumeResults(path, k1, 4);
+  ASSERT_TRUE(blank.ok()) << blank.status();
+  EXPECT_EQ(blank->done, (std::set<size_t>{0, 2}));
+
   WriteText(path, a + "\n");
   absl::StatusOr<PreviousResults> other = ResumeResults(path, Identity("p2"), 4);
   EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
