@@ -5,6 +5,7 @@
 //   grammar_check --schema=s.json a.json b.json       each file one JSON text, checked as written
 //   grammar_check --schema=s.json --instances=i.jsonl one JSON text a line
 //   grammar_check --suite=DIR_OR_FILE,...             JSON-Schema-Test-Suite files
+//   grammar_check --corpus=schemas.jsonl              how many schemas compile, and how fast
 //
 // Each text is given to the grammar whole (Grammar::Accepts) and, with
 // --tokenizer_path, forced through the token matcher as its tokens, as
@@ -17,8 +18,18 @@
 // --known_rejections; the run fails (exit status 1) on any other wrong
 // verdict, on a listed test the grammar now accepts, or when fewer than
 // --min_compiled_tests tests were checked.
+//
+// With --corpus (one {"name", "schema"} object a line, as
+// tools/gather_schema_corpus.py writes), each schema is compiled as the
+// server compiles a response_format: JSON Schema to GBNF to grammar, and
+// with --tokenizer_path the token automaton and the first mask, which is
+// what a request waits for before its first token. Prints the share that
+// compiles, the refusals counted by their reason, and the time to the first
+// mask (p50, p99, max). The vocabulary's trie is built once, before timing,
+// as the server's grammar cache holds it.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -36,7 +47,9 @@
 #include "base/status_macros.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/tool_main.h"
+#include "worker/grammar/json_schema.h"
 #include "worker/grammar/schema_check.h"
+#include "worker/grammar/token_matcher.h"
 
 DEFINE_string(schema, "", "The JSON Schema file whose grammar checks the instances.");
 DEFINE_string(instances, "", "A file of JSON instances, one a line (besides the files named as arguments).");
@@ -48,6 +61,12 @@ DEFINE_string(suite, "", "JSON-Schema-Test-Suite files or folders of them, comma
 DEFINE_string(known_rejections, "", "With --suite: the tests whose valid instance the grammar rejects by design, "
                                     "one a line: file | case | test | why ('#' lines are comments).");
 DEFINE_int32(min_compiled_tests, 0, "With --suite: fail when fewer tests than this were checked.");
+DEFINE_string(corpus, "", "A file of JSON Schemas, one {\"name\", \"schema\"} object a line: report how many "
+                          "compile, why the others do not, and the time to the first mask.");
+DEFINE_bool(print_refusals, false, "With --corpus: print each refused schema's name and the refusal.");
+DEFINE_double(min_compiled_share, 0, "With --corpus: fail when a smaller share of the schemas (0 to 1) compiles.");
+DEFINE_double(max_first_mask_p99_ms, 0, "With --corpus and --tokenizer_path: fail when the time to the first mask "
+                                        "has a p99 above this (0: no limit).");
 
 namespace {
 
@@ -161,8 +180,16 @@ absl::Status RunSuite(const llama::Tokenizer* tokenizer) {
       const std::string description = test_case.value("description", "");
       ++c.cases;
       c.tests += static_cast<int>(test_case["tests"].size());
+      // The suite's schemas leave $schema out: its folder names the draft,
+      // which decides what a $ref's sibling keywords mean.
+      ordered_json schema = test_case["schema"];
+      const std::string draft = p.parent_path().filename().string();
+      if (schema.is_object() && !schema.contains("$schema") && absl::StartsWith(draft, "draft") &&
+          draft.size() == 6) {
+        schema["$schema"] = absl::StrCat("http://json-schema.org/draft-0", draft.substr(5), "/schema#");
+      }
       absl::StatusOr<std::unique_ptr<llama::grammar::SchemaChecker>> checker =
-          llama::grammar::SchemaChecker::Create(test_case["schema"], tokenizer);
+          llama::grammar::SchemaChecker::Create(schema, tokenizer);
       if (!checker.ok()) continue;
       ++c.compiled_cases;
       for (const ordered_json& test : test_case["tests"]) {
@@ -222,6 +249,94 @@ absl::Status RunSuite(const llama::Tokenizer* tokenizer) {
   return absl::OkStatus();
 }
 
+// A refusal's reason without where in the schema or the grammar it arose,
+// so that refusals of one kind count together: "\"not\" at
+// /properties/a/allOf/1 is not supported" becomes "\"not\" is not
+// supported".
+std::string RefusalKind(absl::string_view message) {
+  std::string kind;
+  if (absl::ConsumePrefix(&message, "grammar line ")) {
+    const size_t colon = message.find(": ");
+    if (colon != absl::string_view::npos) message.remove_prefix(colon + 2);
+  }
+  while (!message.empty()) {
+    const size_t at = message.find(" at ");
+    if (at == absl::string_view::npos || at + 4 >= message.size() ||
+        (message[at + 4] != '/' && message[at + 4] != '#')) {
+      absl::StrAppend(&kind, message);
+      break;
+    }
+    absl::StrAppend(&kind, message.substr(0, at));
+    message.remove_prefix(at + 4);
+    message.remove_prefix(std::min(message.size(), message.find_first_of(" :")));
+  }
+  return kind.size() > 100 ? kind.substr(0, 100) + "..." : kind;
+}
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1, static_cast<size_t>(q * values.size()))];
+}
+
+absl::Status RunCorpus(const llama::Tokenizer* tokenizer) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(FLAGS_corpus));
+  std::shared_ptr<const llama::grammar::TokenTrie> trie;
+  if (tokenizer != nullptr) trie = llama::grammar::TokenTrie::ForTokenizer(*tokenizer);
+  std::map<std::string, int> refusals;
+  std::vector<double> first_mask_ms;
+  int schemas = 0, compiled = 0, line_number = 0;
+  for (const absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const std::string where = absl::StrCat(FLAGS_corpus, ":", ++line_number);
+    ASSIGN_OR_RETURN(const ordered_json entry, ReadJson(where, std::string(line)));
+    if (!entry.is_object() || !entry.contains("schema")) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": expected an object with \"schema\""));
+    }
+    ++schemas;
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::string> gbnf = llama::grammar::JsonSchemaToGbnf(entry["schema"]);
+    absl::StatusOr<std::shared_ptr<const llama::grammar::Grammar>> grammar =
+        gbnf.ok() ? llama::grammar::Grammar::Parse(*gbnf) : gbnf.status();
+    if (!grammar.ok()) {
+      ++refusals[RefusalKind(grammar.status().message())];
+      if (FLAGS_print_refusals) {
+        std::printf("refused %s: %s\n", entry.value("source", entry.value("name", where)).c_str(),
+                    std::string(grammar.status().message()).c_str());
+      }
+      continue;
+    }
+    ++compiled;
+    if (trie == nullptr) continue;
+    auto automaton = std::make_shared<llama::grammar::TokenAutomaton>(*grammar, trie);
+    ASSIGN_OR_RETURN(std::unique_ptr<llama::grammar::TokenMatcher> matcher,
+                     llama::grammar::TokenMatcher::Start(automaton));
+    matcher->Allowed();
+    first_mask_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::vector<std::pair<int, std::string>> by_count;
+  for (const auto& [kind, n] : refusals) by_count.emplace_back(-n, kind);
+  std::sort(by_count.begin(), by_count.end());
+  std::printf("refusals by reason (%zu reasons):\n", by_count.size());
+  for (const auto& [minus_n, kind] : by_count) std::printf("%6d  %s\n", -minus_n, kind.c_str());
+  const double share = schemas == 0 ? 0 : static_cast<double>(compiled) / schemas;
+  std::printf("%d of %d schemas compile (%.1f%%)\n", compiled, schemas, 100 * share);
+  if (!first_mask_ms.empty()) {
+    std::printf("time to the first mask (compile + automaton + mask, %zu-token vocabulary): p50 %.2f ms, p99 %.2f ms, "
+                "max %.2f ms\n",
+                static_cast<size_t>(trie->vocab_size()), Percentile(first_mask_ms, 0.5), Percentile(first_mask_ms, 0.99),
+                Percentile(first_mask_ms, 1));
+  }
+  if (share < FLAGS_min_compiled_share) {
+    return absl::InternalError(absl::StrCat("a share of ", share, " compiles, below --min_compiled_share=",
+                                            FLAGS_min_compiled_share));
+  }
+  if (FLAGS_max_first_mask_p99_ms > 0 && Percentile(first_mask_ms, 0.99) > FLAGS_max_first_mask_p99_ms) {
+    return absl::InternalError(absl::StrCat("time to the first mask p99 over --max_first_mask_p99_ms=",
+                                            FLAGS_max_first_mask_p99_ms));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -234,7 +349,8 @@ int main(int argc, char** argv) {
           ASSIGN_OR_RETURN(tokenizer, llama::Tokenizer::Load(FLAGS_tokenizer_path));
         }
         if (!FLAGS_suite.empty()) return RunSuite(tokenizer.get());
-        if (FLAGS_schema.empty()) return absl::InvalidArgumentError("--schema or --suite: required");
+        if (!FLAGS_corpus.empty()) return RunCorpus(tokenizer.get());
+        if (FLAGS_schema.empty()) return absl::InvalidArgumentError("--schema, --suite or --corpus: required");
         return CheckInstances(args, tokenizer.get());
       });
 }

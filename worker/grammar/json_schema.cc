@@ -37,7 +37,7 @@ std::vector<std::string> InferredTypes(const ordered_json& schema) {
       {"object",
        {"properties", "required", "additionalProperties", "propertyNames", "maxProperties", "minProperties",
         "dependentRequired", "dependencies", "patternProperties"}},
-      {"array", {"items", "prefixItems", "additionalItems", "minItems", "maxItems"}},
+      {"array", {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"}},
       {"string", {"pattern", "format", "minLength", "maxLength"}},
       {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
   };
@@ -96,6 +96,7 @@ const absl::flat_hash_set<std::string>& Compiled() {
                                                                      "additionalItems",
                                                                      "minItems",
                                                                      "maxItems",
+                                                                     "uniqueItems",
                                                                      "enum",
                                                                      "const",
                                                                      "anyOf",
@@ -186,21 +187,20 @@ absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& s
     return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is false: no value matches it"));
   if (!schema.is_object())
     return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is not an object"));
+  // Drafts 4 to 7: a $ref stands for its target, whatever is beside it.
+  if (schema.contains("$ref") && LegacyRef()) return Ref(schema["$ref"], pointer);
   for (const auto& kv : schema.items()) {
     if (Constrains(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
   }
   if (schema.contains("$ref")) {
-    RETURN_IF_ERROR(Alone(schema, "$ref", pointer));
-    return Ref(schema["$ref"], pointer);
+    if (Alone(schema, "$ref", pointer).ok()) return Ref(schema["$ref"], pointer);
+    return AllOf(schema, pointer, name);  // 2019-09 on: the target and the keywords beside it both hold.
   }
   if (schema.contains("allOf")) return AllOf(schema, pointer, name);
-  if (schema.contains("anyOf")) {
-    RETURN_IF_ERROR(Alone(schema, "anyOf", pointer, {"type"}));
-    return AnyOf(schema, pointer, name);
-  }
-  if (schema.contains("oneOf")) {
-    RETURN_IF_ERROR(Alone(schema, "oneOf", pointer, {"type"}));
-    return OneOf(schema, pointer, name);
+  for (const char* keyword : {"anyOf", "oneOf"}) {
+    if (!schema.contains(keyword)) continue;
+    if (!Alone(schema, keyword, pointer, {"type"}).ok()) return Distributed(schema, keyword, pointer, name);
+    return keyword == std::string("anyOf") ? AnyOf(schema, pointer, name) : OneOf(schema, pointer, name);
   }
   if (schema.contains("enum") || schema.contains("const")) return Values(schema, pointer);
   ASSIGN_OR_RETURN(const std::vector<std::string> types, Types(schema, pointer));

@@ -190,6 +190,10 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
   return facts;
 }
 
+std::optional<std::vector<ordered_json>> SchemaConverter::ValuesOf(const ordered_json& schema) {
+  return FactsOf(schema, 0).values;
+}
+
 // No value that `written`'s grammar writes is accepted by `valid`'s schema.
 bool SchemaConverter::Disjoint(const Facts& written, const Facts& valid) {
   const uint8_t common = written.written_kinds & valid.valid_kinds;
@@ -235,8 +239,6 @@ std::string SchemaConverter::KindsItem(uint8_t kinds) {
   return GbnfAlternatives(alternatives);
 }
 
-namespace {
-
 // The types both lists allow ("number" and "integer": "integer").
 std::vector<std::string> CommonTypes(const std::vector<std::string>& a, const std::vector<std::string>& b) {
   std::vector<std::string> common;
@@ -248,8 +250,6 @@ std::vector<std::string> CommonTypes(const std::vector<std::string>& a, const st
   }
   return common;
 }
-
-}  // namespace
 
 absl::StatusOr<std::optional<ordered_json>> SchemaConverter::OfTypes(const ordered_json& schema, const char* keyword,
                                                                      size_t index, const std::string& pointer) {

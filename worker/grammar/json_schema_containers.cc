@@ -349,55 +349,43 @@ std::string SchemaConverter::KeyRest(const std::vector<std::vector<uint32_t>>& k
   return rule;
 }
 
-// One schema of allOf's (the others, and the keywords beside allOf, only
-// annotations), or object schemas of properties and required, merged.
-// Any other keyword in any of them is refused, naming it and where it is.
-absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, const std::string& pointer,
-                                                   const std::string& name) {
-  const ordered_json& all = schema["allOf"];
-  if (!all.is_array() || all.empty()) return Unsupported("allOf", pointer, "it must be a non-empty array");
-  ordered_json beside = schema;
-  beside.erase("allOf");
-  std::vector<std::pair<const ordered_json*, std::string>> parts;  // Each schema and where it is.
-  if (HasConstraints(beside)) parts.emplace_back(&beside, pointer);
-  for (size_t i = 0; i < all.size(); ++i) {
-    const ordered_json* part = &all[i];
-    std::string where = Child(Child(pointer, "allOf"), i);
-    if (part->is_object() && part->contains("$ref")) {
-      RETURN_IF_ERROR(Alone(*part, "$ref", where));
-      ASSIGN_OR_RETURN(part, Resolve((*part)["$ref"], where));
-      where = all[i]["$ref"].get<std::string>().substr(1);
+// uniqueItems: items of enum or const values are written as a set, each
+// value at most once and in the enum's order (every set has one such
+// spelling), when minItems is at most 1 and maxItems at least the number
+// of values: the rule. Otherwise nullopt: the array is held to one item
+// (a subset; one item is always unique), or an error when minItems asks for
+// more or there are prefix items.
+absl::StatusOr<std::optional<std::string>> SchemaConverter::UniqueItems(const ordered_json& schema,
+                                                                        const std::string& pointer,
+                                                                        const std::string& name, int64_t prefix,
+                                                                        int64_t min, int64_t max) {
+  if (prefix > 0) return Unsupported("uniqueItems", pointer, "together with prefix items");
+  const std::optional<std::vector<ordered_json>> values = ValuesOf(schema.value("items", ordered_json(true)));
+  const size_t n = values ? values->size() : 0;
+  if (n > 0 && min <= 1 && (max == kNoLimit || max >= static_cast<int64_t>(n))) {
+    // rest_i: the values from i on, each there or not, each after a comma.
+    std::string rest;
+    std::vector<std::string> rests(n + 1);
+    for (size_t i = n; i-- > 0;) {
+      const std::string value = GbnfLiteral(JsonText((*values)[i]));
+      rests[i] = rules_.NewName(absl::StrCat(name, "-rest", i));
+      rules_.Define(rests[i], absl::StrCat("(", kComma, value, " space)?",
+                                           i + 1 < n ? absl::StrCat(" ", rests[i + 1]) : std::string()));
     }
-    if (HasConstraints(*part)) parts.emplace_back(part, where);
+    std::vector<std::string> first;
+    for (size_t i = 0; i < n; ++i) {
+      first.push_back(absl::StrCat(GbnfLiteral(JsonText((*values)[i])), " space",
+                                   i + 1 < n ? absl::StrCat(" ", rests[i + 1]) : std::string()));
+    }
+    const std::string items = GbnfAlternatives(first);
+    rules_.Define(name, absl::StrCat(R"("[" space )", min == 1 ? items : GbnfRepeat(items, 0, 1), R"( "]")"));
+    return name;
   }
-  if (parts.empty()) return rules_.Use("value");
-  if (parts.size() == 1) return Visit(*parts[0].first, parts[0].second, name);
-  std::vector<Member> members;
-  ordered_json merged = {{"required", ordered_json::array()}};
-  for (const auto& [part, where] : parts) {
-    if (!part->is_object()) return Visit(*part, where, name);  // false: refused, saying so.
-    for (const auto& kv : part->items()) {
-      const bool mergeable = !Constrains(kv.key()) || kv.key() == "properties" || kv.key() == "required" ||
-                             (kv.key() == "type" && kv.value() == "object");
-      if (!mergeable) {
-        return Unsupported(kv.key(), where,
-                           absl::StrCat("allOf at ", pointer.empty() ? "/" : pointer,
-                                        " merges only object schemas of \"properties\" and \"required\""));
-      }
-    }
-    if (part->contains("properties")) {
-      if (!(*part)["properties"].is_object()) return Unsupported("properties", where, "it must be an object");
-      for (const auto& kv : (*part)["properties"].items()) {
-        const bool taken =
-            std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.key == kv.key(); });
-        if (taken) return Unsupported("allOf", pointer, absl::StrCat("two of its schemas name ", JsonText(kv.key())));
-        members.push_back({kv.key(), &kv.value(), Child(Child(where, "properties"), kv.key())});
-      }
-    }
-    RETURN_IF_ERROR(RequiredKeys(*part, where).status());
-    for (const ordered_json& key : part->value("required", ordered_json::array())) merged["required"].push_back(key);
+  if (min > 1) {
+    return Unsupported("uniqueItems", pointer,
+                       "with minItems over 1, only for items of enum or const values (each written once)");
   }
-  return ObjectRule(std::move(members), merged, pointer, name);
+  return std::nullopt;
 }
 
 // Elements in order, with commas between: the prefix items, then the
@@ -429,10 +417,15 @@ absl::StatusOr<std::string> SchemaConverter::Array(const ordered_json& schema, c
   ASSIGN_OR_RETURN(const std::optional<int64_t> min_items, ReadCount(schema, "minItems", pointer));
   ASSIGN_OR_RETURN(const std::optional<int64_t> max_items, ReadCount(schema, "maxItems", pointer));
   const int64_t k = static_cast<int64_t>(prefix.size()), min = min_items.value_or(0);
-  int64_t max = max_items.value_or(kNoLimit);
+  int64_t max = WrittenMax(max_items.value_or(kNoLimit));
   if (!more) max = max == kNoLimit ? k : std::min(max, k);
   if (max != kNoLimit && min > max) return Unsupported("minItems", pointer, "it is over the most items allowed");
   auto element = [](const std::string& e, bool first) { return absl::StrCat(first ? "" : kComma, e, " space"); };
+  if (schema.value("uniqueItems", false) == true) {
+    ASSIGN_OR_RETURN(std::optional<std::string> unique, UniqueItems(schema, pointer, name, k, min, max));
+    if (unique.has_value()) return *unique;
+    max = std::min<int64_t>(max == kNoLimit ? 1 : max, 1);  // One item is always unique.
+  }
   std::string tail;  // What may follow the prefix.
   if (more && (max == kNoLimit || max > k)) {
     const int64_t lo = std::max<int64_t>(min - k, 0), hi = max == kNoLimit ? kNoLimit : max - k;

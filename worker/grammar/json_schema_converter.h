@@ -1,12 +1,14 @@
 // The JSON Schema converter behind JsonSchemaToGbnf (json_schema.h), split
 // over json_schema.cc (keywords, references, alternatives, values),
-// json_schema_alternatives.cc (anyOf, oneOf) and json_schema_containers.cc (objects,
-// arrays, allOf). Internal to //worker/grammar.
+// json_schema_alternatives.cc (anyOf, oneOf), json_schema_merge.cc (allOf,
+// and combinators beside other keywords) and json_schema_containers.cc
+// (objects, arrays). Internal to //worker/grammar.
 
 #ifndef LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_CONVERTER_H_
 #define LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_CONVERTER_H_
 
 #include <cstdint>
+#include <deque>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -41,6 +43,8 @@ absl::Status Alone(const nlohmann::ordered_json& schema, const char* keyword, co
 // The types "type" names, or without it those the keywords apply to
 // ({"maxLength": 3} is a string); empty: any value.
 absl::StatusOr<std::vector<std::string>> Types(const nlohmann::ordered_json& schema, const std::string& pointer);
+// The types both lists allow ("number" and "integer": "integer").
+std::vector<std::string> CommonTypes(const std::vector<std::string>& a, const std::vector<std::string>& b);
 // `value` is of the JSON Schema type `type` (2.0 is an "integer").
 bool HasType(const nlohmann::ordered_json& value, absl::string_view type);
 
@@ -81,6 +85,8 @@ class SchemaConverter {
   struct Facts;
   Facts FactsOf(const json& schema, int depth);
   static bool Disjoint(const Facts& written, const Facts& valid);
+  // The values of an enum or const schema (through $ref and allOf), of its type.
+  std::optional<std::vector<json>> ValuesOf(const json& schema);
   std::string KindsItem(uint8_t kinds);
   // Branch `index` of `keyword` held to the types "type" beside it names:
   // the branch itself, a copy with "type" narrowed, or nullopt when it
@@ -92,7 +98,21 @@ class SchemaConverter {
   absl::StatusOr<const json*> Resolve(const json& ref, const std::string& pointer);
   absl::StatusOr<std::string> Ref(const json& ref, const std::string& pointer);
 
+  // json_schema_merge.cc. Drafts 4 to 7 ignore the keywords beside a $ref
+  // (the document's $schema says which draft; none: 2020-12).
+  bool LegacyRef() const;
+  // allOf, and $ref with keywords beside it: one merged schema.
   absl::StatusOr<std::string> AllOf(const json& schema, const std::string& pointer, const std::string& name);
+  // The schemas all of which hold, allOf's and $ref's flattened: each
+  // without allOf and $ref, and where it is.
+  absl::Status AllOfParts(const json& schema, const std::string& pointer, int depth,
+                          std::vector<std::pair<const json*, std::string>>& parts);
+  absl::StatusOr<json> Merge(const std::vector<std::pair<const json*, std::string>>& parts,
+                             const std::string& pointer);
+  absl::Status MergeProperties(const std::vector<const json*>& objects, const std::string& pointer, json& merged);
+  // anyOf or oneOf with other keywords beside it than "type".
+  absl::StatusOr<std::string> Distributed(const json& schema, const char* keyword, const std::string& pointer,
+                                          const std::string& name);
   absl::StatusOr<std::string> Object(const json& schema, const std::string& pointer, const std::string& name);
   absl::StatusOr<std::string> ObjectRule(std::vector<Member> members, const json& schema, const std::string& pointer,
                                          const std::string& name);
@@ -105,10 +125,16 @@ class SchemaConverter {
   std::string KeyRest(const std::vector<std::vector<uint32_t>>& keys, size_t depth, const std::string& name,
                       std::optional<int64_t> max_length);
   absl::StatusOr<std::string> Array(const json& schema, const std::string& pointer, const std::string& name);
+  absl::StatusOr<std::optional<std::string>> UniqueItems(const json& schema, const std::string& pointer,
+                                                         const std::string& name, int64_t prefix, int64_t min,
+                                                         int64_t max);
 
   const json& document_;
   GbnfRules rules_;
   absl::flat_hash_map<std::string, std::string> refs_;  // $ref text to rule name.
+  // Schemas made while converting (merged, distributed): rules are written
+  // while they are visited, and Members point into them meanwhile.
+  std::deque<json> owned_;
   int depth_ = 0;
 };
 

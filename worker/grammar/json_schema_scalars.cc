@@ -107,7 +107,9 @@ absl::StatusOr<std::string> StringBody(const ordered_json& schema, const std::st
   if (min_length && max_length && *min_length > *max_length) {
     return Unsupported("minLength", pointer, "it is over maxLength: no string has such a length");
   }
-  if (keyword.empty()) return GbnfRepeat(rules.Use("char"), min_length.value_or(0), max_length.value_or(kNoLimit));
+  if (keyword.empty()) {
+    return GbnfRepeat(rules.Use("char"), min_length.value_or(0), WrittenMax(max_length.value_or(kNoLimit)));
+  }
   absl::StatusOr<RegexExpression> expression = RegexToGbnfExpression(regex, RegexTarget::kJsonString);
   if (!expression.ok()) return Unsupported(keyword, pointer, expression.status().message());
   // A grammar cannot intersect two languages; the lengths are fine only

@@ -5,6 +5,7 @@
 #ifndef LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_SCALARS_H_
 #define LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_SCALARS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "worker/grammar/gbnf_writer.h"
 #include "worker/grammar/json_grammar.h"
 
 namespace llama::grammar::internal_grammar {
@@ -27,6 +29,13 @@ absl::Status Unsupported(absl::string_view keyword, const std::string& pointer, 
 // integer; anything else is an error naming it.
 absl::StatusOr<std::optional<int64_t>> ReadCount(const nlohmann::ordered_json& schema, const char* keyword,
                                                  const std::string& pointer);
+
+// The GBNF compiler expands a counted repetition into rules, up to 10,000
+// (gbnf_compiler.cc). An upper count above that (maxLength, maxItems) is
+// written as 10,000: the grammar keeps to a subset, shorter strings and
+// fewer items, still longer than an answer writes within a token limit.
+inline constexpr int64_t kMaxWrittenCount = 10000;
+inline int64_t WrittenMax(int64_t max) { return max == kNoLimit ? max : std::min(max, kMaxWrittenCount); }
 
 // One GBNF item matching the JSON strings that `schema`'s pattern, format,
 // minLength and maxLength allow.

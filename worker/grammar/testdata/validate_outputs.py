@@ -64,7 +64,13 @@ def main():
     for r in results:
         schema = r["schema"]
         validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        validator_class.check_schema(schema)
+        try:
+            validator_class.check_schema(schema)
+        except jsonschema.exceptions.SchemaError as e:
+            # Published schemas are not always valid against their
+            # metaschema (OpenAI's lists a property twice in "required");
+            # their instances are validated as the schema says all the same.
+            print(f"note {r['name']}: the schema breaks its metaschema ({e.message}); validated as published")
         validator = validator_class(schema, format_checker=CHECKER)
         for text in r["outputs"]:
             total += 1
@@ -78,9 +84,9 @@ def main():
             if errors:
                 failed += 1
                 print(f"FAIL {r['name']}: {errors[0].message} at {list(errors[0].absolute_path)}: {text!r}")
-        formats.update(re.findall(r'"format": "([a-z-]+)"', json.dumps(schema)))
+        formats.update(f for f in re.findall(r'"format": "([a-z-]+)"', json.dumps(schema)) if f in CHECKER.checkers)
     print(f"validated {total} outputs of {len(results)} schemas with python-jsonschema "
-          f"{metadata.version('jsonschema')} (formats checked: "
+          f"{metadata.version('jsonschema')} (formats named and checked: "
           f"{', '.join(sorted(formats))}): {total - failed} valid, {failed} invalid")
     sys.exit(1 if failed else 0)
 

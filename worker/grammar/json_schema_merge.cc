@@ -1,0 +1,263 @@
+// allOf for SchemaConverter (json_schema_converter.h): its schemas merged
+// into one that accepts exactly the values all of them accept, which the
+// converter then writes as any other schema. Keywords merge by what they
+// mean: "type" intersects, bounds take the stricter, "required" unites,
+// properties merge key by key (a key one schema names and another leaves
+// to its additionalProperties meets both), and anyOf/oneOf distribute over
+// the rest. A keyword that two schemas give different values and that
+// does not merge so (two patterns, two formats, two "not") is refused,
+// naming it: never dropped.
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "worker/grammar/json_schema_converter.h"
+#include "worker/grammar/json_schema_scalars.h"
+
+namespace llama::grammar::internal_grammar {
+namespace {
+
+using ::nlohmann::ordered_json;
+
+// Products of anyOf/oneOf branches larger than this are refused.
+constexpr size_t kMaxDistributed = 64;
+
+// Keywords whose stricter value is the larger, and the smaller.
+bool TakesLarger(const std::string& k) {
+  return k == "minimum" || k == "minLength" || k == "minItems" || k == "minProperties" || k == "minContains";
+}
+bool TakesSmaller(const std::string& k) {
+  return k == "maximum" || k == "maxLength" || k == "maxItems" || k == "maxProperties" || k == "maxContains";
+}
+
+// Keywords that mean something only together with others of the same
+// schema: additionalProperties applies to the keys its own properties and
+// patternProperties leave, items to the elements after its own prefixItems.
+bool ObjectKeyword(const std::string& k) {
+  return k == "properties" || k == "additionalProperties" || k == "patternProperties";
+}
+bool ArrayKeyword(const std::string& k) { return k == "items" || k == "prefixItems" || k == "additionalItems"; }
+
+ordered_json AllOfSchemas(std::vector<ordered_json> schemas) {
+  if (schemas.size() == 1) return std::move(schemas[0]);
+  return ordered_json{{"allOf", std::move(schemas)}};
+}
+
+// Draft 4 writes exclusive bounds as booleans beside minimum/maximum.
+bool BooleanExclusive(const ordered_json& schema) {
+  return (schema.contains("exclusiveMinimum") && schema["exclusiveMinimum"].is_boolean()) ||
+         (schema.contains("exclusiveMaximum") && schema["exclusiveMaximum"].is_boolean());
+}
+
+}  // namespace
+
+bool SchemaConverter::LegacyRef() const {
+  if (!document_.is_object() || !document_.contains("$schema") || !document_["$schema"].is_string()) return false;
+  const std::string draft = document_["$schema"].get<std::string>();
+  return draft.find("draft-03") != std::string::npos || draft.find("draft-04") != std::string::npos ||
+         draft.find("draft-06") != std::string::npos || draft.find("draft-07") != std::string::npos;
+}
+
+absl::Status SchemaConverter::AllOfParts(const ordered_json& schema, const std::string& pointer, int depth,
+                                         std::vector<std::pair<const ordered_json*, std::string>>& parts) {
+  if (depth > 16) return Unsupported("allOf", pointer, "its schemas nest or refer to each other too deeply");
+  if (!schema.is_object()) {
+    if (schema == false) return absl::InvalidArgumentError(absl::StrCat("the schema at ", pointer, " is false"));
+    return absl::OkStatus();  // true.
+  }
+  if (schema.contains("$ref")) {
+    ASSIGN_OR_RETURN(const ordered_json* target, Resolve(schema["$ref"], pointer));
+    RETURN_IF_ERROR(AllOfParts(*target, schema["$ref"].get<std::string>().substr(1), depth + 1, parts));
+    if (LegacyRef()) return absl::OkStatus();  // Drafts 4 to 7 ignore the keywords beside $ref.
+  }
+  const ordered_json* all = schema.contains("allOf") ? &schema["allOf"] : nullptr;
+  if (all != nullptr) {
+    if (!all->is_array() || all->empty()) return Unsupported("allOf", pointer, "it must be a non-empty array");
+    for (size_t i = 0; i < all->size(); ++i) {
+      RETURN_IF_ERROR(AllOfParts((*all)[i], Child(Child(pointer, "allOf"), i), depth + 1, parts));
+    }
+  }
+  ordered_json& rest = owned_.emplace_back(ordered_json::object());
+  for (const auto& kv : schema.items()) {
+    if (kv.key() != "$ref" && kv.key() != "allOf" && Constrains(kv.key())) rest[kv.key()] = kv.value();
+  }
+  if (!rest.empty()) parts.emplace_back(&rest, pointer);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ordered_json> SchemaConverter::Merge(
+    const std::vector<std::pair<const ordered_json*, std::string>>& parts, const std::string& pointer) {
+  const std::string where = absl::StrCat("allOf at ", pointer.empty() ? "/" : pointer);
+  ordered_json merged = ordered_json::object();
+  // Object keywords, merged together below.
+  std::vector<const ordered_json*> objects, arrays;
+  for (const auto& [part, part_pointer] : parts) {
+    if (std::any_of(part->items().begin(), part->items().end(), [](const auto& kv) { return ObjectKeyword(kv.key()); })) {
+      objects.push_back(part);
+    }
+    if (std::any_of(part->items().begin(), part->items().end(), [](const auto& kv) { return ArrayKeyword(kv.key()); })) {
+      arrays.push_back(part);
+    }
+    if (BooleanExclusive(*part) && parts.size() > 1) {
+      return Unsupported(part->contains("exclusiveMinimum") ? "exclusiveMinimum" : "exclusiveMaximum", part_pointer,
+                         absl::StrCat(where, " merges draft 4's boolean exclusive bounds only alone"));
+    }
+    for (const auto& kv : part->items()) {
+      const std::string& k = kv.key();
+      const ordered_json& v = kv.value();
+      if (!Compiled().contains(k)) return Unsupported(k, part_pointer);  // Named where it is.
+      if (ObjectKeyword(k) || ArrayKeyword(k)) continue;
+      if (!merged.contains(k)) {
+        merged[k] = v;
+        continue;
+      }
+      ordered_json& m = merged[k];
+      if (m == v) continue;
+      if (k == "type") {
+        ASSIGN_OR_RETURN(const std::vector<std::string> a, Types(ordered_json{{"type", m}}, part_pointer));
+        ASSIGN_OR_RETURN(const std::vector<std::string> b, Types(ordered_json{{"type", v}}, part_pointer));
+        const std::vector<std::string> common = CommonTypes(a, b);
+        if (common.empty()) return Unsupported("type", part_pointer, absl::StrCat(where, ": no type is in all of its schemas"));
+        m = common;
+      } else if ((TakesLarger(k) || TakesSmaller(k) || k == "exclusiveMinimum" || k == "exclusiveMaximum") &&
+                 m.is_number() && v.is_number()) {
+        const bool larger = TakesLarger(k) || k == "exclusiveMinimum";
+        if (larger ? v > m : v < m) m = v;
+      } else if (k == "enum" && m.is_array() && v.is_array()) {
+        ordered_json both = ordered_json::array();
+        for (const ordered_json& x : m) {
+          if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
+        }
+        if (both.empty()) return Unsupported("enum", part_pointer, absl::StrCat(where, ": no value is in every enum"));
+        m = both;
+      } else if (k == "required" && m.is_array() && v.is_array()) {
+        for (const ordered_json& key : v) {
+          if (std::find(m.begin(), m.end(), key) == m.end()) m.push_back(key);
+        }
+      } else if (k == "propertyNames" || k == "contains") {
+        m = AllOfSchemas({m, v});
+      } else if ((k == "anyOf" || k == "oneOf") && m.is_array() && v.is_array()) {
+        // Both hold: the branches' products, one of which (oneOf: exactly
+        // one) holds exactly when one of each list does.
+        if (m.size() * v.size() > kMaxDistributed) {
+          return Unsupported(k, part_pointer, absl::StrCat(where, ": the product of two ", k, " lists is too large"));
+        }
+        ordered_json product = ordered_json::array();
+        for (const ordered_json& x : m) {
+          for (const ordered_json& y : v) product.push_back(AllOfSchemas({x, y}));
+        }
+        m = product;
+      } else {
+        return Unsupported(k, part_pointer, absl::StrCat(where, ": two of its schemas give it different values"));
+      }
+    }
+  }
+  if (merged.contains("anyOf") && merged.contains("oneOf")) {
+    return Unsupported("oneOf", pointer, absl::StrCat(where, ": merges anyOf and oneOf only apart"));
+  }
+  if (merged.contains("const") && merged.contains("enum")) {
+    const ordered_json& e = merged["enum"];
+    if (!e.is_array() || std::find(e.begin(), e.end(), merged["const"]) == e.end()) {
+      return Unsupported("const", pointer, absl::StrCat(where, ": the const is not in the enum"));
+    }
+    merged.erase("enum");
+  }
+  // Elements: one schema's items, prefixItems and additionalItems, or the
+  // items schemas of several (all of them apply to every element).
+  for (const ordered_json* array : arrays) {
+    for (const auto& kv : array->items()) {
+      if (!ArrayKeyword(kv.key())) continue;
+      if (arrays.size() == 1) {
+        merged[kv.key()] = kv.value();
+      } else if (kv.key() != "items" || kv.value().is_array()) {
+        return Unsupported(kv.key(), pointer, absl::StrCat(where, ": merged with another array schema"));
+      } else {
+        merged["items"] = merged.contains("items") ? AllOfSchemas({merged["items"], kv.value()}) : kv.value();
+      }
+    }
+  }
+  if (objects.size() == 1) {
+    for (const auto& kv : objects[0]->items()) {
+      if (ObjectKeyword(kv.key())) merged[kv.key()] = kv.value();
+    }
+  } else if (objects.size() > 1) {
+    RETURN_IF_ERROR(MergeProperties(objects, pointer, merged));
+  }
+  return merged;
+}
+
+// Each key's schemas: the one each object names it with, or that object's
+// additionalProperties where it does not name it; false where one forbids it.
+absl::Status SchemaConverter::MergeProperties(const std::vector<const ordered_json*>& objects,
+                                              const std::string& pointer, ordered_json& merged) {
+  const std::string where = absl::StrCat("allOf at ", pointer.empty() ? "/" : pointer);
+  std::vector<std::string> keys;
+  for (const ordered_json* object : objects) {
+    if (object->contains("patternProperties")) {
+      return Unsupported("patternProperties", pointer, absl::StrCat(where, ": merged with another object schema"));
+    }
+    const ordered_json& properties = object->value("properties", ordered_json::object());
+    if (!properties.is_object()) return Unsupported("properties", pointer, "it must be an object");
+    for (const auto& kv : properties.items()) {
+      if (std::find(keys.begin(), keys.end(), kv.key()) == keys.end()) keys.push_back(kv.key());
+    }
+  }
+  ordered_json properties = ordered_json::object();
+  for (const std::string& key : keys) {
+    std::vector<ordered_json> schemas;
+    bool forbidden = false;
+    for (const ordered_json* object : objects) {
+      const ordered_json& named = object->value("properties", ordered_json::object());
+      const ordered_json schema = named.contains(key) ? named[key] : object->value("additionalProperties", ordered_json(true));
+      if (schema == false) forbidden = true;
+      if (schema != true && schema != ordered_json::object()) schemas.push_back(schema);
+    }
+    properties[key] = forbidden ? ordered_json(false) : schemas.empty() ? ordered_json::object() : AllOfSchemas(schemas);
+  }
+  std::vector<ordered_json> others;
+  bool closed = false;
+  for (const ordered_json* object : objects) {
+    if (!object->contains("additionalProperties")) continue;
+    const ordered_json& extra = (*object)["additionalProperties"];
+    if (extra == false) closed = true;
+    if (extra != true) others.push_back(extra);
+  }
+  merged["properties"] = std::move(properties);
+  if (closed) {
+    merged["additionalProperties"] = false;
+  } else if (!others.empty()) {
+    merged["additionalProperties"] = AllOfSchemas(others);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, const std::string& pointer,
+                                                   const std::string& name) {
+  std::vector<std::pair<const ordered_json*, std::string>> parts;
+  RETURN_IF_ERROR(AllOfParts(schema, pointer, 0, parts));
+  if (parts.empty()) return rules_.Use("value");
+  if (parts.size() == 1) return Visit(*parts[0].first, parts[0].second, name);
+  ASSIGN_OR_RETURN(ordered_json merged, Merge(parts, pointer));
+  return Visit(owned_.emplace_back(std::move(merged)), pointer, name);
+}
+
+// anyOf or oneOf beside other keywords: each branch with them (allOf), as
+// A and (B or C) is (A and B) or (A and C), and exactly one of those holds
+// exactly when A and exactly one of B and C do.
+absl::StatusOr<std::string> SchemaConverter::Distributed(const ordered_json& schema, const char* keyword,
+                                                         const std::string& pointer, const std::string& name) {
+  const ordered_json& branches = schema[keyword];
+  if (!branches.is_array() || branches.empty()) return Unsupported(keyword, pointer, "it must be a non-empty array");
+  ordered_json rest = ordered_json::object();
+  for (const auto& kv : schema.items()) {
+    if (kv.key() != keyword && Constrains(kv.key())) rest[kv.key()] = kv.value();
+  }
+  ordered_json distributed = {{keyword, ordered_json::array()}};
+  for (const ordered_json& branch : branches) distributed[keyword].push_back(AllOfSchemas({rest, branch}));
+  return Visit(owned_.emplace_back(std::move(distributed)), pointer, name);
+}
+
+}  // namespace llama::grammar::internal_grammar
