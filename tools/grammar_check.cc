@@ -285,6 +285,7 @@ absl::Status RunCorpus(const llama::Tokenizer* tokenizer) {
   if (tokenizer != nullptr) trie = llama::grammar::TokenTrie::ForTokenizer(*tokenizer);
   std::map<std::string, int> refusals;
   std::vector<double> first_mask_ms;
+  std::vector<std::pair<double, std::string>> slowest;  // The 5 slowest first masks, and their schemas.
   int schemas = 0, compiled = 0, line_number = 0;
   for (const absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     const std::string where = absl::StrCat(FLAGS_corpus, ":", ++line_number);
@@ -312,6 +313,9 @@ absl::Status RunCorpus(const llama::Tokenizer* tokenizer) {
                      llama::grammar::TokenMatcher::Start(automaton));
     matcher->Allowed();
     first_mask_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    slowest.emplace_back(first_mask_ms.back(), entry.value("source", entry.value("name", where)));
+    std::sort(slowest.rbegin(), slowest.rend());
+    if (slowest.size() > 5) slowest.pop_back();
   }
   std::vector<std::pair<int, std::string>> by_count;
   for (const auto& [kind, n] : refusals) by_count.emplace_back(-n, kind);
@@ -325,6 +329,7 @@ absl::Status RunCorpus(const llama::Tokenizer* tokenizer) {
                 "max %.2f ms\n",
                 static_cast<size_t>(trie->vocab_size()), Percentile(first_mask_ms, 0.5), Percentile(first_mask_ms, 0.99),
                 Percentile(first_mask_ms, 1));
+    for (const auto& [ms, source] : slowest) std::printf("  %9.2f ms  %s\n", ms, source.c_str());
   }
   if (share < FLAGS_min_compiled_share) {
     return absl::InternalError(absl::StrCat("a share of ", share, " compiles, below --min_compiled_share=",

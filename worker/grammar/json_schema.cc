@@ -189,6 +189,7 @@ absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& s
     return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is not an object"));
   // Drafts 4 to 7: a $ref stands for its target, whatever is beside it.
   if (schema.contains("$ref") && LegacyRef()) return Ref(schema["$ref"], pointer);
+  if (schema.contains("if")) return Conditional(schema, pointer, name);
   for (const auto& kv : schema.items()) {
     if (Constrains(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
   }

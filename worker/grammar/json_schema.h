@@ -23,7 +23,9 @@
 //    other properties.
 //  - Arrays: "prefixItems" (or draft 7's "items" list) with "items" (or
 //    "additionalItems") after them; "prefixItems" without "items" means no
-//    further items.
+//    further items. "uniqueItems": items of enum or const values as a set
+//    (each value once, in the enum's order), other arrays one item at
+//    most. "maxLength" and "maxItems" above 10,000 are written as 10,000.
 //  - Strings: "pattern" as a whole-string match; "format" date, time,
 //    date-time, uuid, email, ipv4, ipv6, hostname, uri and uri-reference
 //    as the subsets json_schema_scalars.cc
@@ -38,14 +40,21 @@
 //    const or enum values or by keys one requires that the other never
 //    writes; bare type branches give up what the others accept
 //    ([number, integer] is the numbers that are not whole); any other
-//    overlap is refused (json_schema_alternatives.cc). allOf takes one schema,
-//    or object schemas of properties and required, which are merged; any
-//    other keyword in its schemas is refused. enum and const are the values written
+//    overlap is refused (json_schema_alternatives.cc); an object branch
+//    never writes an optional key another branch requires. allOf (and from
+//    2019-09 on a $ref with keywords beside it; drafts 4 to 7 ignore them,
+//    by the document's $schema) is merged into one schema: types
+//    intersect, bounds take the stricter, required unites, properties
+//    merge key by key with additionalProperties, enums intersect; what
+//    does not merge so (two patterns, patternProperties beside another
+//    object schema) is refused (json_schema_merge.cc). anyOf and oneOf
+//    beside other keywords distribute over them. if/then/else: what "if"
+//    and "then" accept, and where "if" requires a key, the objects without
+//    it that "else" accepts. enum and const are the values written
 //    compactly; $ref points into the same document (#, #/$defs/...,
-//    #/definitions/...), recursion included. enum, const, $ref, anyOf and
-//    oneOf take no validation keywords beside them but "type" (which
-//    filters enum and const values, and holds each anyOf and oneOf branch
-//    to its types).
+//    #/definitions/...), recursion included. enum and const take no
+//    validation keywords beside them but "type" (which filters their
+//    values).
 //  - A schema without "type" is the types its keywords apply to
 //    ({"maxLength": 3} is a string); with none of them, any value.
 // Keywords that decide nothing about validity are ignored, as JSON Schema

@@ -95,28 +95,19 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
   Facts facts;
   if (schema == true) facts.bare_type = true;
   if (!schema.is_object() || depth > kMaxFactsDepth) return facts;
-  if (schema.contains("$ref")) {
-    // Keywords beside it only narrow what it accepts: the target's facts hold.
+  const bool ref_alone = schema.contains("$ref") && (LegacyRef() || Alone(schema, "$ref", "").ok());
+  if (ref_alone) {
     const absl::StatusOr<const ordered_json*> target = Resolve(schema["$ref"], "");
     return target.ok() ? FactsOf(**target, depth + 1) : facts;
   }
-  if (schema.contains("allOf") && schema["allOf"].is_array()) {
-    // Every part's facts hold of what all of them accept.
-    ordered_json beside = schema;
-    beside.erase("allOf");
-    std::vector<Facts> parts = {FactsOf(beside, depth + 1)};
-    for (const ordered_json& part : schema["allOf"]) parts.push_back(FactsOf(part, depth + 1));
-    for (const Facts& part : parts) {
-      facts.valid_kinds &= part.valid_kinds;
-      if (!facts.values) facts.values = part.values;
-      facts.required.insert(part.required.begin(), part.required.end());
-      for (const auto& [key, values] : part.key_values) {
-        facts.key_values.emplace(key, values);  // The first part that names the key.
-      }
-      if (!facts.valid_keys) facts.valid_keys = part.valid_keys;
-    }
-    facts.written_kinds = facts.valid_kinds;
-    return facts;
+  if (schema.contains("allOf") || schema.contains("$ref")) {
+    // The grammar writes the merged schema (AllOf), whose facts are exact.
+    std::vector<std::pair<const ordered_json*, std::string>> parts;
+    if (!AllOfParts(schema, "", 0, parts).ok()) return facts;
+    if (parts.empty()) return FactsOf(ordered_json(true), depth + 1);
+    if (parts.size() == 1) return FactsOf(*parts[0].first, depth + 1);
+    absl::StatusOr<ordered_json> merged = Merge(parts, "");
+    return merged.ok() ? FactsOf(owned_.emplace_back(*std::move(merged)), depth + 1) : facts;
   }
   for (const char* keyword : {"anyOf", "oneOf"}) {
     if (!schema.contains(keyword) || !schema[keyword].is_array()) continue;
@@ -168,11 +159,11 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
   absl::flat_hash_set<std::string> named;
   if (schema.contains("properties") && schema["properties"].is_object()) {
     for (const auto& kv : schema["properties"].items()) {
-      named.insert(kv.key());
-      if (kv.value() == false) {
+      if (kv.value() == false) {  // Never there: neither valid nor written.
         facts.key_values[kv.key()] = {};
         continue;
       }
+      named.insert(kv.key());
       Facts property = FactsOf(kv.value(), depth + 1);
       if (property.values) facts.key_values[kv.key()] = std::move(*property.values);
     }
@@ -180,12 +171,14 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
   const bool closed = schema.contains("additionalProperties") && schema["additionalProperties"] == false;
   if (closed && !schema.contains("patternProperties")) facts.valid_keys = named;
   // As ObjectRule writes objects: without additionalProperties or
-  // patternProperties, only the named properties unless it names none.
+  // patternProperties, only the named and the required properties unless
+  // it names none.
   const bool others = schema.contains("patternProperties") ||
                       (!closed && schema.contains("additionalProperties")) ||
                       (named.empty() && !schema.contains("required"));
   if (!others) {
     facts.written_keys = named;
+    facts.written_keys->insert(facts.required.begin(), facts.required.end());
   }
   return facts;
 }
@@ -311,23 +304,43 @@ absl::StatusOr<std::string> SchemaConverter::OneOf(const ordered_json& schema, c
   }
   std::vector<std::string> alternatives;
   for (size_t i = 0; i < facts.size(); ++i) {
-    ASSIGN_OR_RETURN(const std::optional<ordered_json> branch, OfTypes(schema, "oneOf", i, pointer));
+    ASSIGN_OR_RETURN(std::optional<ordered_json> branch, OfTypes(schema, "oneOf", i, pointer));
     if (!branch) continue;
-    const Facts narrowed = FactsOf(*branch, 0);
-    facts[i].written_kinds &= narrowed.written_kinds;
-    if (facts[i].written_kinds == 0) continue;  // Every value it writes another branch accepts too.
+    Facts written = facts[i];
+    written.written_kinds &= FactsOf(*branch, 0).written_kinds;
+    if (written.written_kinds == 0) continue;  // Every value it writes another branch accepts too.
+    bool narrowed = false;
     for (size_t j = 0; j < facts.size(); ++j) {
-      if (j == i || Disjoint(facts[i], facts[j])) continue;
+      if (j == i || Disjoint(written, facts[j])) continue;
+      // Made exclusive where it can be: a key branch j requires that this
+      // branch's objects may leave out is never written here (a subset).
+      std::optional<std::string> left_out;
+      if (written.written_keys && written.written_kinds == kObject) {
+        for (const std::string& key : facts[j].required) {
+          if (!written.required.contains(key) && written.written_keys->contains(key) &&
+              (!left_out || key < *left_out)) {
+            left_out = key;
+          }
+        }
+      }
+      if (left_out) {
+        branch = ordered_json{{"allOf", {*branch, {{"properties", {{*left_out, false}}}}}}};
+        const uint8_t kinds = written.written_kinds;
+        written = FactsOf(owned_.emplace_back(*branch), 0);
+        written.written_kinds &= kinds;
+        narrowed = true;
+      }
+      if (Disjoint(written, facts[j])) continue;
       return Unsupported("oneOf", pointer,
                          absl::StrCat("a value may match both branch ", i, " and branch ", j,
                                       ": only branches of different types, or objects told apart by a required "
                                       "property's const or enum values or by the properties they allow, are compiled"));
     }
-    if (facts[i].bare_type && facts[i].written_kinds != narrowed.written_kinds) {
-      alternatives.push_back(KindsItem(facts[i].written_kinds));
+    if (written.bare_type && !narrowed && written.written_kinds != FactsOf(*branch, 0).written_kinds) {
+      alternatives.push_back(KindsItem(written.written_kinds));
       continue;
     }
-    ASSIGN_OR_RETURN(std::string item, Visit(*branch, Child(Child(pointer, "oneOf"), i),
+    ASSIGN_OR_RETURN(std::string item, Visit(owned_.emplace_back(*std::move(branch)), Child(Child(pointer, "oneOf"), i),
                                              rules_.NewName(absl::StrCat(name, "-alt", i))));
     alternatives.push_back(std::move(item));
   }

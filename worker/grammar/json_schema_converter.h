@@ -110,6 +110,10 @@ class SchemaConverter {
   absl::StatusOr<json> Merge(const std::vector<std::pair<const json*, std::string>>& parts,
                              const std::string& pointer);
   absl::Status MergeProperties(const std::vector<const json*>& objects, const std::string& pointer, json& merged);
+  // if/then/else: the values "if" and "then" accept, and where "if" requires
+  // a key, those without it that "else" accepts (a subset where "if" fails
+  // otherwise).
+  absl::StatusOr<std::string> Conditional(const json& schema, const std::string& pointer, const std::string& name);
   // anyOf or oneOf with other keywords beside it than "type".
   absl::StatusOr<std::string> Distributed(const json& schema, const char* keyword, const std::string& pointer,
                                           const std::string& name);

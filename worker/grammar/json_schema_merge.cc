@@ -25,6 +25,12 @@ using ::nlohmann::ordered_json;
 // Products of anyOf/oneOf branches larger than this are refused.
 constexpr size_t kMaxDistributed = 64;
 
+// if/then/else in one allOf beyond this many are refused: each doubles the
+// branches written.
+constexpr int kMaxConditionals = 6;
+
+bool ConditionalKeyword(const std::string& k) { return k == "if" || k == "then" || k == "else"; }
+
 // Keywords whose stricter value is the larger, and the smaller.
 bool TakesLarger(const std::string& k) {
   return k == "minimum" || k == "minLength" || k == "minItems" || k == "minProperties" || k == "minContains";
@@ -108,6 +114,7 @@ absl::StatusOr<ordered_json> SchemaConverter::Merge(
     for (const auto& kv : part->items()) {
       const std::string& k = kv.key();
       const ordered_json& v = kv.value();
+      if (ConditionalKeyword(k)) continue;
       if (!Compiled().contains(k)) return Unsupported(k, part_pointer);  // Named where it is.
       if (ObjectKeyword(k) || ArrayKeyword(k)) continue;
       if (!merged.contains(k)) {
@@ -153,6 +160,24 @@ absl::StatusOr<ordered_json> SchemaConverter::Merge(
       } else {
         return Unsupported(k, part_pointer, absl::StrCat(where, ": two of its schemas give it different values"));
       }
+    }
+  }
+  // The first if/then/else stays beside the merged keywords (Conditional
+  // writes it), the others under allOf, written in their turn.
+  int conditionals = 0;
+  for (const auto& [part, part_pointer] : parts) {
+    if (!part->contains("if")) continue;
+    ordered_json conditional = ordered_json::object();
+    for (const char* k : {"if", "then", "else"}) {
+      if (part->contains(k)) conditional[k] = (*part)[k];
+    }
+    if (++conditionals > kMaxConditionals) {
+      return Unsupported("if", part_pointer, absl::StrCat(where, ": more than ", kMaxConditionals, " if/then/else"));
+    }
+    if (conditionals == 1) {
+      for (const auto& kv : conditional.items()) merged[kv.key()] = kv.value();
+    } else {
+      merged["allOf"].push_back(std::move(conditional));
     }
   }
   if (merged.contains("anyOf") && merged.contains("oneOf")) {
@@ -242,6 +267,24 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
   if (parts.size() == 1) return Visit(*parts[0].first, parts[0].second, name);
   ASSIGN_OR_RETURN(ordered_json merged, Merge(parts, pointer));
   return Visit(owned_.emplace_back(std::move(merged)), pointer, name);
+}
+
+absl::StatusOr<std::string> SchemaConverter::Conditional(const ordered_json& schema, const std::string& pointer,
+                                                         const std::string& name) {
+  ordered_json rest = ordered_json::object();
+  for (const auto& kv : schema.items()) {
+    if (!ConditionalKeyword(kv.key()) && Constrains(kv.key())) rest[kv.key()] = kv.value();
+  }
+  const ordered_json& condition = schema["if"];
+  ordered_json branches = ordered_json::array();
+  branches.push_back(AllOfSchemas({rest, condition, schema.value("then", ordered_json(true))}));
+  // "if" fails for the objects without a key it requires.
+  if (condition.is_object() && condition.contains("required") && condition["required"].is_array() &&
+      !condition["required"].empty() && condition["required"][0].is_string()) {
+    const ordered_json absent = {{"type", "object"}, {"properties", {{condition["required"][0], false}}}};
+    branches.push_back(AllOfSchemas({rest, absent, schema.value("else", ordered_json(true))}));
+  }
+  return Visit(owned_.emplace_back(ordered_json{{"anyOf", std::move(branches)}}), pointer, name);
 }
 
 // anyOf or oneOf beside other keywords: each branch with them (allOf), as

@@ -249,6 +249,27 @@ TEST(JsonSchemaTest, CombinatorsBesideOtherKeywords) {
   EXPECT_FALSE(small->Accepts(R"({"a":1,"b":2,"c":3})"));
 }
 
+// if/then/else: what "if" and "then" accept, and where "if" requires a
+// key, the objects without it that "else" accepts; in allOf too (the case
+// of issue #44), and under "items".
+TEST(JsonSchemaTest, IfThenElse) {
+  auto in_all_of = FromSchema(R"({"items": {"allOf": [{"type": "object", "properties": {"kind": {}, "v": {}}},
+      {"if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["v"]}}]}})");
+  for (const char* ok : {R"([{"kind":"a","v":1}])", R"([{"v":1}])"}) EXPECT_TRUE(in_all_of->Accepts(ok)) << ok;
+  for (const char* bad : {R"([{"kind":"a"}])", R"([{"kind":"b","v":1}])"}) {
+    EXPECT_FALSE(in_all_of->Accepts(bad)) << bad;
+  }
+  auto with_else = FromSchema(R"({"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "v": {}, "w": {}},
+      "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+      "then": {"required": ["v"]}, "else": {"required": ["w"]}})");
+  for (const char* ok : {R"({"kind":"a","v":1})", R"({"w":1})", R"({"v":1,"w":2})"}) {
+    EXPECT_TRUE(with_else->Accepts(ok)) << ok;
+  }
+  for (const char* bad : {R"({"kind":"a"})", R"({"kind":"a","w":1})", R"({"v":1})", "{}"}) {
+    EXPECT_FALSE(with_else->Accepts(bad)) << bad;
+  }
+}
+
 // uniqueItems: enum items as a set in the enum's order; other items one at most.
 TEST(JsonSchemaTest, UniqueItems) {
   auto set = FromSchema(R"({"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": true})");
@@ -270,8 +291,7 @@ TEST(JsonSchemaTest, AllOfRefusesWhatItCannotMerge) {
     const char* part;
     const char* keyword;
   };
-  for (const Case& c : {Case{R"({"if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["v"]}})", "if"},
-                        Case{R"({"not": {"required": ["v"]}})", "not"},
+  for (const Case& c : {Case{R"({"not": {"required": ["v"]}})", "not"},
                         Case{R"({"unevaluatedProperties": false})", "unevaluatedProperties"}}) {
     const std::string base = R"({"type": "object", "properties": {"kind": {}, "v": {}}})";
     EXPECT_THAT(ErrorOf(absl::StrCat(R"({"allOf": [)", base, ", ", c.part, "]}")),
@@ -617,7 +637,6 @@ TEST(JsonSchemaTest, RefusesKeywordsItCannotCompileNamingThem) {
   EXPECT_EQ(ErrorOf(R"({"properties": {"n": {"type": "number", "multipleOf": 2}}})"),
             "\"multipleOf\" at /properties/n is not supported");
   EXPECT_THAT(ErrorOf(R"({"not": {}})"), HasSubstr("\"not\" at / is not supported"));
-  EXPECT_THAT(ErrorOf(R"({"items": {"if": {}, "then": {}}})"), HasSubstr("\"if\" at /items is not supported"));
   for (const char* keyword :
        {"multipleOf", "contains", "dependencies", "dependentRequired",
         "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "maxContains", "$dynamicRef", "else"}) {
