@@ -190,6 +190,7 @@ absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& s
   // Drafts 4 to 7: a $ref stands for its target, whatever is beside it.
   if (schema.contains("$ref") && LegacyRef()) return Ref(schema["$ref"], pointer);
   if (schema.contains("if")) return Conditional(schema, pointer, name);
+  if (schema.contains("not")) return Negation(schema, pointer, name);
   for (const auto& kv : schema.items()) {
     if (Constrains(kv.key()) && !Compiled().contains(kv.key())) return Unsupported(kv.key(), pointer);
   }

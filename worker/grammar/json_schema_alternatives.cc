@@ -110,12 +110,50 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
     return merged.ok() ? FactsOf(owned_.emplace_back(*std::move(merged)), depth + 1) : facts;
   }
   for (const char* keyword : {"anyOf", "oneOf"}) {
-    if (!schema.contains(keyword) || !schema[keyword].is_array()) continue;
-    facts.valid_kinds = facts.written_kinds = 0;
+    if (!schema.contains(keyword) || !schema[keyword].is_array() || schema[keyword].empty()) continue;
+    // A value it accepts is one a branch accepts, and the grammar writes a
+    // branch's values: what holds of every branch holds. Other keywords
+    // beside it than "type" are distributed over the branches (Distributed).
+    ordered_json rest = ordered_json::object();
+    for (const auto& kv : schema.items()) {
+      if (kv.key() != keyword && kv.key() != "type" && Constrains(kv.key())) rest[kv.key()] = kv.value();
+    }
+    bool first = true;
     for (const ordered_json& branch : schema[keyword]) {
-      const Facts f = FactsOf(branch, depth + 1);
+      const ordered_json* with_rest = &branch;
+      if (!rest.empty()) with_rest = &owned_.emplace_back(ordered_json{{"allOf", {rest, branch}}});
+      Facts f = FactsOf(*with_rest, depth + 1);
+      if (first) {
+        facts = std::move(f);
+        facts.bare_type = false;
+        first = false;
+        continue;
+      }
       facts.valid_kinds |= f.valid_kinds;
       facts.written_kinds |= f.written_kinds;
+      if (facts.values && f.values) {
+        facts.values->insert(facts.values->end(), f.values->begin(), f.values->end());
+      } else {
+        facts.values.reset();
+      }
+      absl::erase_if(facts.required, [&](const std::string& key) { return !f.required.contains(key); });
+      for (auto it = facts.key_values.begin(); it != facts.key_values.end();) {
+        const auto other = f.key_values.find(it->first);
+        if (other == f.key_values.end()) {
+          it = facts.key_values.erase(it);
+          continue;
+        }
+        it->second.insert(it->second.end(), other->second.begin(), other->second.end());
+        ++it;
+      }
+      for (auto* keys : {&facts.valid_keys, &facts.written_keys}) {
+        const auto& other = keys == &facts.valid_keys ? f.valid_keys : f.written_keys;
+        if (keys->has_value() && other.has_value()) {
+          (*keys)->insert(other->begin(), other->end());
+        } else {
+          keys->reset();
+        }
+      }
     }
     if (schema.contains("type")) {  // Beside them, it holds every branch to its types.
       const Facts typed = FactsOf(ordered_json{{"type", schema["type"]}}, depth + 1);
@@ -217,6 +255,34 @@ bool SchemaConverter::Disjoint(const Facts& written, const Facts& valid) {
   return false;
 }
 
+std::optional<ordered_json> SchemaConverter::ExclusiveNarrowing(const Facts& written, const Facts& other,
+                                                                bool require) {
+  if (!written.written_keys || written.written_kinds != kObject) return std::nullopt;
+  std::optional<std::string> key;
+  const auto take = [&](const std::string& k) {
+    if (!key || k < *key) key = k;
+  };
+  if (!require) {
+    for (const std::string& k : other.required) {
+      if (!written.required.contains(k) && written.written_keys->contains(k)) take(k);
+    }
+    if (!key) return std::nullopt;
+    return ordered_json{{"properties", {{*key, false}}}};
+  }
+  for (const std::string& k : *written.written_keys) {
+    if (written.required.contains(k)) continue;
+    if (other.valid_keys && !other.valid_keys->contains(k)) take(k);
+    const auto mine = written.key_values.find(k);
+    const auto theirs = other.key_values.find(k);
+    if (mine != written.key_values.end() && theirs != other.key_values.end() && !mine->second.empty() &&
+        !ShareAValue(mine->second, theirs->second)) {
+      take(k);
+    }
+  }
+  if (!key) return std::nullopt;
+  return ordered_json{{"required", {*key}}};
+}
+
 // The values of `kinds`, for a bare type branch that gave some up.
 std::string SchemaConverter::KindsItem(uint8_t kinds) {
   std::vector<std::string> alternatives;
@@ -312,19 +378,15 @@ absl::StatusOr<std::string> SchemaConverter::OneOf(const ordered_json& schema, c
     bool narrowed = false;
     for (size_t j = 0; j < facts.size(); ++j) {
       if (j == i || Disjoint(written, facts[j])) continue;
-      // Made exclusive where it can be: a key branch j requires that this
-      // branch's objects may leave out is never written here (a subset).
-      std::optional<std::string> left_out;
-      if (written.written_keys && written.written_kinds == kObject) {
-        for (const std::string& key : facts[j].required) {
-          if (!written.required.contains(key) && written.written_keys->contains(key) &&
-              (!left_out || key < *left_out)) {
-            left_out = key;
-          }
-        }
-      }
-      if (left_out) {
-        branch = ordered_json{{"allOf", {*branch, {{"properties", {{*left_out, false}}}}}}};
+      // Made exclusive where it can be (a subset of the branch): a key
+      // branch j requires that this branch may leave out is never written
+      // here, or a key this branch may write that branch j forbids, or
+      // whose values branch j does not share, is always written.
+      for (const bool require : {false, true}) {
+        if (Disjoint(written, facts[j])) break;
+        std::optional<ordered_json> narrowing = ExclusiveNarrowing(written, facts[j], require);
+        if (!narrowing) continue;
+        branch = ordered_json{{"allOf", {*branch, *narrowing}}};
         const uint8_t kinds = written.written_kinds;
         written = FactsOf(owned_.emplace_back(*branch), 0);
         written.written_kinds &= kinds;

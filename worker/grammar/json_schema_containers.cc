@@ -115,6 +115,12 @@ absl::StatusOr<std::optional<int64_t>> MaxKeyLength(const ordered_json& schema, 
   if (!schema.contains("propertyNames")) return std::nullopt;
   const ordered_json& names = schema["propertyNames"];
   const std::string at = Child(pointer, "propertyNames");
+  // Keys are strings: {"type": "string"} (or true) says nothing of them.
+  if (names == true || (names.is_object() && std::none_of(names.items().begin(), names.items().end(), [](const auto& kv) {
+                          return Constrains(kv.key()) && !(kv.key() == "type" && kv.value() == "string");
+                        }))) {
+    return std::nullopt;
+  }
   if (!names.is_object() || !names.contains("maxLength") || !names["maxLength"].is_number_unsigned()) {
     return Unsupported("propertyNames", pointer, "only {\"maxLength\": N} is compiled");
   }
@@ -215,9 +221,10 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
       continue;
     }
     const std::string kv = rules_.NewName(absl::StrCat(name, "-", m.key, "-kv"));
-    ASSIGN_OR_RETURN(const std::string value,
-                     Visit(*m.schema, m.pointer, rules_.NewName(absl::StrCat(name, "-", m.key))));
-    rules_.Define(kv, absl::StrCat(GbnfLiteral(JsonText(m.key)), R"( space ":" space )", value));
+    absl::StatusOr<std::string> value = Visit(*m.schema, m.pointer, rules_.NewName(absl::StrCat(name, "-", m.key)));
+    if (!value.ok() && IsContradiction(value.status()) && !m.required) continue;  // No value: never there.
+    RETURN_IF_ERROR(value.status());
+    rules_.Define(kv, absl::StrCat(GbnfLiteral(JsonText(m.key)), R"( space ":" space )", *value));
     kvs.emplace_back(kv, m.required);
   }
   ASSIGN_OR_RETURN(const int64_t max_extra, MaxExtraProperties(schema, pointer, kvs.size()));

@@ -48,6 +48,13 @@ std::vector<std::string> CommonTypes(const std::vector<std::string>& a, const st
 // `value` is of the JSON Schema type `type` (2.0 is an "integer").
 bool HasType(const nlohmann::ordered_json& value, absl::string_view type);
 
+// The refusal of a schema no value matches (two consts, enums or types
+// that share nothing, json_schema_merge.cc), and whether a status is one:
+// an optional property of such a schema is never there, and an if/then
+// branch of one is left out.
+absl::Status Contradiction(absl::string_view keyword, const std::string& pointer, absl::string_view why);
+bool IsContradiction(const absl::Status& status);
+
 // A JSON pointer one step down.
 std::string Child(const std::string& pointer, absl::string_view key);
 std::string Child(const std::string& pointer, size_t index);
@@ -85,6 +92,11 @@ class SchemaConverter {
   struct Facts;
   Facts FactsOf(const json& schema, int depth);
   static bool Disjoint(const Facts& written, const Facts& valid);
+  // A schema that, with a branch whose grammar writes `written`, keeps it
+  // from values `other` accepts: a key `other` requires left out, or with
+  // `require` a key `other` forbids or whose values it does not share
+  // always written. nullopt when there is none.
+  static std::optional<json> ExclusiveNarrowing(const Facts& written, const Facts& other, bool require);
   // The values of an enum or const schema (through $ref and allOf), of its type.
   std::optional<std::vector<json>> ValuesOf(const json& schema);
   std::string KindsItem(uint8_t kinds);
@@ -114,6 +126,8 @@ class SchemaConverter {
   // a key, those without it that "else" accepts (a subset where "if" fails
   // otherwise).
   absl::StatusOr<std::string> Conditional(const json& schema, const std::string& pointer, const std::string& name);
+  // not: {"type": ...} and {"required": [...]} (json_schema_merge.cc).
+  absl::StatusOr<std::string> Negation(const json& schema, const std::string& pointer, const std::string& name);
   // anyOf or oneOf with other keywords beside it than "type".
   absl::StatusOr<std::string> Distributed(const json& schema, const char* keyword, const std::string& pointer,
                                           const std::string& name);

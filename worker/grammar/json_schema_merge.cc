@@ -9,9 +9,11 @@
 // naming it: never dropped.
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "worker/grammar/json_schema_converter.h"
@@ -25,11 +27,42 @@ using ::nlohmann::ordered_json;
 // Products of anyOf/oneOf branches larger than this are refused.
 constexpr size_t kMaxDistributed = 64;
 
-// if/then/else in one allOf beyond this many are refused: each doubles the
-// branches written.
-constexpr int kMaxConditionals = 6;
+// if/then/else in one allOf beyond these many are refused: those whose
+// "else" is written double the branches written, and each nests.
+constexpr int kMaxDoublingConditionals = 6;
+constexpr int kMaxConditionals = 12;
 
 bool ConditionalKeyword(const std::string& k) { return k == "if" || k == "then" || k == "else"; }
+
+// The keywords of `negated` that constrain are all among `keywords`.
+bool Only(const ordered_json& negated, std::initializer_list<const char*> keywords) {
+  return negated.is_object() && std::all_of(negated.items().begin(), negated.items().end(), [&](const auto& kv) {
+           return !Constrains(kv.key()) || std::find_if(keywords.begin(), keywords.end(), [&](const char* k) {
+                                             return kv.key() == k;
+                                           }) != keywords.end();
+         });
+}
+
+// The forms of "not" Negation compiles (a $ref is looked into there).
+bool NegatedType(const ordered_json& negated) { return negated.contains("type") && Only(negated, {"type"}); }
+bool NegatedKeys(const ordered_json& negated) {
+  return negated.contains("required") && negated["required"].is_array() &&
+         Only(negated, {"required", "properties", "type"}) &&
+         negated.value("type", ordered_json("object")) == "object";
+}
+
+// The key whose absence makes "if" fail, where the objects without it that
+// "else" accepts are written: the first that "if" requires.
+std::optional<std::string> KeyIfRequires(const ordered_json& condition) {
+  if (!condition.is_object() || !condition.contains("required") || !condition["required"].is_array() ||
+      condition["required"].empty() || !condition["required"][0].is_string()) {
+    return std::nullopt;
+  }
+  return condition["required"][0].get<std::string>();
+}
+
+
+constexpr char kNegatedForms[] = "only {\"type\": ...} or {\"required\": [...]} is compiled";
 
 // Keywords whose stricter value is the larger, and the smaller.
 bool TakesLarger(const std::string& k) {
@@ -59,6 +92,17 @@ bool BooleanExclusive(const ordered_json& schema) {
 }
 
 }  // namespace
+
+// The payload of refusals of schemas no value matches.
+constexpr char kContradiction[] = "llama.grammar/no-value-matches";
+
+absl::Status Contradiction(absl::string_view keyword, const std::string& pointer, absl::string_view why) {
+  absl::Status status = Unsupported(keyword, pointer, why);
+  status.SetPayload(kContradiction, absl::Cord("1"));
+  return status;
+}
+
+bool IsContradiction(const absl::Status& status) { return status.GetPayload(kContradiction).has_value(); }
 
 bool SchemaConverter::LegacyRef() const {
   if (!document_.is_object() || !document_.contains("$schema") || !document_["$schema"].is_string()) return false;
@@ -115,7 +159,10 @@ absl::StatusOr<ordered_json> SchemaConverter::Merge(
       const std::string& k = kv.key();
       const ordered_json& v = kv.value();
       if (ConditionalKeyword(k)) continue;
-      if (!Compiled().contains(k)) return Unsupported(k, part_pointer);  // Named where it is.
+      if (!Compiled().contains(k) && k != "not") return Unsupported(k, part_pointer);  // Named where it is.
+      if (k == "not" && v.is_object() && !v.contains("$ref") && !NegatedType(v) && !NegatedKeys(v)) {
+        return Unsupported(k, part_pointer, kNegatedForms);
+      }
       if (ObjectKeyword(k) || ArrayKeyword(k)) continue;
       if (!merged.contains(k)) {
         merged[k] = v;
@@ -127,7 +174,7 @@ absl::StatusOr<ordered_json> SchemaConverter::Merge(
         ASSIGN_OR_RETURN(const std::vector<std::string> a, Types(ordered_json{{"type", m}}, part_pointer));
         ASSIGN_OR_RETURN(const std::vector<std::string> b, Types(ordered_json{{"type", v}}, part_pointer));
         const std::vector<std::string> common = CommonTypes(a, b);
-        if (common.empty()) return Unsupported("type", part_pointer, absl::StrCat(where, ": no type is in all of its schemas"));
+        if (common.empty()) return Contradiction("type", part_pointer, absl::StrCat(where, ": no type is in all of its schemas"));
         m = common;
       } else if ((TakesLarger(k) || TakesSmaller(k) || k == "exclusiveMinimum" || k == "exclusiveMaximum") &&
                  m.is_number() && v.is_number()) {
@@ -138,7 +185,7 @@ absl::StatusOr<ordered_json> SchemaConverter::Merge(
         for (const ordered_json& x : m) {
           if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
         }
-        if (both.empty()) return Unsupported("enum", part_pointer, absl::StrCat(where, ": no value is in every enum"));
+        if (both.empty()) return Contradiction("enum", part_pointer, absl::StrCat(where, ": no value is in every enum"));
         m = both;
       } else if (k == "required" && m.is_array() && v.is_array()) {
         for (const ordered_json& key : v) {
@@ -158,21 +205,25 @@ absl::StatusOr<ordered_json> SchemaConverter::Merge(
         }
         m = product;
       } else {
-        return Unsupported(k, part_pointer, absl::StrCat(where, ": two of its schemas give it different values"));
+        const std::string why = absl::StrCat(where, ": two of its schemas give it different values");
+        return k == "const" ? Contradiction(k, part_pointer, why) : Unsupported(k, part_pointer, why);
       }
     }
   }
   // The first if/then/else stays beside the merged keywords (Conditional
   // writes it), the others under allOf, written in their turn.
-  int conditionals = 0;
+  int conditionals = 0, doubling = 0;
   for (const auto& [part, part_pointer] : parts) {
     if (!part->contains("if")) continue;
     ordered_json conditional = ordered_json::object();
     for (const char* k : {"if", "then", "else"}) {
       if (part->contains(k)) conditional[k] = (*part)[k];
     }
-    if (++conditionals > kMaxConditionals) {
-      return Unsupported("if", part_pointer, absl::StrCat(where, ": more than ", kMaxConditionals, " if/then/else"));
+    doubling += KeyIfRequires(conditional["if"]).has_value();
+    if (++conditionals > kMaxConditionals || doubling > kMaxDoublingConditionals) {
+      return Unsupported("if", part_pointer,
+                         absl::StrCat(where, ": more than ", kMaxConditionals, " if/then/else, or ",
+                                      kMaxDoublingConditionals, " whose \"if\" requires a key"));
     }
     if (conditionals == 1) {
       for (const auto& kv : conditional.items()) merged[kv.key()] = kv.value();
@@ -186,7 +237,7 @@ absl::StatusOr<ordered_json> SchemaConverter::Merge(
   if (merged.contains("const") && merged.contains("enum")) {
     const ordered_json& e = merged["enum"];
     if (!e.is_array() || std::find(e.begin(), e.end(), merged["const"]) == e.end()) {
-      return Unsupported("const", pointer, absl::StrCat(where, ": the const is not in the enum"));
+      return Contradiction("const", pointer, absl::StrCat(where, ": the const is not in the enum"));
     }
     merged.erase("enum");
   }
@@ -276,15 +327,78 @@ absl::StatusOr<std::string> SchemaConverter::Conditional(const ordered_json& sch
     if (!ConditionalKeyword(kv.key()) && Constrains(kv.key())) rest[kv.key()] = kv.value();
   }
   const ordered_json& condition = schema["if"];
-  ordered_json branches = ordered_json::array();
-  branches.push_back(AllOfSchemas({rest, condition, schema.value("then", ordered_json(true))}));
-  // "if" fails for the objects without a key it requires.
-  if (condition.is_object() && condition.contains("required") && condition["required"].is_array() &&
-      !condition["required"].empty() && condition["required"][0].is_string()) {
-    const ordered_json absent = {{"type", "object"}, {"properties", {{condition["required"][0], false}}}};
-    branches.push_back(AllOfSchemas({rest, absent, schema.value("else", ordered_json(true))}));
+  const ordered_json otherwise = AllOfSchemas({rest, schema.value("else", ordered_json(true))});
+  // Where no value can meet both the rest and "if", "else" applies alone.
+  std::vector<std::pair<const ordered_json*, std::string>> parts;
+  const ordered_json& holds = owned_.emplace_back(AllOfSchemas({rest, condition}));
+  if (AllOfParts(holds, pointer, 0, parts).ok() && parts.size() > 1) {
+    const absl::StatusOr<ordered_json> merged = Merge(parts, pointer);
+    if (!merged.ok() && IsContradiction(merged.status())) {
+      return Visit(owned_.emplace_back(otherwise), pointer, name);
+    }
   }
-  return Visit(owned_.emplace_back(ordered_json{{"anyOf", std::move(branches)}}), pointer, name);
+  std::vector<std::string> alternatives;
+  const ordered_json& then = owned_.emplace_back(AllOfSchemas({rest, condition, schema.value("then", ordered_json(true))}));
+  absl::StatusOr<std::string> if_then = Visit(then, pointer, rules_.NewName(absl::StrCat(name, "-then")));
+  // "then" may contradict the rest where "if" holds: only values where it fails are valid.
+  if (!if_then.ok() && !IsContradiction(if_then.status())) return if_then.status();
+  if (if_then.ok()) alternatives.push_back(*if_then);
+  // "if" fails for the objects without a key it requires.
+  if (const std::optional<std::string> key = KeyIfRequires(condition)) {
+    const ordered_json absent = {{"type", "object"}, {"properties", {{*key, false}}}};
+    ASSIGN_OR_RETURN(std::string item, Visit(owned_.emplace_back(AllOfSchemas({absent, otherwise})), pointer,
+                                             rules_.NewName(absl::StrCat(name, "-else"))));
+    alternatives.push_back(std::move(item));
+  }
+  if (alternatives.empty()) return if_then.status();
+  return GbnfAlternatives(alternatives);
+}
+
+// not, in the two forms written most: {"type": T} leaves T out of the
+// types; {"required": [k, ...]} (with "properties" of those keys beside
+// it) holds for the objects that lack one of the keys, written as objects
+// without the first key the schema itself does not require (a subset).
+absl::StatusOr<std::string> SchemaConverter::Negation(const ordered_json& schema, const std::string& pointer,
+                                                      const std::string& name) {
+  const std::string at = Child(pointer, "not");
+  std::vector<std::pair<const ordered_json*, std::string>> parts;
+  RETURN_IF_ERROR(AllOfParts(schema["not"], at, 0, parts));
+  if (parts.size() != 1) return Unsupported("not", pointer, kNegatedForms);
+  const ordered_json& negated = *parts[0].first;
+  ordered_json rest = ordered_json::object();
+  for (const auto& kv : schema.items()) {
+    if (kv.key() != "not" && Constrains(kv.key())) rest[kv.key()] = kv.value();
+  }
+  if (NegatedType(negated)) {
+    ASSIGN_OR_RETURN(const std::vector<std::string> excluded, Types(negated, at));
+    std::vector<std::string> types = {"null", "boolean", "integer", "number", "string", "array", "object"};
+    if (rest.contains("type")) {
+      ASSIGN_OR_RETURN(types, Types(rest, pointer));
+    }
+    std::vector<std::string> left;
+    for (const std::string& t : types) {
+      const bool out = std::find(excluded.begin(), excluded.end(), t) != excluded.end() ||
+                       (t == "integer" && std::find(excluded.begin(), excluded.end(), "number") != excluded.end());
+      if (out) continue;
+      if (t == "number" && std::find(excluded.begin(), excluded.end(), "integer") != excluded.end()) {
+        return Unsupported("not", pointer, "numbers that are not integers beside other types");
+      }
+      left.push_back(t);
+    }
+    if (left.empty()) return Unsupported("not", pointer, "it excludes every type the schema allows");
+    rest["type"] = left;
+    return Visit(owned_.emplace_back(std::move(rest)), pointer, name);
+  }
+  if (NegatedKeys(negated)) {
+    const ordered_json own = rest.value("required", ordered_json::array());
+    for (const ordered_json& key : negated["required"]) {
+      if (!key.is_string() || std::find(own.begin(), own.end(), key) != own.end()) continue;
+      const ordered_json absent = {{"type", "object"}, {"properties", {{key.get<std::string>(), false}}}};
+      return Visit(owned_.emplace_back(ordered_json{{"allOf", {rest, absent}}}), pointer, name);
+    }
+    return Unsupported("not", pointer, "every key it requires is required beside it");
+  }
+  return Unsupported("not", pointer, kNegatedForms);
 }
 
 // anyOf or oneOf beside other keywords: each branch with them (allOf), as

@@ -49,6 +49,9 @@ constexpr Format kFormats[] = {
     {"ipv4", LLAMA_OCTET_RE R"((?:\.)" LLAMA_OCTET_RE "){3}"},
     // Eight groups in full, without "::" or an IPv4 tail.
     {"ipv6", "[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{1,4}){7}"},
+    // Regular expressions of literal words, optionally anchored: valid in
+    // ECMA 262 and every other dialect.
+    {"regex", R"(\^?[A-Za-z0-9_ .-]{0,64}\$?)"},
     // RFC 1123 names of at most three labels, the last starting with a letter.
     {"hostname", LLAMA_HOSTNAME_RE},
     // http(s) URLs of such a host, an optional port, a path, query and
@@ -70,7 +73,7 @@ constexpr Format kFormats[] = {
 // annotations no validator checks, and are ignored.
 constexpr const char* kRefusedFormats[] = {
     "duration",     "idn-email",    "idn-hostname",          "iri",   "iri-reference",
-    "uri-template", "json-pointer", "relative-json-pointer", "regex",
+    "uri-template", "json-pointer", "relative-json-pointer",
 };
 
 // A number's bounds past this lose whole numbers as doubles, which

@@ -270,6 +270,26 @@ TEST(JsonSchemaTest, IfThenElse) {
   }
 }
 
+// not {"type"} leaves types out; not {"required"} is written as objects
+// without the first key the schema does not require itself.
+TEST(JsonSchemaTest, Negation) {
+  auto no_null = FromSchema(R"({"type": ["string", "null"], "not": {"type": "null"}})");
+  EXPECT_TRUE(no_null->Accepts(R"("s")"));
+  EXPECT_FALSE(no_null->Accepts("null"));
+  auto no_numbers = FromSchema(R"({"not": {"type": "number"}})");
+  for (const char* bad : {"1", "2.5"}) EXPECT_FALSE(no_numbers->Accepts(bad)) << bad;
+  EXPECT_TRUE(no_numbers->Accepts("true"));
+  auto without_path = FromSchema(R"({"allOf": [{"type": "object", "properties": {"path": {}, "name": {}}},
+      {"not": {"properties": {"path": {"type": "string"}}, "required": ["path"]}}]})");
+  EXPECT_TRUE(without_path->Accepts(R"({"name":1})"));
+  EXPECT_FALSE(without_path->Accepts(R"({"path":"p"})"));
+  EXPECT_THAT(ErrorOf(R"({"required": ["a"], "properties": {"a": {}}, "not": {"required": ["a"]}})"),
+              HasSubstr("\"not\" at / is not supported: every key it requires is required beside it"));
+  EXPECT_THAT(ErrorOf(R"({"type": "integer", "not": {"type": "number"}})"),
+              HasSubstr("it excludes every type the schema allows"));
+  EXPECT_THAT(ErrorOf(R"({"not": {"enum": [1]}})"), HasSubstr("\"not\" at / is not supported: only"));
+}
+
 // uniqueItems: enum items as a set in the enum's order; other items one at most.
 TEST(JsonSchemaTest, UniqueItems) {
   auto set = FromSchema(R"({"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": true})");
@@ -291,7 +311,7 @@ TEST(JsonSchemaTest, AllOfRefusesWhatItCannotMerge) {
     const char* part;
     const char* keyword;
   };
-  for (const Case& c : {Case{R"({"not": {"required": ["v"]}})", "not"},
+  for (const Case& c : {Case{R"({"not": {"minProperties": 2}})", "not"},
                         Case{R"({"unevaluatedProperties": false})", "unevaluatedProperties"}}) {
     const std::string base = R"({"type": "object", "properties": {"kind": {}, "v": {}}})";
     EXPECT_THAT(ErrorOf(absl::StrCat(R"({"allOf": [)", base, ", ", c.part, "]}")),
