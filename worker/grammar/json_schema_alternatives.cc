@@ -107,7 +107,9 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
     if (parts.empty()) return FactsOf(ordered_json(true), depth + 1);
     if (parts.size() == 1) return FactsOf(*parts[0].first, depth + 1);
     absl::StatusOr<ordered_json> merged = Merge(parts, "");
-    return merged.ok() ? FactsOf(owned_.emplace_back(*std::move(merged)), depth + 1) : facts;
+    if (merged.ok()) return FactsOf(owned_.emplace_back(*std::move(merged)), depth + 1);
+    if (IsContradiction(merged.status())) facts.valid_kinds = facts.written_kinds = 0;  // No value at all.
+    return facts;
   }
   for (const char* keyword : {"anyOf", "oneOf"}) {
     if (!schema.contains(keyword) || !schema[keyword].is_array() || schema[keyword].empty()) continue;
@@ -342,13 +344,20 @@ absl::StatusOr<std::string> SchemaConverter::AnyOf(const ordered_json& schema, c
   const ordered_json& branches = schema["anyOf"];
   if (!branches.is_array() || branches.empty()) return Unsupported("anyOf", pointer, "it must be a non-empty array");
   std::vector<std::string> alternatives;
+  absl::Status contradiction;
   for (size_t i = 0; i < branches.size(); ++i) {
     ASSIGN_OR_RETURN(const std::optional<ordered_json> branch, OfTypes(schema, "anyOf", i, pointer));
     if (!branch) continue;
-    ASSIGN_OR_RETURN(std::string item, Visit(*branch, Child(Child(pointer, "anyOf"), i),
-                                             rules_.NewName(absl::StrCat(name, "-alt", i))));
-    alternatives.push_back(std::move(item));
+    absl::StatusOr<std::string> item =
+        Visit(*branch, Child(Child(pointer, "anyOf"), i), rules_.NewName(absl::StrCat(name, "-alt", i)));
+    if (!item.ok() && IsContradiction(item.status())) {
+      contradiction = item.status();  // A branch no value matches adds nothing.
+      continue;
+    }
+    RETURN_IF_ERROR(item.status());
+    alternatives.push_back(*std::move(item));
   }
+  if (alternatives.empty() && !contradiction.ok()) return contradiction;
   if (alternatives.empty()) return Unsupported("anyOf", pointer, "no branch is of the types beside it");
   return GbnfAlternatives(alternatives);
 }
@@ -402,9 +411,11 @@ absl::StatusOr<std::string> SchemaConverter::OneOf(const ordered_json& schema, c
       alternatives.push_back(KindsItem(written.written_kinds));
       continue;
     }
-    ASSIGN_OR_RETURN(std::string item, Visit(owned_.emplace_back(*std::move(branch)), Child(Child(pointer, "oneOf"), i),
-                                             rules_.NewName(absl::StrCat(name, "-alt", i))));
-    alternatives.push_back(std::move(item));
+    absl::StatusOr<std::string> item = Visit(owned_.emplace_back(*std::move(branch)), Child(Child(pointer, "oneOf"), i),
+                                             rules_.NewName(absl::StrCat(name, "-alt", i)));
+    if (!item.ok() && IsContradiction(item.status())) continue;  // A branch no value matches adds nothing.
+    RETURN_IF_ERROR(item.status());
+    alternatives.push_back(*std::move(item));
   }
   if (alternatives.empty()) return Unsupported("oneOf", pointer, "every value matches two branches or none");
   return GbnfAlternatives(alternatives);

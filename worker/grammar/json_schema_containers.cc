@@ -201,7 +201,7 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
       ASSIGN_OR_RETURN(allowed, PatternFinds(*key_pattern, key, pointer));
     }
     if (!allowed) {
-      return Unsupported("required", pointer,
+      return Contradiction("required", pointer,
                          absl::StrCat(JsonText(key), " is not in properties and no other property is allowed"));
     }
     members.push_back({key, extra, extra_pointer, true});
@@ -217,7 +217,7 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
       continue;  // It can never be there.
     }
     if (*m.schema == false) {  // A property that must be absent.
-      if (m.required) return Unsupported("required", pointer, absl::StrCat(JsonText(m.key), " has the schema false"));
+      if (m.required) return Contradiction("required", pointer, absl::StrCat(JsonText(m.key), " has the schema false"));
       continue;
     }
     const std::string kv = rules_.NewName(absl::StrCat(name, "-", m.key, "-kv"));
