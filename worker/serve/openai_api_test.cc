@@ -75,7 +75,7 @@ TEST(OpenAiApiTest, EachConstraintFieldBecomesTheGrammar) {
 }
 
 TEST(OpenAiApiTest, ConstraintErrorsNameTheField) {
-  const json not_schema = {{"type", "object"}, {"properties", {{"a", {{"not", {{"type", "string"}}}}}}}};
+  const json not_schema = {{"type", "object"}, {"properties", {{"a", {{"not", {{"pattern", "^x"}}}}}}}};
   ApiError e = ChatError({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", not_schema}}}}}});
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "response_format.json_schema.schema");
