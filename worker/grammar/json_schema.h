@@ -30,9 +30,10 @@
 //    date-time, uuid, email, ipv4, ipv6, hostname, uri and uri-reference
 //    as the subsets json_schema_scalars.cc
 //    lists; the other formats JSON Schema defines are refused, and formats
-//    it does not define are ignored, as validators do. minLength and
-//    maxLength go with a pattern or format only when all its matches
-//    already have such lengths.
+//    it does not define are ignored, as validators do. A maxLength
+//    holds a pattern's or format's repetitions to what keeps every match
+//    within it (a subset: "^[a-z]+$" with 3 is [a-z]{1,3}); a minLength
+//    goes with one only when all its matches already have such lengths.
 //  - Numbers: integer bounds exactly; number bounds when whole numbers up
 //    to 10^15, written without an exponent.
 //  - anyOf is the alternatives. oneOf too where no value can match two

@@ -113,10 +113,12 @@ absl::StatusOr<std::string> StringBody(const ordered_json& schema, const std::st
   if (keyword.empty()) {
     return GbnfRepeat(rules.Use("char"), min_length.value_or(0), WrittenMax(max_length.value_or(kNoLimit)));
   }
-  absl::StatusOr<RegexExpression> expression = RegexToGbnfExpression(regex, RegexTarget::kJsonString);
+  absl::StatusOr<RegexExpression> expression =
+      RegexToGbnfExpression(regex, RegexTarget::kJsonString, max_length ? WrittenMax(*max_length) : kNoLimit);
   if (!expression.ok()) return Unsupported(keyword, pointer, expression.status().message());
-  // A grammar cannot intersect two languages; the lengths are fine only
-  // when every match of the pattern already has them.
+  // A grammar cannot intersect two languages: a maxLength holds the
+  // pattern's repetitions to what keeps every match within it (a subset),
+  // and a minLength is fine only when every match already has it.
   if (min_length && expression->min_length < *min_length) {
     return Unsupported("minLength", pointer,
                        absl::StrCat("together with \"", keyword, "\" that allows shorter strings"));

@@ -129,10 +129,30 @@ class Emitter {
   RegexTarget target_;
 };
 
+// `node` with each repetition at most `extra` times beyond its minimum.
+Node Capped(const Node& node, int64_t extra) {
+  Node out = node;
+  if (out.kind == Node::kRepeat && (out.max == kNoLimit || out.max > out.min + extra)) out.max = out.min + extra;
+  for (Node& child : out.children) child = Capped(child, extra);
+  return out;
+}
+
+bool Within(int64_t length, int64_t max_length) { return length != kNoLimit && length <= max_length; }
+
 }  // namespace
 
-absl::StatusOr<RegexExpression> RegexToGbnfExpression(absl::string_view regex, RegexTarget target) {
+absl::StatusOr<RegexExpression> RegexToGbnfExpression(absl::string_view regex, RegexTarget target,
+                                                      int64_t max_length) {
   ASSIGN_OR_RETURN(Node node, ParseRegex(regex));
+  if (max_length != kNoLimit && !Within(MaxLength(node), max_length) && Within(MaxLength(Capped(node, 0)), max_length)) {
+    // The most repetitions beyond the minimums that keep every match within max_length.
+    int64_t fits = 0, too_many = max_length + 1;
+    while (too_many - fits > 1) {
+      const int64_t extra = fits + (too_many - fits) / 2;
+      (Within(MaxLength(Capped(node, extra)), max_length) ? fits : too_many) = extra;
+    }
+    node = Capped(node, fits);
+  }
   ASSIGN_OR_RETURN(std::string gbnf, Emitter(target).Emit(node));
   return RegexExpression{std::move(gbnf), MinLength(node), MaxLength(node)};
 }

@@ -53,8 +53,13 @@ struct RegexExpression {
 };
 
 // The body of a rule matching what `regex` matches, for embedding in a
-// larger grammar (json_schema.cc uses it for "pattern" and "format").
-absl::StatusOr<RegexExpression> RegexToGbnfExpression(absl::string_view regex, RegexTarget target);
+// larger grammar (json_schema.cc uses it for "pattern" and "format"). With
+// a `max_length` that some matches exceed, the matches of at most that many
+// characters where each repetition repeats at most as many times beyond its
+// minimum as keeps every match within it (a subset: [a-z]+ with 8 is
+// [a-z]{1,8}); when even its minimal repetitions are longer, as without it.
+absl::StatusOr<RegexExpression> RegexToGbnfExpression(absl::string_view regex, RegexTarget target,
+                                                      int64_t max_length = kNoLimit);
 
 }  // namespace internal_grammar
 }  // namespace llama::grammar
