@@ -34,8 +34,10 @@
 //    holds a pattern's or format's repetitions to what keeps every match
 //    within it (a subset: "^[a-z]+$" with 3 is [a-z]{1,3}); a minLength
 //    goes with one only when all its matches already have such lengths.
-//  - Numbers: integer bounds exactly; number bounds when whole numbers up
-//    to 10^15, written without an exponent.
+//  - Numbers: integer bounds exactly, up to 9e18; number bounds exactly
+//    (fractional ones too, where a double keeps their digits) up to 10^15,
+//    written without an exponent. A bound past these on the side it opens
+//    to (a minimum of -2^63) is held there: a subset.
 //  - anyOf is the alternatives. oneOf too where no value can match two
 //    branches: different types, objects told apart by a required key's
 //    const or enum values or by keys one requires that the other never

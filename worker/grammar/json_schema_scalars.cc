@@ -1,8 +1,10 @@
 #include "worker/grammar/json_schema_scalars.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -157,16 +159,24 @@ absl::StatusOr<Bounds> ReadBounds(const ordered_json& schema, const std::string&
     const ordered_json& v = schema[k.name];
     if (k.exclusive && v.is_boolean()) continue;  // Read with minimum/maximum below.
     if (!v.is_number()) return Unsupported(k.name, pointer, "it must be a number");
-    const double value = v.get<double>();
-    if (std::fabs(value) > max_abs) return Unsupported(k.name, pointer, absl::StrCat("bounds past ", max_abs));
+    double value = v.get<double>();
     const char* exclusive_flag = k.lower ? "exclusiveMinimum" : "exclusiveMaximum";
-    const bool exclusive = k.exclusive || (schema.contains(exclusive_flag) && schema[exclusive_flag] == true);
+    bool exclusive = k.exclusive || (schema.contains(exclusive_flag) && schema[exclusive_flag] == true);
+    // A bound past what is written exactly on the side it opens to (a
+    // minimum of -2^63, a maximum of 1.8e308) is held to it: a subset.
+    const bool held = k.lower ? value < -max_abs : value > max_abs;
+    if (held) {
+      value = k.lower ? -max_abs : max_abs;
+      exclusive = false;
+    } else if (std::fabs(value) > max_abs) {
+      return Unsupported(k.name, pointer, absl::StrCat("bounds past ", max_abs));
+    }
     std::optional<Bound>& bound = k.lower ? bounds.lo : bounds.hi;
     const bool tighter =
         !bound || (k.lower ? value > bound->value : value < bound->value) || (value == bound->value && exclusive);
     if (!tighter) continue;
     int64_t integer = 0;
-    if (v.is_number_integer()) {
+    if (v.is_number_integer() && !held) {
       integer = v.get<int64_t>() + (exclusive ? (k.lower ? 1 : -1) : 0);
     } else {
       integer = static_cast<int64_t>(k.lower ? (exclusive ? std::floor(value) + 1 : std::ceil(value))
@@ -232,35 +242,119 @@ std::string IntegerRange(int64_t lo, int64_t hi) {
   return GbnfAlternatives(alternatives);
 }
 
-// A bound on a number's magnitude, its value without the sign.
+// A bound on a number's magnitude, its value without the sign: the whole
+// part and the digits after the point (no trailing zeros; none if whole).
 struct MagnitudeBound {
-  int64_t value = 0;
+  int64_t whole = 0;
+  std::string fraction;
   bool exclusive = false;
 };
+
+bool AllZeros(const std::string& digits) { return digits.find_first_not_of('0') == std::string::npos; }
+
+// The digit strings D of at most `n` digits whose fraction 0.D lies within
+// 0.lo and 0.hi (no bound where absent), as GBNF alternatives for those
+// with one digit or more; `*empty` tells whether the empty string (0) is
+// within. Digit by digit: a first digit strictly between the bounds frees
+// the rest, one equal to a bound's keeps to that bound's rest.
+std::vector<std::string> FractionDigits(std::optional<std::string> lo, bool lo_exclusive, std::optional<std::string> hi,
+                                        bool hi_exclusive, int n, bool* empty) {
+  if (lo && AllZeros(*lo) && !lo_exclusive) lo.reset();
+  *empty = !lo && (!hi || !AllZeros(*hi) || !hi_exclusive);
+  if (n == 0) return {};
+  if (!lo && !hi) return {GbnfRepeat("[0-9]", 1, n)};
+  if (!lo && AllZeros(*hi) && !hi_exclusive) return {GbnfRepeat("\"0\"", 1, n)};
+  const char first = lo && !lo->empty() ? (*lo)[0] : '0';
+  const char last = hi ? (hi->empty() ? '0' : (*hi)[0]) : '9';
+  auto rest = [](const std::optional<std::string>& bound) -> std::optional<std::string> {
+    return bound->empty() ? "" : bound->substr(1);
+  };
+  std::vector<std::string> alternatives;
+  for (char d = first; d <= last; ++d) {
+    const bool at_lo = lo && d == first, at_hi = hi && d == last;
+    if (!at_lo && !at_hi) {
+      const char to = hi ? last - 1 : last;
+      alternatives.push_back(GbnfSequence({DigitClass(d, to), GbnfRepeat("[0-9]", 0, n - 1)}));
+      d = to;
+      continue;
+    }
+    bool then_empty = false;
+    const std::vector<std::string> then = FractionDigits(at_lo ? rest(lo) : std::nullopt, lo_exclusive,
+                                                         at_hi ? rest(hi) : std::nullopt, hi_exclusive, n - 1, &then_empty);
+    if (!then.empty()) {
+      const std::string after = GbnfAlternatives(then);
+      alternatives.push_back(GbnfSequence({DigitClass(d, d), then_empty ? GbnfRepeat(after, 0, 1) : after}));
+    } else if (then_empty) {
+      alternatives.push_back(DigitClass(d, d));
+    }
+  }
+  return alternatives;
+}
+
+// The whole part `whole` and a fraction within the bounds, "I" or "I.F";
+// empty text when none is.
+std::string WholeAndFraction(int64_t whole, const std::optional<std::string>& lo, bool lo_exclusive,
+                             const std::optional<std::string>& hi, bool hi_exclusive, int n) {
+  bool empty = false;
+  const std::vector<std::string> fractions = FractionDigits(lo, lo_exclusive, hi, hi_exclusive, n, &empty);
+  const std::string integer = absl::StrCat("\"", whole, "\"");
+  if (fractions.empty()) return empty ? integer : "";
+  const std::string point_and_fraction = GbnfSequence({"\".\"", GbnfAlternatives(fractions)});
+  return GbnfSequence({integer, empty ? GbnfRepeat(point_and_fraction, 0, 1) : point_and_fraction});
+}
 
 // Decimals I or I.F (no exponent) whose value is within the bounds; empty
 // text when none is. Near an exclusive bound the fraction keeps to digits a
 // double holds, so that 4.9999999999999999 (which reads as 5.0) is not
-// written for "less than 5".
-std::string MagnitudeRange(MagnitudeBound lower, std::optional<MagnitudeBound> upper, GbnfRules& rules) {
-  const int fraction_digits = std::max(1, kDoubleDigits - Digits(upper ? upper->value : lower.value));
+// written for "less than 5"; near a fractional bound too, which then has
+// no more digits than that.
+std::string MagnitudeRange(const MagnitudeBound& lower, const std::optional<MagnitudeBound>& upper,
+                           GbnfRules& rules) {
+  const int fraction_digits = std::max(1, kDoubleDigits - Digits(upper ? upper->whole : lower.whole));
+  if (upper && upper->whole < lower.whole) return "";
   std::vector<std::string> alternatives;
-  const int64_t start = lower.value + (lower.exclusive ? 1 : 0);
-  const int64_t end = upper ? upper->value - 1 : kMaxUnbounded;
+  // The lower bound's whole part where it limits the fraction, and the
+  // upper's where they share it.
+  const bool one_whole = upper && upper->whole == lower.whole;
+  const bool lower_whole_free = lower.fraction.empty() && !lower.exclusive;
+  if (one_whole || !lower_whole_free) {
+    std::string at_lower = WholeAndFraction(lower.whole, lower.fraction, lower.exclusive,
+                                            one_whole ? std::optional<std::string>(upper->fraction) : std::nullopt,
+                                            one_whole && upper->exclusive, fraction_digits);
+    if (one_whole) return at_lower;
+    if (!at_lower.empty()) alternatives.push_back(std::move(at_lower));
+  }
+  // The whole parts from there up to the upper bound's, with any fraction.
+  const int64_t start = lower.whole + (lower_whole_free ? 0 : 1);
+  const int64_t end = upper ? upper->whole - 1 : kMaxUnbounded;
   if (start <= end) {
     const std::string fraction =
         upper && upper->exclusive ? GbnfRepeat("[0-9]", 1, fraction_digits) : rules.Use("fraction");
     alternatives.push_back(
         GbnfSequence({NonNegativeRange(start, end), GbnfRepeat(GbnfSequence({"\".\"", fraction}), 0, 1)}));
   }
-  if (lower.exclusive && (!upper || lower.value < upper->value)) {  // The bound and a fraction that is not zero.
-    alternatives.push_back(
-        GbnfSequence({absl::StrCat("\"", lower.value, ".\""), GbnfRepeat("[0-9]", 0, fraction_digits - 1), "[1-9]"}));
-  }
-  if (upper && !upper->exclusive && (upper->value > lower.value || !lower.exclusive)) {
-    alternatives.push_back(GbnfSequence({absl::StrCat("\"", upper->value, "\""), R"(("." "0"{1,16})?)"}));
+  if (upper) {
+    std::string at_upper =
+        WholeAndFraction(upper->whole, std::nullopt, false, upper->fraction, upper->exclusive, fraction_digits);
+    if (!at_upper.empty()) alternatives.push_back(std::move(at_upper));
   }
   return alternatives.empty() ? "" : GbnfAlternatives(alternatives);
+}
+
+// `bound` without its sign (`sign` -1 for one below zero) as a whole part
+// and the digits of its shortest decimal that reads back as the same double.
+absl::StatusOr<MagnitudeBound> Magnitude(const Bound& bound, double sign, const std::string& pointer) {
+  const double magnitude = sign * bound.value;
+  char text[400];
+  const std::to_chars_result written = std::to_chars(text, text + sizeof(text), magnitude, std::chars_format::fixed);
+  const std::string decimal(text, written.ptr);
+  const size_t point = decimal.find('.');
+  MagnitudeBound out{static_cast<int64_t>(std::floor(magnitude)),
+                     point == std::string::npos ? "" : decimal.substr(point + 1), bound.exclusive};
+  if (static_cast<int>(out.fraction.size()) > std::max(1, kDoubleDigits - Digits(out.whole))) {
+    return Unsupported(bound.keyword, pointer, "the bound has more digits than a double keeps");
+  }
+  return out;
 }
 
 }  // namespace
@@ -301,26 +395,25 @@ absl::StatusOr<std::string> IntegerItem(const ordered_json& schema, const std::s
 absl::StatusOr<std::string> NumberItem(const ordered_json& schema, const std::string& pointer, GbnfRules& rules) {
   ASSIGN_OR_RETURN(const Bounds bounds, ReadBounds(schema, pointer, kMaxNumberBound));
   if (!bounds.lo && !bounds.hi) return rules.Use("number");
-  for (const std::optional<Bound>& b : {bounds.lo, bounds.hi}) {
-    if (b && b->value != std::floor(b->value)) {
-      return Unsupported(b->keyword, pointer, "a number's bounds must be whole numbers to be said exactly");
-    }
-  }
   const std::optional<Bound>& lo = bounds.lo;
   const std::optional<Bound>& hi = bounds.hi;
-  auto magnitude = [](const std::optional<Bound>& b, double sign) -> std::optional<MagnitudeBound> {
+  auto magnitude = [&](const std::optional<Bound>& b, double sign) -> absl::StatusOr<std::optional<MagnitudeBound>> {
     if (!b) return std::nullopt;
-    return MagnitudeBound{static_cast<int64_t>(sign * b->value), b->exclusive};
+    return Magnitude(*b, sign, pointer);
   };
   std::vector<std::string> alternatives;
   if (!hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive)) {  // Zero and up, unsigned.
-    const MagnitudeBound lower = lo && lo->value >= 0 ? *magnitude(lo, 1) : MagnitudeBound{0, false};
-    const std::string positive = MagnitudeRange(lower, magnitude(hi, 1), rules);
+    ASSIGN_OR_RETURN(const std::optional<MagnitudeBound> from, magnitude(lo, 1));
+    ASSIGN_OR_RETURN(const std::optional<MagnitudeBound> to, magnitude(hi, 1));
+    const MagnitudeBound lower = lo && lo->value >= 0 ? *from : MagnitudeBound{};
+    const std::string positive = MagnitudeRange(lower, to, rules);
     if (!positive.empty()) alternatives.push_back(positive);
   }
   if (!lo || lo->value < 0) {  // Below zero: "-" and a magnitude over zero.
-    const MagnitudeBound lower = hi && hi->value < 0 ? *magnitude(hi, -1) : MagnitudeBound{0, true};
-    const std::string negative = MagnitudeRange(lower, magnitude(lo, -1), rules);
+    ASSIGN_OR_RETURN(const std::optional<MagnitudeBound> from, magnitude(hi, -1));
+    ASSIGN_OR_RETURN(const std::optional<MagnitudeBound> to, magnitude(lo, -1));
+    const MagnitudeBound lower = hi && hi->value < 0 ? *from : MagnitudeBound{0, "", true};
+    const std::string negative = MagnitudeRange(lower, to, rules);
     if (!negative.empty()) alternatives.push_back(GbnfSequence({"\"-\"", negative}));
   }
   if (alternatives.empty()) return Unsupported((lo ? lo : hi)->keyword, pointer, "no number is within the bounds");

@@ -43,12 +43,14 @@ absl::StatusOr<std::string> StringItem(const nlohmann::ordered_json& schema, con
                                        GbnfRules& rules);
 
 // ... the integers that minimum, maximum, exclusiveMinimum and
-// exclusiveMaximum allow, exactly, as digit ranges (bounds up to 9e18).
+// exclusiveMaximum allow, exactly, as digit ranges (bounds up to 9e18; a
+// bound past that on the side it opens to is held at 9e18, a subset).
 absl::StatusOr<std::string> IntegerItem(const nlohmann::ordered_json& schema, const std::string& pointer,
                                         GbnfRules& rules);
 
-// ... the numbers those bounds allow, where they are whole numbers up to
-// 10^15 (others are refused, naming the keyword).
+// ... the numbers those bounds allow, written without an exponent, with
+// bounds up to 10^15 (held there like the integers') and with no more
+// digits than a double keeps (others are refused, naming the keyword).
 absl::StatusOr<std::string> NumberItem(const nlohmann::ordered_json& schema, const std::string& pointer,
                                        GbnfRules& rules);
 

@@ -3,9 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "worker/grammar/grammar.h"
 
 namespace llama::grammar {
@@ -523,8 +525,60 @@ TEST(JsonSchemaTest, NumberBoundsWhereExact) {
   auto above_five = FromSchema(R"({"type": "number", "exclusiveMinimum": 5, "maximum": 7})");
   for (const char* ok : {"5.5", "5.01", "6", "7", "7.00"}) EXPECT_TRUE(above_five->Accepts(ok)) << ok;
   for (const char* bad : {"5", "5.0", "7.01", "8", "4.9"}) EXPECT_FALSE(above_five->Accepts(bad)) << bad;
-  EXPECT_THAT(ErrorOf(R"({"type": "number", "minimum": 0.5})"), HasSubstr("\"minimum\" at / is not supported"));
   EXPECT_THAT(ErrorOf(R"({"type": "number", "minimum": 3, "exclusiveMaximum": 3})"), HasSubstr("no number"));
+  EXPECT_THAT(ErrorOf(R"({"type": "number", "minimum": 0.3, "exclusiveMaximum": 0.3})"), HasSubstr("no number"));
+  EXPECT_THAT(ErrorOf(R"({"type": "number", "minimum": 1e-20})"), HasSubstr("more digits than a double keeps"));
+}
+
+TEST(JsonSchemaTest, FractionalNumberBoundsAreExact) {
+  // Every decimal from -3 to 3 in steps of 0.001, written with three
+  // fraction digits and without trailing zeros, is accepted exactly when
+  // its double is within the bounds (python-jsonschema compares doubles).
+  struct Case {
+    const char* bounds;
+    double lo, hi;
+    bool lo_exclusive, hi_exclusive;
+  };
+  for (const Case& c : {Case{R"("minimum": 0.25, "maximum": 1.5)", 0.25, 1.5, false, false},
+                        Case{R"("exclusiveMinimum": -0.5, "exclusiveMaximum": 0.75)", -0.5, 0.75, true, true},
+                        Case{R"("minimum": -2.125, "maximum": -0.1)", -2.125, -0.1, false, false},
+                        Case{R"("minimum": 0.1, "maximum": 0.3)", 0.1, 0.3, false, false},
+                        Case{R"("exclusiveMinimum": 1.05, "exclusiveMaximum": 1.1)", 1.05, 1.1, true, true},
+                        Case{R"("maximum": 2.5)", -1e9, 2.5, false, false},
+                        Case{R"("exclusiveMinimum": 0.999)", 0.999, 1e9, true, false},
+                        Case{R"("minimum": -1.5, "exclusiveMaximum": 2)", -1.5, 2, false, true},
+                        Case{R"("minimum": 0.5, "exclusiveMinimum": true, "maximum": 2.75)", 0.5, 2.75, true, false}}) {
+    auto g = FromSchema(absl::StrCat(R"({"type": "number", )", c.bounds, "}"));
+    for (int thousandths = -3000; thousandths <= 3000; ++thousandths) {
+      std::string fixed = absl::StrFormat("%.3f", thousandths / 1000.0);
+      std::string trimmed = fixed.substr(0, fixed.find_last_not_of('0') + 1);
+      if (trimmed.back() == '.') trimmed.pop_back();
+      const double v = std::strtod(fixed.c_str(), nullptr);
+      if (v == 0 && fixed[0] == '-') continue;  // "-0.000" is left out; 0 is written unsigned.
+      const bool within = (c.lo_exclusive ? v > c.lo : v >= c.lo) && (c.hi_exclusive ? v < c.hi : v <= c.hi);
+      for (const std::string& text : {fixed, trimmed}) {
+        ASSERT_EQ(g->Accepts(text), within) << c.bounds << ": " << text;
+      }
+    }
+    EXPECT_FALSE(g->Accepts("1e0")) << c.bounds;
+  }
+  // Next to an exclusive bound, no more digits than a double tells apart.
+  auto below = FromSchema(R"({"type": "number", "exclusiveMaximum": 0.75})");
+  EXPECT_TRUE(below->Accepts("0.74999999999999"));
+  EXPECT_FALSE(below->Accepts("0.74999999999999999"));  // Reads as 0.75.
+}
+
+TEST(JsonSchemaTest, BoundsPastWhatIsWrittenAreHeldToIt) {
+  // A minimum of -2^63 or a maximum of the largest double opens the range
+  // past what is written exactly; it is held there (a subset).
+  auto int64 = FromSchema(R"({"type": "integer", "minimum": -9223372036854775808, "maximum": 18446744073709551615})");
+  EXPECT_TRUE(int64->Accepts("-9000000000000000000"));
+  EXPECT_TRUE(int64->Accepts("9000000000000000000"));
+  EXPECT_FALSE(int64->Accepts("9000000000000000001"));
+  auto any_double = FromSchema(R"({"type": "number", "maximum": 1.7976931348623157e308, "minimum": 0})");
+  EXPECT_TRUE(any_double->Accepts("123.5"));
+  EXPECT_FALSE(any_double->Accepts("-1"));
+  EXPECT_THAT(ErrorOf(R"({"type": "integer", "minimum": 1e20})"), HasSubstr("bounds past"));
 }
 
 TEST(JsonSchemaTest, AnythingAndAnnotations) {
