@@ -115,6 +115,16 @@ class SchemaConverter {
   bool LegacyRef() const;
   // allOf, and $ref with keywords beside it: one merged schema.
   absl::StatusOr<std::string> AllOf(const json& schema, const std::string& pointer, const std::string& name);
+  // Where "if" is {"properties": {key: {const or enum}}}: the key and the
+  // values it holds the key to.
+  std::optional<std::pair<std::string, std::vector<json>>> KeyIfHolds(const json& condition);
+  // The few values (an enum, booleans) `rest` allows `key`, if so.
+  std::optional<std::vector<json>> ValuesOfKey(const json& rest, const std::string& key);
+  // Where "if" holds one key and `rest` allows that key a few values, the
+  // key and the others: objects with one of them fail "if".
+  std::optional<std::pair<std::string, json>> ValuesIfRefuses(const json& condition, const json& rest);
+  // "if" holds a key that `rest` requires to values `rest` does not allow it.
+  bool IfContradicts(const json& condition, const json& rest);
   // The schemas all of which hold, allOf's and $ref's flattened: each
   // without allOf and $ref, and where it is.
   absl::Status AllOfParts(const json& schema, const std::string& pointer, int depth,

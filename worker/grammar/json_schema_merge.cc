@@ -320,6 +320,55 @@ absl::StatusOr<std::string> SchemaConverter::AllOf(const ordered_json& schema, c
   return Visit(owned_.emplace_back(std::move(merged)), pointer, name);
 }
 
+std::optional<std::pair<std::string, std::vector<ordered_json>>> SchemaConverter::KeyIfHolds(
+    const ordered_json& condition) {
+  if (!Only(condition, {"properties", "required", "type"}) || !condition.contains("properties") ||
+      !condition["properties"].is_object() || condition["properties"].size() != 1 ||
+      condition.value("type", ordered_json("object")) != "object") {
+    return std::nullopt;
+  }
+  const ordered_json& held = condition["properties"].begin().value();
+  std::optional<std::vector<ordered_json>> values = ValuesOf(held);
+  if (!values || !Only(held, {"const", "enum", "type"})) return std::nullopt;
+  return std::make_pair(condition["properties"].begin().key(), *std::move(values));
+}
+
+std::optional<std::vector<ordered_json>> SchemaConverter::ValuesOfKey(const ordered_json& rest, const std::string& key) {
+  if (!rest.contains("properties") || !rest["properties"].is_object() || !rest["properties"].contains(key)) {
+    return std::nullopt;
+  }
+  const ordered_json& schema = rest["properties"][key];
+  if (schema.is_object() && schema.value("type", ordered_json()) == "boolean" && Only(schema, {"type"})) {
+    return std::vector<ordered_json>{false, true};
+  }
+  return ValuesOf(schema);
+}
+
+std::optional<std::pair<std::string, ordered_json>> SchemaConverter::ValuesIfRefuses(const ordered_json& condition,
+                                                                                   const ordered_json& rest) {
+  const auto held = KeyIfHolds(condition);
+  if (!held) return std::nullopt;
+  const std::optional<std::vector<ordered_json>> allowed = ValuesOfKey(rest, held->first);
+  if (!allowed) return std::nullopt;
+  ordered_json others = ordered_json::array();
+  for (const ordered_json& v : *allowed) {
+    if (std::find(held->second.begin(), held->second.end(), v) == held->second.end()) others.push_back(v);
+  }
+  if (others.empty()) return std::nullopt;
+  return std::make_pair(held->first, std::move(others));
+}
+
+bool SchemaConverter::IfContradicts(const ordered_json& condition, const ordered_json& rest) {
+  const auto held = KeyIfHolds(condition);
+  if (!held) return false;
+  const ordered_json required = rest.value("required", ordered_json::array());
+  if (!required.is_array() || std::find(required.begin(), required.end(), held->first) == required.end()) return false;
+  const std::optional<std::vector<ordered_json>> allowed = ValuesOfKey(rest, held->first);
+  return allowed && std::none_of(allowed->begin(), allowed->end(), [&](const ordered_json& v) {
+           return std::find(held->second.begin(), held->second.end(), v) != held->second.end();
+         });
+}
+
 absl::StatusOr<std::string> SchemaConverter::Conditional(const ordered_json& schema, const std::string& pointer,
                                                          const std::string& name) {
   ordered_json rest = ordered_json::object();
@@ -337,6 +386,8 @@ absl::StatusOr<std::string> SchemaConverter::Conditional(const ordered_json& sch
       return Visit(owned_.emplace_back(otherwise), pointer, name);
     }
   }
+  // So too where "if" holds a key the rest requires to values it does not allow.
+  if (IfContradicts(condition, rest)) return Visit(owned_.emplace_back(otherwise), pointer, name);
   std::vector<std::string> alternatives;
   const ordered_json& then = owned_.emplace_back(AllOfSchemas({rest, condition, schema.value("then", ordered_json(true))}));
   absl::StatusOr<std::string> if_then = Visit(then, pointer, rules_.NewName(absl::StrCat(name, "-then")));
@@ -349,6 +400,17 @@ absl::StatusOr<std::string> SchemaConverter::Conditional(const ordered_json& sch
     ASSIGN_OR_RETURN(std::string item, Visit(owned_.emplace_back(AllOfSchemas({absent, otherwise})), pointer,
                                              rules_.NewName(absl::StrCat(name, "-else"))));
     alternatives.push_back(std::move(item));
+  }
+  // And for the objects whose key it holds to a const or enum has another
+  // of the few values the rest allows it.
+  if (std::optional<std::pair<std::string, ordered_json>> others = ValuesIfRefuses(condition, rest)) {
+    const ordered_json differs = {{"type", "object"},
+                                  {"required", {others->first}},
+                                  {"properties", {{others->first, {{"enum", others->second}}}}}};
+    absl::StatusOr<std::string> item = Visit(owned_.emplace_back(AllOfSchemas({differs, otherwise})), pointer,
+                                             rules_.NewName(absl::StrCat(name, "-else")));
+    if (!item.ok() && !IsContradiction(item.status())) return item.status();
+    if (item.ok()) alternatives.push_back(*std::move(item));
   }
   if (alternatives.empty()) return if_then.status();
   return GbnfAlternatives(alternatives);

@@ -270,6 +270,19 @@ TEST(JsonSchemaTest, IfThenElse) {
   for (const char* bad : {R"({"kind":"a"})", R"({"kind":"a","w":1})", R"({"v":1})", "{}"}) {
     EXPECT_FALSE(with_else->Accepts(bad)) << bad;
   }
+  // Two if/then on a required flag (abc-supply-plan's shape): under the
+  // first "then", the second "if" contradicts the flag's const, so its
+  // "else" (here: anything) holds alone.
+  auto by_flag = FromSchema(R"({"type": "object", "required": ["flag", "list"], "additionalProperties": false,
+      "properties": {"flag": {"type": "boolean"}, "list": {"type": "array", "items": {"type": "integer"}}},
+      "allOf": [{"if": {"properties": {"flag": {"const": false}}}, "then": {"properties": {"list": {"maxItems": 1}}}},
+                {"if": {"properties": {"flag": {"const": true}}}, "then": {"properties": {"list": {"minItems": 2}}}}]})");
+  for (const char* ok : {R"({"flag":false,"list":[1]})", R"({"flag":true,"list":[1,2,3]})"}) {
+    EXPECT_TRUE(by_flag->Accepts(ok)) << ok;
+  }
+  for (const char* bad : {R"({"flag":false,"list":[1,2]})", R"({"flag":true,"list":[1]})"}) {
+    EXPECT_FALSE(by_flag->Accepts(bad)) << bad;
+  }
 }
 
 // not {"type"} leaves types out; not {"required"} is written as objects
