@@ -89,6 +89,8 @@ struct SchemaConverter::Facts {
   std::map<std::string, std::vector<ordered_json>> key_values;
   // Objects it accepts have no other keys; objects its grammar writes too.
   std::optional<absl::flat_hash_set<std::string>> valid_keys, written_keys;
+  // Strings it accepts (and so those it writes) match this "pattern".
+  std::optional<std::string> pattern;
 };
 
 SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int depth) {
@@ -148,6 +150,7 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
         it->second.insert(it->second.end(), other->second.begin(), other->second.end());
         ++it;
       }
+      if (facts.pattern != f.pattern) facts.pattern.reset();
       for (auto* keys : {&facts.valid_keys, &facts.written_keys}) {
         const auto& other = keys == &facts.valid_keys ? f.valid_keys : f.written_keys;
         if (keys->has_value() && other.has_value()) {
@@ -188,6 +191,7 @@ SchemaConverter::Facts SchemaConverter::FactsOf(const ordered_json& schema, int 
     for (const std::string& type : *types) facts.written_kinds |= KindsOfType(type);
   }
   if (schema.contains("type")) facts.valid_kinds = facts.written_kinds;
+  if (schema.contains("pattern") && schema["pattern"].is_string()) facts.pattern = schema["pattern"];
   facts.bare_type = std::none_of(schema.items().begin(), schema.items().end(), [](const auto& kv) {
     return kv.key() != "type" && Constrains(kv.key());
   });
@@ -227,6 +231,17 @@ std::optional<std::vector<ordered_json>> SchemaConverter::ValuesOf(const ordered
   return FactsOf(schema, 0).values;
 }
 
+namespace {
+
+// A string `pattern` does not match, as far as std::regex can tell.
+bool Unmatched(const std::optional<std::string>& pattern, const ordered_json& value) {
+  if (!pattern || !value.is_string()) return false;
+  const absl::StatusOr<bool> found = PatternFindsIn(*pattern, value.get<std::string>());
+  return found.ok() && !*found;
+}
+
+}  // namespace
+
 // No value that `written`'s grammar writes is accepted by `valid`'s schema.
 bool SchemaConverter::Disjoint(const Facts& written, const Facts& valid) {
   const uint8_t common = written.written_kinds & valid.valid_kinds;
@@ -235,9 +250,17 @@ bool SchemaConverter::Disjoint(const Facts& written, const Facts& valid) {
     bool any_valid = false;
     for (const ordered_json& value : *written.values) {
       const bool valid_kind = KindOfValue(value) & valid.valid_kinds;
-      if (valid_kind && (!valid.values || Contains(*valid.values, value))) any_valid = true;
+      if (valid_kind && (!valid.values || Contains(*valid.values, value)) && !Unmatched(valid.pattern, value)) {
+        any_valid = true;
+      }
     }
     if (!any_valid) return true;
+  }
+  // Strings of a pattern, and values none of which are such strings.
+  if (common == kString && valid.values && written.pattern &&
+      std::all_of(valid.values->begin(), valid.values->end(),
+                  [&](const ordered_json& value) { return !value.is_string() || Unmatched(written.pattern, value); })) {
+    return true;
   }
   if (common != kObject) return false;
   // Objects: a key one always has that the other excludes, or whose values differ.

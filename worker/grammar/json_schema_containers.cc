@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <regex>
 #include <utility>
 #include <vector>
 
@@ -59,22 +58,15 @@ absl::StatusOr<std::vector<std::string>> RequiredKeys(const ordered_json& schema
   return keys;
 }
 
-// `pattern` matches somewhere in `key`, as patternProperties' patterns
-// do (ECMAScript regular expressions). std::regex reads bytes, not code
-// points: beyond ASCII its answer could be wrong, so it is not asked.
+// `pattern` matches somewhere in `key`, named as patternProperties' when it
+// cannot be told.
 absl::StatusOr<bool> PatternFinds(const std::string& pattern, const std::string& key, const std::string& pointer) {
-  const auto ascii = [](const std::string& text) {
-    return std::all_of(text.begin(), text.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
-  };
-  if (!ascii(pattern) || !ascii(key)) {
+  absl::StatusOr<bool> found = PatternFindsIn(pattern, key);
+  if (!found.ok()) {
     return Unsupported("patternProperties", pointer,
-                       absl::StrCat("its pattern and the property ", JsonText(key), " are not both ASCII"));
+                       absl::StrCat("its pattern and the property ", JsonText(key), ": ", found.status().message()));
   }
-  try {
-    return std::regex_search(key, std::regex(pattern, std::regex::ECMAScript));
-  } catch (const std::regex_error& e) {
-    return Unsupported("patternProperties", pointer, absl::StrCat("its pattern: ", e.what()));
-  }
+  return found;
 }
 
 // JSON strings in which `pattern` matches: those it matches whole, with

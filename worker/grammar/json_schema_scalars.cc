@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -362,6 +363,18 @@ absl::StatusOr<MagnitudeBound> Magnitude(const Bound& bound, double sign, const 
 absl::Status Unsupported(absl::string_view keyword, const std::string& pointer, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("\"", keyword, "\" at ", pointer.empty() ? "/" : pointer,
                                                  " is not supported", why.empty() ? "" : ": ", why));
+}
+
+absl::StatusOr<bool> PatternFindsIn(const std::string& pattern, const std::string& text) {
+  const auto ascii = [](const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
+  };
+  if (!ascii(pattern) || !ascii(text)) return absl::InvalidArgumentError("are not both ASCII");
+  try {
+    return std::regex_search(text, std::regex(pattern, std::regex::ECMAScript));
+  } catch (const std::regex_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("std::regex: ", e.what()));
+  }
 }
 
 absl::StatusOr<std::optional<int64_t>> ReadCount(const ordered_json& schema, const char* keyword,

@@ -367,13 +367,19 @@ TEST(JsonSchemaTest, OneOfIsExclusive) {
   EXPECT_TRUE(keys->Accepts(R"({"b":[]})"));
   EXPECT_FALSE(keys->Accepts(R"({"a":1,"b":2})"));
   FromSchema(R"({"oneOf": [{"enum": ["a", 2]}, {"const": "c"}, {"type": "boolean"}]})");
-  // {} and {"a": "x"} match both; 3 matches both; 1.0 equals 1.
+  // Named values that a pattern does not match (clang-tidy's FormatStyle).
+  auto named_or_braced = FromSchema(R"({"oneOf": [{"enum": ["none", "file"]}, {"type": "string", "pattern": "\\{.*\\}"}]})");
+  for (const char* ok : {R"("none")", R"("{x}")"}) EXPECT_TRUE(named_or_braced->Accepts(ok)) << ok;
+  EXPECT_FALSE(named_or_braced->Accepts(R"("nonf")"));
+  // {} and {"a": "x"} match both; 3 matches both; 1.0 equals 1; "abc" matches ^a.
   for (const char* overlapping : {
            R"({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
                          {"type": "object", "properties": {"b": {"type": "integer"}}}]})",
            R"({"oneOf": [{"type": "number", "minimum": 0}, {"type": "integer"}]})",
            R"({"oneOf": [{"enum": [1, "b"]}, {"const": 1.0}]})",
            R"({"oneOf": [{"type": "string", "maxLength": 3}, {"pattern": "^a"}]})",
+           R"({"oneOf": [{"enum": ["x", "abc"]}, {"type": "string", "pattern": "^a"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"const": "abc"}]})",
            R"({"oneOf": [{"properties": {"a": {}}, "required": ["a"]}, {"additionalProperties": true}]})"}) {
     EXPECT_THAT(ErrorOf(overlapping), HasSubstr("\"oneOf\" at / is not supported: a value may match both branch 0 "
                                                 "and branch 1"));
