@@ -22,6 +22,7 @@
 #include "worker/grammar/gbnf_writer.h"
 #include "worker/grammar/json_schema_converter.h"
 #include "worker/grammar/json_schema_scalars.h"
+#include "worker/grammar/regex_overlap.h"
 
 namespace llama::grammar::internal_grammar {
 namespace {
@@ -256,11 +257,18 @@ bool SchemaConverter::Disjoint(const Facts& written, const Facts& valid) {
     }
     if (!any_valid) return true;
   }
-  // Strings of a pattern, and values none of which are such strings.
-  if (common == kString && valid.values && written.pattern &&
-      std::all_of(valid.values->begin(), valid.values->end(),
-                  [&](const ordered_json& value) { return !value.is_string() || Unmatched(written.pattern, value); })) {
-    return true;
+  // Strings of a pattern, and values none of which are such strings or
+  // strings in which no match of the other pattern is found.
+  if (common == kString && written.pattern) {
+    if (valid.values &&
+        std::all_of(valid.values->begin(), valid.values->end(),
+                    [&](const ordered_json& value) { return !value.is_string() || Unmatched(written.pattern, value); })) {
+      return true;
+    }
+    if (valid.pattern) {
+      const absl::StatusOr<bool> meet = WholeMatchMeetsSearch(*written.pattern, *valid.pattern);
+      if (meet.ok() && !*meet) return true;
+    }
   }
   if (common != kObject) return false;
   // Objects: a key one always has that the other excludes, or whose values differ.

@@ -371,6 +371,10 @@ TEST(JsonSchemaTest, OneOfIsExclusive) {
   auto named_or_braced = FromSchema(R"({"oneOf": [{"enum": ["none", "file"]}, {"type": "string", "pattern": "\\{.*\\}"}]})");
   for (const char* ok : {R"("none")", R"("{x}")"}) EXPECT_TRUE(named_or_braced->Accepts(ok)) << ok;
   EXPECT_FALSE(named_or_braced->Accepts(R"("nonf")"));
+  // Patterns no string matches both of (the product of their automata).
+  auto front_end = FromSchema(R"({"oneOf": [{"type": "string", "pattern": "^pip; ?args:"},
+                                            {"type": "string", "pattern": "^build; ?args:"}]})");
+  for (const char* ok : {R"("pip; args:")", R"("build;args:")"}) EXPECT_TRUE(front_end->Accepts(ok)) << ok;
   // {} and {"a": "x"} match both; 3 matches both; 1.0 equals 1; "abc" matches ^a.
   for (const char* overlapping : {
            R"({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
@@ -380,6 +384,7 @@ TEST(JsonSchemaTest, OneOfIsExclusive) {
            R"({"oneOf": [{"type": "string", "maxLength": 3}, {"pattern": "^a"}]})",
            R"({"oneOf": [{"enum": ["x", "abc"]}, {"type": "string", "pattern": "^a"}]})",
            R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"const": "abc"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "a$"}]})",
            R"({"oneOf": [{"properties": {"a": {}}, "required": ["a"]}, {"additionalProperties": true}]})"}) {
     EXPECT_THAT(ErrorOf(overlapping), HasSubstr("\"oneOf\" at / is not supported: a value may match both branch 0 "
                                                 "and branch 1"));
