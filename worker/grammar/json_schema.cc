@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -226,9 +229,65 @@ absl::StatusOr<std::string> SchemaConverter::Typed(const ordered_json& schema, c
   return rules_.Use(type);  // null, boolean
 }
 
-// enum and const: the values, filtered by "type", each written compactly.
+namespace {
+
+int64_t CodePoints(const std::string& utf8) {
+  return std::count_if(utf8.begin(), utf8.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; });
+}
+
+// Whether `value` passes the type, string and number keywords of `schema`
+// (Values lists them); an error where a pattern cannot be asked.
+absl::StatusOr<bool> PassesFilters(const ordered_json& schema, const ordered_json& value,
+                                   const std::vector<std::string>& types, const std::string& pointer) {
+  if (!types.empty() &&
+      std::none_of(types.begin(), types.end(), [&](const std::string& t) { return HasType(value, t); })) {
+    return false;
+  }
+  if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    ASSIGN_OR_RETURN(const std::optional<int64_t> min_length, ReadCount(schema, "minLength", pointer));
+    ASSIGN_OR_RETURN(const std::optional<int64_t> max_length, ReadCount(schema, "maxLength", pointer));
+    if ((min_length && CodePoints(text) < *min_length) || (max_length && CodePoints(text) > *max_length)) return false;
+    if (schema.contains("pattern")) {
+      if (!schema["pattern"].is_string()) return Unsupported("pattern", pointer, "it must be a string");
+      const absl::StatusOr<bool> found = PatternFindsIn(schema["pattern"].get<std::string>(), text);
+      if (!found.ok()) {
+        return Unsupported("pattern", pointer, absl::StrCat("next to enum values: ", found.status().message()));
+      }
+      if (!*found) return false;
+    }
+  }
+  if (value.is_number()) {
+    const double v = value.get<double>();
+    struct Bound {
+      const char* keyword;
+      bool lower, exclusive;
+    };
+    for (const Bound& b : {Bound{"minimum", true, false}, Bound{"maximum", false, false},
+                           Bound{"exclusiveMinimum", true, true}, Bound{"exclusiveMaximum", false, true}}) {
+      if (!schema.contains(b.keyword) || schema[b.keyword].is_boolean()) continue;
+      if (!schema[b.keyword].is_number()) return Unsupported(b.keyword, pointer, "it must be a number");
+      const double bound = schema[b.keyword].get<double>();
+      // Draft 4 makes minimum and maximum exclusive with a boolean beside.
+      const char* flag = b.lower ? "exclusiveMinimum" : "exclusiveMaximum";
+      const bool exclusive = b.exclusive || (schema.contains(flag) && schema[flag] == true);
+      if (b.lower ? (exclusive ? v <= bound : v < bound) : (exclusive ? v >= bound : v > bound)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// enum and const: the values, filtered by "type" and by the string and
+// number keywords beside them, each written compactly.
 absl::StatusOr<std::string> SchemaConverter::Values(const ordered_json& schema, const std::string& pointer) {
-  RETURN_IF_ERROR(Alone(schema, schema.contains("enum") ? "enum" : "const", pointer, {"type", "enum", "const"}));
+  const char* keyword = schema.contains("enum") ? "enum" : "const";
+  // The keywords beside that say which of the values are valid; a value of
+  // another kind than one applies to passes it.
+  RETURN_IF_ERROR(Alone(schema, keyword, pointer,
+                        {"type", "enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum",
+                         "exclusiveMinimum", "exclusiveMaximum"}));
   if (schema.contains("enum") && !schema["enum"].is_array()) return Unsupported("enum", pointer, "it must be an array");
   ordered_json values = schema.contains("enum") ? schema["enum"] : ordered_json::array({schema["const"]});
   std::vector<std::string> types;
@@ -238,13 +297,10 @@ absl::StatusOr<std::string> SchemaConverter::Values(const ordered_json& schema, 
   std::vector<std::string> alternatives;
   for (const ordered_json& value : values) {
     if (schema.contains("const") && value != schema["const"]) continue;
-    const bool typed = types.empty() ||
-                       std::any_of(types.begin(), types.end(), [&](const std::string& t) { return HasType(value, t); });
-    if (typed) alternatives.push_back(GbnfLiteral(JsonText(value)));
+    ASSIGN_OR_RETURN(const bool passes, PassesFilters(schema, value, types, pointer));
+    if (passes) alternatives.push_back(GbnfLiteral(JsonText(value)));
   }
-  if (alternatives.empty()) {
-    return Unsupported(schema.contains("enum") ? "enum" : "const", pointer, "no value is of the schema's type");
-  }
+  if (alternatives.empty()) return Contradiction(keyword, pointer, "no value passes the keywords beside it");
   return GbnfAlternatives(alternatives);
 }
 

@@ -369,7 +369,7 @@ absl::StatusOr<bool> PatternFindsIn(const std::string& pattern, const std::strin
   const auto ascii = [](const std::string& s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
   };
-  if (!ascii(pattern) || !ascii(text)) return absl::InvalidArgumentError("are not both ASCII");
+  if (!ascii(pattern) || !ascii(text)) return absl::InvalidArgumentError("the pattern and the text are not both ASCII (std::regex reads bytes)");
   try {
     return std::regex_search(text, std::regex(pattern, std::regex::ECMAScript));
   } catch (const std::regex_error& e) {

@@ -138,6 +138,23 @@ TEST(JsonSchemaTest, Arrays) {
   EXPECT_TRUE(anything->Accepts(R"([1,"a",[{}]])"));
 }
 
+TEST(JsonSchemaTest, EnumValuesFilteredByTheKeywordsBeside) {
+  auto filtered = FromSchema(R"({"enum": ["a", "abc", "xy", 3, 12, null], "minLength": 2, "pattern": "^[ab]",
+                                 "maximum": 10})");
+  for (const char* ok : {R"("abc")", "3", "null"}) EXPECT_TRUE(filtered->Accepts(ok)) << ok;
+  for (const char* bad : {R"("a")", R"("xy")", "12"}) EXPECT_FALSE(filtered->Accepts(bad)) << bad;
+  auto code_points = FromSchema(R"({"enum": ["\u00e9", "ab"], "maxLength": 1})");  // Lengths count code points.
+  EXPECT_TRUE(code_points->Accepts("\"\xC3\xA9\""));
+  EXPECT_FALSE(code_points->Accepts(R"("ab")"));
+  EXPECT_THAT(ErrorOf(R"({"enum": ["\u00e9"], "pattern": "^a"})"), HasSubstr("not both ASCII"));
+  auto exclusive = FromSchema(R"({"enum": [1, 2, 3], "minimum": 1, "exclusiveMinimum": true})");  // Draft 4.
+  EXPECT_FALSE(exclusive->Accepts("1"));
+  EXPECT_TRUE(exclusive->Accepts("2"));
+  EXPECT_THAT(ErrorOf(R"({"const": "x", "maxLength": 0})"),
+              HasSubstr("\"const\" at / is not supported: no value passes the keywords beside it"));
+  EXPECT_THAT(ErrorOf(R"({"const": "x", "pattern": "(?<=a)x"})"), HasSubstr("\"pattern\" at / is not supported"));
+}
+
 TEST(JsonSchemaTest, EnumAndConstAreCompactValues) {
   auto e = FromSchema(R"({"enum": ["a\"b", 1.5, null, {"k": [1, 2]}, "\u00e9"]})");
   EXPECT_TRUE(e->Accepts(R"("a\"b")"));
