@@ -231,10 +231,6 @@ absl::StatusOr<std::string> SchemaConverter::Typed(const ordered_json& schema, c
 
 namespace {
 
-int64_t CodePoints(const std::string& utf8) {
-  return std::count_if(utf8.begin(), utf8.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; });
-}
-
 // Whether `value` passes the type, string and number keywords of `schema`
 // (Values lists them); an error where a pattern cannot be asked.
 absl::StatusOr<bool> PassesFilters(const ordered_json& schema, const ordered_json& value,

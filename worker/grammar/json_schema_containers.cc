@@ -140,12 +140,6 @@ absl::StatusOr<int64_t> MaxExtraProperties(const ordered_json& schema, const std
   return static_cast<int64_t>(max.get<uint64_t>() - named);
 }
 
-int64_t CodePoints(absl::string_view text) {
-  int64_t n = 0;
-  for (const char c : text) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
-  return n;
-}
-
 // `members` in order, then (with additionalProperties) any others.
 absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> members, const ordered_json& schema,
                                                         const std::string& pointer, const std::string& name) {
@@ -159,9 +153,10 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
     if (!patterns.is_object() || patterns.size() != 1) {
       return Unsupported("patternProperties", pointer, "only one pattern is compiled");
     }
-    if (schema.value("additionalProperties", ordered_json(false)) != false || schema.contains("propertyNames")) {
-      return Unsupported("patternProperties", pointer,
-                         "only without additionalProperties (or false) and propertyNames beside it");
+    // The keys written are the pattern's: keys that additionalProperties
+    // would take are left out (a subset).
+    if (schema.contains("propertyNames")) {
+      return Unsupported("patternProperties", pointer, "only without propertyNames beside it");
     }
     key_pattern = patterns.items().begin().key();
     extra = &patterns.items().begin().value();

@@ -265,15 +265,22 @@ absl::StatusOr<ordered_json> SchemaConverter::Merge(
   return merged;
 }
 
-// Each key's schemas: the one each object names it with, or that object's
-// additionalProperties where it does not name it; false where one forbids it.
+// Each key's schemas: the one each object names it with and those of its
+// patternProperties that match the key, or that object's
+// additionalProperties where neither does; false where one forbids it.
+// patternProperties in one of the objects: its keys take its schema and
+// the others' additionalProperties.
 absl::Status SchemaConverter::MergeProperties(const std::vector<const ordered_json*>& objects,
                                               const std::string& pointer, ordered_json& merged) {
   const std::string where = absl::StrCat("allOf at ", pointer.empty() ? "/" : pointer);
   std::vector<std::string> keys;
+  const ordered_json* patterned = nullptr;
   for (const ordered_json* object : objects) {
     if (object->contains("patternProperties")) {
-      return Unsupported("patternProperties", pointer, absl::StrCat(where, ": merged with another object schema"));
+      if (patterned != nullptr || !(*object)["patternProperties"].is_object()) {
+        return Unsupported("patternProperties", pointer, absl::StrCat(where, ": in more than one of its schemas"));
+      }
+      patterned = object;
     }
     const ordered_json& properties = object->value("properties", ordered_json::object());
     if (!properties.is_object()) return Unsupported("properties", pointer, "it must be an object");
@@ -281,15 +288,35 @@ absl::Status SchemaConverter::MergeProperties(const std::vector<const ordered_js
       if (std::find(keys.begin(), keys.end(), kv.key()) == keys.end()) keys.push_back(kv.key());
     }
   }
+  // Schemas that all hold, each once; true and {} say nothing.
+  const auto add = [](std::vector<ordered_json>& schemas, const ordered_json& schema) {
+    if (schema == true || schema == ordered_json::object()) return;
+    if (std::find(schemas.begin(), schemas.end(), schema) == schemas.end()) schemas.push_back(schema);
+  };
   ordered_json properties = ordered_json::object();
   for (const std::string& key : keys) {
     std::vector<ordered_json> schemas;
     bool forbidden = false;
     for (const ordered_json* object : objects) {
       const ordered_json& named = object->value("properties", ordered_json::object());
-      const ordered_json schema = named.contains(key) ? named[key] : object->value("additionalProperties", ordered_json(true));
-      if (schema == false) forbidden = true;
-      if (schema != true && schema != ordered_json::object()) schemas.push_back(schema);
+      std::vector<ordered_json> applied;
+      if (named.contains(key)) applied.push_back(named[key]);
+      if (object == patterned) {
+        for (const auto& pattern : (*object)["patternProperties"].items()) {
+          const absl::StatusOr<bool> found = PatternFindsIn(pattern.key(), key);
+          if (!found.ok()) {
+            return Unsupported("patternProperties", pointer,
+                               absl::StrCat(where, ": its pattern and the property ", JsonText(key), ": ",
+                                            found.status().message()));
+          }
+          if (*found) applied.push_back(pattern.value());
+        }
+      }
+      if (applied.empty()) applied.push_back(object->value("additionalProperties", ordered_json(true)));
+      for (const ordered_json& schema : applied) {
+        if (schema == false) forbidden = true;
+        add(schemas, schema);
+      }
     }
     properties[key] = forbidden ? ordered_json(false) : schemas.empty() ? ordered_json::object() : AllOfSchemas(schemas);
   }
@@ -299,9 +326,24 @@ absl::Status SchemaConverter::MergeProperties(const std::vector<const ordered_js
     if (!object->contains("additionalProperties")) continue;
     const ordered_json& extra = (*object)["additionalProperties"];
     if (extra == false) closed = true;
-    if (extra != true) others.push_back(extra);
+    add(others, extra);
   }
   merged["properties"] = std::move(properties);
+  if (patterned != nullptr) {
+    ordered_json patterns = ordered_json::object();
+    for (const auto& pattern : (*patterned)["patternProperties"].items()) {
+      std::vector<ordered_json> schemas;
+      bool forbidden = pattern.value() == false;
+      add(schemas, pattern.value());
+      for (const ordered_json* object : objects) {
+        if (object == patterned || !object->contains("additionalProperties")) continue;
+        if ((*object)["additionalProperties"] == false) forbidden = true;
+        add(schemas, (*object)["additionalProperties"]);
+      }
+      patterns[pattern.key()] = forbidden ? ordered_json(false) : schemas.empty() ? ordered_json::object() : AllOfSchemas(schemas);
+    }
+    merged["patternProperties"] = std::move(patterns);
+  }
   if (closed) {
     merged["additionalProperties"] = false;
   } else if (!others.empty()) {

@@ -365,6 +365,10 @@ absl::Status Unsupported(absl::string_view keyword, const std::string& pointer, 
                                                  " is not supported", why.empty() ? "" : ": ", why));
 }
 
+int64_t CodePoints(absl::string_view text) {
+  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; });
+}
+
 absl::StatusOr<bool> PatternFindsIn(const std::string& pattern, const std::string& text) {
   const auto ascii = [](const std::string& s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });

@@ -25,6 +25,9 @@ namespace llama::grammar::internal_grammar {
 // the whole schema, written "/").
 absl::Status Unsupported(absl::string_view keyword, const std::string& pointer, absl::string_view why = "");
 
+// The code points of UTF-8 `text`: what minLength and maxLength count.
+int64_t CodePoints(absl::string_view text);
+
 // Whether ECMAScript regular expression `pattern` (what "pattern" and
 // "patternProperties" hold) matches somewhere in `text`. std::regex reads
 // bytes, not code points: beyond ASCII its answer could be wrong, so it is

@@ -756,8 +756,19 @@ TEST(JsonSchemaTest, PatternProperties) {
               HasSubstr("\"required\" at / is not supported: \"b\" is not in properties"));
   EXPECT_THAT(ErrorOf(R"({"patternProperties": {"^a": {}, "^b": {}}})"),
               HasSubstr("\"patternProperties\" at / is not supported: only one pattern"));
-  EXPECT_THAT(ErrorOf(R"({"patternProperties": {"^a": {}}, "additionalProperties": {"type": "null"}})"),
-              HasSubstr("\"patternProperties\" at / is not supported: only without additionalProperties"));
+  // Beside additionalProperties, the pattern's keys are written, not the others (a subset).
+  auto beside_others = FromSchema(R"({"patternProperties": {"^a": {"type": "integer"}},
+                                      "additionalProperties": {"type": "null"}})");
+  EXPECT_TRUE(beside_others->Accepts(R"({"a1":1,"a2":2})"));
+  EXPECT_FALSE(beside_others->Accepts(R"({"a1":null})"));
+  EXPECT_FALSE(beside_others->Accepts(R"({"b":null})"));  // Valid, but left out.
+  // Merged in allOf (jreleaser's maps): the pattern's keys take the other's additionalProperties too.
+  auto merged = FromSchema(R"({"allOf": [{"type": "object", "patternProperties": {"^a": {"type": "integer"}}},
+                                         {"additionalProperties": {"maximum": 5}, "properties": {"b": {"minimum": 1}}}]})");
+  EXPECT_TRUE(merged->Accepts(R"({"b":1,"a1":3})"));
+  for (const char* bad : {R"({"a1":7})", R"({"b":0})", R"({"a1":1.5})"}) EXPECT_FALSE(merged->Accepts(bad)) << bad;
+  EXPECT_THAT(ErrorOf(R"({"allOf": [{"patternProperties": {"^a": {}}}, {"patternProperties": {"^b": {}}}]})"),
+              HasSubstr("\"patternProperties\" at / is not supported: allOf at /: in more than one of its schemas"));
   EXPECT_THAT(ErrorOf(R"({"patternProperties": {"(a": {}}})"), HasSubstr("\"patternProperties\" at /"));
   EXPECT_THAT(ErrorOf("{\"properties\": {\"\xC3\xA9\": {}}, \"patternProperties\": {\"^.$\": {\"type\": \"null\"}}}"),
               HasSubstr("are not both ASCII"));
