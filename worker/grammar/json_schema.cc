@@ -357,6 +357,46 @@ absl::StatusOr<std::string> SchemaConverter::Ref(const ordered_json& ref, const 
   return name;
 }
 
+namespace {
+
+// Keywords JSON Schema defines (drafts 4 to 2020-12, and OpenAPI's) that
+// decide nothing: annotations and identifiers.
+bool Defined(const std::string& keyword) {
+  static const auto* keywords = new absl::flat_hash_set<std::string>{
+      "$schema",     "$id",      "id",          "$anchor",       "$dynamicAnchor",  "$recursiveAnchor",
+      "$vocabulary", "$comment", "$defs",       "definitions",   "title",           "description",
+      "default",     "examples", "deprecated",  "readOnly",      "writeOnly",       "contentMediaType",
+      "contentEncoding", "contentSchema", "discriminator", "nullable", "example", "xml", "externalDocs"};
+  return keywords->contains(keyword);
+}
+
+void CollectUnknown(const ordered_json& schema, const std::string& pointer, size_t limit,
+                    std::vector<std::string>& unknown) {
+  if (!schema.is_object()) return;
+  for (const auto& kv : schema.items()) {
+    if (unknown.size() >= limit) return;
+    const std::string& k = kv.key();
+    const ordered_json& v = kv.value();
+    const std::string at = Child(pointer, k);
+    if (!Constrains(k) && !Defined(k)) {
+      unknown.push_back(absl::StrCat(k, " at ", pointer.empty() ? "/" : pointer));
+    } else if (k == "properties" || k == "patternProperties" || k == "$defs" || k == "definitions" ||
+               k == "dependentSchemas" || k == "dependencies") {  // Maps of subschemas.
+      if (!v.is_object()) continue;
+      for (const auto& sub : v.items()) CollectUnknown(sub.value(), Child(at, sub.key()), limit, unknown);
+    } else if (k == "allOf" || k == "anyOf" || k == "oneOf" || k == "prefixItems" || (k == "items" && v.is_array())) {
+      if (!v.is_array()) continue;
+      for (size_t i = 0; i < v.size(); ++i) CollectUnknown(v[i], Child(at, i), limit, unknown);
+    } else if (k == "items" || k == "additionalItems" || k == "additionalProperties" || k == "propertyNames" ||
+               k == "contains" || k == "not" || k == "if" || k == "then" || k == "else" ||
+               k == "unevaluatedProperties" || k == "unevaluatedItems" || k == "contentSchema") {
+      CollectUnknown(v, at, limit, unknown);
+    }
+  }
+}
+
+}  // namespace
+
 }  // namespace internal_grammar
 
 namespace {
@@ -381,6 +421,12 @@ nlohmann::ordered_json WholeNumbersAsIntegers(const nlohmann::ordered_json& valu
 std::string JsonText(const nlohmann::ordered_json& value) {
   return WholeNumbersAsIntegers(value).dump(-1, ' ', /*ensure_ascii=*/false,
                                             nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::vector<std::string> UnknownKeywords(const nlohmann::ordered_json& schema, size_t limit) {
+  std::vector<std::string> unknown;
+  internal_grammar::CollectUnknown(schema, "", limit, unknown);
+  return unknown;
 }
 
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) {

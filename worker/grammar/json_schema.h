@@ -55,9 +55,9 @@
 //    and "then" accept, and where "if" requires a key, the objects without
 //    it that "else" accepts. enum and const are the values written
 //    compactly; $ref points into the same document (#, #/$defs/...,
-//    #/definitions/...), recursion included. enum and const take no
-//    validation keywords beside them but "type" (which filters their
-//    values).
+//    #/definitions/...), recursion included. enum and const take "type",
+//    minLength, maxLength, pattern and number bounds beside them, which
+//    filter their values.
 //  - A schema without "type" is the types its keywords apply to
 //    ({"maxLength": 3} is a string); with none of them, any value.
 // Keywords that decide nothing about validity are ignored, as JSON Schema
@@ -72,6 +72,7 @@
 #define LLAMA_WORKER_GRAMMAR_JSON_SCHEMA_H_
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -86,6 +87,12 @@ namespace llama::grammar {
 // nlohmann::json sorts keys).
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema);
 absl::StatusOr<std::string> JsonSchemaToGbnf(const nlohmann::json& schema);
+
+// The keywords of `schema`, at any depth, that JSON Schema does not define
+// ("x-kubernetes-patch-strategy at /properties/spec"): ignored as it says,
+// and named here for a debug log (a misspelled keyword is one). At most
+// `limit`; annotations JSON Schema defines (title, examples, ...) are not.
+std::vector<std::string> UnknownKeywords(const nlohmann::ordered_json& schema, size_t limit = 20);
 
 // `value` as these grammars write JSON values (enum and const): compact,
 // whole numbers without a fraction or exponent (2.0 as 2).

@@ -645,6 +645,13 @@ TEST(JsonSchemaTest, IgnoresAnnotationsAndUnknownKeywords) {
   absl::StatusOr<std::string> a = JsonSchemaToGbnf(nlohmann::ordered_json::parse(annotated));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(*a, *JsonSchemaToGbnf(nlohmann::ordered_json::parse(plain)));
+  // What the server's debug log names: the keywords JSON Schema does not define.
+  EXPECT_THAT(UnknownKeywords(nlohmann::ordered_json::parse(annotated)),
+              ::testing::ElementsAre("x-kubernetes-preserve-unknown-fields at /", "name at /", "links at /",
+                                     "self at /", "readonly at /properties/n", "_format at /properties/n",
+                                     "x-order at /properties/n"));
+  EXPECT_THAT(UnknownKeywords(nlohmann::ordered_json::parse(annotated), 2), ::testing::SizeIs(2));
+  EXPECT_THAT(UnknownKeywords(nlohmann::ordered_json::parse(plain)), ::testing::IsEmpty());
   // Unknown keywords do not count as constraints in allOf or oneOf either.
   auto all_of = FromSchema(R"({"allOf": [{"type": "integer"}, {"x-note": 1, "title": "t"}]})");
   EXPECT_TRUE(all_of->Accepts("5"));

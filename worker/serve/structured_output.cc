@@ -6,9 +6,13 @@
 #include <algorithm>
 #include <memory>
 #include <utility>
+#include <vector>
+
+#include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "worker/grammar/grammar.h"
 #include "worker/grammar/json_schema.h"
 #include "worker/grammar/regex_to_gbnf.h"
@@ -28,6 +32,11 @@ bool FromConverter(Fields& f, const std::string& param, absl::StatusOr<std::stri
 
 bool SchemaGbnf(Fields& f, const std::string& param, const ordered_json& schema, std::string* gbnf) {
   if (!schema.is_object() && !schema.is_boolean()) return f.Fail(param, "expected a JSON Schema (an object)");
+  if (VLOG_IS_ON(1)) {
+    // Ignored as JSON Schema says, never refused: a misspelled keyword shows here.
+    const std::vector<std::string> unknown = grammar::UnknownKeywords(schema);
+    if (!unknown.empty()) VLOG(1) << param << ": keywords ignored: " << absl::StrJoin(unknown, ", ");
+  }
   return FromConverter(f, param, grammar::JsonSchemaToGbnf(schema), gbnf);
 }
 
