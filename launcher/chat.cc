@@ -88,8 +88,10 @@ struct Reply {
 
 // Streams the assistant's answer to `messages` onto `out`.
 Reply Answer(httplib::Client& client, const ChatSessionOptions& options, const json& messages) {
-  json body = {{"model", options.model},   {"messages", messages},    {"stream", true},
-               {"temperature", options.temperature}, {"top_p", options.top_p}};
+  const TokenSampling& token = options.sampling.token;
+  json body = {{"model", options.model},         {"messages", messages},   {"stream", true},
+               {"temperature", token.temperature}, {"top_p", token.top_p}, {"typical_p", token.typical_p},
+               {"seed", options.sampling.seed}};
   if (options.max_tokens >= 0) body["max_tokens"] = options.max_tokens;
   httplib::Request request;
   request.method = "POST";

@@ -24,8 +24,9 @@ struct ChatSessionOptions {
   std::string model;
   std::string api_key;
   std::string system_prompt;
-  double temperature = kDefaultTemperature;  // The job's flags' (worker/sampling/sampling_params.h).
-  double top_p = kDefaultTopP;
+  // The job's (JobSamplingParams): each turn asks for its temperature,
+  // top_p, typical_p and seed.
+  SamplingParams sampling;
   int max_tokens = -1;  // -1: to the end of the context.
   FILE* in = stdin;
   FILE* out = stdout;

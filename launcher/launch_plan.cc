@@ -223,8 +223,8 @@ void PlanSupervision(const LauncherFlags& flags, const LaunchContext& context, L
         std::max<std::chrono::milliseconds>(plan.supervise.grace, std::chrono::seconds(plan.job.drain_timeout + 10));
   }
   if (plan.command == LaunchCommand::kChat) {
-    plan.chat = {plan.job.served_model_name, plan.job.api_key, flags.system_prompt,
-                 plan.job.temperature,       plan.job.top_p,   plan.job.max_gen_len};
+    plan.chat = {plan.job.served_model_name, plan.job.api_key, flags.system_prompt, JobSamplingParams(plan.job),
+                 plan.job.max_gen_len};
   }
 }
 

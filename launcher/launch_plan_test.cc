@@ -197,6 +197,8 @@ TEST(PlanLaunchTest, ChatIsAPrivateServerAndItsClient) {
   flags.system_prompt = "Answer briefly.";
   flags.job.port = 9000;
   flags.job.temperature = 0.2;
+  flags.job.typical_p = 0.5;
+  flags.job.seed = 7;
   absl::StatusOr<LaunchPlan> plan = PlanLaunch({"chat"}, flags, Context());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->command, LaunchCommand::kChat);
@@ -207,7 +209,10 @@ TEST(PlanLaunchTest, ChatIsAPrivateServerAndItsClient) {
   EXPECT_EQ(plan->chat.model, "llama-2-7b-chat");
   EXPECT_EQ(plan->chat.api_key, "fresh-key");
   EXPECT_EQ(plan->chat.system_prompt, "Answer briefly.");
-  EXPECT_EQ(plan->chat.temperature, 0.2);
+  // The job's whole sampling, each turn's request fields.
+  EXPECT_EQ(plan->chat.sampling.token.temperature, 0.2f);
+  EXPECT_EQ(plan->chat.sampling.token.typical_p, 0.5f);
+  EXPECT_EQ(plan->chat.sampling.seed, 7u);
   EXPECT_EQ(plan->chat.max_tokens, -1);
 }
 
