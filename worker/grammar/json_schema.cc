@@ -20,6 +20,7 @@
 #include "worker/grammar/json_grammar.h"
 #include "worker/grammar/json_schema_converter.h"
 #include "worker/grammar/json_schema_scalars.h"
+#include "worker/grammar/regex_overlap.h"
 
 namespace llama::grammar {
 namespace internal_grammar {
@@ -192,6 +193,18 @@ absl::StatusOr<std::string> SchemaConverter::VisitKeywords(const ordered_json& s
     return absl::InvalidArgumentError(absl::StrCat("the schema at ", where, " is not an object"));
   // Drafts 4 to 7: a $ref stands for its target, whatever is beside it.
   if (schema.contains("$ref") && LegacyRef()) return Ref(schema["$ref"], pointer);
+  // A validator reads a schema by its document's draft (none: 2020-12):
+  // another draft inside it, or draft 4's boolean exclusive bounds in a
+  // later one (which python-jsonschema compares with as 1 and 0), would be
+  // read otherwise than compiled.
+  if (schema.contains("$schema") && &schema != &document_ && schema["$schema"] != document_.value("$schema", ordered_json())) {
+    return Unsupported("$schema", pointer, "another draft inside the document");
+  }
+  for (const char* k : {"exclusiveMinimum", "exclusiveMaximum"}) {
+    if (schema.contains(k) && schema[k].is_boolean() && !Draft4()) {
+      return Unsupported(k, pointer, "a boolean is draft 4's form; this document's draft (no $schema: 2020-12) takes a number");
+    }
+  }
   if (schema.contains("if")) return Conditional(schema, pointer, name);
   if (schema.contains("not")) return Negation(schema, pointer, name);
   for (const auto& kv : schema.items()) {
@@ -246,7 +259,7 @@ absl::StatusOr<bool> PassesFilters(const ordered_json& schema, const ordered_jso
     if ((min_length && CodePoints(text) < *min_length) || (max_length && CodePoints(text) > *max_length)) return false;
     if (schema.contains("pattern")) {
       if (!schema["pattern"].is_string()) return Unsupported("pattern", pointer, "it must be a string");
-      const absl::StatusOr<bool> found = PatternFindsIn(schema["pattern"].get<std::string>(), text);
+      const absl::StatusOr<bool> found = SurelyFinds(schema["pattern"].get<std::string>(), text);
       if (!found.ok()) {
         return Unsupported("pattern", pointer, absl::StrCat("next to enum values: ", found.status().message()));
       }

@@ -13,6 +13,7 @@
 #include "worker/grammar/gbnf_writer.h"
 #include "worker/grammar/json_schema_converter.h"
 #include "worker/grammar/json_schema_scalars.h"
+#include "worker/grammar/regex_overlap.h"
 #include "worker/grammar/regex_to_gbnf.h"
 #include "worker/grammar/utf8_ranges.h"
 
@@ -58,10 +59,12 @@ absl::StatusOr<std::vector<std::string>> RequiredKeys(const ordered_json& schema
   return keys;
 }
 
-// `pattern` matches somewhere in `key`, named as patternProperties' when it
-// cannot be told.
-absl::StatusOr<bool> PatternFinds(const std::string& pattern, const std::string& key, const std::string& pointer) {
-  absl::StatusOr<bool> found = PatternFindsIn(pattern, key);
+// Whether every reader of `pattern` finds it in `key` (surely) or some
+// reader may (regex_overlap.h), named as patternProperties' when it cannot
+// be told.
+absl::StatusOr<bool> PatternFinds(const std::string& pattern, const std::string& key, bool surely,
+                                  const std::string& pointer) {
+  absl::StatusOr<bool> found = surely ? SurelyFinds(pattern, key) : MayFind(pattern, key);
   if (!found.ok()) {
     return Unsupported("patternProperties", pointer,
                        absl::StrCat("its pattern and the property ", JsonText(key), ": ", found.status().message()));
@@ -174,7 +177,7 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
     if (!key_pattern) continue;
     // Its value would have to match both schemas, and the pattern's keys
     // could write it again.
-    ASSIGN_OR_RETURN(const bool matches, PatternFinds(*key_pattern, m.key, pointer));
+    ASSIGN_OR_RETURN(const bool matches, PatternFinds(*key_pattern, m.key, /*surely=*/false, pointer));
     if (matches) {
       return Unsupported("patternProperties", pointer,
                          absl::StrCat("its pattern matches the named property ", JsonText(m.key)));
@@ -183,13 +186,21 @@ absl::StatusOr<std::string> SchemaConverter::ObjectRule(std::vector<Member> memb
   ASSIGN_OR_RETURN(const std::optional<int64_t> max_key_length, MaxKeyLength(schema, pointer));
   for (const std::string& key : required) {
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-    bool allowed = extra != nullptr;
-    if (allowed && key_pattern) {
-      ASSIGN_OR_RETURN(allowed, PatternFinds(*key_pattern, key, pointer));
+    bool written = extra != nullptr;
+    if (written && key_pattern) {
+      ASSIGN_OR_RETURN(written, PatternFinds(*key_pattern, key, /*surely=*/true, pointer));
     }
-    if (!allowed) {
-      return Contradiction("required", pointer,
-                         absl::StrCat(JsonText(key), " is not in properties and no other property is allowed"));
+    if (!written) {
+      // No object has it only where additionalProperties is false and no
+      // pattern may take it; elsewhere the grammar just does not write it.
+      bool possible = schema.value("additionalProperties", ordered_json(true)) != false;
+      if (!possible && key_pattern) {
+        ASSIGN_OR_RETURN(possible, PatternFinds(*key_pattern, key, /*surely=*/false, pointer));
+      }
+      const std::string why = absl::StrCat(JsonText(key), " is not in properties and no other property is allowed");
+      if (!possible) return Contradiction("required", pointer, why);
+      return Unsupported("required", pointer,
+                         absl::StrCat(JsonText(key), " is not in properties and the grammar writes no other key"));
     }
     members.push_back({key, extra, extra_pointer, true});
     keys.push_back(key);

@@ -113,6 +113,8 @@ class SchemaConverter {
   // json_schema_merge.cc. Drafts 4 to 7 ignore the keywords beside a $ref
   // (the document's $schema says which draft; none: 2020-12).
   bool LegacyRef() const;
+  // Drafts 3 and 4, whose exclusiveMinimum/exclusiveMaximum are booleans.
+  bool Draft4() const;
   // allOf, and $ref with keywords beside it: one merged schema.
   absl::StatusOr<std::string> AllOf(const json& schema, const std::string& pointer, const std::string& name);
   // Where "if" is {"properties": {key: {const or enum}}}: the key and the

@@ -18,6 +18,7 @@
 #include "base/status_macros.h"
 #include "worker/grammar/json_schema_converter.h"
 #include "worker/grammar/json_schema_scalars.h"
+#include "worker/grammar/regex_overlap.h"
 
 namespace llama::grammar::internal_grammar {
 namespace {
@@ -103,6 +104,12 @@ absl::Status Contradiction(absl::string_view keyword, const std::string& pointer
 }
 
 bool IsContradiction(const absl::Status& status) { return status.GetPayload(kContradiction).has_value(); }
+
+bool SchemaConverter::Draft4() const {
+  if (!document_.is_object() || !document_.contains("$schema") || !document_["$schema"].is_string()) return false;
+  const std::string draft = document_["$schema"].get<std::string>();
+  return draft.find("draft-03") != std::string::npos || draft.find("draft-04") != std::string::npos;
+}
 
 bool SchemaConverter::LegacyRef() const {
   if (!document_.is_object() || !document_.contains("$schema") || !document_["$schema"].is_string()) return false;
@@ -303,7 +310,8 @@ absl::Status SchemaConverter::MergeProperties(const std::vector<const ordered_js
       if (named.contains(key)) applied.push_back(named[key]);
       if (object == patterned) {
         for (const auto& pattern : (*object)["patternProperties"].items()) {
-          const absl::StatusOr<bool> found = PatternFindsIn(pattern.key(), key);
+          // Where some reader may take the key, the pattern's schema holds too (a subset).
+          const absl::StatusOr<bool> found = MayFind(pattern.key(), key);
           if (!found.ok()) {
             return Unsupported("patternProperties", pointer,
                                absl::StrCat(where, ": its pattern and the property ", JsonText(key), ": ",

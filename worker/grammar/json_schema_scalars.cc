@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -367,18 +366,6 @@ absl::Status Unsupported(absl::string_view keyword, const std::string& pointer, 
 
 int64_t CodePoints(absl::string_view text) {
   return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; });
-}
-
-absl::StatusOr<bool> PatternFindsIn(const std::string& pattern, const std::string& text) {
-  const auto ascii = [](const std::string& s) {
-    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
-  };
-  if (!ascii(pattern) || !ascii(text)) return absl::InvalidArgumentError("the pattern and the text are not both ASCII (std::regex reads bytes)");
-  try {
-    return std::regex_search(text, std::regex(pattern, std::regex::ECMAScript));
-  } catch (const std::regex_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("std::regex: ", e.what()));
-  }
 }
 
 absl::StatusOr<std::optional<int64_t>> ReadCount(const ordered_json& schema, const char* keyword,

@@ -28,12 +28,6 @@ absl::Status Unsupported(absl::string_view keyword, const std::string& pointer, 
 // The code points of UTF-8 `text`: what minLength and maxLength count.
 int64_t CodePoints(absl::string_view text);
 
-// Whether ECMAScript regular expression `pattern` (what "pattern" and
-// "patternProperties" hold) matches somewhere in `text`. std::regex reads
-// bytes, not code points: beyond ASCII its answer could be wrong, so it is
-// not asked, and the error says so.
-absl::StatusOr<bool> PatternFindsIn(const std::string& pattern, const std::string& text);
-
 // A count keyword (minLength, maxItems, ...): absent, or a non-negative
 // integer; anything else is an error naming it.
 absl::StatusOr<std::optional<int64_t>> ReadCount(const nlohmann::ordered_json& schema, const char* keyword,

@@ -146,8 +146,14 @@ TEST(JsonSchemaTest, EnumValuesFilteredByTheKeywordsBeside) {
   auto code_points = FromSchema(R"({"enum": ["\u00e9", "ab"], "maxLength": 1})");  // Lengths count code points.
   EXPECT_TRUE(code_points->Accepts("\"\xC3\xA9\""));
   EXPECT_FALSE(code_points->Accepts(R"("ab")"));
-  EXPECT_THAT(ErrorOf(R"({"enum": ["\u00e9"], "pattern": "^a"})"), HasSubstr("not both ASCII"));
-  auto exclusive = FromSchema(R"({"enum": [1, 2, 3], "minimum": 1, "exclusiveMinimum": true})");  // Draft 4.
+  // Past ASCII, as every reader of the pattern takes it.
+  auto accented = FromSchema(R"({"enum": ["\u00e9t\u00e9", "ete"], "pattern": "^\u00e9"})");
+  EXPECT_TRUE(accented->Accepts("\"\xC3\xA9t\xC3\xA9\""));
+  EXPECT_FALSE(accented->Accepts(R"("ete")"));
+  // Python's \s takes \x1c, ECMAScript's does not: not surely a non-space.
+  EXPECT_THAT(ErrorOf(R"({"const": "\u001c", "pattern": "^\\S$"})"), HasSubstr("no value passes"));
+  auto exclusive = FromSchema(R"({"$schema": "http://json-schema.org/draft-04/schema#",
+                                  "enum": [1, 2, 3], "minimum": 1, "exclusiveMinimum": true})");
   EXPECT_FALSE(exclusive->Accepts("1"));
   EXPECT_TRUE(exclusive->Accepts("2"));
   EXPECT_THAT(ErrorOf(R"({"const": "x", "maxLength": 0})"),
@@ -410,6 +416,35 @@ TEST(JsonSchemaTest, OneOfIsExclusive) {
               HasSubstr("\"oneOf\" at /items is not supported: every value matches two branches or none"));
 }
 
+// Found by attacking the compiler with python-jsonschema as the judge:
+// each of these once gave an answer that broke its schema.
+TEST(JsonSchemaTest, ReadersOfPatternsAndDraftsThatDisagreeAreRefused) {
+  for (const char* overlapping : {
+           // Python's $ matches before a final newline.
+           R"({"oneOf": [{"type": "string", "pattern": "^a$"}, {"const": "a\n"}]})",
+           // Python's \w, \d and . take what ECMAScript's do not.
+           R"({"oneOf": [{"type": "string", "pattern": "^\\w+$"}, {"type": "string", "pattern": "^\u00e9$"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "^\\d$"}, {"type": "string", "pattern": "^[\u0660-\u0669]$"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "^.$"}, {"type": "string", "pattern": "^\r$"}]})",
+           R"({"oneOf": [{"type": "string", "pattern": "^\\s$"}, {"type": "string", "pattern": "^[\u001c-\u001f]$"}]})"}) {
+    EXPECT_THAT(ErrorOf(overlapping), HasSubstr("\"oneOf\" at / is not supported: a value may match both branch"))
+        << overlapping;
+  }
+  // Draft 4's boolean bounds in a later draft, and a draft inside the document.
+  EXPECT_THAT(ErrorOf(R"({"type": "number", "minimum": 0, "exclusiveMinimum": true})"),
+              HasSubstr("\"exclusiveMinimum\" at / is not supported: a boolean is draft 4's form"));
+  EXPECT_THAT(ErrorOf(R"({"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer", "maximum": 3,
+                          "exclusiveMaximum": false})"),
+              HasSubstr("\"exclusiveMaximum\" at / is not supported"));
+  EXPECT_THAT(ErrorOf(R"({"oneOf": [{"$schema": "http://json-schema.org/draft-04/schema#", "const": 1},
+                                    {"type": "string"}]})"),
+              HasSubstr("\"$schema\" at /oneOf/0 is not supported: another draft inside the document"));
+  // A required key the grammar does not write is no contradiction where
+  // objects may hold it: the branch is not left out of a oneOf.
+  EXPECT_THAT(ErrorOf(R"({"oneOf": [{"properties": {"a": {}}, "required": ["b"]}, {"type": "object"}]})"),
+              HasSubstr("\"oneOf\" at / is not supported: a value may match both branch 0 and branch 1"));
+}
+
 TEST(JsonSchemaTest, ReferencesIncludingRecursion) {
   auto tree = FromSchema(R"({"type": "object", "properties": {
       "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}}, "required": ["v"]})");
@@ -534,7 +569,9 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
         Case{R"("minimum": 10, "maximum": 10)", 10, 10},
         Case{R"("minimum": 5, "exclusiveMinimum": 5, "maximum": 1099)", 6, 1099},
         Case{R"("minimum": 0, "exclusiveMinimum": true, "maximum": 1000)", 1, 1000}}) {
-    auto g = FromSchema(absl::StrCat(R"({"type": "integer", )", c.bounds, "}"));
+    // Boolean exclusive bounds are draft 4's.
+    auto g = FromSchema(absl::StrCat(R"({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", )",
+                                     c.bounds, "}"));
     for (int64_t v = -1100; v <= 1100; ++v) {
       ASSERT_EQ(g->Accepts(std::to_string(v)), v >= c.lo && v <= c.hi) << c.bounds << ": " << v;
     }
@@ -589,7 +626,8 @@ TEST(JsonSchemaTest, FractionalNumberBoundsAreExact) {
                         Case{R"("exclusiveMinimum": 0.999)", 0.999, 1e9, true, false},
                         Case{R"("minimum": -1.5, "exclusiveMaximum": 2)", -1.5, 2, false, true},
                         Case{R"("minimum": 0.5, "exclusiveMinimum": true, "maximum": 2.75)", 0.5, 2.75, true, false}}) {
-    auto g = FromSchema(absl::StrCat(R"({"type": "number", )", c.bounds, "}"));
+    auto g = FromSchema(absl::StrCat(R"({"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", )",
+                                     c.bounds, "}"));
     for (int thousandths = -3000; thousandths <= 3000; ++thousandths) {
       std::string fixed = absl::StrFormat("%.3f", thousandths / 1000.0);
       std::string trimmed = fixed.substr(0, fixed.find_last_not_of('0') + 1);
@@ -778,7 +816,7 @@ TEST(JsonSchemaTest, PatternProperties) {
               HasSubstr("\"patternProperties\" at / is not supported: allOf at /: in more than one of its schemas"));
   EXPECT_THAT(ErrorOf(R"({"patternProperties": {"(a": {}}})"), HasSubstr("\"patternProperties\" at /"));
   EXPECT_THAT(ErrorOf("{\"properties\": {\"\xC3\xA9\": {}}, \"patternProperties\": {\"^.$\": {\"type\": \"null\"}}}"),
-              HasSubstr("are not both ASCII"));
+              HasSubstr("its pattern matches the named property"));
   // Branches of oneOf with patternProperties may write the same objects.
   EXPECT_THAT(ErrorOf(R"({"oneOf": [{"properties": {"a": {}}, "required": ["a"]},
                                    {"properties": {"b": {}}, "required": ["b"], "patternProperties": {"^a$": {}}}]})"),

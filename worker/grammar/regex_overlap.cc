@@ -1,6 +1,7 @@
 #include "worker/grammar/regex_overlap.h"
 
 #include <cstdint>
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <utility>
@@ -57,6 +58,7 @@ class Automaton {
   }
 
   const State& state(int i) const { return states_[i]; }
+  size_t size() const { return states_.size(); }
   int start() const { return start_; }
   int accept() const { return accept_; }
 
@@ -144,15 +146,17 @@ bool Overlap(const std::vector<CodePointRange>& a, const std::vector<CodePointRa
   return false;
 }
 
-// Where `pattern` is anchored: a leading ^ and a trailing unescaped $, each
-// only where no | outside parentheses and classes lets a branch go without.
+// Where `pattern` is anchored: a leading ^ and a trailing unescaped $.
+// With a | outside parentheses and classes, each branch is anchored on its
+// own (^a|b$): then only the whole matches are sure, and any string may
+// hold a match.
 struct Anchors {
-  bool start = false, end = false;
+  bool start = false, end = false, per_branch = false;
 };
 Anchors AnchorsOf(absl::string_view pattern) {
   int depth = 0;
-  bool in_class = false;
-  size_t trailing_dollar = absl::string_view::npos;
+  bool in_class = false, top_level_bar = false;
+  bool trailing_dollar = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\') {
@@ -166,22 +170,80 @@ Anchors AnchorsOf(absl::string_view pattern) {
     if (c == '[') in_class = true;
     if (c == '(') ++depth;
     if (c == ')') --depth;
-    if (c == '|' && depth == 0) return Anchors{};
-    if (c == '$' && i + 1 == pattern.size()) trailing_dollar = i;
+    if (c == '|' && depth == 0) top_level_bar = true;
+    if (c == '$' && i + 1 == pattern.size()) trailing_dollar = true;
   }
-  return Anchors{!pattern.empty() && pattern[0] == '^', trailing_dollar != absl::string_view::npos};
+  const bool leading_caret = !pattern.empty() && pattern[0] == '^';
+  if (top_level_bar) return Anchors{false, false, leading_caret || trailing_dollar};
+  return Anchors{leading_caret, trailing_dollar, false};
+}
+
+// The strings in which `readers` find `pattern`: any characters before and
+// after where it is not anchored, and for kSome a final newline after a $.
+absl::StatusOr<Automaton> SearchAutomaton(absl::string_view pattern, RegexReaders readers) {
+  ASSIGN_OR_RETURN(const Node node, ParseRegex(pattern, readers));
+  const Anchors anchors = AnchorsOf(pattern);
+  if (anchors.per_branch) {
+    const bool some = readers == RegexReaders::kSome;
+    return Automaton::Of(node, some, some, false);
+  }
+  return Automaton::Of(node, !anchors.start, !anchors.end, anchors.end && readers == RegexReaders::kSome);
+}
+
+// Whether `automaton` takes the code points of `text`, simulated as sets of
+// states (each closed under its epsilon moves).
+absl::StatusOr<bool> Takes(const Automaton& automaton, absl::string_view text) {
+  std::vector<int> current, next;
+  std::vector<bool> in_set;
+  const auto add = [&](std::vector<int>& set, int state) {
+    std::vector<int> stack = {state};
+    while (!stack.empty()) {
+      const int s = stack.back();
+      stack.pop_back();
+      if (in_set[s]) continue;
+      in_set[s] = true;
+      set.push_back(s);
+      for (int e : automaton.state(s).epsilon) stack.push_back(e);
+    }
+  };
+  in_set.assign(automaton.size(), false);
+  add(current, automaton.start());
+  while (!text.empty()) {
+    uint32_t c = 0;
+    const int n = DecodeUtf8(text, c);
+    if (n == 0) return absl::InvalidArgumentError("not valid UTF-8");
+    text.remove_prefix(n);
+    in_set.assign(automaton.size(), false);
+    next.clear();
+    for (int s : current) {
+      const Automaton::State& state = automaton.state(s);
+      if (state.next < 0) continue;
+      const bool takes = std::any_of(state.set.begin(), state.set.end(),
+                                     [&](const CodePointRange& r) { return c >= r.lo && c <= r.hi; });
+      if (takes) add(next, state.next);
+    }
+    current.swap(next);
+    if (current.empty()) return false;
+  }
+  return std::find(current.begin(), current.end(), automaton.accept()) != current.end();
 }
 
 }  // namespace
 
+absl::StatusOr<bool> SurelyFinds(absl::string_view pattern, absl::string_view text) {
+  ASSIGN_OR_RETURN(const Automaton automaton, SearchAutomaton(pattern, RegexReaders::kEvery));
+  return Takes(automaton, text);
+}
+
+absl::StatusOr<bool> MayFind(absl::string_view pattern, absl::string_view text) {
+  ASSIGN_OR_RETURN(const Automaton automaton, SearchAutomaton(pattern, RegexReaders::kSome));
+  return Takes(automaton, text);
+}
+
 absl::StatusOr<bool> WholeMatchMeetsSearch(absl::string_view whole, absl::string_view search) {
-  ASSIGN_OR_RETURN(const Node whole_node, ParseRegex(whole));
-  ASSIGN_OR_RETURN(const Node search_node, ParseRegex(search));
-  const Anchors anchors = AnchorsOf(search);
+  ASSIGN_OR_RETURN(const Node whole_node, ParseRegex(whole, RegexReaders::kEvery));
   ASSIGN_OR_RETURN(const Automaton a, Automaton::Of(whole_node, false, false, false));
-  // A trailing $ also matches before a final newline where validators use
-  // Python's re (python-jsonschema): such strings count as matches too.
-  ASSIGN_OR_RETURN(const Automaton b, Automaton::Of(search_node, !anchors.start, !anchors.end, anchors.end));
+  ASSIGN_OR_RETURN(const Automaton b, SearchAutomaton(search, RegexReaders::kSome));
   absl::flat_hash_set<std::pair<int, int>> seen = {{a.start(), b.start()}};
   std::deque<std::pair<int, int>> queue = {{a.start(), b.start()}};
   const auto visit = [&](int p, int q) {

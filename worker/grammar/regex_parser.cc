@@ -29,10 +29,11 @@ constexpr int64_t kLengthCap = int64_t{1} << 40;
 
 // \d \w \s differ between ECMAScript (what JSON Schema means) and Python's
 // re (what python-jsonschema checks with): Python's take Unicode digits,
-// letters and \x1C-\x1F \x85 as well, ECMAScript's \s takes U+FEFF. A
-// class is taken as what both flavours match: where it counts positively,
-// the narrow set (in both), and inside [^...], the wide one (in either),
-// so that its complement is in both. Wide digits and word characters are
+// letters and \x1C-\x1F \x85 as well, ECMAScript's \s takes U+FEFF. For
+// RegexReaders::kEvery a class is taken as what both flavours match: where
+// it counts positively, the narrow set (in both), and inside [^...], the
+// wide one (in either), so that its complement is in both; for kSome the
+// other way round. Wide digits and word characters are
 // everything past ASCII that could be one (U+0660 is the first non-ASCII
 // digit).
 struct Shorthand {
@@ -71,7 +72,7 @@ uint32_t HexDigit(uint32_t c) { return IsDigit(c) ? c - '0' : (c | 0x20) - 'a' +
 
 class RegexParser {
  public:
-  explicit RegexParser(absl::string_view regex) : regex_(regex) {}
+  RegexParser(absl::string_view regex, RegexReaders readers) : regex_(regex), every_(readers == RegexReaders::kEvery) {}
 
   absl::StatusOr<Node> Parse() {
     while (!regex_.empty()) {
@@ -140,7 +141,9 @@ class RegexParser {
     } else if (Eat('?')) {
       max = 1;
     } else if (!ParseCount(min, max)) {
-      pos_ = start;  // Not a count: the '{' is a literal (ECMAScript Annex B).
+      pos_ = start;  // Not a count: the '{' is a literal (ECMAScript Annex B)...
+      // ...but Python's re reads {,n} as {0,n}.
+      if (Peek() == '{' && Peek(1) == ',') return Unsupported("{, (ECMAScript reads it as text, Python's re as a count)");
       return atom;
     }
     if (max != kNoLimit && max < min) return Error("a count {m,n} with n < m");
@@ -179,8 +182,11 @@ class RegexParser {
     switch (c) {
       case '(': return ParseGroup();
       case '[': return ParseClass();
-      case '.': return SetNode({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}, /*negated=*/true);
-      case '\\': return ParseEscape(/*in_class=*/false, /*narrow=*/true);
+      // ECMAScript's . leaves out the line terminators, Python's only \n.
+      case '.':
+        return every_ ? SetNode({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}, /*negated=*/true)
+                      : SetNode({{'\n', '\n'}}, /*negated=*/true);
+      case '\\': return ParseEscape(/*in_class=*/false, /*narrow=*/every_);
       case '^': --pos_; return Unsupported("the anchor ^ inside the pattern");
       case '$': --pos_; return Unsupported("the anchor $ inside the pattern");
       case '*':
@@ -211,6 +217,10 @@ class RegexParser {
 
   absl::StatusOr<Node> ParseClass() {
     const bool negated = Eat('^');
+    if (Peek() == ']') {
+      return Unsupported(negated ? "[^] (ECMAScript reads it as any character, Python's re as a class holding ])"
+                                 : "[] (ECMAScript reads it as no character, Python's re as a class holding ])");
+    }
     Ranges ranges;
     while (AtEnd() || Peek() != ']') {
       if (AtEnd()) return Error("unterminated character class");
@@ -234,7 +244,7 @@ class RegexParser {
   absl::StatusOr<Ranges> ParseClassAtom(bool negated) {
     const uint32_t c = text_[pos_++];
     if (c != '\\') return Ranges{{c, c}};
-    ASSIGN_OR_RETURN(Node escaped, ParseEscape(/*in_class=*/true, /*narrow=*/!negated));
+    ASSIGN_OR_RETURN(Node escaped, ParseEscape(/*in_class=*/true, /*narrow=*/negated != every_));
     return escaped.set;
   }
 
@@ -256,12 +266,13 @@ class RegexParser {
       case 'f': return SetNode({{'\f', '\f'}});
       case 'v': return SetNode({{'\v', '\v'}});
       case 'x': return ParseHex(2);
-      case 'u': return Eat('{') ? ParseBracedHex() : ParseHex(4);
-      case 'c': {
-        if (!IsAsciiLetter(Peek())) return Error("\\c without a letter");
-        const uint32_t control = text_[pos_++] % 32;
-        return SetNode({{control, control}});
-      }
+      case 'u':
+        if (Peek() == '{') {
+          --pos_;
+          return Unsupported("\\u{...} (Python's re has no such escape)");
+        }
+        return ParseHex(4);
+      case 'c': --pos_; return Unsupported("\\c (Python's re has no such escape)");
       case 'b':
         if (in_class) return SetNode({{'\b', '\b'}});
         --pos_;
@@ -292,13 +303,6 @@ class RegexParser {
     return CodePoint(value);
   }
 
-  absl::StatusOr<Node> ParseBracedHex() {
-    uint32_t value = 0;
-    while (IsHexDigit(Peek()) && value <= kMaxCodePoint) value = value * 16 + HexDigit(text_[pos_++]);
-    if (!Eat('}')) return Error("expected hex digits and '}' after \\u{");
-    return CodePoint(value);
-  }
-
   absl::StatusOr<Node> CodePoint(uint32_t value) {
     if (value > kMaxCodePoint || (value >= 0xD800 && value <= 0xDFFF)) {
       return Unsupported(absl::StrFormat("U+%X (not a Unicode scalar value)", value));
@@ -307,13 +311,19 @@ class RegexParser {
   }
 
   absl::string_view regex_;
+  // Shorthands where they count positively take the narrow set (in both
+  // readers) for kEvery, the wide one (in either) for kSome; inside [^...]
+  // the other way round.
+  const bool every_;
   std::vector<uint32_t> text_;
   size_t pos_ = 0;
 };
 
 }  // namespace
 
-absl::StatusOr<Node> ParseRegex(absl::string_view regex) { return RegexParser(regex).Parse(); }
+absl::StatusOr<Node> ParseRegex(absl::string_view regex, RegexReaders readers) {
+  return RegexParser(regex, readers).Parse();
+}
 
 int64_t MinLength(const Node& n) {
   int64_t length = 0;

@@ -24,9 +24,18 @@ struct Node {
   int64_t min = 0, max = 0;
 };
 
-// The whole-string match `regex` describes; errors are InvalidArgument
-// and name the construct and its offset.
-absl::StatusOr<Node> ParseRegex(absl::string_view regex);
+// A pattern is read by ECMAScript (what JSON Schema means) and by Python's
+// re (what python-jsonschema checks with), which differ on \d \w \s and
+// `.` past ASCII and control characters: the strings every reader matches
+// (what a grammar may write), or those some reader might (what a check that
+// a string is NOT matched must assume).
+enum class RegexReaders { kEvery, kSome };
+
+// The whole-string match `regex` describes, as `readers` take it;
+// constructs the two read differently ({,n}, [^]) or one of them lacks (\c,
+// \u{...}) are refused. Errors are InvalidArgument and name the construct
+// and its offset.
+absl::StatusOr<Node> ParseRegex(absl::string_view regex, RegexReaders readers = RegexReaders::kEvery);
 
 // Characters (code points) in the shortest and the longest match; the
 // longest is kNoLimit (gbnf_writer.h) when unbounded.

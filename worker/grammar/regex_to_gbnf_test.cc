@@ -31,11 +31,22 @@ std::string ErrorOf(absl::string_view regex) {
 }
 
 TEST(RegexToGbnfTest, LiteralsAndEscapes) {
-  auto g = FromRegex(R"(a\.b\\\n\t\x41\u00e9\u{1F600}\/"\*)");
+  auto g = FromRegex("a\\.b\\\\\\n\\t\\x41\\u00e9\xF0\x9F\x98\x80\\/\"\\*");
   EXPECT_TRUE(g->Accepts("a.b\\\n\tA\xC3\xA9\xF0\x9F\x98\x80/\"*"));
   EXPECT_FALSE(g->Accepts("axb\\\n\tA\xC3\xA9\xF0\x9F\x98\x80/\"*"));
-  auto control = FromRegex(R"(\cJ\0\f\v)");
+  auto control = FromRegex(R"(\x0a\0\f\v)");
   EXPECT_TRUE(control->Accepts(std::string("\n\0\f\v", 4)));
+}
+
+// What ECMAScript and Python's re read differently, or one of them lacks,
+// is refused: a pattern means what both say.
+TEST(RegexToGbnfTest, ConstructsTheReadersDisagreeOnAreRefused) {
+  for (const char* regex : {"a{,3}", "a{,}", "[^]a]", "[]a]", "\\cJ", "\\u{1F600}"}) {
+    EXPECT_THAT(ErrorOf(regex), HasSubstr("is not supported")) << regex;
+  }
+  EXPECT_THAT(ErrorOf("a{,3}"), HasSubstr("Python's re as a count"));
+  auto literal_brace = FromRegex("a{x}");  // Text in both.
+  EXPECT_TRUE(literal_brace->Accepts("a{x}"));
 }
 
 TEST(RegexToGbnfTest, DotIsAnyCharacterButALineTerminator) {
