@@ -18,15 +18,18 @@
 //    "minProperties" is met by the required ones or is 1 (not empty);
 //    "dependentRequired" (draft 7's "dependencies" with lists) writes the
 //    properties others depend on always. "patternProperties" of one
-//    pattern, without additionalProperties and matching no named
-//    property: its keys (where it matches, as the regex compiles) are the
-//    other properties.
+//    pattern matching no named property: its keys (where it matches, as
+//    the regex compiles) are the other properties; keys additionalProperties
+//    would take are not written.
 //  - Arrays: "prefixItems" (or draft 7's "items" list) with "items" (or
 //    "additionalItems") after them; "prefixItems" without "items" means no
 //    further items. "uniqueItems": items of enum or const values as a set
 //    (each value once, in the enum's order), other arrays one item at
 //    most. "maxLength" and "maxItems" above 10,000 are written as 10,000.
-//  - Strings: "pattern" as a whole-string match; "format" date, time,
+//  - Strings: "pattern" as a whole-string match, read as both ECMAScript
+//    and Python's re (python-jsonschema's) take it: where they differ
+//    (\w \d \s . past ASCII, {,n}, [^]) what both match, or a refusal
+//    (regex_parser.h); "format" date, time,
 //    date-time, uuid, email, ipv4, ipv6, hostname, uri and uri-reference
 //    as the subsets json_schema_scalars.cc
 //    lists; the other formats JSON Schema defines are refused, and formats
@@ -41,7 +44,8 @@
 //  - anyOf is the alternatives. oneOf too where no value can match two
 //    branches: different types, objects told apart by a required key's
 //    const or enum values or by keys one requires that the other never
-//    writes; bare type branches give up what the others accept
+//    writes, strings by patterns no string matches both of as any reader
+//    takes them (regex_overlap.h); bare type branches give up what the others accept
 //    ([number, integer] is the numbers that are not whole); any other
 //    overlap is refused (json_schema_alternatives.cc); an object branch
 //    never writes an optional key another branch requires. allOf (and from
@@ -49,17 +53,21 @@
 //    by the document's $schema) is merged into one schema: types
 //    intersect, bounds take the stricter, required unites, properties
 //    merge key by key with additionalProperties, enums intersect; what
-//    does not merge so (two patterns, patternProperties beside another
-//    object schema) is refused (json_schema_merge.cc). anyOf and oneOf
-//    beside other keywords distribute over them. if/then/else: what "if"
-//    and "then" accept, and where "if" requires a key, the objects without
-//    it that "else" accepts. enum and const are the values written
+//    does not merge so (two patterns, patternProperties in two of the
+//    schemas) is refused (json_schema_merge.cc). anyOf and oneOf beside
+//    other keywords distribute over them. if/then/else: what "if" and
+//    "then" accept; where "if" requires a key, the objects without it that
+//    "else" accepts; where "if" holds a key to a const or enum, the
+//    objects with another of its few values that "else" accepts. enum and const are the values written
 //    compactly; $ref points into the same document (#, #/$defs/...,
 //    #/definitions/...), recursion included. enum and const take "type",
 //    minLength, maxLength, pattern and number bounds beside them, which
 //    filter their values.
 //  - A schema without "type" is the types its keywords apply to
 //    ({"maxLength": 3} is a string); with none of them, any value.
+// A document is read by its $schema's draft (none: 2020-12): another
+// $schema inside it, or draft 4's boolean exclusive bounds in a later
+// draft, is refused.
 // Keywords that decide nothing about validity are ignored, as JSON Schema
 // says: annotations (title, description, examples, default, $comment, ...),
 // vendor (x-*), OpenAPI's (discriminator, nullable) and unknown ones. Any
