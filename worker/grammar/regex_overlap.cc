@@ -1,12 +1,14 @@
 #include "worker/grammar/regex_overlap.h"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "base/status_macros.h"
 #include "worker/grammar/gbnf_writer.h"
@@ -180,7 +182,7 @@ Anchors AnchorsOf(absl::string_view pattern) {
 
 // The strings in which `readers` find `pattern`: any characters before and
 // after where it is not anchored, and for kSome a final newline after a $.
-absl::StatusOr<Automaton> SearchAutomaton(absl::string_view pattern, RegexReaders readers) {
+absl::StatusOr<Automaton> BuildSearchAutomaton(absl::string_view pattern, RegexReaders readers) {
   ASSIGN_OR_RETURN(const Node node, ParseRegex(pattern, readers));
   const Anchors anchors = AnchorsOf(pattern);
   if (anchors.per_branch) {
@@ -188,6 +190,20 @@ absl::StatusOr<Automaton> SearchAutomaton(absl::string_view pattern, RegexReader
     return Automaton::Of(node, some, some, false);
   }
   return Automaton::Of(node, !anchors.start, !anchors.end, anchors.end && readers == RegexReaders::kSome);
+}
+
+// The same, kept per thread: a schema asks of one pattern once per enum
+// value and per pair of oneOf branches.
+absl::StatusOr<std::shared_ptr<const Automaton>> SearchAutomaton(absl::string_view pattern, RegexReaders readers) {
+  constexpr size_t kMaxKept = 256;
+  thread_local absl::flat_hash_map<std::pair<std::string, RegexReaders>, std::shared_ptr<const Automaton>> kept;
+  const std::pair<std::string, RegexReaders> key(pattern, readers);
+  if (const auto it = kept.find(key); it != kept.end()) return it->second;
+  ASSIGN_OR_RETURN(Automaton built, BuildSearchAutomaton(pattern, readers));
+  if (kept.size() >= kMaxKept) kept.clear();
+  auto automaton = std::make_shared<const Automaton>(std::move(built));
+  kept.emplace(key, automaton);
+  return automaton;
 }
 
 // Whether `automaton` takes the code points of `text`, simulated as sets of
@@ -231,19 +247,20 @@ absl::StatusOr<bool> Takes(const Automaton& automaton, absl::string_view text) {
 }  // namespace
 
 absl::StatusOr<bool> SurelyFinds(absl::string_view pattern, absl::string_view text) {
-  ASSIGN_OR_RETURN(const Automaton automaton, SearchAutomaton(pattern, RegexReaders::kEvery));
-  return Takes(automaton, text);
+  ASSIGN_OR_RETURN(const std::shared_ptr<const Automaton> automaton, SearchAutomaton(pattern, RegexReaders::kEvery));
+  return Takes(*automaton, text);
 }
 
 absl::StatusOr<bool> MayFind(absl::string_view pattern, absl::string_view text) {
-  ASSIGN_OR_RETURN(const Automaton automaton, SearchAutomaton(pattern, RegexReaders::kSome));
-  return Takes(automaton, text);
+  ASSIGN_OR_RETURN(const std::shared_ptr<const Automaton> automaton, SearchAutomaton(pattern, RegexReaders::kSome));
+  return Takes(*automaton, text);
 }
 
 absl::StatusOr<bool> WholeMatchMeetsSearch(absl::string_view whole, absl::string_view search) {
   ASSIGN_OR_RETURN(const Node whole_node, ParseRegex(whole, RegexReaders::kEvery));
   ASSIGN_OR_RETURN(const Automaton a, Automaton::Of(whole_node, false, false, false));
-  ASSIGN_OR_RETURN(const Automaton b, SearchAutomaton(search, RegexReaders::kSome));
+  ASSIGN_OR_RETURN(const std::shared_ptr<const Automaton> search_automaton, SearchAutomaton(search, RegexReaders::kSome));
+  const Automaton& b = *search_automaton;
   absl::flat_hash_set<std::pair<int, int>> seen = {{a.start(), b.start()}};
   std::deque<std::pair<int, int>> queue = {{a.start(), b.start()}};
   const auto visit = [&](int p, int q) {

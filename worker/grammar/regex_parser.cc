@@ -192,6 +192,16 @@ class RegexParser {
       case '*':
       case '+':
       case '?': --pos_; return Error("nothing to repeat");
+      case '{': {
+        // A count with nothing before it: text in ECMAScript, an error in Python's re.
+        const size_t start = --pos_;
+        int64_t min = 0, max = 0;
+        const bool count = ParseCount(min, max);
+        pos_ = start;
+        if (count) return Unsupported("a count with nothing to repeat");
+        ++pos_;
+        break;
+      }
     }
     return SetNode({{c, c}});
   }
@@ -203,9 +213,8 @@ class RegexParser {
         return Unsupported("lookahead");
       } else if (Peek() == '<' && (Peek(1) == '=' || Peek(1) == '!')) {
         return Unsupported("lookbehind");
-      } else if (Eat('<')) {
-        while (!AtEnd() && Peek() != '>') ++pos_;  // A named group matches as a plain one.
-        if (!Eat('>')) return Error("unterminated group name");
+      } else if (Peek() == '<' || Peek() == 'P') {
+        return Unsupported("a named group (ECMAScript writes (?<name>, Python's re (?P<name>)");
       } else {
         return Unsupported("this (? group");
       }
@@ -225,7 +234,11 @@ class RegexParser {
     while (AtEnd() || Peek() != ']') {
       if (AtEnd()) return Error("unterminated character class");
       ASSIGN_OR_RETURN(Ranges lo, ParseClassAtom(negated));
-      if (Peek() == '-' && Peek(1) != ']' && Peek(1) != 0 && lo.size() == 1 && lo[0].lo == lo[0].hi) {
+      const bool one_character = lo.size() == 1 && lo[0].lo == lo[0].hi;
+      if (Peek() == '-' && Peek(1) != ']' && Peek(1) != 0 && !one_character) {
+        return Unsupported("a range from a class escape ([\\w-a]: text in ECMAScript, an error in Python's re)");
+      }
+      if (Peek() == '-' && Peek(1) != ']' && Peek(1) != 0 && one_character) {
         ++pos_;
         ASSIGN_OR_RETURN(Ranges hi, ParseClassAtom(negated));
         if (hi.size() != 1 || hi[0].lo != hi[0].hi) return Error("a class escape as the end of a range");
