@@ -17,13 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 
 ModelConfig ConfigFor(const Tokenizer& tokenizer) {
-  ModelConfig config;
-  config.dim = 64;
-  config.n_layers = 2;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.vocab_size = tokenizer.vocab_size();
-  return config;
+  return ModelShape(/*dim=*/64, /*n_layers=*/2, /*n_heads=*/4, /*n_kv_heads=*/2, tokenizer.vocab_size());
 }
 
 TEST(GgufTensorNameTest, MapsOurNamesToLlamaCpps) {

@@ -8,13 +8,8 @@ namespace llama {
 namespace {
 
 ModelConfig Gqa() {
-  ModelConfig c;
-  c.dim = 64;
-  c.n_layers = 2;
-  c.n_heads = 8;
-  c.n_kv_heads = 2;
-  c.vocab_size = 96;
-  c.multiple_of = 16;
+  ModelConfig c =
+      ModelShape(/*dim=*/64, /*n_layers=*/2, /*n_heads=*/8, /*n_kv_heads=*/2, /*vocab_size=*/96, /*multiple_of=*/16);
   c.ffn_dim_multiplier = 1.3;
   return c;
 }

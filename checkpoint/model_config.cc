@@ -57,6 +57,18 @@ int64_t ModelConfig::context_length() const {
   return rope_theta >= 500000 ? 8192 : 4096;
 }
 
+ModelConfig ModelShape(int64_t dim, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t vocab_size,
+                       int64_t multiple_of) {
+  ModelConfig config;
+  config.dim = dim;
+  config.n_layers = n_layers;
+  config.n_heads = n_heads;
+  config.n_kv_heads = n_kv_heads;
+  config.vocab_size = vocab_size;
+  config.multiple_of = multiple_of;
+  return config;
+}
+
 int64_t ModelConfig::ffn_hidden_dim() const {
   if (hidden_dim.has_value()) return *hidden_dim;
   int64_t hidden = 4 * dim;

@@ -55,6 +55,11 @@ struct ModelConfig {
   int64_t ffn_hidden_dim() const;
 };
 
+// A model of this shape with the reference's other defaults, as tests and
+// synthetic models build one.
+ModelConfig ModelShape(int64_t dim, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t vocab_size,
+                       int64_t multiple_of = 256);
+
 // Parses params.json text; `source` (its path) prefixes errors, which name
 // the field and what was expected. Unknown fields are ignored, as the
 // reference's ModelArgs(**params) would not (it raises); we only warn.

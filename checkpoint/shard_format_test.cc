@@ -24,13 +24,8 @@ std::vector<uint8_t> ReadAll(const std::string& path) {
 
 shard::ShardIndex TestIndex() {
   shard::ShardIndex index;
-  ModelConfig config;
-  config.dim = 8;
-  config.n_layers = 1;
-  config.n_heads = 2;
-  config.n_kv_heads = 2;
-  config.vocab_size = 16;
-  *index.mutable_config() = ModelConfigToProto(config);
+  *index.mutable_config() =
+      ModelConfigToProto(ModelShape(/*dim=*/8, /*n_layers=*/1, /*n_heads=*/2, /*n_kv_heads=*/2, /*vocab_size=*/16));
   index.set_rank(1);
   index.set_world_size(2);
   index.set_rope_layout(shard::ROPE_LAYOUT_INTERLEAVED);

@@ -8,14 +8,7 @@ namespace llama {
 namespace {
 
 ModelConfig Small() {
-  ModelConfig c;
-  c.dim = 64;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 4;
-  c.vocab_size = 96;
-  c.multiple_of = 32;
-  return c;
+  return ModelShape(/*dim=*/64, /*n_layers=*/2, /*n_heads=*/4, /*n_kv_heads=*/4, /*vocab_size=*/96, /*multiple_of=*/32);
 }
 
 absl::StatusOr<RankPlan> TryPlan(const ModelConfig& config, const JobFlags& flags) {

@@ -36,14 +36,8 @@ namespace llama {
 namespace {
 
 ModelConfig SmallConfig() {
-  ModelConfig c;
-  c.dim = 256;
-  c.n_layers = 4;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.vocab_size = 512;
-  c.multiple_of = 128;
-  return c;
+  return ModelShape(/*dim=*/256, /*n_layers=*/4, /*n_heads=*/8, /*n_kv_heads=*/4, /*vocab_size=*/512,
+                    /*multiple_of=*/128);
 }
 
 TransformerOptions SmallOptions(DType kv_cache_dtype = DType::kF32, bool cuda_graphs = true) {

@@ -21,13 +21,8 @@ using ::testing::HasSubstr;
 // A one-rank shard of a tiny model, zeros, with `int8` tensors in q8_0
 // and the rest in f32.
 std::string WriteShard(const std::string& name, const std::vector<std::string>& int8) {
-  ModelConfig config;
-  config.dim = 64;
-  config.n_layers = 1;
-  config.n_heads = 2;
-  config.n_kv_heads = 2;
-  config.vocab_size = 32;
-  config.multiple_of = 32;
+  const ModelConfig config =
+      ModelShape(/*dim=*/64, /*n_layers=*/1, /*n_heads=*/2, /*n_kv_heads=*/2, /*vocab_size=*/32, /*multiple_of=*/32);
   const std::string path = std::string(getenv("TEST_TMPDIR")) + "/" + name;
   absl::StatusOr<std::unique_ptr<ShardWriter>> writer = ShardWriter::Create(path);
   EXPECT_TRUE(writer.ok()) << writer.status();

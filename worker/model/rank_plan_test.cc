@@ -22,14 +22,7 @@ ModelConfig Config70B() {
 }
 
 ModelConfig TinyConfig() {
-  ModelConfig c;
-  c.dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 40;
-  c.multiple_of = 16;
-  return c;
+  return ModelShape(/*dim=*/32, /*n_layers=*/2, /*n_heads=*/4, /*n_kv_heads=*/2, /*vocab_size=*/40, /*multiple_of=*/16);
 }
 
 TEST(RankPlanTest, SizesA70BRankLikeItsTensors) {

@@ -96,14 +96,7 @@ TEST(TransformerTest, ShardOfAnotherWorldSizeIsRefused) {
 
 // A model small enough to build in a blink, for the error-path tests.
 ModelConfig TinyConfig(int n_layers, int n_kv_heads) {
-  ModelConfig config;
-  config.dim = 32;
-  config.n_layers = n_layers;
-  config.n_heads = 4;
-  config.n_kv_heads = n_kv_heads;
-  config.vocab_size = 40;
-  config.multiple_of = 16;
-  return config;
+  return ModelShape(/*dim=*/32, n_layers, /*n_heads=*/4, n_kv_heads, /*vocab_size=*/40, /*multiple_of=*/16);
 }
 
 // A KV cache that cannot fit is a clear error, not a crash in the allocator.
