@@ -17,12 +17,6 @@
 
 namespace llama::http {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
-using tcp = asio::ip::tcp;
-using Clock = Connection::Clock;
-
 namespace {
 
 // The bytes of a response head (and body, if any), as Beast formats them.

@@ -15,12 +15,6 @@
 
 namespace llama::http {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
-using tcp = asio::ip::tcp;
-using Clock = Connection::Clock;
-
 namespace {
 
 std::string RemoteName(const tcp::socket& socket) {

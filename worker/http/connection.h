@@ -28,6 +28,14 @@
 
 namespace llama::http {
 
+// The names the server's files write Boost by (this header is private to
+// //worker/http:http_server).
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
 // What a server's connections share with it.
 struct ConnectionContext {
   explicit ConnectionContext(ServerOptions o) : options(std::move(o)) {}
@@ -42,17 +50,15 @@ struct ConnectionContext {
   ServerOptions options;
   std::vector<Route> routes;
   std::atomic<int> open{0};  // Connections open now.
-  std::unique_ptr<boost::asio::thread_pool> pool;  // Runs the routes that are not on_io_thread.
+  std::unique_ptr<asio::thread_pool> pool;  // Runs the routes that are not on_io_thread.
 };
 
 // One client connection; every member is touched on its strand only.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  using Clock = std::chrono::steady_clock;
+  Connection(ConnectionContext* server, tcp::socket socket);
 
-  Connection(ConnectionContext* server, boost::asio::ip::tcp::socket socket);
-
-  boost::asio::any_io_executor executor() { return socket_.get_executor(); }
+  asio::any_io_executor executor() { return socket_.get_executor(); }
   void Start();
   void Close();
 
@@ -88,9 +94,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // request_reading.cc.
   void ReadHead();
-  void OnHead(boost::beast::error_code ec);
+  void OnHead(beast::error_code ec);
   void ReadBody();
-  void OnReadError(boost::beast::error_code ec);
+  void OnReadError(beast::error_code ec);
   void Refuse(int status, const std::string& message, const std::string& code);
   void Refuse(Response response);
 
@@ -99,12 +105,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Flush();
 
   ConnectionContext* server_;
-  boost::asio::ip::tcp::socket socket_;
-  boost::asio::steady_timer timer_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
   uint64_t timer_generation_ = 0;
   bool timed_out_ = false;
-  boost::beast::flat_buffer buffer_;
-  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   Request head_;
   const Route* route_ = nullptr;
   int version_ = 11;
@@ -124,16 +130,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t body_bytes_ = 0;
 };
 
-inline Connection::Clock::duration ToChrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
+inline Clock::duration ToChrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
 
 // An accepted client on `socket`; StartConnection serves it, on a strand of
 // its own, until either side closes.
-std::shared_ptr<Connection> NewConnection(ConnectionContext* context, boost::asio::ip::tcp::socket socket);
+std::shared_ptr<Connection> NewConnection(ConnectionContext* context, tcp::socket socket);
 void StartConnection(const std::shared_ptr<Connection>& connection);
 // Closes it from its strand (the server's Stop).
 void CloseConnection(const std::shared_ptr<Connection>& connection);
 // A client not taken in: `response`, with Retry-After: 1, then the close.
-void RefuseConnection(boost::asio::ip::tcp::socket socket, Response response);
+void RefuseConnection(tcp::socket socket, Response response);
 
 }  // namespace llama::http
 

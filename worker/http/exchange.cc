@@ -13,8 +13,6 @@
 
 namespace llama::http {
 
-namespace asio = boost::asio;
-
 Exchange::Exchange(std::weak_ptr<Connection> connection, Request request)
     : connection_(std::move(connection)), request_(std::move(request)) {}
 

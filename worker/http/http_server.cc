@@ -18,11 +18,6 @@
 
 namespace llama::http {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
-
 absl::string_view Request::Header(absl::string_view name) const {
   for (const auto& [key, value] : headers) {
     if (absl::EqualsIgnoreCase(key, name)) return value;

@@ -18,12 +18,6 @@
 
 namespace llama::http {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
-using tcp = asio::ip::tcp;
-using Clock = Connection::Clock;
-
 void Connection::ReadHead() {
   const Limits& limits = server_->options.limits;
   // The request's deadline runs from its first byte, which is here.
