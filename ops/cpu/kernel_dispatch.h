@@ -33,6 +33,9 @@ bool CpuRunsAvx512Vnni();
 bool CpuRunsAvx512BwVnni();
 // AVX-512 F, BW, VL and BF16.
 bool CpuRunsAvx512Bf16();
+// Whether the AMX variants may run where the CPU has AMX (LLAMA_CPU_ISA,
+// which the AVX-512 checks above follow too: avx2 keeps both out).
+bool AmxAllowed();
 // Every x86-64 CPU: the portable variants.
 bool AnyX86_64();
 

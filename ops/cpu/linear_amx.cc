@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/panels.h"
 
@@ -72,7 +73,7 @@ LLAMA_AMX void PairPanel(const float* panel, int64_t in, uint32_t* pairs) {
 bool CpuAndOsAllowAmxBf16() {
   static const bool allowed = [] {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
+    if (!AmxAllowed() || !__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
         !__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
         !__builtin_cpu_supports("avx512vl")) {
       return false;
