@@ -191,9 +191,12 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
   // Chunk 2p's scale in the low half, 2p + 1's in the high half.
   const __m512i low_index[2] = {ScaleIndexPair(0, 2), ScaleIndexPair(4, 6)};
   const __m512i high_index[2] = {ScaleIndexPair(1, 3), ScaleIndexPair(5, 7)};
-  __m256 acc[kRows];
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+  // Rows in pairs (kquant::PairHalves), an odd last row on its own.
+  constexpr int kPairs = kRows / 2;
+  __m512 pair_acc[kPairs > 0 ? kPairs : 1];
+  __m256 last_acc = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int i = 0; i < kPairs; ++i) pair_acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
     if (ahead != 0) simd::PrefetchAhead(block, ahead, kQ4KBlockBytes);
@@ -215,13 +218,29 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
         dot[r] = _mm512_dpwssd_epi32(dot[r], _mm512_maddubs_epi16(high, _mm512_loadu_si512(q + 64)), high_scale);
       }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) {
-      acc[r] = Accumulate(x[r], b, f, AddHalves(dot[r]), acc[r]);
+    if constexpr (kPairs > 0) {
+      const __m512i mins = _mm512_maskz_broadcast_i64x4(0xFF, f.mins);
+#pragma GCC unroll 4
+      for (int i = 0; i < kPairs; ++i) {
+        const QuantizedRow &x0 = x[2 * i], &x1 = x[2 * i + 1];
+        const __m512i sums = _mm512_maskz_cvtepi16_epi32(
+            0xFFFF,
+            _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x1.sums + b * kSubBlocks)),
+                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(x0.sums + b * kSubBlocks))));
+        const __m512i lanes = kquant::PairHalves(dot[2 * i], dot[2 * i + 1]);
+        pair_acc[i] = _mm512_fmadd_ps(kquant::PairOf(x0.d[b] * f.d, x1.d[b] * f.d), _mm512_maskz_cvtepi32_ps(0xFFFF, lanes),
+                                      pair_acc[i]);
+        pair_acc[i] = _mm512_fmadd_ps(kquant::PairOf(-(x0.d[b] * f.dmin), -(x1.d[b] * f.dmin)),
+                                      _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_madd_epi16(mins, sums)), pair_acc[i]);
+      }
+    }
+    if constexpr (kRows % 2 == 1) {
+      last_acc = Accumulate(x[kRows - 1], b, f, AddHalves(dot[kRows - 1]), last_acc);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
+#pragma GCC unroll 4
+  for (int i = 0; i < kPairs; ++i) kquant::StorePair(pair_acc[i], &y[2 * i * stride], &y[(2 * i + 1) * stride]);
+  if constexpr (kRows % 2 == 1) y[(kRows - 1) * stride] = SumLanes(last_acc);
 }
 
 LLAMA_KQUANT_KERNELS()
