@@ -153,10 +153,13 @@ enum class WorkerForwarding {
     "reference keeps its cache in the model's 16-bit dtype).") \
   X(bool, cuda_graphs, true, kRankModel, kAlways, \
     "CUDA backend: replay decode steps from captured CUDA graphs (off to compare or debug).") \
-  X(bool, int8_prefill, false, kRankModel, kAlways, \
-    "CPU, int8 weights: prefill with int8 activations as decode does (llama.cpp's Q8_0 way): 1.2-1.5x faster " \
-    "prefill, a row's results independent of the batch; on the test fixtures the prefill's top token agrees " \
-    "with the stored weights' at 94.8-95.2% of positions instead of 96.4-97.0%.") \
+  X(bool, int8_prefill, true, kRankModel, kAlways, \
+    "CPU, int8 (q8_0), q4_k and q6_k weights: prefill with activations quantized to int8 per row, as decode " \
+    "does and llama.cpp does, so that a row's results never depend on its batch. On a trained model " \
+    "(tools/train_tiny_llama.py) perplexity moves by 0.002% (q8_0) and 0.001% (Q4_K_M) from f32 " \
+    "activations'; q8_0 prefill of 512 tokens is 1.1-1.2x faster, q4_k/q6_k's 0.92x on a Xeon " \
+    "(docs/performance.md). false: f32 activations at prefill (int8 and K-quant rows then change in the " \
+    "last bits when their batch crosses 12 rows).") \
   X(bool, bf16_activations, false, kRankModel, kAlways, \
     "CPU, bf16 weights: round activations to bf16 before each linear layer (llama.cpp's way with BF16), so " \
     "that AVX-512 BF16 does two multiply-adds a lane per instruction: 1.4-1.8x faster prefill and ~1.3x " \

@@ -42,7 +42,7 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   given.drain_timeout = 9;
   given.kv_cache_dtype = "bf16";
   given.cuda_graphs = false;
-  given.int8_prefill = true;
+  given.int8_prefill = false;
   given.bf16_activations = true;
   given.threads = 3;
   given.rendezvous_timeout = 11;
@@ -87,7 +87,7 @@ TEST(JobFlagsTest, WorkerArgumentsRoundTripThroughTheFlags) {
   for (const std::string& arg : args) EXPECT_EQ(arg.find("s3cret"), std::string::npos) << "the key is on argv";
   EXPECT_EQ(got.kv_cache_dtype, "bf16");
   EXPECT_FALSE(got.cuda_graphs);
-  EXPECT_TRUE(got.int8_prefill);
+  EXPECT_FALSE(got.int8_prefill);
   EXPECT_TRUE(got.bf16_activations);
   EXPECT_EQ(got.threads, 3);
   EXPECT_EQ(got.rendezvous_timeout, 11);

@@ -33,7 +33,7 @@ struct JobInputs {
   std::string chat_format;  // "llama2" or "llama3" for a chat job; empty for text completion.
   std::string device;       // "cpu" or "cuda": their kernels round differently.
   std::string kv_cache_dtype;
-  bool int8_prefill = false;
+  bool int8_prefill = true;
   bool bf16_activations = false;
   double temperature = 0;
   double top_p = 0;

@@ -124,7 +124,7 @@ TEST_F(JobIdentityTest, EveryInputIsNamed) {
        [](JobInputs& in) { in.tokenizer_path = testing::TokenizerFixturePath("encode_golden.json"); }},
       {"devices differ", [](JobInputs& in) { in.device = "cuda"; }},
       {"--kv_cache_dtype values differ", [](JobInputs& in) { in.kv_cache_dtype = "bf16"; }},
-      {"--int8_prefill values differ", [](JobInputs& in) { in.int8_prefill = true; }},
+      {"--int8_prefill values differ", [](JobInputs& in) { in.int8_prefill = !in.int8_prefill; }},
       {"--bf16_activations values differ", [](JobInputs& in) { in.bf16_activations = true; }},
       {"prompts or dialogs differ", [&](JobInputs& in) { in.job = &other_prompts; }},
       {"chat formats differ", [&](JobInputs& in) {

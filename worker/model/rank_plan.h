@@ -38,8 +38,9 @@ struct TransformerOptions {
   // Storage of cached keys and values. bf16/f16 halve the cache (the
   // reference keeps it in the model's 16-bit dtype); math stays f32.
   DType kv_cache_dtype = DType::kF32;
-  // CPU, int8 weights: prefill with int8 activations too (cpu::LinearOptions).
-  bool int8_prefill = false;
+  // CPU, int8 and K-quant weights: prefill with int8 activations too, as
+  // decode (cpu::LinearOptions), so rows are independent of their batch.
+  bool int8_prefill = true;
   // CPU, bf16 weights: x rounded to bf16 for every linear layer
   // (cpu::LinearOptions). The GPU already multiplies batches that way.
   bool bf16_activations = false;
@@ -54,7 +55,7 @@ struct RankPlan {
   ModelLimits limits;  // kv_blocks decided; holds at least one sequence.
   int threads = 1;     // CPU worker threads.
   DType kv_cache_dtype = DType::kF32;
-  bool int8_prefill = false;
+  bool int8_prefill = true;
   bool bf16_activations = false;
   bool cuda_graphs = true;
 
