@@ -54,6 +54,8 @@
 #endif
 
 DEFINE_int32(prefill_tokens, 128, "Prompt length for the prefill measurement.");
+DEFINE_int32(prefill_repeats, 1, "Times the prefill is timed; the median is reported (a short prefill on a noisy "
+                                 "machine needs several).");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
 DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
@@ -121,7 +123,8 @@ absl::StatusOr<llama::RankPlan> BenchPlan(const llama::JobFlags& flags, const ll
 }
 
 struct StepTimes {
-  double prefill_seconds = 0;
+  double prefill_seconds = 0;  // The median of --prefill_repeats.
+  double prefill_fastest = 0, prefill_slowest = 0;
   double decode_seconds = 0;
   double constrained_decode_seconds = 0;  // With --json_schema.
 };
@@ -202,12 +205,20 @@ absl::StatusOr<StepTimes> TimeSteps(llama::LanguageModel& model, const Constrain
   // Warm-up, untimed: one prefill of sequence 0 (the timed one overwrites
   // its cache) allocates the kernels' per-thread buffers and faults in pages.
   RETURN_IF_ERROR(model.Forward({{tables[0], 0, prompt, false}}).status());
-  // Prefill: one prompt in one pass (sequence 0); then the others.
-  auto start = std::chrono::steady_clock::now();
-  for (int b = 0; b < FLAGS_batch; ++b) {
-    RETURN_IF_ERROR(model.Forward({{tables[b], 0, prompt, false}}).status());
+  // Prefill: one prompt in one pass (sequence 0); then the others. Each
+  // repeat overwrites the same cache positions.
+  std::vector<double> prefills;
+  for (int repeat = 0; repeat < FLAGS_prefill_repeats; ++repeat) {
+    auto start = std::chrono::steady_clock::now();
+    for (int b = 0; b < FLAGS_batch; ++b) {
+      RETURN_IF_ERROR(model.Forward({{tables[b], 0, prompt, false}}).status());
+    }
+    prefills.push_back(Seconds(start));
   }
-  times.prefill_seconds = Seconds(start);
+  std::sort(prefills.begin(), prefills.end());
+  times.prefill_seconds = prefills[prefills.size() / 2];
+  times.prefill_fastest = prefills.front();
+  times.prefill_slowest = prefills.back();
 
   ASSIGN_OR_RETURN(times.decode_seconds, TimeDecode(model, tables, nullptr));
   if (constraint != nullptr) {
@@ -285,8 +296,14 @@ void PrintTimes(const llama::RankPlan& plan, llama::Device device, const BenchWe
   // The embedding table is read a row per token, not streamed.
   const double streamed_bytes = weights.bytes - weights.embedding_bytes;
   const double gbps = streamed_bytes / (times.decode_seconds / FLAGS_decode_tokens) / 1e9;
-  std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s\n", FLAGS_batch, FLAGS_prefill_tokens,
-              times.prefill_seconds, FLAGS_batch * FLAGS_prefill_tokens / times.prefill_seconds);
+  const double prefill_tokens = static_cast<double>(FLAGS_batch) * FLAGS_prefill_tokens;
+  std::printf("prefill:  %d x %d tokens in %.2f s = %.1f tokens/s", FLAGS_batch, FLAGS_prefill_tokens,
+              times.prefill_seconds, prefill_tokens / times.prefill_seconds);
+  if (FLAGS_prefill_repeats > 1) {
+    std::printf(" (median of %d, %.1f-%.1f)", FLAGS_prefill_repeats, prefill_tokens / times.prefill_slowest,
+                prefill_tokens / times.prefill_fastest);
+  }
+  std::printf("\n");
   std::printf("decode:   batch %d, %.1f ms/step = %.2f tokens/s\n", FLAGS_batch, step_ms,
               FLAGS_batch * 1000 / step_ms);
   if (times.constrained_decode_seconds > 0) {
@@ -357,6 +374,7 @@ int main(int argc, char** argv) {
     RETURN_IF_ERROR(llama::CheckJobFlags(llama::JobFlagsFromCommandLine(), /*need_input=*/false));
     ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseRankDevice(FLAGS_device));
     for (const auto& [name, value] : {std::pair<const char*, int>{"prefill_tokens", FLAGS_prefill_tokens},
+                                      {"prefill_repeats", FLAGS_prefill_repeats},
                                       {"decode_tokens", FLAGS_decode_tokens},
                                       {"batch", FLAGS_batch},
                                       {"world_size", FLAGS_world_size}}) {

@@ -20,6 +20,7 @@ expect_refusal() {  # flags (one word), message
 }
 expect_refusal --decode_tokens=0 "--decode_tokens=0: expected at least 1"
 expect_refusal --prefill_tokens=-2 "--prefill_tokens=-2: expected at least 1"
+expect_refusal --prefill_repeats=0 "--prefill_repeats=0: expected at least 1"
 expect_refusal --batch=0 "--batch=0: expected at least 1"
 expect_refusal --world_size=0 "--world_size=0: expected at least 1"
 expect_refusal --weight_prefetch_bytes=-2 "--weight_prefetch_bytes=-2: expected 0 to 1048576, or -1 for this CPU's default"

@@ -25,9 +25,13 @@
 # activation precision, "--kv_cache_dtype=f16" for its KV cache's. BATCH=8 adds a line per type: decode of 8
 # sequences at once (ours: --batch=8; llama.cpp: llama-batched-bench). Each line carries
 # the load average when it started: compare only lines of a quiet machine.
+# REPEATS (default 3) is how many times each side times a prefill (the
+# median: ours --prefill_repeats, llama-bench's -r averages them): a
+# prefill of a small model lasts well under a second, shorter than this
+# machine's swings.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-rounds=${1:-2} prefill=${2:-128} decode=${3:-16} threads=${4:-2}
+rounds=${1:-2} prefill=${2:-128} decode=${3:-16} threads=${4:-2} repeats=${REPEATS:-3}
 shape=${SHAPE:-tinyllama}
 work=${WORK:-/tmp/llama-cpp-compare/$shape}
 tokenizer=${TOKENIZER:-bazel-bin/tests/fixtures/tokenizer_fixture/tokenizer.model}
@@ -72,7 +76,7 @@ done
 
 # llama.cpp's prefill tokens/s and decode ms/step at batch 1 on $1, as "P D".
 theirs_batch1() {
-  "$LLAMA_CPP/llama-bench" -m "$1" -t "$threads" -p "$prefill" -n "$decode" -r 1 -o jsonl 2>/dev/null |
+  "$LLAMA_CPP/llama-bench" -m "$1" -t "$threads" -p "$prefill" -n "$decode" -r "$repeats" -o jsonl 2>/dev/null |
     sed -nE 's/.*"avg_ts": ([0-9.e+-]+).*/\1/p' | awk 'NR == 1 { p = $1 } NR == 2 { print p, 1000 / $1 }'
 }
 
@@ -93,8 +97,8 @@ for round in $(seq "$rounds"); do
     # Decode after a 16-token prompt, as llama-bench's tg starts at an
     # empty context (after $prefill tokens attention would cost us more).
     # shellcheck disable=SC2086
-    ours=$(bazel-bin/tools/bench --shard="$shard" --prefill_tokens="$prefill" --decode_tokens=1 --batch=1 \
-      --threads="$threads" ${OUR_FLAGS:-} 2>&1)
+    ours=$(bazel-bin/tools/bench --shard="$shard" --prefill_tokens="$prefill" --prefill_repeats="$repeats" \
+      --decode_tokens=1 --batch=1 --threads="$threads" ${OUR_FLAGS:-} 2>&1)
     our_prefill=$(sed -nE 's/^prefill: .* = ([0-9.]+) tokens\/s.*/\1/p' <<<"$ours")
     # shellcheck disable=SC2086
     ours=$(bazel-bin/tools/bench --shard="$shard" --prefill_tokens=16 --decode_tokens="$decode" --batch=1 \
