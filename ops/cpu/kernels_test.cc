@@ -283,6 +283,39 @@ TEST(KernelsTest, AttentionMatchesScalar) {
   });
 }
 
+// A row's attention does not depend on the rows computed with it, bit for
+// bit: rows in one call (prefill: jobs of four rows, dots four rows or four
+// heads to a key) against each row alone (decode: jobs of one head, dots
+// four keys to a head), for multi-head, grouped and wide-group layers,
+// 13 rows (a short last block), head sizes with and without a scalar tail.
+TEST(KernelsTest, AttentionRowsDoNotDependOnTheirCall) {
+  ForEveryKernelVersion("attention", [&] {
+  ThreadPool pool(2);
+  const struct { int64_t n_heads, n_kv, hd; } shapes[] = {{4, 4, 64}, {8, 4, 64}, {8, 1, 43}, {6, 2, 16}};
+  for (const auto& shape : shapes) {
+    const int64_t n_heads = shape.n_heads, n_kv = shape.n_kv, hd = shape.hd, start = 6, len = 13;
+    const int64_t block_size = 8, capacity = 24;
+    const std::vector<float> q = Random(len * n_heads * hd, 21);
+    const std::vector<float> k = Random(capacity * n_kv * hd, 22), v = Random(capacity * n_kv * hd, 23);
+    std::vector<int> kv_head_of(n_heads);
+    for (int64_t h = 0; h < n_heads; ++h) kv_head_of[h] = static_cast<int>(h / (n_heads / n_kv));
+    const int32_t table[] = {1, 2, 0};
+    std::vector<float> together(len * n_heads * hd);
+    Attention({q.data(), k.data(), v.data(), DType::kF32, table, block_size, kv_head_of.data(), start, len, n_heads,
+               n_kv, hd, together.data()},
+              pool);
+    for (int64_t r = 0; r < len; ++r) {
+      std::vector<float> alone(n_heads * hd);
+      Attention({q.data() + r * n_heads * hd, k.data(), v.data(), DType::kF32, table, block_size, kv_head_of.data(),
+                 start + r, 1, n_heads, n_kv, hd, alone.data()},
+                pool);
+      EXPECT_EQ(alone, std::vector<float>(together.begin() + r * n_heads * hd, together.begin() + (r + 1) * n_heads * hd))
+          << n_heads << "/" << n_kv << " heads, head_dim " << hd << ", row " << r;
+    }
+  }
+  });
+}
+
 TEST(KernelsTest, SwiGluEmbeddingAndFiniteness) {
   std::vector<float> gate = {-2.0f, 0.0f, 3.0f}, up = {1.0f, 5.0f, 2.0f};
   SwiGlu(gate.data(), up.data(), 3);
