@@ -48,7 +48,10 @@ fail() { echo "FAILED: $*"; for f in "$T"/log/*.log; do echo "== $f"; tail -20 "
 runfiles="${TEST_SRCDIR:-$PWD/..}/llama2_cpp"
 mkdir -p "$T/bin" "$T/state" "$T/spool/$n0" "$T/spool/$n1" "$T/munge" "$T/log" "$T/run" "$T/home" "$T/jobs"
 cp "$runfiles/launcher/launcher" "$runfiles/worker/worker" "$T/bin/"
-base=$((20000 + RANDOM % 10000))
+# The cluster's own ports, below the 20000-31999 that the launcher derives
+# from job ids (20000 + id % 12000): a random base among those once gave
+# slurmd the port of the serve job's rendezvous (base + 1 = 20000 + its id).
+base=$((10000 + RANDOM % 9000))
 cat > "$T/slurm.conf" <<CONF
 ClusterName=llamatest
 # The launcher's job port follows the job id: two test clusters on one host
