@@ -61,9 +61,16 @@ __attribute__((always_inline)) inline void DotHeads(const float* const* q, const
 #pragma GCC unroll 4
     for (int h = 0; h < kHeads; ++h) s0[h] += Load8(q[h] + i) * k0;
   }
+  float sums[kHeads];
+  if constexpr (kHeads == 4) {
+    const Float8 four = simd::Sum4(s0[0] + s1[0], s0[1] + s1[1], s0[2] + s1[2], s0[3] + s1[3]);
+    for (int h = 0; h < 4; ++h) sums[h] = four[h];
+  } else {
+    for (int h = 0; h < kHeads; ++h) sums[h] = simd::Sum(s0[h] + s1[h]);
+  }
 #pragma GCC unroll 4
   for (int h = 0; h < kHeads; ++h) {
-    float sum = simd::Sum(s0[h] + s1[h]);
+    float sum = sums[h];
     for (int64_t j = i; j < n; ++j) sum += q[h][j] * k[j];
     dots[h] = sum;
   }
@@ -93,9 +100,16 @@ __attribute__((always_inline)) inline void DotKeys(const float* q, const float* 
 #pragma GCC unroll 4
     for (int j = 0; j < kKeys; ++j) s0[j] += q0 * Load8(k[j] + i);
   }
+  float sums[kKeys];
+  if constexpr (kKeys == 4) {
+    const Float8 four = simd::Sum4(s0[0] + s1[0], s0[1] + s1[1], s0[2] + s1[2], s0[3] + s1[3]);
+    for (int j = 0; j < 4; ++j) sums[j] = four[j];
+  } else {
+    for (int j = 0; j < kKeys; ++j) sums[j] = simd::Sum(s0[j] + s1[j]);
+  }
 #pragma GCC unroll 4
   for (int j = 0; j < kKeys; ++j) {
-    float sum = simd::Sum(s0[j] + s1[j]);
+    float sum = sums[j];
     for (int64_t m = i; m < n; ++m) sum += q[m] * k[j][m];
     dots[j] = sum;
   }
