@@ -38,87 +38,58 @@ __attribute__((always_inline)) inline const float* CacheRow(const void* cache, D
   return scratch;
 }
 
-// dots[h] = q[h] . k for kHeads query heads that read the same key row.
-// Each dot is two chains of eight-wide sums (the plain loop is one serial
-// chain of scalar FMAs, a quarter of the speed); several heads at once
-// interleave their independent chains, hiding the adds' latency that one
-// short dot (64 values: four steps) and its horizontal sum leave exposed.
-// Every dot is summed the same way whatever kHeads is.
-template <int kHeads>
-__attribute__((always_inline)) inline void DotHeads(const float* const* q, const float* k, int64_t n, float* dots) {
-  Float8 s0[kHeads] = {}, s1[kHeads] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const Float8 k0 = Load8(k + i), k1 = Load8(k + i + 8);
-#pragma GCC unroll 4
-    for (int h = 0; h < kHeads; ++h) {
-      s0[h] += Load8(q[h] + i) * k0;
-      s1[h] += Load8(q[h] + i + 8) * k1;
-    }
-  }
-  for (; i + 8 <= n; i += 8) {
-    const Float8 k0 = Load8(k + i);
-#pragma GCC unroll 4
-    for (int h = 0; h < kHeads; ++h) s0[h] += Load8(q[h] + i) * k0;
-  }
-  float sums[kHeads];
-  if constexpr (kHeads == 4) {
-    const Float8 four = simd::Sum4(s0[0] + s1[0], s0[1] + s1[1], s0[2] + s1[2], s0[3] + s1[3]);
-    for (int h = 0; h < 4; ++h) sums[h] = four[h];
-  } else {
-    for (int h = 0; h < kHeads; ++h) sums[h] = simd::Sum(s0[h] + s1[h]);
-  }
-#pragma GCC unroll 4
-  for (int h = 0; h < kHeads; ++h) {
-    float sum = sums[h];
-    for (int64_t j = i; j < n; ++j) sum += q[h][j] * k[j];
-    dots[h] = sum;
-  }
-}
-constexpr int kDotHeads = 4;
+// Dot j's row of one side: the row every dot shares, or its own.
+__attribute__((always_inline)) inline const float* RowOf(const float* shared, int /*j*/) { return shared; }
+__attribute__((always_inline)) inline const float* RowOf(const float* const* rows, int j) { return rows[j]; }
 
-// dots[j] = q . k[j] for kKeys key rows read by one query head: each dot
-// summed exactly as DotHeads sums it (so the same bits), the keys' chains
-// interleaved. For groups of fewer than kDotHeads query heads (multi-head
-// attention, and decode's jobs of one head), where DotHeads<1> left one
-// short chain and its horizontal sum exposed per key: a 512-token prefill of
-// stories110M's shape spent as long in attention as in 73% of its linears.
-template <int kKeys>
-__attribute__((always_inline)) inline void DotKeys(const float* q, const float* const* k, int64_t n, float* dots) {
-  Float8 s0[kKeys] = {}, s1[kKeys] = {};
+// dots[j] = RowOf(q, j) . RowOf(k, j) for kDots dots that share a key row
+// (query heads, or query rows, that read it) or a query row (keys one head
+// reads). Each dot is two chains of eight-wide sums (the plain loop is one
+// serial chain of scalar FMAs, a quarter of the speed); several dots at
+// once interleave their independent chains, hiding the adds' latency that
+// one short dot (64 values: four steps) and its horizontal sum leave
+// exposed, and the shared row is loaded once for all. Every dot is summed
+// the same way whatever kDots is and whichever side is shared, so a row's
+// scores do not depend on how its job grouped them.
+template <int kDots, typename Q, typename K>
+__attribute__((always_inline)) inline void Dots(Q q, K k, int64_t n, float* dots) {
+  Float8 s0[kDots] = {}, s1[kDots] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const Float8 q0 = Load8(q + i), q1 = Load8(q + i + 8);
 #pragma GCC unroll 4
-    for (int j = 0; j < kKeys; ++j) {
-      s0[j] += q0 * Load8(k[j] + i);
-      s1[j] += q1 * Load8(k[j] + i + 8);
+    for (int j = 0; j < kDots; ++j) {
+      s0[j] += Load8(RowOf(q, j) + i) * Load8(RowOf(k, j) + i);
+      s1[j] += Load8(RowOf(q, j) + i + 8) * Load8(RowOf(k, j) + i + 8);
     }
   }
   for (; i + 8 <= n; i += 8) {
-    const Float8 q0 = Load8(q + i);
 #pragma GCC unroll 4
-    for (int j = 0; j < kKeys; ++j) s0[j] += q0 * Load8(k[j] + i);
+    for (int j = 0; j < kDots; ++j) s0[j] += Load8(RowOf(q, j) + i) * Load8(RowOf(k, j) + i);
   }
-  float sums[kKeys];
-  if constexpr (kKeys == 4) {
+  float sums[kDots];
+  if constexpr (kDots == 4) {
     const Float8 four = simd::Sum4(s0[0] + s1[0], s0[1] + s1[1], s0[2] + s1[2], s0[3] + s1[3]);
     for (int j = 0; j < 4; ++j) sums[j] = four[j];
   } else {
-    for (int j = 0; j < kKeys; ++j) sums[j] = simd::Sum(s0[j] + s1[j]);
+    for (int j = 0; j < kDots; ++j) sums[j] = simd::Sum(s0[j] + s1[j]);
   }
 #pragma GCC unroll 4
-  for (int j = 0; j < kKeys; ++j) {
+  for (int j = 0; j < kDots; ++j) {
     float sum = sums[j];
-    for (int64_t m = i; m < n; ++m) sum += q[m] * k[j][m];
+    for (int64_t m = i; m < n; ++m) sum += RowOf(q, j)[m] * RowOf(k, j)[m];
     dots[j] = sum;
   }
 }
-constexpr int kDotKeys = 4;
+// Dots taken at once: for groups of fewer query heads (multi-head
+// attention, decode's jobs of one head) four keys to a head, where one
+// dot a key left its chain and horizontal sum exposed (a 512-token prefill
+// of stories110M's shape spent as long in attention as in 73% of its
+// linears).
+constexpr int kDots = 4;
 
 // Positions whose value rows are added to the output at once.
 constexpr int kValueBlock = 8;
-static_assert(kDotKeys <= kValueBlock, "DotKeys' widened keys share the value rows' scratch");
+static_assert(kDots <= kValueBlock, "the keys widened for Dots share the value rows' scratch");
 
 // y += w[0] x[0] + ... + w[count - 1] x[count - 1], added in that order, as
 // one row at a time would: y is loaded and stored once per block of rows
@@ -212,8 +183,8 @@ constexpr int kRowBlockHeads = 16;
 // row is loaded (and widened) once for the whole block. Pair p is row
 // p / count's head heads[p % count]; its scores are scores[p * stride, ...),
 // stride being the last row's positions. Every pair's scores, softmax and
-// value sums are computed as for that row and head alone (DotHeads and
-// DotKeys sum each dot the same way, AxpyRows takes the same blocks of
+// value sums are computed as for that row and head alone (Dots sums each
+// dot the same way however grouped, AxpyRows takes the same blocks of
 // positions), so the block changes no bit.
 template <typename Bf16, typename F16>
 __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& a, int64_t row, int rows, int64_t kv,
@@ -245,12 +216,12 @@ __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& 
     PrefetchRow(a.k_cache, a.cache_dtype, HeadRowOffset(a, kv, t), row_bytes);
   }
   int64_t t = 0;
-  if (pairs < kDotHeads) {
-    // kDotKeys keys at a time for each pair (widened side by side), while
+  if (pairs < kDots) {
+    // kDots keys at a time for each pair (widened side by side), while
     // every pair sees them.
-    for (; t + kDotKeys <= first_positions; t += kDotKeys) {
-      const float* k[kDotKeys];
-      for (int j = 0; j < kDotKeys; ++j) {
+    for (; t + kDots <= first_positions; t += kDots) {
+      const float* k[kDots];
+      for (int j = 0; j < kDots; ++j) {
         if (prefetch && t + j + kPrefetchAhead < stride) {
           PrefetchRow(a.k_cache, a.cache_dtype, HeadRowOffset(a, kv, t + j + kPrefetchAhead), row_bytes);
         }
@@ -258,9 +229,9 @@ __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& 
                                    widened + j * a.head_dim);
       }
       for (int p = 0; p < pairs; ++p) {
-        float dots[kDotKeys];
-        DotKeys<kDotKeys>(q[p], k, a.head_dim, dots);
-        for (int j = 0; j < kDotKeys; ++j) scores[p * stride + t + j] = dots[j] * scale;
+        float dots[kDots];
+        Dots<kDots>(q[p], k, a.head_dim, dots);
+        for (int j = 0; j < kDots; ++j) scores[p * stride + t + j] = dots[j] * scale;
       }
     }
   }
@@ -271,14 +242,14 @@ __attribute__((always_inline)) inline void AttendGroupImpl(const AttentionArgs& 
     const float* k = CacheRow<Bf16, F16>(a.k_cache, a.cache_dtype, HeadRowOffset(a, kv, t), a.head_dim, widened);
     // The rows that see position t: from the first whose positions pass t.
     int p = t < first_positions ? 0 : static_cast<int>(t - first_positions + 1) * count;
-    for (; p + kDotHeads <= pairs; p += kDotHeads) {
-      float dots[kDotHeads];
-      DotHeads<kDotHeads>(q.data() + p, k, a.head_dim, dots);
-      for (int h = 0; h < kDotHeads; ++h) scores[(p + h) * stride + t] = dots[h] * scale;
+    for (; p + kDots <= pairs; p += kDots) {
+      float dots[kDots];
+      Dots<kDots>(q.data() + p, k, a.head_dim, dots);
+      for (int h = 0; h < kDots; ++h) scores[(p + h) * stride + t] = dots[h] * scale;
     }
     for (; p < pairs; ++p) {
       float dot;
-      DotHeads<1>(q.data() + p, k, a.head_dim, &dot);
+      Dots<1>(q.data() + p, k, a.head_dim, &dot);
       scores[p * stride + t] = dot * scale;
     }
   }
