@@ -273,14 +273,14 @@ void PrintSetup(const llama::RankPlan& plan, llama::Device device, const BenchWe
                   std::string(llama::cpu::Bf16ActivationsKernel()).c_str());
     }
     if (llama::IsBlockDType(weight_dtype)) {
-      std::printf("          prefill of %s weights: %s\n", llama::DTypeName(weight_dtype).data(),
-                  plan.int8_prefill ? "activations quantized to int8 per row (--int8_prefill)"
-                                    : "f32 activations, the weights widened into f32 panels (--int8_prefill=false)");
-    }
-    if (plan.bf16_activations && llama::IsBlockDType(weight_dtype)) {
-      std::printf("          --bf16_activations: prefill of %s weights %s\n", llama::DTypeName(weight_dtype).data(),
-                  llama::cpu::AmxBf16Usable() ? "through AMX-BF16 tiles (x and the decoded weights rounded to bf16)"
-                                              : "unchanged (no AMX-BF16 here)");
+      // The order ops/cpu/linear.h gives them: the tiles, then int8.
+      const bool tiles = plan.bf16_activations && llama::cpu::AmxBf16Usable();
+      std::printf("          prefill of %s weights: %s%s\n", llama::DTypeName(weight_dtype).data(),
+                  tiles               ? "through AMX-BF16 tiles, x and the decoded weights rounded to bf16 "
+                                        "(--bf16_activations)"
+                  : plan.int8_prefill ? "activations quantized to int8 per row (--int8_prefill)"
+                                      : "f32 activations, the weights widened into f32 panels (--int8_prefill=false)",
+                  plan.bf16_activations && !tiles ? "; --bf16_activations changes nothing (no AMX-BF16 here)" : "");
     }
   }
   const llama::ModelLimits& l = plan.limits;

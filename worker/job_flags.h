@@ -165,7 +165,7 @@ enum class WorkerForwarding {
     "that AVX-512 BF16 does two multiply-adds a lane per instruction: 1.4-1.8x faster prefill and ~1.3x " \
     "faster batched decode on the bench model; on the test fixtures the top token agrees with f32 " \
     "activations' at 98.7-98.8% of positions; results stay independent of the batch. On CPUs with AMX, " \
-    "int8, q4_k and q6_k weights too: their prefill (over 12 rows; --int8_prefill goes first) goes " \
+    "int8, q4_k and q6_k weights too: their prefill (over 12 rows; ahead of --int8_prefill) goes " \
     "through bf16 tiles, x and the decoded weights rounded to bf16 (Q4_K_M prefill 1.8x faster on a " \
     "Xeon; rows of 12 or fewer keep the integer kernels, so these rows do depend on their batch). The GPU already " \
     "rounds batches' activations to the weights' type.") \

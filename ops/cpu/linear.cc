@@ -48,13 +48,21 @@ kquant::Target KQuantTarget(const Tensor& w, float* y) {
   return w.dtype() == DType::kQ4_K ? Q4KTarget(w, y) : Q6KTarget(w, y);
 }
 
-// q8_0, q4_k and q6_k weights: their integer kernels at decode (every n
-// with int8_activations), else their rows widened into f32 panels for the
-// prefill kernel.
+// Whether n rows of x meet q8_0, q4_k and q6_k weights in their integer
+// kernels: at decode always; at prefill with int8_activations, unless
+// bf16_activations takes the AMX tiles.
+bool IntegerKernelsTake(int64_t n, const LinearOptions& options) {
+  if (n <= kQ8DecodeRows) return true;
+  if (options.bf16_activations && AmxBf16Usable()) return false;
+  return options.int8_activations;
+}
+
+// q8_0, q4_k and q6_k weights: their integer kernels (IntegerKernelsTake),
+// else their rows widened into f32 panels for the prefill kernel.
 void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& pool,
                   const LinearOptions& options) {
   const bool q8 = w.dtype() == DType::kQ8_0;
-  if (n <= kQ8DecodeRows || options.int8_activations) {
+  if (IntegerKernelsTake(n, options)) {
     if (q8) {
       LinearQ8(x, n, w, y, pool);
     } else {
@@ -148,7 +156,7 @@ absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool) {
 
 absl::Status Linears(const float* x, int64_t n, absl::Span<const LinearOutput> outputs, ThreadPool& pool,
                      const LinearOptions& options) {
-  bool together = n <= kQ8DecodeRows || options.int8_activations;
+  bool together = IntegerKernelsTake(n, options);
   for (const LinearOutput& o : outputs) {
     together = together && o.weight->layout() == TensorLayout::kLinearPanels && IsKQuant(*o.weight) &&
                o.weight->dim(1) == outputs[0].weight->dim(1);

@@ -40,11 +40,11 @@ namespace llama::cpu {
 absl::StatusOr<Tensor> PackLinearWeight(const Tensor& w, ThreadPool& pool);
 
 struct LinearOptions {
-  // q8_0 (and q4_k) weights: every row of x through the integer kernels, prefill too
-  // (activations quantized to int8 per block of 32, as decode does and as
-  // llama.cpp does for Q8_0): 1.2-1.5x the f32-panel prefill, and a row's
-  // outputs no longer depend on the rows computed with it, at some accuracy
-  // (worker/batch/int8_accuracy_test.cc measures both ways).
+  // q8_0, q4_k and q6_k weights: every row of x through the integer
+  // kernels, prefill too (activations quantized to int8, as decode does and
+  // as llama.cpp does), so a row's outputs no longer depend on the rows
+  // computed with it, at some accuracy (worker/batch/int8_accuracy_test.cc
+  // measures both ways). The job's default (--int8_prefill).
   bool int8_activations = false;
   // bf16 weights: x rounded to bf16 before it is multiplied (llama.cpp's
   // way with BF16 weights), every row whatever n, so rows stay independent
@@ -54,7 +54,9 @@ struct LinearOptions {
   // worker/batch/int8_accuracy_test.cc. q8_0, q4_k and q6_k weights, on
   // CPUs with AMX-BF16: prefill (more rows than the integer decode takes)
   // through bf16 tiles, the decoded weights rounded to bf16 too
-  // (linear_amx.h); elsewhere they ignore it, as f32 weights do.
+  // (linear_amx.h), before int8_activations (asked for explicitly, the
+  // tiles are the faster prefill there); elsewhere they ignore it, as f32
+  // weights do.
   bool bf16_activations = false;
 };
 

@@ -92,6 +92,32 @@ TEST_P(LinearAmxTest, PrefillIsTheBf16ProductOnAmxAndUnchangedElsewhere) {
   }
 }
 
+// With int8_activations on too (the job's default --int8_prefill), an
+// explicit bf16_activations keeps the tiles where they run, and elsewhere
+// the integer kernels take prefill as int8_activations alone would.
+TEST_P(LinearAmxTest, Bf16ActivationsGoBeforeInt8ActivationsOnAmx) {
+  const int64_t out = 40, in = 512, n = 20;
+  const DType dtype = GetParam().dtype;
+  std::vector<uint8_t> w(TensorBytes(dtype, out * in));
+  ASSERT_TRUE(GetParam().quantize(Random(out * in, 7).data(), out * in, w.data()).ok());
+  ThreadPool pool(2);
+  absl::StatusOr<Tensor> packed = PackLinearWeight(Tensor::View(dtype, {out, in}, w.data()), pool);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const std::vector<float> x = Random(n * in, 8);
+  LinearOptions int8, bf16, both;
+  int8.int8_activations = both.int8_activations = true;
+  bf16.bf16_activations = both.bf16_activations = true;
+  const bool amx = AmxBf16Usable();
+  for (const bool tiles : {false, true}) {
+    if (!ForceAmxBf16ForTesting(tiles)) continue;
+    std::vector<float> y(n * out), expected(n * out);
+    ASSERT_TRUE(Linear(x.data(), n, *packed, y.data(), pool, both).ok());
+    ASSERT_TRUE(Linear(x.data(), n, *packed, expected.data(), pool, tiles ? bf16 : int8).ok());
+    EXPECT_EQ(y, expected) << (tiles ? "AMX tiles" : "no tiles");
+  }
+  ASSERT_TRUE(ForceAmxBf16ForTesting(amx));
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, LinearAmxTest,
                          ::testing::Values(BlockType{DType::kQ8_0, GgmlType::kQ8_0, QuantizeQ8_0},
                                            BlockType{DType::kQ4_K, GgmlType::kQ4_K, QuantizeQ4_K},
