@@ -2,6 +2,7 @@
 # The bench refuses sizes it cannot measure, naming the flag, before it
 # builds a model (so each refusal is immediate), with exit status 2 (the
 # input is wrong, base/exit_code.h), as it does a flag gflags refuses.
+# And LLAMA_CPU_ISA: avx2 picks the avx2 kernels, an unknown value is named.
 set -uo pipefail
 bench="$1"
 failed=0
@@ -28,4 +29,22 @@ expect_refusal --weights_dtype=int4 '--weights_dtype="int4": expected bf16, fp16
 expect_refusal "--weights_dtype=q4_k --dim=64" \
   'tensor "layers.0.attention.wq.weight" has rows of 64 values; q4_k needs a multiple of 256'
 expect_refusal --no_such_flag "unknown command line flag 'no_such_flag'"
+# A value of LLAMA_CPU_ISA it does not know is named in a warning, and the
+# CPU's own kernels run; avx2 names the avx2 ones.
+tiny=(--dim=256 --n_layers=1 --n_heads=4 --n_kv_heads=4 --ffn_hidden=512 --vocab_size=600 --prefill_tokens=8
+      --decode_tokens=1)
+out=$(LLAMA_CPU_ISA=avx-2 "$bench" "${tiny[@]}" 2>&1)
+if [[ "$out" != *"LLAMA_CPU_ISA=avx-2: expected native or avx2; using what the CPU has"* ]]; then
+  echo "FAIL: LLAMA_CPU_ISA=avx-2 gave no warning naming it"; echo "$out" | tail -n 5; failed=1
+else
+  echo "ok: LLAMA_CPU_ISA=avx-2 -> warned"
+fi
+if grep -q avx2 /proc/cpuinfo; then
+  out=$(LLAMA_CPU_ISA=avx2 "$bench" "${tiny[@]}" 2>&1)
+  if [[ "$out" != *"avx2 prefill kernel, avx2 int8 kernel, avx2 q4_k and avx2 q6_k kernels"* ]]; then
+    echo "FAIL: LLAMA_CPU_ISA=avx2 did not run the avx2 kernels"; echo "$out" | head -n 3; failed=1
+  else
+    echo "ok: LLAMA_CPU_ISA=avx2 -> avx2 kernels"
+  fi
+fi
 exit $failed
