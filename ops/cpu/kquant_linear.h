@@ -158,29 +158,6 @@ __attribute__((target("avx512f"), always_inline)) inline __m256i AddHalves(__m51
   return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xF, v, 0), _mm512_maskz_extracti64x4_epi64(0xF, v, 1));
 }
 
-// Two rows' lanes in one 64-byte register: AddHalves(a) in the low half,
-// AddHalves(b) in the high half, the same int32 values. The AVX-512
-// variants accumulate rows in pairs this way, so that each f32 step of the
-// per-row arithmetic is one instruction for two rows (the same operation
-// on every lane, so the same bits). (Masked forms of the intrinsics here
-// and in the variants: GCC 12 warns on the plain ones' undefined inputs.)
-__attribute__((target("avx512f"), always_inline)) inline __m512i PairHalves(__m512i a, __m512i b) {
-  return _mm512_add_epi32(_mm512_maskz_shuffle_i64x2(0xFF, a, b, 0x44), _mm512_maskz_shuffle_i64x2(0xFF, a, b, 0xEE));
-}
-
-// a in the low eight lanes, b in the high eight.
-__attribute__((target("avx512f"), always_inline)) inline __m512 PairOf(float a, float b) {
-  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(a), 0xFF00, _mm_set_ss(b));
-}
-
-// Rows r and r + 1's outputs from their paired accumulators.
-__attribute__((target("avx512f"), always_inline)) inline void StorePair(__m512 acc, float* y_low, float* y_high) {
-  alignas(64) float lanes[2 * kLanes];
-  _mm512_store_ps(lanes, acc);
-  *y_low = SumLanes(lanes);
-  *y_high = SumLanes(lanes + kLanes);
-}
-
 }  // namespace llama::cpu::kquant
 
 #endif  // LLAMA_OPS_CPU_KQUANT_LINEAR_H_

@@ -179,6 +179,29 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i ScaleI
                                  _mm512_set1_epi16(static_cast<int16_t>((2 * high + 1) << 8 | 2 * high)));
 }
 
+// Two rows' lanes in one 64-byte register: AddHalves(a) in the low half,
+// AddHalves(b) in the high half, the same int32 values. The AVX-512
+// kernel accumulates rows in pairs this way, so that each f32 step of the
+// per-row arithmetic is one instruction for two rows (the same operation
+// on every lane, so the same bits). (Masked forms of the intrinsics here
+// and in the kernel: GCC 12 warns on the plain ones' undefined inputs.)
+__attribute__((target("avx512f"), always_inline)) inline __m512i PairHalves(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_maskz_shuffle_i64x2(0xFF, a, b, 0x44), _mm512_maskz_shuffle_i64x2(0xFF, a, b, 0xEE));
+}
+
+// a in the low eight lanes, b in the high eight.
+__attribute__((target("avx512f"), always_inline)) inline __m512 PairOf(float a, float b) {
+  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(a), 0xFF00, _mm_set_ss(b));
+}
+
+// Rows r and r + 1's outputs from their paired accumulators.
+__attribute__((target("avx512f"), always_inline)) inline void StorePair(__m512 acc, float* y_low, float* y_high) {
+  alignas(64) float lanes[2 * kLanes];
+  _mm512_store_ps(lanes, acc);
+  *y_low = SumLanes(lanes);
+  *y_high = SumLanes(lanes + kLanes);
+}
+
 // AVX-512: two chunks a register (x's stored order pairs them), vpdpwssd
 // (VNNI) taking the scales' multiply and the add in one; the two 32-byte
 // halves of the int32 lanes, added at the end of the super-block, are
@@ -191,7 +214,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
   // Chunk 2p's scale in the low half, 2p + 1's in the high half.
   const __m512i low_index[2] = {ScaleIndexPair(0, 2), ScaleIndexPair(4, 6)};
   const __m512i high_index[2] = {ScaleIndexPair(1, 3), ScaleIndexPair(5, 7)};
-  // Rows in pairs (kquant::PairHalves), an odd last row on its own.
+  // Rows in pairs (PairHalves), an odd last row on its own.
   constexpr int kPairs = kRows / 2;
   __m512 pair_acc[kPairs > 0 ? kPairs : 1];
   __m256 last_acc = _mm256_setzero_ps();
@@ -227,10 +250,10 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
             0xFFFF,
             _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x1.sums + b * kSubBlocks)),
                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(x0.sums + b * kSubBlocks))));
-        const __m512i lanes = kquant::PairHalves(dot[2 * i], dot[2 * i + 1]);
-        pair_acc[i] = _mm512_fmadd_ps(kquant::PairOf(x0.d[b] * f.d, x1.d[b] * f.d), _mm512_maskz_cvtepi32_ps(0xFFFF, lanes),
+        const __m512i lanes = PairHalves(dot[2 * i], dot[2 * i + 1]);
+        pair_acc[i] = _mm512_fmadd_ps(PairOf(x0.d[b] * f.d, x1.d[b] * f.d), _mm512_maskz_cvtepi32_ps(0xFFFF, lanes),
                                       pair_acc[i]);
-        pair_acc[i] = _mm512_fmadd_ps(kquant::PairOf(-(x0.d[b] * f.dmin), -(x1.d[b] * f.dmin)),
+        pair_acc[i] = _mm512_fmadd_ps(PairOf(-(x0.d[b] * f.dmin), -(x1.d[b] * f.dmin)),
                                       _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_madd_epi16(mins, sums)), pair_acc[i]);
       }
     }
@@ -239,7 +262,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
     }
   }
 #pragma GCC unroll 4
-  for (int i = 0; i < kPairs; ++i) kquant::StorePair(pair_acc[i], &y[2 * i * stride], &y[(2 * i + 1) * stride]);
+  for (int i = 0; i < kPairs; ++i) StorePair(pair_acc[i], &y[2 * i * stride], &y[(2 * i + 1) * stride]);
   if constexpr (kRows % 2 == 1) y[(kRows - 1) * stride] = SumLanes(last_acc);
 }
 
