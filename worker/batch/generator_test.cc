@@ -281,15 +281,19 @@ TEST(GeneratorTest, ForwardAndChooseChecksItsArguments) {
   std::vector<TokenChoice> choices(1);
   std::vector<ChosenToken> chosen(2);
   EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
-              HasSubstr("1 chunks but 1 token choices and room for 2 tokens"));
+              HasSubstr("1 chunks with 1 rows to choose at but 1 token choices and room for 2 tokens"));
   chosen.resize(1);
+  chunks[0].proposed = 1;  // As many proposed tokens as the chunk has.
+  EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
+              HasSubstr("chunk 0: 1 proposed tokens in a chunk of 1; expected 0 to 0"));
+  chunks[0].proposed = 0;
   chunks[0].all_logits = true;
   EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
               HasSubstr("asks for all logits"));
   chunks[0].all_logits = false;
   choices[0].sampling.top_k = -1;
   EXPECT_THAT(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)).message(),
-              HasSubstr("chunk 0: top_k: -1 is out of range [0, "));
+              HasSubstr("choice 0: top_k: -1 is out of range [0, "));
   choices[0].sampling.top_k = 0;
   const int64_t vocab = model.limits().vocab_size;
   for (const LogitAdjustment bad : {LogitAdjustment{static_cast<int>(vocab), 1.0f}, LogitAdjustment{-1, 1.0f},

@@ -6,7 +6,9 @@
 // hold the same tokens or a stale block after preemption change the logits
 // (so the tokens), or fail the step when a cached position is not the one
 // expected. Its output does not depend on the batch, so a request's tokens
-// must equal its solo run's exactly.
+// must equal its solo run's exactly. With an echo period it also favours
+// repeating what came that many tokens back, so answers fall into loops
+// (as random-weight models' do) that speculative guesses can match.
 
 #ifndef LLAMA_WORKER_ENGINE_CACHE_CHECKING_MODEL_H_
 #define LLAMA_WORKER_ENGINE_CACHE_CHECKING_MODEL_H_
@@ -31,6 +33,10 @@ class CacheCheckingModel final : public LanguageModel {
     int64_t max_step_tokens = 32;
     int64_t block_size = 4;
     int64_t blocks = 64;
+    // > 0: position p's logits add echo_bonus to the token cached at
+    // p + 1 - echo_period (logits are otherwise in [0, 8)).
+    int64_t echo_period = 0;
+    float echo_bonus = 6.0f;
   };
   explicit CacheCheckingModel(const Shape& shape)
       : shape_(shape),
@@ -59,7 +65,7 @@ class CacheCheckingModel final : public LanguageModel {
           return absl::InvalidArgumentError(absl::StrFormat("position %d beyond the block table", p));
         }
         cache_[Row(c.blocks, p)] = {c.tokens[i], p};
-        if (!c.all_logits && i + 1 < c.tokens.size()) continue;
+        if (!c.all_logits && static_cast<int64_t>(i) + 1 + c.proposed < static_cast<int64_t>(c.tokens.size())) continue;
         uint64_t h = 1469598103934665603ull;
         for (int64_t q = 0; q <= p; ++q) {
           const Entry& e = cache_[Row(c.blocks, q)];
@@ -69,10 +75,13 @@ class CacheCheckingModel final : public LanguageModel {
           }
           h = (h ^ static_cast<uint64_t>(e.token + 1)) * 1099511628211ull;
         }
+        const int64_t echoed = p + 1 - shape_.echo_period;
+        const int echo = shape_.echo_period > 0 && echoed >= 0 ? cache_[Row(c.blocks, echoed)].token : -1;
         for (int64_t v = 0; v < shape_.vocab; ++v) {
           uint64_t z = h + 0x9E3779B97F4A7C15ull * (v + 1);
           z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
-          logits_.push_back(static_cast<float>(z >> 40) / static_cast<float>(1 << 24) * 8.0f);
+          logits_.push_back(static_cast<float>(z >> 40) / static_cast<float>(1 << 24) * 8.0f +
+                            (v == echo ? shape_.echo_bonus : 0.0f));
         }
       }
     }

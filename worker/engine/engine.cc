@@ -8,9 +8,22 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "ops/kv_cache_view.h"
+#include "worker/engine/ngram_lookup.h"
 #include "worker/sampling/sampler.h"
 
 namespace llama {
+namespace {
+
+// Rows a step gives speculative guesses, decodes included: past a few
+// dozen rows a CPU step stops being bound by reading the weights, and
+// guesses would cost what they save (the engine stops proposing there).
+constexpr int64_t kSpeculativeRowsPerStep = 32;
+// A request whose guesses all failed waits this many steps, doubled per
+// failure in a row up to the last, before it guesses again: text that does
+// not repeat costs a row now and then, not one per step.
+constexpr int kSpeculativeBackoffMax = 16;
+
+}  // namespace
 
 struct Engine::Sequence {
   RequestId id = 0;
@@ -26,8 +39,16 @@ struct Engine::Sequence {
   bool prompt_scored = false;  // Reported (or not asked for).
   Rng rng{0};
   absl::flat_hash_map<int, int> generated_counts;  // For the penalties.
-  std::vector<LogitAdjustment> adjustments;        // Its next choice's, while the model runs.
-  std::shared_ptr<const grammar::TokenMask> mask;  // Likewise, with a grammar.
+  std::vector<LogitAdjustment> adjustments;  // UpdateAdjustments' result.
+  // Per row of this step's choices, while the model runs: adjustments and
+  // grammar masks (row 0, and one more per guess).
+  std::vector<std::vector<LogitAdjustment>> row_adjustments;
+  std::vector<std::shared_ptr<const grammar::TokenMask>> row_masks;
+  // Speculative decoding: [last token, guesses...], this step's rows.
+  std::vector<int> verify;
+  Rng rng_before_guesses{0};  // rng before this step's draws, with guesses.
+  int guess_failures = 0;     // Verifications in a row that kept no guess.
+  int guess_wait = 0;         // Steps left before it guesses again.
   uint64_t admission = 0;  // Order of its latest admission.
   bool counted = false;    // Its prompt is in the stats.
   bool finished = false;
@@ -297,6 +318,20 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
     plan.push_back({&s, take, scoring});
     budget -= take;
   }
+  // Last, guesses for the decodes, while the step is small enough to gain.
+  if (options_.speculative_ngram_tokens > 0) {
+    int64_t rows = 0;
+    for (const Scheduled& p : plan) rows += p.take;
+    for (Scheduled& p : plan) {
+      const bool decode = !p.scoring && p.sequence->length() - p.sequence->computed == 1;
+      if (!decode) continue;
+      const int64_t proposed = Propose(*p.sequence, std::min(budget, kSpeculativeRowsPerStep - rows));
+      p.proposed = proposed;
+      p.take += proposed;
+      budget -= proposed;
+      rows += proposed;
+    }
+  }
 }
 
 void Engine::CacheFullBlocks(Sequence& s) {
@@ -343,22 +378,79 @@ absl::StatusOr<int64_t> Engine::ScorePrompts(const std::vector<Scheduled>& plan)
   return computed;
 }
 
-TokenChoice Engine::NextChoice(Sequence& s, bool chooses) {
-  TokenChoice choice;
-  choice.sampling = s.request.sampling.token;
-  choice.top_logprobs = s.request.top_logprobs;
-  // One draw per token the request samples, whatever the step's shape.
-  if (choice.sampling.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();
-  if (s.adjusted() && chooses) {
-    s.UpdateAdjustments();
-    choice.adjustments = s.adjustments;
+int64_t Engine::Propose(Sequence& s, int64_t room) {
+  s.verify.clear();
+  if (s.guess_wait > 0) {
+    --s.guess_wait;
+    return 0;
   }
-  if (s.request.grammar != nullptr && chooses) {
-    s.mask = s.request.grammar->Allowed();
-    choice.allowed = s.mask->data();
-    if (s.request.grammar->accepting()) choice.also_allowed = s.request.stop_ids;
+  // The last guess must leave room for the pick after it.
+  room = std::min<int64_t>({room, options_.speculative_ngram_tokens, s.limit - s.length() - 1});
+  if (room <= 0) return 0;
+  std::vector<int> guesses;
+  NgramLookup(s.tokens, static_cast<int>(room), guesses);
+  // No stop token (the model's pick ends the request there anyway), and
+  // only what the grammar allows, in order.
+  const std::vector<int>& stops = s.request.stop_ids;
+  int64_t kept = 0;
+  std::optional<grammar::TokenMatcher> probe;
+  if (s.request.grammar != nullptr) probe.emplace(*s.request.grammar);
+  for (const int g : guesses) {
+    if (std::find(stops.begin(), stops.end(), g) != stops.end()) break;
+    if (probe.has_value()) {
+      if (probe->complete() || !grammar::MaskHas(probe->Allowed()->data(), g) || !probe->Accept(g).ok()) break;
+    }
+    ++kept;
   }
-  return choice;
+  // Only blocks that are free: a guess never preempts a request.
+  Grow(s, s.computed + 1 + kept);
+  kept = std::min<int64_t>(kept, static_cast<int64_t>(s.blocks.size()) * pool_.block_size() - s.computed - 1);
+  if (kept <= 0) return 0;
+  s.verify.push_back(s.tokens.back());
+  s.verify.insert(s.verify.end(), guesses.begin(), guesses.begin() + kept);
+  return kept;
+}
+
+void Engine::AddChoices(Sequence& s, bool chooses, int64_t proposed) {
+  const SamplingParams& sampling = s.request.sampling;
+  s.row_adjustments.resize(proposed + 1);
+  s.row_masks.resize(proposed + 1);
+  if (proposed > 0) s.rng_before_guesses = s.rng;
+  std::optional<grammar::TokenMatcher> probe;
+  if (s.request.grammar != nullptr) probe.emplace(*s.request.grammar);
+  // Row j chooses as plain decoding would after guesses 1..j: they are
+  // appended for the choice and taken back after it.
+  for (int64_t j = 0; j <= proposed; ++j) {
+    if (j > 0) {
+      const int guess = s.verify[j];
+      s.tokens.push_back(guess);
+      if (s.penalized()) ++s.generated_counts[guess];
+      if (probe.has_value()) probe->Accept(guess).IgnoreError();  // Vetted by Propose.
+    }
+    TokenChoice choice;
+    choice.sampling = sampling.token;
+    choice.top_logprobs = s.request.top_logprobs;
+    // One draw per token the request samples, whatever the step's shape.
+    if (choice.sampling.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();
+    s.row_adjustments[j].clear();
+    if (s.adjusted() && chooses) {
+      s.UpdateAdjustments();
+      s.row_adjustments[j] = s.adjustments;
+    }
+    choice.adjustments = s.row_adjustments[j];
+    s.row_masks[j].reset();
+    if (probe.has_value() && chooses) {
+      s.row_masks[j] = probe->Allowed();
+      choice.allowed = s.row_masks[j]->data();
+      if (probe->accepting()) choice.also_allowed = s.request.stop_ids;
+    }
+    choices_.push_back(choice);
+  }
+  for (int64_t j = proposed; j > 0; --j) {
+    const int guess = s.tokens.back();
+    s.tokens.pop_back();
+    if (s.penalized() && --s.generated_counts[guess] == 0) s.generated_counts.erase(guess);
+  }
 }
 
 absl::Status Engine::ChooseTokens(const std::vector<Scheduled>& plan) {
@@ -367,11 +459,13 @@ absl::Status Engine::ChooseTokens(const std::vector<Scheduled>& plan) {
   for (const Scheduled& p : plan) {
     if (p.scoring) continue;
     Sequence& s = *p.sequence;
-    chunks_.push_back({s.blocks, s.computed, absl::MakeConstSpan(s.tokens).subspan(s.computed, p.take), false});
-    choices_.push_back(NextChoice(s, /*chooses=*/s.computed + p.take == s.length()));
+    const absl::Span<const int> tokens =
+        p.proposed > 0 ? absl::MakeConstSpan(s.verify) : absl::MakeConstSpan(s.tokens).subspan(s.computed, p.take);
+    chunks_.push_back({s.blocks, s.computed, tokens, false, p.proposed});
+    AddChoices(s, /*chooses=*/s.computed + p.take - p.proposed == s.length(), p.proposed);
   }
   if (chunks_.empty()) return absl::OkStatus();
-  chosen_.resize(chunks_.size());
+  chosen_.resize(choices_.size());
   return model_->ForwardAndChoose(chunks_, choices_, absl::MakeSpan(chosen_));
 }
 
@@ -382,11 +476,44 @@ void Engine::AfterScoring(Sequence& s) {
   if (s.prompt_scored && s.prompt_len >= s.limit) Finish(s, FinishReason::kLength);
 }
 
-bool Engine::AcceptChosen(Sequence& s, int64_t take, const ChosenToken& chosen) {
-  s.computed += take;
+int64_t Engine::AcceptChosen(Sequence& s, const Scheduled& p, absl::Span<const ChosenToken> chosen) {
+  s.computed += p.take - p.proposed;
   CacheFullBlocks(s);
-  if (s.computed < s.length()) return false;  // More prompt to feed.
+  if (s.computed < s.length()) return 0;  // More prompt to feed.
   ReportPromptLogprobs(s);  // A one-token prompt's: nothing was scored.
+  // Row j's pick follows guesses 1..j: it counts while they were all
+  // confirmed, and confirms guess j + 1 (whose keys and values the step
+  // computed) when it is that token.
+  int64_t appended = 0;
+  bool confirmed = true;
+  while (confirmed && Append(s, chosen[appended++])) {
+    confirmed = appended <= p.proposed && s.tokens.back() == s.verify[appended];
+    if (confirmed) ++s.computed;
+  }
+  if (p.proposed == 0) return appended;
+  const int64_t accepted = appended - 1;
+  // The draws of rows after the last pick kept are the next tokens' again.
+  if (s.request.sampling.token.temperature > 0) {
+    s.rng = s.rng_before_guesses;
+    for (int64_t i = 0; i < appended; ++i) s.rng.Uniform();
+  }
+  s.guess_failures = accepted > 0 ? 0 : s.guess_failures + 1;
+  if (s.guess_failures > 0) s.guess_wait = std::min(kSpeculativeBackoffMax, 1 << std::min(s.guess_failures - 1, 4));
+  if (!s.finished) {
+    CacheFullBlocks(s);
+    // Blocks taken for guesses that failed go back.
+    while (static_cast<int64_t>(s.blocks.size()) > KvBlocksFor(s.length(), pool_.block_size())) {
+      pool_.Release(s.blocks.back());
+      s.blocks.pop_back();
+    }
+  }
+  absl::MutexLock lock(&mutex_);
+  stats_.proposed_tokens += p.proposed;
+  stats_.accepted_tokens += accepted;
+  return appended;
+}
+
+bool Engine::Append(Sequence& s, const ChosenToken& chosen) {
   s.tokens.push_back(chosen.token);
   if (s.penalized()) ++s.generated_counts[chosen.token];
   RequestEvent event;
@@ -397,16 +524,20 @@ bool Engine::AcceptChosen(Sequence& s, int64_t take, const ChosenToken& chosen) 
   const std::vector<int>& stops = s.request.stop_ids;
   if (std::find(stops.begin(), stops.end(), chosen.token) != stops.end()) {
     Finish(s, FinishReason::kStop);
-  } else if (s.request.grammar != nullptr && !AcceptByGrammar(s, chosen.token)) {
-    // Ended by the grammar: complete, or (a bug) a token it did not allow.
-  } else if (s.length() >= s.limit) {
+    return false;
+  }
+  if (s.request.grammar != nullptr && !AcceptByGrammar(s, chosen.token)) {
+    return false;  // Ended by the grammar: complete, or (a bug) a token it did not allow.
+  }
+  if (s.length() >= s.limit) {
     Finish(s, FinishReason::kLength);
+    return false;
   }
   return true;
 }
 
 bool Engine::AcceptByGrammar(Sequence& s, int token) {
-  s.mask.reset();
+  s.row_masks.clear();
   if (absl::Status accepted = s.request.grammar->Accept(token); !accepted.ok()) {
     Finish(s, FinishReason::kError, accepted);
     return false;
@@ -427,7 +558,8 @@ absl::Status Engine::Run(const std::vector<Scheduled>& plan) {
       continue;
     }
     computed += p.take;
-    generated += AcceptChosen(*p.sequence, p.take, chosen_[c++]);
+    generated += AcceptChosen(*p.sequence, p, absl::MakeConstSpan(chosen_).subspan(c, p.proposed + 1));
+    c += p.proposed + 1;
   }
   absl::MutexLock lock(&mutex_);
   stats_.computed_tokens += computed;

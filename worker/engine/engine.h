@@ -16,6 +16,16 @@
 //
 // With tensor parallelism the engine runs on rank 0 over a LeaderModel
 // (lockstep.h), and the other ranks follow its steps.
+//
+// Speculative decoding (EngineOptions::speculative_ngram_tokens): a
+// decoding request's step may carry tokens guessed by n-gram lookup
+// (ngram_lookup.h) after its last one, as extra rows of the step; the
+// model picks a token at every row, each exactly as a plain decode step
+// would pick it there (its random draw, penalties and grammar mask are
+// those of that position), and the guesses the picks confirm are kept
+// with the first pick that differs. Where the logits of a row do not depend
+// on the rows beside it (the CPU backend), the answers are those of plain
+// decoding, token for token and bit for bit; only the speed changes.
 
 #ifndef LLAMA_WORKER_ENGINE_ENGINE_H_
 #define LLAMA_WORKER_ENGINE_ENGINE_H_
@@ -99,6 +109,9 @@ struct EngineOptions {
   // Requests running at once; 0: the model's max_batch_size.
   int max_num_seqs = 0;
   bool prefix_caching = true;
+  // Speculative decoding by n-gram lookup: up to this many guessed tokens
+  // per decoding request and step (vLLM's num_speculative_tokens); 0: off.
+  int speculative_ngram_tokens = 0;
 };
 
 // Counters for metrics and tests.
@@ -113,6 +126,8 @@ struct EngineStats {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  int64_t proposed_tokens = 0;  // Speculative guesses verified.
+  int64_t accepted_tokens = 0;  // Of those, the ones the model confirmed.
 };
 
 using RequestId = int64_t;
@@ -156,8 +171,9 @@ class Engine {
   struct Sequence;
   struct Scheduled {
     Sequence* sequence;
-    int64_t take;
+    int64_t take;  // Rows, proposed ones included.
     bool scoring;  // all_logits piece of a prompt (Forward, not ForwardAndChoose).
+    int64_t proposed = 0;  // Speculative guesses at the end of a decode.
   };
 
   // Moves newly submitted and cancelled requests in; ends cancelled ones.
@@ -184,15 +200,24 @@ class Engine {
   // Everything else, into chosen_: pieces that end where their sequence
   // ends pick its next token.
   absl::Status ChooseTokens(const std::vector<Scheduled>& plan);
-  // How s picks its next token; `chooses`: this step does pick it (its
-  // random draw and penalties are taken only then).
-  TokenChoice NextChoice(Sequence& s, bool chooses);
+  // Guesses (n-gram lookup) for a decoding s whose one row is planned:
+  // at most `room`, vetted by its grammar, with the KV blocks they need
+  // (none taken from others); returns how many, in s's verify buffer.
+  int64_t Propose(Sequence& s, int64_t room);
+  // How s picks its next token, into choices_; `chooses`: this step does
+  // pick it (its random draw and penalties are taken only then). With
+  // `proposed` guesses, one choice per row: each as if the guesses before
+  // it had been chosen.
+  void AddChoices(Sequence& s, bool chooses, int64_t proposed);
   // After a scored piece: its blocks cached, its prompt's log-probabilities
   // reported once whole.
   void AfterScoring(Sequence& s);
-  // After a fed piece of `take` positions: the chosen token appended and
-  // reported if the piece reached the end; false while prompt is left.
-  bool AcceptChosen(Sequence& s, int64_t take, const ChosenToken& chosen);
+  // After a fed piece: the chosen token appended and reported if the
+  // piece reached the end, and each guess its row's pick confirmed with the
+  // pick after it; returns the tokens appended (0 while prompt is left).
+  int64_t AcceptChosen(Sequence& s, const Scheduled& p, absl::Span<const ChosenToken> chosen);
+  // Appends and reports one chosen token; false when it ended s.
+  bool Append(Sequence& s, const ChosenToken& chosen);
   // Feeds the chosen token to s's grammar; false when that ended s.
   bool AcceptByGrammar(Sequence& s, int token);
   void CacheFullBlocks(Sequence& s);

@@ -130,6 +130,42 @@ TEST(EngineGrammarTest, AConstrainedRequestGivesTheSameTokensAloneAndUnderLoad) 
   EXPECT_EQ(text[0], '{');
 }
 
+// Speculative guesses under a grammar: vetted by it before they are
+// verified, each row masked as if the guesses before it were chosen, and
+// the matcher advanced only by what is kept. The answers are plain
+// decoding's, token for token.
+TEST(EngineGrammarTest, SpeculationKeepsAConstrainedRequestsTokens) {
+  CacheCheckingModel::Shape shape;
+  shape.echo_period = 4;  // Loops for the n-gram guesses to find.
+  int64_t accepted = 0, proposed = 0;
+  for (const float temperature : {0.0f, 1.0f}) {
+    for (uint64_t seed = 0; seed < 10; ++seed) {
+      std::vector<Outcome> outs(2);
+      for (const int guesses : {0, 4}) {
+        CacheCheckingModel model(shape);
+        EngineOptions options;
+        options.speculative_ngram_tokens = guesses;
+        Engine engine(&model, options);
+        Outcome& out = outs[guesses > 0];
+        // Letters and spaces by turns: each row's mask depends on the guesses before it.
+        EngineRequest r = Request(Matcher("root ::= \"{\" ([a-e] \" \")* \"}\""), &out, temperature, seed);
+        r.prompt = {30, 1, 29, 2, 29, 1, 29, 2};  // "{a b a b", and a loop to echo.
+        ASSERT_TRUE(engine.Submit(std::move(r)).ok());
+        ASSERT_TRUE(engine.RunUntilIdle().ok());
+        accepted += engine.stats().accepted_tokens;
+        proposed += engine.stats().proposed_tokens;
+      }
+      EXPECT_EQ(outs[1].tokens, outs[0].tokens) << "temperature " << temperature << ", seed " << seed;
+      EXPECT_EQ(outs[1].finish, outs[0].finish);
+      EXPECT_TRUE(outs[1].status.ok()) << outs[1].status;
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(proposed, accepted);
+  std::printf("%lld of %lld guesses kept under the grammar\n", static_cast<long long>(accepted),
+              static_cast<long long>(proposed));
+}
+
 TEST(EngineGrammarTest, AGrammarThatMatchesOnlyTheEmptyTextEndsAtOnce) {
   CacheCheckingModel model({});
   Engine engine(&model, {});

@@ -454,16 +454,22 @@ TEST(EngineTest, AModelErrorEndsEveryRequestAndTheEngine) {
 // Seeded arrivals, lengths, sampling and cancellations on a pool small
 // enough to force preemption; after every step no block is leaked or
 // double-held, and at the end every request that was not cancelled got
-// exactly its solo run's tokens and log-probabilities.
+// exactly its solo run's tokens and log-probabilities: with prefix caching
+// on and off, and with speculative decoding (its solo run without).
 TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
-  for (const bool prefix_caching : {true, false}) {
-    std::mt19937 random(prefix_caching ? 7 : 8);
+  for (const int config : {0, 1, 2}) {
+    const bool prefix_caching = config != 1;
+    const bool speculation = config == 2;
+    std::mt19937 random(7 + config);
     CacheCheckingModel::Shape shape;
     shape.blocks = 24;  // 96 positions for up to 8 requests of up to 64.
+    // With speculation, answers that loop (period 3) so that guesses are kept.
+    shape.echo_period = speculation ? 3 : 0;
     CacheCheckingModel model(shape);
     EngineOptions options;
     options.prefix_caching = prefix_caching;
     options.max_num_batched_tokens = 12;
+    options.speculative_ngram_tokens = speculation ? 4 : 0;
     Engine engine(&model, options);
     const int n = 40;
     std::vector<Outcome> outs(n);
@@ -479,6 +485,10 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
         const float temperature = random() % 2 == 0 ? 0.0f : 0.7f;
         requests.push_back(Request(prompt, &outs[submitted], 1 + random() % 40, temperature, random()));
         requests.back().prompt_logprobs = random() % 5 == 0;
+        // Choices that depend on the tokens before them: a guess's row must
+        // see the guesses before it as chosen.
+        if (random() % 3 == 0) requests.back().sampling.frequency_penalty = 0.5f;
+        if (random() % 4 == 0) requests.back().min_new_tokens = std::min<int64_t>(6, *requests.back().max_new_tokens);
         absl::StatusOr<RequestId> id = engine.Submit(requests.back());
         ASSERT_TRUE(id.ok()) << id.status();
         ids.push_back(*id);
@@ -493,6 +503,10 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
     const EngineStats stats = engine.stats();
     EXPECT_GT(stats.preemptions, 0);
     EXPECT_EQ(stats.prefix_hit_tokens > 0, prefix_caching);
+    EXPECT_EQ(stats.accepted_tokens > 0, speculation);
+    if (speculation) {
+      EXPECT_GT(stats.proposed_tokens, stats.accepted_tokens);
+    }
     int compared = 0;
     for (int i = 0; i < n; ++i) {
       ASSERT_EQ(outs[i].finishes, 1) << i;
@@ -507,9 +521,12 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
       ++compared;
     }
     EXPECT_GT(compared, n / 2);
-    std::printf("prefix caching %s: %d requests compared, %lld preemptions, %lld prefix-hit tokens, %lld steps\n",
-                prefix_caching ? "on" : "off", compared, static_cast<long long>(stats.preemptions),
-                static_cast<long long>(stats.prefix_hit_tokens), static_cast<long long>(stats.steps));
+    std::printf("prefix caching %s, speculation %s: %d requests compared, %lld preemptions, %lld prefix-hit "
+                "tokens, %lld steps, %lld of %lld guesses kept\n",
+                prefix_caching ? "on" : "off", speculation ? "on" : "off", compared,
+                static_cast<long long>(stats.preemptions), static_cast<long long>(stats.prefix_hit_tokens),
+                static_cast<long long>(stats.steps), static_cast<long long>(stats.accepted_tokens),
+                static_cast<long long>(stats.proposed_tokens));
   }
 }
 

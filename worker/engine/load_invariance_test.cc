@@ -4,8 +4,9 @@
 // request by request the tokens, log-probabilities and prompt
 // log-probabilities of each request run alone, bit for bit: with prefix
 // caching on and off, prompts cut into pieces by a small step budget, and a
-// KV pool small enough that requests are preempted and recomputed. The
-// kernels make this hold (ops/cpu/linear.h, TcpCommunicator's
+// KV pool small enough that requests are preempted and recomputed, and
+// with speculative decoding (n-gram guesses verified as extra rows of a
+// step). The kernels make this hold (ops/cpu/linear.h, TcpCommunicator's
 // AllReduceSumRows); no tolerance.
 
 #include <random>
@@ -26,6 +27,7 @@ struct Spec {
   std::vector<int> prompt;
   int64_t max_new_tokens = 0;
   float temperature = 0;
+  float frequency_penalty = 0;
   uint64_t seed = 0;
   bool prompt_logprobs = false;
   int arrival_step = 0;
@@ -48,8 +50,14 @@ std::vector<Spec> RandomSpecs(int64_t vocab, uint32_t seed) {
     Spec& s = specs[i];
     if (i % 2 == 0) s.prompt = system;  // A shared "system prompt".
     for (int n = 1 + random() % 40; n > 0; --n) s.prompt.push_back(token());
+    // Some prompts repeat themselves: n-gram lookup finds guesses there.
+    if (i % 3 == 0) {
+      const std::vector<int> tail(s.prompt.end() - std::min<size_t>(s.prompt.size(), 6), s.prompt.end());
+      s.prompt.insert(s.prompt.end(), tail.begin(), tail.end());
+    }
     s.max_new_tokens = 4 + random() % 40;
     s.temperature = random() % 2 == 0 ? 0.0f : 0.8f;
+    s.frequency_penalty = i % 4 == 1 ? 0.5f : 0.0f;
     s.seed = random();
     s.prompt_logprobs = i % 5 == 0;
     s.arrival_step = static_cast<int>(random() % 30);
@@ -63,6 +71,7 @@ EngineRequest RequestOf(const Spec& spec, Result* out) {
   r.max_new_tokens = spec.max_new_tokens;
   r.sampling.token.temperature = spec.temperature;
   r.sampling.token.top_p = 0.9f;
+  r.sampling.frequency_penalty = spec.frequency_penalty;
   r.sampling.seed = spec.seed;
   r.prompt_logprobs = spec.prompt_logprobs;
   r.top_logprobs = spec.prompt_logprobs ? 2 : 0;
@@ -92,10 +101,8 @@ std::vector<Result> Alone(LanguageModel& model, const std::vector<Spec>& specs) 
 }
 
 // All of them on one engine, each submitted at its arrival step.
-std::vector<Result> Together(LanguageModel& model, const std::vector<Spec>& specs, bool prefix_caching,
+std::vector<Result> Together(LanguageModel& model, const std::vector<Spec>& specs, const EngineOptions& options,
                              EngineStats* stats) {
-  EngineOptions options;
-  options.prefix_caching = prefix_caching;
   Engine engine(&model, options);
   std::vector<Result> results(specs.size());
   size_t submitted = 0;
@@ -136,19 +143,33 @@ TransformerOptions SmallPool() {
   return options;
 }
 
-// The checks, on rank 0's model (with peers: its LeaderModel).
+// The checks, on rank 0's model (with peers: its LeaderModel): together
+// with prefix caching on and off, and with speculative decoding, against
+// alone without either.
 void CheckLoadInvariance(LanguageModel& model, const std::string& name) {
   const std::vector<Spec> specs = RandomSpecs(model.limits().vocab_size, 42);
   const std::vector<Result> alone = Alone(model, specs);
-  for (const bool prefix_caching : {true, false}) {
+  for (const int config : {0, 1, 2}) {
+    EngineOptions options;
+    options.prefix_caching = config != 1;
+    options.speculative_ngram_tokens = config == 2 ? 4 : 0;
+    const std::string what = name + (config == 0 ? ", prefix caching" : config == 1 ? ", no prefix caching"
+                                                                                    : ", prefix caching, n-gram speculation");
     EngineStats stats;
-    const std::vector<Result> together = Together(model, specs, prefix_caching, &stats);
-    ExpectSameAsAlone(together, alone, name + (prefix_caching ? ", prefix caching" : ", no prefix caching"));
+    const std::vector<Result> together = Together(model, specs, options, &stats);
+    ExpectSameAsAlone(together, alone, what);
     EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run dry";
-    EXPECT_EQ(stats.prefix_hit_tokens > 0, prefix_caching);
-    std::printf("%s, prefix caching %s: 24 requests as alone, %lld steps, %lld preemptions, %lld prefix-hit tokens\n",
-                name.c_str(), prefix_caching ? "on" : "off", static_cast<long long>(stats.steps),
-                static_cast<long long>(stats.preemptions), static_cast<long long>(stats.prefix_hit_tokens));
+    EXPECT_EQ(stats.prefix_hit_tokens > 0, options.prefix_caching);
+    // Guesses were made, and some kept: the comparison above covers both.
+    EXPECT_EQ(stats.accepted_tokens > 0, options.speculative_ngram_tokens > 0) << what;
+    if (options.speculative_ngram_tokens > 0) {
+      EXPECT_GT(stats.proposed_tokens, stats.accepted_tokens) << what;
+    }
+    std::printf("%s: 24 requests as alone, %lld steps, %lld preemptions, %lld prefix-hit tokens, %lld of %lld "
+                "guesses kept\n",
+                what.c_str(), static_cast<long long>(stats.steps), static_cast<long long>(stats.preemptions),
+                static_cast<long long>(stats.prefix_hit_tokens), static_cast<long long>(stats.accepted_tokens),
+                static_cast<long long>(stats.proposed_tokens));
   }
 }
 

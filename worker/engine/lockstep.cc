@@ -61,7 +61,7 @@ absl::Status FollowLeader(LanguageModel& model, Communicator& communicator) {
           all_allowed.resize((model.limits().vocab_size + 63) / 64, ~uint64_t{0});
           step.choices[c].allowed = all_allowed.data();
         }
-        chosen.resize(step.chunks.size());
+        chosen.resize(step.choices.size());
         RETURN_IF_ERROR(model.ForwardAndChoose(step.chunks, step.choices, absl::MakeSpan(chosen)));
         break;
     }

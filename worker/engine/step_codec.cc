@@ -79,6 +79,7 @@ std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const 
     Put<int64_t>(out, static_cast<int64_t>(c.tokens.size()));
     Put<int64_t>(out, static_cast<int64_t>(c.blocks.size()));
     Put<uint8_t>(out, c.all_logits ? 1 : 0);
+    Put<int64_t>(out, c.proposed);
     PutAll<int>(out, c.tokens);
     PutAll<int32_t>(out, c.blocks);
   }
@@ -97,33 +98,40 @@ absl::Status DecodeStep(const std::string& message, bool with_choices, DecodedSt
   Reader in(message);
   int64_t count = 0;
   RETURN_IF_ERROR(in.Get(count, "the chunk count"));
-  // Each chunk takes at least 25 bytes: a count past that is a bad message.
-  if (count < 0 || count > static_cast<int64_t>(message.size()) / 25) {
+  // Each chunk takes at least 33 bytes: a count past that is a bad message.
+  if (count < 0 || count > static_cast<int64_t>(message.size()) / 33) {
     return absl::DataLossError(absl::StrFormat("step message from rank 0: %d chunks in %d bytes", count,
                                                message.size()));
   }
   step.tokens.assign(count, {});
   step.blocks.assign(count, {});
   step.chunks.assign(count, {});
+  int64_t choice_rows = 0;
   for (int64_t c = 0; c < count; ++c) {
-    int64_t start = 0, tokens = 0, blocks = 0;
+    int64_t start = 0, tokens = 0, blocks = 0, proposed = 0;
     uint8_t all_logits = 0;
     RETURN_IF_ERROR(in.Get(start, "a chunk's start position"));
     RETURN_IF_ERROR(in.Get(tokens, "a chunk's token count"));
     RETURN_IF_ERROR(in.Get(blocks, "a chunk's block count"));
     RETURN_IF_ERROR(in.Get(all_logits, "a chunk's all_logits"));
+    RETURN_IF_ERROR(in.Get(proposed, "a chunk's proposed token count"));
     const int64_t limit = static_cast<int64_t>(message.size());
     if (tokens < 0 || blocks < 0 || tokens > limit || blocks > limit) {
       return absl::DataLossError(
           absl::StrFormat("step message from rank 0: chunk %d has %d tokens and %d blocks", c, tokens, blocks));
     }
+    if (proposed < 0 || (proposed > 0 && proposed >= tokens)) {
+      return absl::DataLossError(absl::StrFormat(
+          "step message from rank 0: chunk %d has %d proposed tokens of %d", c, proposed, tokens));
+    }
+    choice_rows += proposed + 1;
     step.tokens[c].resize(tokens);
     step.blocks[c].resize(blocks);
     RETURN_IF_ERROR(in.GetAll(absl::MakeSpan(step.tokens[c]), "a chunk's tokens"));
     RETURN_IF_ERROR(in.GetAll(absl::MakeSpan(step.blocks[c]), "a chunk's block table"));
-    step.chunks[c] = {step.blocks[c], start, step.tokens[c], all_logits != 0};
+    step.chunks[c] = {step.blocks[c], start, step.tokens[c], all_logits != 0, proposed};
   }
-  step.choices.assign(with_choices ? count : 0, {});
+  step.choices.assign(with_choices ? choice_rows : 0, {});
   step.adjustments.assign(step.choices.size(), {});
   step.masked.assign(step.choices.size(), false);
   for (size_t c = 0; c < step.choices.size(); ++c) {

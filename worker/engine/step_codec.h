@@ -4,16 +4,18 @@
 // ranks of different builds fail at their first step, naming both
 // versions, instead of misreading each other.
 //
-// Layout, version 3 (host byte order: every rank of a job is the same
+// Layout, version 4 (host byte order: every rank of a job is the same
 // architecture; counts are checked against the message before anything is
 // allocated):
 //   header   i64 tag     kStepCodecTag << 32 | version
 //            i64 kind    1 Forward | 2 ForwardAndChoose | 3 Heartbeat | 4 Stop
 //            i64 bytes   the message's size, 0 to kMaxStepMessageBytes
 //   message  (Forward and ForwardAndChoose; broadcast after the header)
-//            i64 n, then n chunks, then (ForwardAndChoose) n choices
+//            i64 n, then n chunks, then (ForwardAndChoose) one choice
+//            per choice row: proposed + 1 per chunk, in chunk order
 //   chunk    i64 start_pos, i64 token count t, i64 block count b,
-//            u8 all_logits, i32 tokens[t], i32 block table[b]
+//            u8 all_logits, i64 proposed (0 to t - 1), i32 tokens[t],
+//            i32 block table[b]
 //   choice   sampling (TokenSampling, worker/sampling/sampling_params.h,
 //            as one block: f32 temperature, f32 top_p, i32 top_k,
 //            f32 min_p, f32 typical_p), f64 uniform, i32 top_logprobs, i64 adjustment
@@ -38,8 +40,9 @@ namespace llama {
 
 inline constexpr int64_t kStepCodecTag = 0x4C4B5354;  // "LKST"
 // 1: the choice's fields one by one; 2: its TokenSampling as one block;
-// 3: TokenSampling with typical_p.
-inline constexpr int64_t kStepCodecVersion = 3;
+// 3: TokenSampling with typical_p; 4: a chunk's proposed tokens
+// (speculative decoding), and a choice per choice row.
+inline constexpr int64_t kStepCodecVersion = 4;
 // A field added to TokenSampling changes the choice's layout: bump
 // kStepCodecVersion, and update the layout above and this size.
 static_assert(sizeof(TokenSampling) == 20, "TokenSampling changed: bump kStepCodecVersion and document the layout");
@@ -60,7 +63,7 @@ EncodedStepHeader EncodeStepHeader(StepHeader header);
 // naming it.
 absl::StatusOr<StepHeader> DecodeStepHeader(const EncodedStepHeader& encoded);
 
-// Chunks, and choices (one per chunk) for ForwardAndChoose, to a message.
+// Chunks, and choices (one per choice row) for ForwardAndChoose, to a message.
 std::string EncodeStep(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices);
 
 // A message read back: chunks and choices that view the vectors beside

@@ -82,6 +82,33 @@ TEST(StepCodecTest, StepMessagesRoundTrip) {
   EXPECT_EQ(step.choices[1].allowed, nullptr);
 }
 
+// Speculative decoding: a chunk's proposed tokens travel with it, and a
+// choice comes for each of its last proposed + 1 rows.
+TEST(StepCodecTest, ProposedTokensTravelWithAChoiceForEachRow) {
+  const std::vector<int> a = {7, 8, 9, 10}, b = {3};
+  const std::vector<int32_t> t = {1, 2};
+  SequenceChunk verify{t, 12, a, false};
+  verify.proposed = 3;
+  const std::vector<SequenceChunk> chunks = {verify, {t, 5, b, false}};
+  std::vector<TokenChoice> choices(5);
+  for (size_t i = 0; i < choices.size(); ++i) choices[i].uniform = 0.125 * static_cast<double>(i);
+  DecodedStep step;
+  ASSERT_TRUE(DecodeStep(EncodeStep(chunks, choices), true, step).ok());
+  ASSERT_EQ(step.chunks.size(), 2u);
+  EXPECT_EQ(step.chunks[0].proposed, 3);
+  EXPECT_EQ(step.chunks[1].proposed, 0);
+  ASSERT_EQ(step.choices.size(), 5u);
+  EXPECT_EQ(step.choices[4].uniform, 0.5);
+
+  // More proposed tokens than the chunk has is a bad message.
+  std::string bad = EncodeStep(chunks, choices);
+  bad[33] = '\x04';  // The first chunk's proposed count (after n and 3 i64 and a u8).
+  EXPECT_THAT(DecodeStep(bad, true, step).message(), HasSubstr("chunk 0 has 4 proposed tokens of 4"));
+  // A choice short: the message ends inside the last one.
+  choices.pop_back();
+  EXPECT_THAT(DecodeStep(EncodeStep(chunks, choices), true, step).message(), HasSubstr("a token choice's"));
+}
+
 TEST(StepCodecTest, MalformedMessagesNameWhatDoesNotFit) {
   const std::vector<int> a = {1, 2, 3};
   const std::vector<int32_t> t = {4};

@@ -12,28 +12,39 @@ namespace llama {
 
 absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
                                   absl::Span<ChosenToken> chosen, int64_t vocab_size) {
-  if (choices.size() != chunks.size() || chosen.size() != chunks.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat("%d chunks but %d token choices and room for %d tokens",
-                                                      chunks.size(), choices.size(), chosen.size()));
-  }
+  int64_t rows = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
+    const SequenceChunk& chunk = chunks[c];
+    if (chunk.all_logits) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "chunk %d asks for all logits; ForwardAndChoose picks from the last rows only (use Forward)", c));
+    }
+    if (chunk.proposed < 0 || chunk.proposed >= static_cast<int64_t>(chunk.tokens.size())) {
+      return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %d proposed tokens in a chunk of %d; expected 0 to %d",
+                                                        c, chunk.proposed, chunk.tokens.size(),
+                                                        static_cast<int64_t>(chunk.tokens.size()) - 1));
+    }
+    rows += chunk.choice_rows();
+  }
+  if (static_cast<int64_t>(choices.size()) != rows || static_cast<int64_t>(chosen.size()) != rows) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d chunks with %d rows to choose at but %d token choices and room for %d tokens",
+                        chunks.size(), rows, choices.size(), chosen.size()));
+  }
+  for (size_t c = 0; c < choices.size(); ++c) {
     if (choices[c].top_logprobs < 0 || choices[c].top_logprobs > kMaxTopLogprobs) {
       return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %d top log-probabilities asked; at most %d", c,
                                                         choices[c].top_logprobs, kMaxTopLogprobs));
     }
     if (absl::Status s = choices[c].sampling.Validate(); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %s", c, s.message()));
+      return absl::InvalidArgumentError(absl::StrFormat("choice %d: %s", c, s.message()));
     }
     for (const LogitAdjustment& a : choices[c].adjustments) {
       if (a.token < 0 || a.token >= vocab_size || !std::isfinite(a.delta)) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "chunk %d: logit adjustment %g of token %d; expected a finite value for a token in [0, %d)", c, a.delta,
+            "choice %d: logit adjustment %g of token %d; expected a finite value for a token in [0, %d)", c, a.delta,
             a.token, vocab_size));
       }
-    }
-    if (chunks[c].all_logits) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "chunk %d asks for all logits; ForwardAndChoose picks from the last row only (use Forward)", c));
     }
   }
   return absl::OkStatus();
@@ -67,7 +78,7 @@ absl::Status LanguageModel::ForwardAndChoose(absl::Span<const SequenceChunk> chu
   const int64_t vocab = limits().vocab_size;
   RETURN_IF_ERROR(CheckChooseArguments(chunks, choices, chosen, vocab));
   ASSIGN_OR_RETURN(absl::Span<const float> logits, Forward(chunks));
-  for (size_t i = 0; i < chunks.size(); ++i) {
+  for (size_t i = 0; i < choices.size(); ++i) {
     const float* row = logits.data() + i * vocab;
     const TokenChoice& c = choices[i];
     const float* choose_from = row;

@@ -29,6 +29,14 @@ struct SequenceChunk {
   // Logits for every position of the chunk (for prompt log-probabilities),
   // not only the last.
   bool all_logits = false;
+  // Speculative decoding: the chunk's last `proposed` tokens are guesses
+  // at what follows the ones before them (0 to tokens.size() - 1). Logits
+  // come for each of the last proposed + 1 positions, and ForwardAndChoose
+  // picks a token at each: the caller keeps the guesses the picks confirm.
+  int64_t proposed = 0;
+
+  // The rows ForwardAndChoose picks for (choices and chosen, in order).
+  int64_t choice_rows() const { return proposed + 1; }
 };
 
 // Added to a token's logit before the choice: OpenAI's logit_bias and
@@ -73,8 +81,9 @@ struct ChosenToken {
 };
 
 // ForwardAndChoose's argument checks, shared by its implementations: one
-// choice and one output per chunk, no chunk asking for all logits,
-// adjustments inside the vocabulary.
+// choice and one output per choice row (SequenceChunk::choice_rows), no
+// chunk asking for all logits, proposals inside their chunk, adjustments
+// inside the vocabulary.
 absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::Span<const TokenChoice> choices,
                                   absl::Span<ChosenToken> chosen, int64_t vocab_size);
 
@@ -110,12 +119,14 @@ class LanguageModel {
   virtual const ModelLimits& limits() const = 0;
 
   // Runs the chunks as one batch and returns logits [rows, vocab_size]:
-  // for each chunk in order, every position if all_logits, else the last.
+  // for each chunk in order, every position if all_logits, else the last
+  // proposed + 1.
   // The span is valid until the next call.
   virtual absl::StatusOr<absl::Span<const float>> Forward(absl::Span<const SequenceChunk> chunks) = 0;
 
-  // Runs the chunks (none with all_logits) as Forward does and picks each
-  // chunk's next token by choices[i] into chosen[i]. This implementation
+  // Runs the chunks (none with all_logits) as Forward does and picks a
+  // token at each choice row (the last proposed + 1 of each chunk, in
+  // order): row i by choices[i] into chosen[i]. This implementation
   // picks on the host from Forward's logits; a device backend overrides it
   // so that only the chosen tokens leave the device.
   virtual absl::Status ForwardAndChoose(absl::Span<const SequenceChunk> chunks,

@@ -33,6 +33,10 @@ absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const ModelLimits&
       return absl::InvalidArgumentError(absl::StrFormat("chunk %d: positions [%d, %d) do not fit max_seq_len %d", c,
                                                         chunk.start_pos, chunk.start_pos + len, limits.max_seq_len));
     }
+    if (chunk.proposed < 0 || chunk.proposed >= len) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("chunk %d: %d proposed tokens in a chunk of %d", c, chunk.proposed, len));
+    }
     const int64_t blocks_needed = KvBlocksFor(chunk.start_pos + len, limits.kv_block_size);
     if (static_cast<int64_t>(chunk.blocks.size()) < blocks_needed) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -58,7 +62,7 @@ absl::Status PlanStep(absl::Span<const SequenceChunk> chunks, const ModelLimits&
       plan.tokens.push_back(token);
       plan.positions.push_back(static_cast<int32_t>(chunk.start_pos + i));
       plan.table_of.push_back(static_cast<int32_t>(c));
-      if (chunk.all_logits || i == len - 1) plan.logit_rows.push_back(static_cast<int32_t>(first_row + i));
+      if (chunk.all_logits || i >= len - 1 - chunk.proposed) plan.logit_rows.push_back(static_cast<int32_t>(first_row + i));
     }
     plan.decode_only &= len == 1 && !chunk.all_logits;
   }

@@ -32,7 +32,7 @@ struct StepPlan {
   int64_t table_stride = 0;
   int64_t block_size = 0;
   // Step rows whose logits are wanted, [rows]: every row of an all_logits
-  // chunk, else each chunk's last.
+  // chunk, else each chunk's last proposed + 1.
   std::vector<int32_t> logit_rows;
   std::vector<PlannedChunk> chunks;
   // Every chunk is one token asking for one row (a decode step).
