@@ -37,6 +37,7 @@
 #include "tools/serve_load.h"
 #include "tools/tool_main.h"
 #include "worker/engine/engine.h"
+#include "worker/engine_flags.h"
 #include "worker/job_flags.h"
 #include "worker/model/rank_plan.h"
 #include "worker/rank_model.h"
@@ -220,9 +221,7 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(const RankPlan plan, PlanRankModel(flags, weights, device, peers, /*local_world_size=*/1));
   ASSIGN_OR_RETURN(RankModel made, CreateRankModel(device, peers, std::move(weights), plan,
                                                    std::chrono::seconds(flags.collective_timeout)));
-  EngineOptions engine_options;
-  engine_options.prefix_caching = flags.enable_prefix_caching;
-  Engine engine(made.model.get(), engine_options);
+  Engine engine(made.model.get(), EngineOptionsFromFlags(flags));
 
   std::mt19937_64 random(load.bench_seed);
   const std::vector<std::vector<int>> prompts = RandomPrompts(load, config.vocab_size, random);

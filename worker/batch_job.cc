@@ -12,6 +12,7 @@
 #include "base/progress_line.h"
 #include "base/status_macros.h"
 #include "worker/batch/generator.h"
+#include "worker/engine_flags.h"
 #include "worker/grammar/grammar.h"
 #include "worker/grammar/token_matcher.h"
 #include "worker/sampling/sampling_params.h"
@@ -149,9 +150,7 @@ absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, JobIdentity i
 
 absl::StatusOr<BatchJobRun> RunBatchJob(const JobFlags& flags, const Job& job, const std::string& grammar,
                                          BatchOutput output, LanguageModel& model, Tokenizer& tokenizer) {
-  EngineOptions engine_options;
-  engine_options.prefix_caching = flags.enable_prefix_caching;
-  Generator generator(&model, &tokenizer, tokenizer.stop_ids(), engine_options);
+  Generator generator(&model, &tokenizer, tokenizer.stop_ids(), EngineOptionsFromFlags(flags));
   SamplingOptions sampling = SamplingFromFlags(flags);
   if (!grammar.empty()) {
     ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> compiled, grammar::Grammar::Parse(grammar));
@@ -181,6 +180,7 @@ absl::StatusOr<BatchJobRun> RunBatchJob(const JobFlags& flags, const Job& job, c
   BatchJobRun run;
   run.tokens = results.tokens();
   run.seconds = results.seconds();
+  run.engine = generator.engine_stats();
   run.failed_prompts = results.Outcome();
   return run;
 }

@@ -18,6 +18,7 @@
 #include "checkpoint/shard_format.h"
 #include "ops/device.h"
 #include "tokenizer/tokenizer.h"
+#include "worker/engine/engine.h"
 #include "worker/job.h"
 #include "worker/job_flags.h"
 #include "worker/job_identity.h"
@@ -54,6 +55,7 @@ absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, JobIdentity i
 struct BatchJobRun {
   size_t tokens = 0;     // Generated.
   double seconds = 0;    // Generating.
+  EngineStats engine;    // The engine's counters (speculative guesses among them).
   // The prompts that could not run, named (Aborted: the job ran and kept
   // the others' answers), or OK.
   absl::Status failed_prompts;

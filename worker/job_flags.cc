@@ -91,6 +91,10 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
   if (f.kv_cache_free_share > 0 && f.kv_cache_gb > 0) {
     return absl::InvalidArgumentError("give --kv_cache_gb or --kv_cache_free_share, not both");
   }
+  if (f.num_speculative_tokens < 1 || f.num_speculative_tokens > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--num_speculative_tokens=%d: expected 1 to 16", f.num_speculative_tokens));
+  }
   if (f.kv_block_size < 1 || f.kv_block_size > 4096) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--kv_block_size=%d: expected 1 to 4096 positions", f.kv_block_size));

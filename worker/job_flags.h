@@ -110,6 +110,13 @@ enum class WorkerForwarding {
     "Positions per KV cache block (paged attention).") \
   X(bool, enable_prefix_caching, true, kEngine, kAlways, \
     "Reuse the KV blocks of a prompt prefix already computed (a shared system prompt is prefilled once).") \
+  X(bool, speculative_ngram, false, kEngine, kAlways, \
+    "Speculative decoding by n-gram lookup: guess what follows from the latest earlier occurrence of the " \
+    "text's last 2-4 tokens (in the prompt or the answer so far) and verify the guesses in the next step; " \
+    "answers that copy or repeat come several tokens a step. On CPUs the answers stay those of plain " \
+    "decoding, bit for bit.") \
+  X(int32, num_speculative_tokens, 4, kEngine, kAlways, \
+    "Speculative decoding: most guessed tokens per request and step, 1 to 16.") \
   X(bool, serve, false, kServeSwitch, kAlways, \
     "Worker: serve the OpenAI API (rank 0 on --host:--port) instead of running a job; the launcher's " \
     "`serve` command sets it.") \

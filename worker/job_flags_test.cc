@@ -115,6 +115,8 @@ TEST(JobFlagsTest, BadValuesNameTheFlag) {
       {[](JobFlags& j) { j.max_num_batched_tokens = 0; }, "--max_num_batched_tokens=0: expected at least 1"},
       {[](JobFlags& j) { j.kv_cache_gb = -1; }, "--kv_cache_gb=-1: expected a size in GB >= 0 (0: the default)"},
       {[](JobFlags& j) { j.kv_block_size = 0; }, "--kv_block_size=0: expected 1 to 4096 positions"},
+      {[](JobFlags& j) { j.num_speculative_tokens = 0; }, "--num_speculative_tokens=0: expected 1 to 16"},
+      {[](JobFlags& j) { j.num_speculative_tokens = 17; }, "--num_speculative_tokens=17: expected 1 to 16"},
       {[](JobFlags& j) { j.kv_cache_free_share = 1.5; }, "--kv_cache_free_share=1.5: expected a share from 0 to 0.95"},
       {[](JobFlags& j) {
          j.kv_cache_free_share = 0.5;

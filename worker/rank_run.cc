@@ -30,6 +30,7 @@
 #include "worker/collectives/rendezvous.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/lockstep.h"
+#include "worker/engine_flags.h"
 #include "worker/batch_job.h"
 #include "worker/job.h"
 #include "worker/model/model_weights.h"
@@ -91,7 +92,7 @@ absl::StatusOr<RunServerOptions> ServingOptions(const JobFlags& flags) {
       return absl::InvalidArgumentError(absl::StrFormat("--api_key_file=%s holds no key", flags.api_key_file));
     }
   }
-  o.engine.prefix_caching = flags.enable_prefix_caching;
+  o.engine = EngineOptionsFromFlags(flags);
   o.heartbeat = std::max<std::chrono::milliseconds>(std::chrono::seconds(1),
                                                     std::chrono::seconds(flags.collective_timeout) / 4);
   o.drain_timeout = std::chrono::seconds(flags.drain_timeout);
@@ -169,12 +170,27 @@ absl::Status Serve(const JobFlags& flags, const WorkerEnvironment& env, LoadedRa
 
 absl::Status WriteSummary(const std::string& summary_file, int ranks, double load_seconds, const BatchJobRun& run) {
   const double rate = run.tokens / std::max(run.seconds, 1e-9);
-  LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)", ranks,
-                               load_seconds, run.tokens, run.seconds, rate);
+  std::string speculation;
+  const EngineStats& e = run.engine;
+  // Each request's decode step gives one token and its kept guesses.
+  const double tokens_per_step =
+      static_cast<double>(e.generated_tokens) / std::max<int64_t>(1, e.generated_tokens - e.accepted_tokens);
+  if (e.proposed_tokens > 0) {
+    speculation = absl::StrFormat("; n-gram speculation kept %d of %d guesses (%.1f%%), %.2f tokens per request step",
+                                  e.accepted_tokens, e.proposed_tokens, 100.0 * e.accepted_tokens / e.proposed_tokens,
+                                  tokens_per_step);
+  }
+  LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)%s", ranks,
+                               load_seconds, run.tokens, run.seconds, rate, speculation);
   if (summary_file.empty()) return absl::OkStatus();
-  nlohmann::json summary = {{"ranks", ranks},         {"load_seconds", load_seconds},
-                            {"tokens", run.tokens},   {"generate_seconds", run.seconds},
-                            {"tokens_per_second", rate}};
+  nlohmann::json summary = {{"ranks", ranks},
+                            {"load_seconds", load_seconds},
+                            {"tokens", run.tokens},
+                            {"generate_seconds", run.seconds},
+                            {"tokens_per_second", rate},
+                            {"speculative_proposed_tokens", e.proposed_tokens},
+                            {"speculative_accepted_tokens", e.accepted_tokens},
+                            {"tokens_per_request_step", tokens_per_step}};
   return WriteLinesAtomically(summary_file, {summary.dump()});
 }
 

@@ -167,6 +167,7 @@ absl::StatusOr<std::vector<Generation>> Generator::GenerateRows(const std::vecto
     if (reported == prompts.size()) break;
     RETURN_IF_ERROR(engine.Step());
   }
+  engine_stats_ = engine.stats();
   return results;
 }
 

@@ -117,6 +117,10 @@ class Generator {
                                                          const CompletionsDone& on_batch = nullptr,
                                                          const BatchSelection& selection = {});
 
+  // The counters of the engine that ran the latest call (speculative
+  // guesses among them).
+  const EngineStats& engine_stats() const { return engine_stats_; }
+
  private:
   struct Row;
   absl::Status CheckOptions(const SamplingOptions& options) const;
@@ -151,6 +155,7 @@ class Generator {
   const Tokenizer* tokenizer_;
   std::vector<int> stop_ids_;
   EngineOptions engine_options_;
+  EngineStats engine_stats_;
 };
 
 }  // namespace llama

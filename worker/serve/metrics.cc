@@ -1,5 +1,7 @@
 #include "worker/serve/metrics.h"
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -80,6 +82,17 @@ std::string ServerMetrics::Render(const EngineStats& engine) const {
   Gauge("llama_prefix_cache_hit_tokens_total", "Prompt tokens taken from cached blocks.", "counter",
         engine.prefix_hit_tokens, out);
   Gauge("llama_num_preemptions_total", "Requests preempted for KV blocks.", "counter", engine.preemptions, out);
+  // vLLM's names; labelled by where the guesses came from (n-gram lookup,
+  // the one source so far).
+  for (const auto& [name, help, value] :
+       {std::tuple<const char*, const char*, int64_t>{"llama_spec_decode_num_draft_tokens_total",
+                                                      "Speculative tokens guessed and verified.",
+                                                      engine.proposed_tokens},
+        {"llama_spec_decode_num_accepted_tokens_total", "Speculative tokens the model confirmed.",
+         engine.accepted_tokens}}) {
+    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " counter\n", name,
+                    "{source=\"ngram\"} ", value, "\n");
+  }
   Gauge("llama_requests_total", "Generation requests received.", "counter", arrived_, out);
   Gauge("llama_request_success_total", "Generation requests answered in full.", "counter", succeeded_, out);
   Gauge("llama_prompt_tokens_total", "Prompt tokens of answered requests.", "counter", prompt_tokens_, out);
