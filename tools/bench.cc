@@ -8,6 +8,9 @@
 //   bench --json_schema=s.json --tokenizer_path=tokenizer.model
 //                                           decode also with every row held to a JSON Schema,
 //                                           interleaved with plain decode (structured output's cost)
+//   bench --verify_rows=5                   decode steps of 5 rows a sequence (speculative
+//                                           decoding's verification of 4 guesses), interleaved
+//                                           with plain decode
 //
 // The default shape (dim 2048, 22 layers, 32 heads, 4 KV heads, FFN 5632,
 // vocab 32000; TinyLlama-1.1B) keeps a run to about a minute on 2 cores.
@@ -58,6 +61,9 @@ DEFINE_int32(prefill_repeats, 1, "Times the prefill is timed; the median is repo
                                  "machine needs several).");
 DEFINE_int32(decode_tokens, 16, "Decode steps to time.");
 DEFINE_int32(batch, 1, "Sequences decoded together.");
+DEFINE_int32(verify_rows, 0, "Also time decode steps of this many rows a sequence (speculative decoding: the last "
+                             "token and verify_rows - 1 guesses, a token chosen at each), interleaved with plain "
+                             "decode; 0: not.");
 DEFINE_int32(world_size, 1, "Tensor-parallel ranks (local processes over the TCP collective; synthetic model only).");
 DEFINE_int64(weight_prefetch_bytes, -1, "CPU: how far ahead the integer (int8, q4_k, q6_k) decode kernels prefetch "
              "weights, in bytes; 0: not at all; -1: this CPU's default (2048 on Intel, 0 elsewhere).");
@@ -117,8 +123,8 @@ namespace {
 absl::StatusOr<llama::RankPlan> BenchPlan(const llama::JobFlags& flags, const llama::ModelWeights& weights, int rank) {
   ASSIGN_OR_RETURN(llama::TransformerOptions options, llama::TransformerOptionsFromFlags(flags, FLAGS_world_size));
   options.max_batch_size = FLAGS_batch;
-  options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + 1;
-  options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch);
+  options.max_seq_len = FLAGS_prefill_tokens + FLAGS_decode_tokens + std::max(1, FLAGS_verify_rows);
+  options.max_step_tokens = std::max(FLAGS_prefill_tokens, FLAGS_batch * std::max(1, FLAGS_verify_rows));
   return llama::PlanRank(weights, rank, FLAGS_world_size, options);
 }
 
@@ -127,6 +133,7 @@ struct StepTimes {
   double prefill_fastest = 0, prefill_slowest = 0;
   double decode_seconds = 0;
   double constrained_decode_seconds = 0;  // With --json_schema.
+  double verify_seconds = 0;              // With --verify_rows.
 };
 
 // Every row's choices held to --json_schema, in --tokenizer_path's
@@ -158,13 +165,17 @@ absl::StatusOr<std::unique_ptr<Constraint>> ConstraintFromFlags(const llama::Job
 // Decode as the generator does: each step feeds every row its last token
 // and gets the next (greedy) back; on a GPU only the ids leave the device.
 // With a constraint, each row's choice is masked as the engine masks it, a
-// row that completes its grammar starting it again.
+// row that completes its grammar starting it again. With `rows` > 1 each
+// sequence's step also carries rows - 1 guesses (copies of its last token)
+// and chooses at each, as speculative decoding verifies them; the
+// sequence then moves on by one position, as when no guess is kept.
 absl::StatusOr<double> TimeDecode(llama::LanguageModel& model, const std::vector<std::vector<int32_t>>& tables,
-                                  const Constraint* constraint) {
+                                  const Constraint* constraint, int rows = 1) {
   std::vector<int> next(FLAGS_batch, 1);
+  std::vector<std::vector<int>> fed(FLAGS_batch, std::vector<int>(rows));
   std::vector<llama::SequenceChunk> chunks(FLAGS_batch);
-  std::vector<llama::TokenChoice> choices(FLAGS_batch);
-  std::vector<llama::ChosenToken> chosen(FLAGS_batch);
+  std::vector<llama::TokenChoice> choices(FLAGS_batch * rows);
+  std::vector<llama::ChosenToken> chosen(FLAGS_batch * rows);
   std::vector<std::unique_ptr<llama::grammar::TokenMatcher>> matchers(FLAGS_batch);
   std::vector<std::shared_ptr<const llama::grammar::TokenMask>> masks(FLAGS_batch);
   std::chrono::steady_clock::time_point start;
@@ -172,7 +183,8 @@ absl::StatusOr<double> TimeDecode(llama::LanguageModel& model, const std::vector
   for (int step = 0; step <= FLAGS_decode_tokens; ++step) {
     if (step == 1) start = std::chrono::steady_clock::now();
     for (int b = 0; b < FLAGS_batch; ++b) {
-      chunks[b] = {tables[b], FLAGS_prefill_tokens + step, absl::MakeConstSpan(&next[b], 1), false};
+      std::fill(fed[b].begin(), fed[b].end(), next[b]);
+      chunks[b] = {tables[b], FLAGS_prefill_tokens + step, fed[b], false, rows - 1};
       if (constraint == nullptr) continue;
       if (matchers[b] == nullptr || matchers[b]->complete()) {
         ASSIGN_OR_RETURN(matchers[b], llama::grammar::TokenMatcher::Start(constraint->automaton));
@@ -184,7 +196,7 @@ absl::StatusOr<double> TimeDecode(llama::LanguageModel& model, const std::vector
     }
     RETURN_IF_ERROR(model.ForwardAndChoose(chunks, choices, absl::MakeSpan(chosen)));
     for (int b = 0; b < FLAGS_batch; ++b) {
-      next[b] = chosen[b].token;
+      next[b] = chosen[b * rows].token;
       if (constraint == nullptr) continue;
       const std::vector<int>& stops = constraint->stop_ids;
       if (std::find(stops.begin(), stops.end(), next[b]) != stops.end()) {
@@ -236,6 +248,20 @@ absl::StatusOr<StepTimes> TimeSteps(llama::LanguageModel& model, const Constrain
     std::sort(constrained.begin(), constrained.end());
     times.decode_seconds = plain[1];
     times.constrained_decode_seconds = constrained[1];
+  }
+  if (FLAGS_verify_rows > 0) {
+    // Side by side as above.
+    std::vector<double> plain, verify;
+    for (int round = 0; round < 3; ++round) {
+      ASSIGN_OR_RETURN(const double p, TimeDecode(model, tables, nullptr));
+      plain.push_back(p);
+      ASSIGN_OR_RETURN(const double v, TimeDecode(model, tables, nullptr, FLAGS_verify_rows));
+      verify.push_back(v);
+    }
+    std::sort(plain.begin(), plain.end());
+    std::sort(verify.begin(), verify.end());
+    times.decode_seconds = plain[1];
+    times.verify_seconds = verify[1];
   }
   return times;
 }
@@ -312,6 +338,12 @@ void PrintTimes(const llama::RankPlan& plan, llama::Device device, const BenchWe
                 "interleaved)\n",
                 FLAGS_batch, constrained_ms, constrained_ms / step_ms);
   }
+  if (times.verify_seconds > 0) {
+    const double verify_ms = 1000 * times.verify_seconds / FLAGS_decode_tokens;
+    std::printf("verify:   batch %d, %d rows a sequence, %.1f ms/step (%.3f x plain decode; medians of 3 rounds each, "
+                "interleaved)\n",
+                FLAGS_batch, FLAGS_verify_rows, verify_ms, verify_ms / step_ms);
+  }
   std::printf("weights streamed per decode step: %.2f GB/s (all ranks)", gbps * FLAGS_world_size);
   double limit = FLAGS_mem_gbps;
   if (limit <= 0 && device == llama::Device::kCpu) {
@@ -379,6 +411,10 @@ int main(int argc, char** argv) {
                                       {"batch", FLAGS_batch},
                                       {"world_size", FLAGS_world_size}}) {
       if (value < 1) return absl::InvalidArgumentError(absl::StrFormat("--%s=%d: expected at least 1", name, value));
+    }
+    if (FLAGS_verify_rows < 0 || FLAGS_verify_rows > 17) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--verify_rows=%d: expected 0 (not timed) to 17 (16 guesses)", FLAGS_verify_rows));
     }
     if (FLAGS_weight_prefetch_bytes < -1 || FLAGS_weight_prefetch_bytes > (1 << 20)) {
       return absl::InvalidArgumentError(absl::StrFormat(

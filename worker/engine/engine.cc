@@ -1,6 +1,7 @@
 #include "worker/engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -12,18 +13,6 @@
 #include "worker/sampling/sampler.h"
 
 namespace llama {
-namespace {
-
-// Rows a step gives speculative guesses, decodes included: past a few
-// dozen rows a CPU step stops being bound by reading the weights, and
-// guesses would cost what they save (the engine stops proposing there).
-constexpr int64_t kSpeculativeRowsPerStep = 32;
-// A request whose guesses all failed waits this many steps, doubled per
-// failure in a row up to the last, before it guesses again: text that does
-// not repeat costs a row now and then, not one per step.
-constexpr int kSpeculativeBackoffMax = 16;
-
-}  // namespace
 
 struct Engine::Sequence {
   RequestId id = 0;
@@ -47,8 +36,7 @@ struct Engine::Sequence {
   // Speculative decoding: [last token, guesses...], this step's rows.
   std::vector<int> verify;
   Rng rng_before_guesses{0};  // rng before this step's draws, with guesses.
-  int guess_failures = 0;     // Verifications in a row that kept no guess.
-  int guess_wait = 0;         // Steps left before it guesses again.
+  GuessRecord guesses;        // How often they held (speculation_policy.h).
   uint64_t admission = 0;  // Order of its latest admission.
   bool counted = false;    // Its prompt is in the stats.
   bool finished = false;
@@ -318,18 +306,25 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
     plan.push_back({&s, take, scoring});
     budget -= take;
   }
-  // Last, guesses for the decodes, while the step is small enough to gain.
+  // Last, guesses for the decodes, as many as are expected to pay for
+  // their rows (speculation_policy.h).
   if (options_.speculative_ngram_tokens > 0) {
-    int64_t rows = 0;
-    for (const Scheduled& p : plan) rows += p.take;
+    int64_t rows = 0, decodes = 0;
+    for (const Scheduled& p : plan) {
+      rows += p.take;
+      decodes += IsDecode(p);
+    }
+    const double seconds = step_costs_.Predict(rows);
+    const double bar = seconds > 0 ? step_costs_.per_row() * static_cast<double>(decodes) / seconds : 0.0;
     for (Scheduled& p : plan) {
-      const bool decode = !p.scoring && p.sequence->length() - p.sequence->computed == 1;
-      if (!decode) continue;
-      const int64_t proposed = Propose(*p.sequence, std::min(budget, kSpeculativeRowsPerStep - rows));
+      if (!IsDecode(p)) continue;
+      const int64_t worth = options_.speculation_priced
+                                ? p.sequence->guesses.Worth(bar, options_.speculative_ngram_tokens)
+                                : options_.speculative_ngram_tokens;
+      const int64_t proposed = Propose(*p.sequence, std::min(budget, worth));
       p.proposed = proposed;
       p.take += proposed;
       budget -= proposed;
-      rows += proposed;
     }
   }
 }
@@ -378,14 +373,14 @@ absl::StatusOr<int64_t> Engine::ScorePrompts(const std::vector<Scheduled>& plan)
   return computed;
 }
 
+bool Engine::IsDecode(const Scheduled& p) {
+  return !p.scoring && p.sequence->length() - p.sequence->computed == 1;
+}
+
 int64_t Engine::Propose(Sequence& s, int64_t room) {
   s.verify.clear();
-  if (s.guess_wait > 0) {
-    --s.guess_wait;
-    return 0;
-  }
   // The last guess must leave room for the pick after it.
-  room = std::min<int64_t>({room, options_.speculative_ngram_tokens, s.limit - s.length() - 1});
+  room = std::min<int64_t>(room, s.limit - s.length() - 1);
   if (room <= 0) return 0;
   std::vector<int> guesses;
   NgramLookup(s.tokens, static_cast<int>(room), guesses);
@@ -497,8 +492,7 @@ int64_t Engine::AcceptChosen(Sequence& s, const Scheduled& p, absl::Span<const C
     s.rng = s.rng_before_guesses;
     for (int64_t i = 0; i < appended; ++i) s.rng.Uniform();
   }
-  s.guess_failures = accepted > 0 ? 0 : s.guess_failures + 1;
-  if (s.guess_failures > 0) s.guess_wait = std::min(kSpeculativeBackoffMax, 1 << std::min(s.guess_failures - 1, 4));
+  s.guesses.Update(p.proposed, accepted);
   if (!s.finished) {
     CacheFullBlocks(s);
     // Blocks taken for guesses that failed go back.
@@ -589,10 +583,18 @@ absl::Status Engine::Step() {
   std::vector<Scheduled> plan;
   Schedule(plan);
   if (!plan.empty()) {
+    // What decode steps cost by their rows, for the guesses' worth.
+    const bool decodes_only = std::all_of(plan.begin(), plan.end(), [](const Scheduled& p) { return IsDecode(p); });
+    int64_t rows = 0;
+    for (const Scheduled& p : plan) rows += p.take;
+    const auto start = std::chrono::steady_clock::now();
     const absl::Status status = Run(plan);
     if (!status.ok()) {
       Fail(status);
       return status;
+    }
+    if (decodes_only && options_.speculative_ngram_tokens > 0) {
+      step_costs_.Observe(rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
   }
   RemoveFinished();

@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "worker/engine/kv_block_pool.h"
+#include "worker/engine/speculation_policy.h"
 #include "worker/grammar/token_matcher.h"
 #include "worker/model/language_model.h"
 #include "worker/sampling/sampling_params.h"
@@ -112,6 +113,10 @@ struct EngineOptions {
   // Speculative decoding by n-gram lookup: up to this many guessed tokens
   // per decoding request and step (vLLM's num_speculative_tokens); 0: off.
   int speculative_ngram_tokens = 0;
+  // Guess only as far as guesses are expected to pay for their rows
+  // (speculation_policy.h); false: every guess the lookup finds, up to
+  // the number above, as vLLM does (the tests' fixed schedule).
+  bool speculation_priced = true;
 };
 
 // Counters for metrics and tests.
@@ -200,6 +205,9 @@ class Engine {
   // Everything else, into chosen_: pieces that end where their sequence
   // ends pick its next token.
   absl::Status ChooseTokens(const std::vector<Scheduled>& plan);
+  // A decode, guesses or not: its sequence's last token fed and its next
+  // picked (asked before the step runs).
+  static bool IsDecode(const Scheduled& p);
   // Guesses (n-gram lookup) for a decoding s whose one row is planned:
   // at most `room`, vetted by its grammar, with the KV blocks they need
   // (none taken from others); returns how many, in s's verify buffer.
@@ -239,6 +247,7 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // In admission order.
   uint64_t admissions_ = 0;
+  StepCosts step_costs_;  // Of decode steps, for speculation.
   // Step buffers, reused.
   std::vector<SequenceChunk> chunks_;
   std::vector<TokenChoice> choices_;

@@ -145,6 +145,7 @@ TEST(EngineGrammarTest, SpeculationKeepsAConstrainedRequestsTokens) {
         CacheCheckingModel model(shape);
         EngineOptions options;
         options.speculative_ngram_tokens = guesses;
+        options.speculation_priced = false;  // Every guess found, whatever the steps cost here.
         Engine engine(&model, options);
         Outcome& out = outs[guesses > 0];
         // Letters and spaces by turns: each row's mask depends on the guesses before it.

@@ -470,6 +470,7 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
     options.prefix_caching = prefix_caching;
     options.max_num_batched_tokens = 12;
     options.speculative_ngram_tokens = speculation ? 4 : 0;
+    options.speculation_priced = false;  // Every guess found, whatever the steps cost here.
     Engine engine(&model, options);
     const int n = 40;
     std::vector<Outcome> outs(n);

@@ -153,6 +153,7 @@ void CheckLoadInvariance(LanguageModel& model, const std::string& name) {
     EngineOptions options;
     options.prefix_caching = config != 1;
     options.speculative_ngram_tokens = config == 2 ? 4 : 0;
+    options.speculation_priced = false;  // Every guess found, whatever the steps cost here.
     const std::string what = name + (config == 0 ? ", prefix caching" : config == 1 ? ", no prefix caching"
                                                                                     : ", prefix caching, n-gram speculation");
     EngineStats stats;

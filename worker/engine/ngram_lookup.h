@@ -16,10 +16,11 @@
 
 namespace llama {
 
-// Suffix lengths tried, longest first: a longer match is a better guess; a
-// single token matches too often to be one.
+// Suffix lengths tried, longest first: a longer match is a better guess,
+// and one token is tried last (llama.cpp's lookup goes as low; the engine's
+// record of how often a request's guesses hold weeds out bad ones).
 inline constexpr int kNgramLookupMax = 4;
-inline constexpr int kNgramLookupMin = 2;
+inline constexpr int kNgramLookupMin = 1;
 
 // Up to `max_tokens` proposals for what follows `tokens`, into `out`
 // (replaced; empty when no suffix of kNgramLookupMax down to

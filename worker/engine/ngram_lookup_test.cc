@@ -31,8 +31,8 @@ TEST(NgramLookupTest, ALoopIsProposedPastTheEndOfTheText) {
 
 TEST(NgramLookupTest, NothingWithoutAMatchOfTheShortestLength) {
   EXPECT_THAT(Lookup({1, 2, 3, 4, 5}, 4), IsEmpty());
-  // A single repeated token is not enough (kNgramLookupMin is 2).
-  EXPECT_THAT(Lookup({7, 1, 2, 7}, 4), IsEmpty());
+  // A single repeated token is enough (kNgramLookupMin is 1).
+  EXPECT_THAT(Lookup({7, 1, 2, 7}, 4), ElementsAre(1, 2, 7, 1));
   EXPECT_THAT(Lookup({}, 4), IsEmpty());
   EXPECT_THAT(Lookup({3}, 4), IsEmpty());
   EXPECT_THAT(Lookup({1, 2, 1, 2}, 0), IsEmpty());
@@ -40,7 +40,7 @@ TEST(NgramLookupTest, NothingWithoutAMatchOfTheShortestLength) {
 
 TEST(NgramLookupTest, MatchesTheLongestSuffixThatOccurred) {
   // Only the last two tokens ("2 3") occurred before; at most kNgramLookupMax are tried.
-  static_assert(kNgramLookupMax == 4 && kNgramLookupMin == 2);
+  static_assert(kNgramLookupMax == 4 && kNgramLookupMin == 1);
   EXPECT_THAT(Lookup({2, 3, 9, 0, 1, 2, 3}, 1), ElementsAre(9));
   EXPECT_THAT(Lookup({1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}, 2), ElementsAre(0, 1));
 }

@@ -1,0 +1,72 @@
+// How many guesses a decoding request verifies in a step (speculative
+// decoding): as many as are expected to pay for their rows.
+//
+// A guess costs a row of the step whether it holds or not, and what a row
+// costs depends on the machine: while a step is bound by reading the
+// weights (one request, many cores) rows are nearly free; on two cores a
+// row of TinyLlama Q4_K_M costs a quarter of a decode step, and a step of
+// eight requests is already bound by arithmetic, where a guess that fails
+// costs as much as a token. So the engine measures its own steps (StepCosts
+// fits seconds = base + per_row * rows) and each request keeps its record
+// of how often its guesses held (GuessRecord). Adding a row whose guess
+// holds with probability g raises the step's tokens per second when
+// g > per_row * tokens / seconds: guess j of a request holds only if the
+// ones before it did, with probability rate^j, so a request guesses while
+// rate^j clears that bar. As EAGLE-2 and SpecDec++ size their drafts by
+// expected acceptance, with the cost measured instead of assumed.
+
+#ifndef LLAMA_WORKER_ENGINE_SPECULATION_POLICY_H_
+#define LLAMA_WORKER_ENGINE_SPECULATION_POLICY_H_
+
+#include <array>
+#include <cstdint>
+
+namespace llama {
+
+// seconds = base + per_row * rows, fitted to the steps observed.
+class StepCosts {
+ public:
+  // Steps of up to this many rows are fitted; larger ones are ignored.
+  static constexpr int64_t kMaxRows = 64;
+
+  // A step of `rows` rows, all decodes and guesses, took `seconds`.
+  void Observe(int64_t rows, double seconds);
+  // 0 until steps of two sizes were seen: guessing is tried before it is
+  // priced.
+  double per_row() const { return per_row_; }
+  // The predicted seconds of a step of `rows` rows; 0 before any step.
+  double Predict(int64_t rows) const { return base_ + per_row_ * static_cast<double>(rows); }
+
+ private:
+  void Fit();
+
+  std::array<double, kMaxRows + 1> mean_{};  // Recent seconds by row count (an exponential average).
+  std::array<bool, kMaxRows + 1> seen_{};
+  double base_ = 0, per_row_ = 0;
+};
+
+// One request's guesses so far: how often a guess held when the ones
+// before it had (an exponentially weighted count, so a request whose text
+// turns repetitive, or stops being so, is followed within a few steps).
+class GuessRecord {
+ public:
+  // A verification of `proposed` guesses kept the first `accepted`.
+  void Update(int64_t proposed, int64_t accepted);
+  double rate() const { return held_ / tried_; }
+
+  // Guesses worth verifying this step, at most `most`: the largest j with
+  // rate^j > `bar` (StepCosts' per_row * tokens / seconds of the step).
+  // A request that has not guessed for kProbeSteps steps tries one guess,
+  // so a low rate is looked at again.
+  int64_t Worth(double bar, int64_t most);
+
+  static constexpr int kProbeSteps = 16;
+
+ private:
+  double held_ = 1, tried_ = 2;  // A prior of one in two.
+  int idle_steps_ = 0;
+};
+
+}  // namespace llama
+
+#endif  // LLAMA_WORKER_ENGINE_SPECULATION_POLICY_H_

@@ -1,0 +1,56 @@
+#include "worker/engine/speculation_policy.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace llama {
+namespace {
+
+TEST(StepCostsTest, FitsBasePlusRowsAndIgnoresWhatItCannotUse) {
+  StepCosts costs;
+  EXPECT_EQ(costs.Predict(4), 0.0);
+  costs.Observe(1, 0.030);
+  EXPECT_EQ(costs.per_row(), 0.0);  // One size: not priced yet.
+  EXPECT_NEAR(costs.Predict(1), 0.030, 1e-12);
+  costs.Observe(5, 0.058);
+  EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
+  EXPECT_NEAR(costs.Predict(3), 0.044, 1e-9);
+  // Each size counts once, however often it is seen.
+  for (int i = 0; i < 100; ++i) costs.Observe(1, 0.030);
+  EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
+  costs.Observe(0, 5.0);
+  costs.Observe(StepCosts::kMaxRows + 1, 5.0);
+  costs.Observe(3, std::nan(""));
+  EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
+  // A size's recent steps move its mean a tenth of the way each.
+  costs.Observe(5, 0.068);
+  EXPECT_NEAR(costs.Predict(5), 0.059, 1e-9);
+}
+
+TEST(GuessRecordTest, GuessesAsFarAsTheyAreLikelyToHold) {
+  GuessRecord record;
+  EXPECT_DOUBLE_EQ(record.rate(), 0.5);
+  // Free rows: every guess allowed; rows that cost nothing are never refused.
+  EXPECT_EQ(record.Worth(0.0, 4), 4);
+  // rate^j > bar: 0.5 and 0.25 clear 0.2, 0.125 does not.
+  EXPECT_EQ(record.Worth(0.2, 4), 2);
+  for (int i = 0; i < 20; ++i) record.Update(4, 4);  // Every guess held.
+  EXPECT_GT(record.rate(), 0.95);
+  EXPECT_EQ(record.Worth(0.2, 6), 6);
+  for (int i = 0; i < 20; ++i) record.Update(3, 0);  // None held.
+  EXPECT_LT(record.rate(), 0.05);
+  EXPECT_EQ(record.Worth(0.2, 4), 0);
+}
+
+TEST(GuessRecordTest, ALowRateIsProbedAgainNowAndThen) {
+  GuessRecord record;
+  for (int i = 0; i < 30; ++i) record.Update(4, 0);
+  int probes = 0;
+  for (int step = 0; step < 10 * GuessRecord::kProbeSteps; ++step) probes += record.Worth(0.3, 4);
+  EXPECT_EQ(probes, 10);  // One guess every kProbeSteps steps: a failing guess costs a row in 16 steps.
+  EXPECT_EQ(record.Worth(0.3, 0), 0);
+}
+
+}  // namespace
+}  // namespace llama
