@@ -403,7 +403,8 @@ int main(int argc, char** argv) {
   return llama::ToolMain(argc, argv, "bench", "Measures prefill and decode tokens/s of one model.",
                          [](const std::vector<std::string>&) -> absl::Status {
     // Checked once, before any rank starts.
-    RETURN_IF_ERROR(llama::CheckJobFlags(llama::JobFlagsFromCommandLine(), /*need_input=*/false));
+    const llama::JobFlags job_flags = llama::JobFlagsFromCommandLine();
+    RETURN_IF_ERROR(llama::CheckJobFlags(job_flags, /*need_input=*/false));
     ASSIGN_OR_RETURN(const llama::Device device, llama::ChooseRankDevice(FLAGS_device));
     for (const auto& [name, value] : {std::pair<const char*, int>{"prefill_tokens", FLAGS_prefill_tokens},
                                       {"prefill_repeats", FLAGS_prefill_repeats},
@@ -415,6 +416,10 @@ int main(int argc, char** argv) {
     if (FLAGS_verify_rows < 0 || FLAGS_verify_rows > 17) {
       return absl::InvalidArgumentError(
           absl::StrFormat("--verify_rows=%d: expected 0 (not timed) to 17 (16 guesses)", FLAGS_verify_rows));
+    }
+    if (FLAGS_verify_rows > 0 && !job_flags.json_schema.empty()) {
+      // Each is timed interleaved with its own plain decodes.
+      return absl::InvalidArgumentError("--verify_rows and --json_schema are measured one at a time: give one");
     }
     if (FLAGS_weight_prefetch_bytes < -1 || FLAGS_weight_prefetch_bytes > (1 << 20)) {
       return absl::InvalidArgumentError(absl::StrFormat(

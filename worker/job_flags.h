@@ -112,7 +112,7 @@ enum class WorkerForwarding {
     "Reuse the KV blocks of a prompt prefix already computed (a shared system prompt is prefilled once).") \
   X(bool, speculative_ngram, false, kEngine, kAlways, \
     "Speculative decoding by n-gram lookup: guess what follows from the latest earlier occurrence of the " \
-    "text's last 1 to 4 tokens (in the prompt or the answer so far) and verify the guesses in the next step; " \
+    "text's last 1 to 4 tokens (in the prompt or the answer so far) and verify the guesses with the step that feeds the last token; " \
     "answers that copy or repeat come several tokens a step. On CPUs the answers stay those of plain " \
     "decoding, bit for bit.") \
   X(int32, num_speculative_tokens, 4, kEngine, kAlways, \

@@ -183,10 +183,10 @@ void Engine::ReportPromptLogprobs(Sequence& s) {
   if (s.request.sink) s.request.sink(event);
 }
 
-bool Engine::Grow(Sequence& s, int64_t positions) {
+bool Engine::Grow(Sequence& s, int64_t positions, bool evict) {
   const int64_t needed = KvBlocksFor(positions, pool_.block_size());
   while (static_cast<int64_t>(s.blocks.size()) < needed) {
-    std::optional<int32_t> block = pool_.Allocate();
+    std::optional<int32_t> block = pool_.Allocate(evict);
     if (!block.has_value()) return false;
     s.blocks.push_back(*block);
   }
@@ -309,22 +309,26 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
   // Last, guesses for the decodes, as many as are expected to pay for
   // their rows (speculation_policy.h).
   if (options_.speculative_ngram_tokens > 0) {
-    int64_t rows = 0, decodes = 0;
+    // The step's expected tokens and rows, guesses counted as they come.
+    double tokens = 0;
+    int64_t rows = 0;
     for (const Scheduled& p : plan) {
       rows += p.take;
-      decodes += IsDecode(p);
+      tokens += IsDecode(p);
     }
-    const double seconds = step_costs_.Predict(rows);
-    const double bar = seconds > 0 ? step_costs_.per_row() * static_cast<double>(decodes) / seconds : 0.0;
     for (Scheduled& p : plan) {
-      if (!IsDecode(p)) continue;
-      const int64_t worth = options_.speculation_priced
-                                ? p.sequence->guesses.Worth(bar, options_.speculative_ngram_tokens)
-                                : options_.speculative_ngram_tokens;
-      const int64_t proposed = Propose(*p.sequence, std::min(budget, worth));
+      if (!IsDecode(p) || budget <= 0) continue;
+      Sequence& s = *p.sequence;
+      const double seconds = step_costs_.Predict(rows);
+      const double bar = seconds > 0 ? step_costs_.per_row() * tokens / seconds : 0.0;
+      const int64_t worth = options_.speculation_priced ? s.guesses.Worth(bar, options_.speculative_ngram_tokens)
+                                                        : options_.speculative_ngram_tokens;
+      const int64_t proposed = Propose(s, std::min(budget, worth));
       p.proposed = proposed;
       p.take += proposed;
       budget -= proposed;
+      rows += proposed;
+      for (int64_t j = 1; j <= proposed; ++j) tokens += std::pow(s.guesses.rate(), static_cast<double>(j));
     }
   }
 }
@@ -392,13 +396,14 @@ int64_t Engine::Propose(Sequence& s, int64_t room) {
   if (s.request.grammar != nullptr) probe.emplace(*s.request.grammar);
   for (const int g : guesses) {
     if (std::find(stops.begin(), stops.end(), g) != stops.end()) break;
+    // The mask decides, as for the pick (Accept alone would pass a token
+    // of no bytes, which no mask allows).
     if (probe.has_value()) {
       if (probe->complete() || !grammar::MaskHas(probe->Allowed()->data(), g) || !probe->Accept(g).ok()) break;
     }
     ++kept;
   }
-  // Only blocks that are free: a guess never preempts a request.
-  Grow(s, s.computed + 1 + kept);
+  Grow(s, s.computed + 1 + kept, /*evict=*/false);
   kept = std::min<int64_t>(kept, static_cast<int64_t>(s.blocks.size()) * pool_.block_size() - s.computed - 1);
   if (kept <= 0) return 0;
   s.verify.push_back(s.tokens.back());

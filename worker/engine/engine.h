@@ -184,8 +184,9 @@ class Engine {
   // Moves newly submitted and cancelled requests in; ends cancelled ones.
   void Intake();
   void Finish(Sequence& s, FinishReason reason, const absl::Status& status = absl::OkStatus());
-  // Blocks for positions [0, positions) of s; false when the pool is dry.
-  bool Grow(Sequence& s, int64_t positions);
+  // Blocks for positions [0, positions) of s; false when the pool is dry
+  // (or, without `evict`, has no block that is neither held nor cached).
+  bool Grow(Sequence& s, int64_t positions, bool evict = true);
   void Preempt(Sequence& s);
   // The running sequence admitted last (the preemption victim).
   Sequence* Newest();
@@ -210,7 +211,9 @@ class Engine {
   static bool IsDecode(const Scheduled& p);
   // Guesses (n-gram lookup) for a decoding s whose one row is planned:
   // at most `room`, vetted by its grammar, with the KV blocks they need
-  // (none taken from others); returns how many, in s's verify buffer.
+  // (only blocks nobody holds or has cached: a guess neither preempts a
+  // request nor evicts a cached prefix); returns how many, in s's verify
+  // buffer.
   int64_t Propose(Sequence& s, int64_t room);
   // How s picks its next token, into choices_; `chooses`: this step does
   // pick it (its random draw and penalties are taken only then). With

@@ -455,11 +455,12 @@ TEST(EngineTest, AModelErrorEndsEveryRequestAndTheEngine) {
 // enough to force preemption; after every step no block is leaked or
 // double-held, and at the end every request that was not cancelled got
 // exactly its solo run's tokens and log-probabilities: with prefix caching
-// on and off, and with speculative decoding (its solo run without).
+// on and off, and with speculative decoding (its solo run without), on a
+// fixed schedule and as priced.
 TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
-  for (const int config : {0, 1, 2}) {
+  for (const int config : {0, 1, 2, 3}) {
     const bool prefix_caching = config != 1;
-    const bool speculation = config == 2;
+    const bool speculation = config >= 2;
     std::mt19937 random(7 + config);
     CacheCheckingModel::Shape shape;
     shape.blocks = 24;  // 96 positions for up to 8 requests of up to 64.
@@ -470,7 +471,9 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
     options.prefix_caching = prefix_caching;
     options.max_num_batched_tokens = 12;
     options.speculative_ngram_tokens = speculation ? 4 : 0;
-    options.speculation_priced = false;  // Every guess found, whatever the steps cost here.
+    // 2: every guess found, whatever the steps cost here; 3: as priced by
+    // the steps' measured cost (some guesses, or none: the answers hold).
+    options.speculation_priced = config == 3;
     Engine engine(&model, options);
     const int n = 40;
     std::vector<Outcome> outs(n);
@@ -504,8 +507,11 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
     const EngineStats stats = engine.stats();
     EXPECT_GT(stats.preemptions, 0);
     EXPECT_EQ(stats.prefix_hit_tokens > 0, prefix_caching);
-    EXPECT_EQ(stats.accepted_tokens > 0, speculation);
-    if (speculation) {
+    if (!speculation) {
+      EXPECT_EQ(stats.proposed_tokens, 0);
+    }
+    if (config == 2) {
+      EXPECT_GT(stats.accepted_tokens, 0);
       EXPECT_GT(stats.proposed_tokens, stats.accepted_tokens);
     }
     int compared = 0;
@@ -524,7 +530,7 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
     EXPECT_GT(compared, n / 2);
     std::printf("prefix caching %s, speculation %s: %d requests compared, %lld preemptions, %lld prefix-hit "
                 "tokens, %lld steps, %lld of %lld guesses kept\n",
-                prefix_caching ? "on" : "off", speculation ? "on" : "off", compared,
+                prefix_caching ? "on" : "off", !speculation ? "off" : config == 2 ? "fixed" : "priced", compared,
                 static_cast<long long>(stats.preemptions), static_cast<long long>(stats.prefix_hit_tokens),
                 static_cast<long long>(stats.steps), static_cast<long long>(stats.accepted_tokens),
                 static_cast<long long>(stats.proposed_tokens));

@@ -41,12 +41,12 @@ std::vector<int32_t> KvBlockPool::MatchPrefix(absl::Span<const int> tokens, int6
   return matched;
 }
 
-std::optional<int32_t> KvBlockPool::Allocate() {
+std::optional<int32_t> KvBlockPool::Allocate(bool evict) {
   int32_t b;
   if (!free_.empty()) {
     b = free_.back();
     free_.pop_back();
-  } else if (!evictable_.empty()) {
+  } else if (evict && !evictable_.empty()) {
     b = evictable_.front();
     evictable_.pop_front();
     Forget(b);

@@ -48,10 +48,10 @@ class KvBlockPool {
   // `hashes` receives their chain hashes.
   std::vector<int32_t> MatchPrefix(absl::Span<const int> tokens, int64_t max_blocks, std::vector<uint64_t>& hashes);
 
-  // A block for a sequence to write, held once: a free block, else the
-  // least recently released cached one (its hash forgotten). None when
-  // every block is held.
-  std::optional<int32_t> Allocate();
+  // A block for a sequence to write, held once: a free block, else (unless
+  // `evict` is false) the least recently released cached one, its hash
+  // forgotten. None when there is no such block.
+  std::optional<int32_t> Allocate(bool evict = true);
 
   // Marks `block`, which a sequence holds and has filled with `tokens`, as
   // the cached full block with chain hash `hash`. A block with that hash

@@ -84,6 +84,9 @@ TEST(KvBlockPoolTest, FreeBlocksGoFirstThenLeastRecentlyReleasedCachedOnes) {
   const int32_t first = *pool.Allocate(), second = *pool.Allocate();
   EXPECT_NE(first, a[0]);
   EXPECT_NE(second, b[0]);  // The two free blocks go first.
+  // Without eviction (a speculative guess's block) a cached one is not taken.
+  EXPECT_EQ(pool.Allocate(/*evict=*/false), std::nullopt);
+  EXPECT_EQ(pool.cached(), 2);
   EXPECT_EQ(pool.Allocate(), b[0]);
   EXPECT_EQ(pool.cached(), 1);
   std::vector<uint64_t> hashes;

@@ -4,8 +4,9 @@
 // the sequence's last few tokens are proposed as what comes next: answers
 // that copy their input (code edits, extraction, quoting a retrieved
 // passage) or fall into a loop are guessed many tokens at a time, at no
-// model cost. The engine verifies every guess with the target model, so a
-// wrong one costs a row of the next step and changes nothing else.
+// model cost. The engine verifies every guess with the target model in
+// the step that feeds the text's last token, so a wrong one costs a row of
+// that step and changes nothing else.
 
 #ifndef LLAMA_WORKER_ENGINE_NGRAM_LOOKUP_H_
 #define LLAMA_WORKER_ENGINE_NGRAM_LOOKUP_H_

@@ -18,17 +18,18 @@
 #ifndef LLAMA_WORKER_ENGINE_SPECULATION_POLICY_H_
 #define LLAMA_WORKER_ENGINE_SPECULATION_POLICY_H_
 
-#include <array>
 #include <cstdint>
+#include <vector>
 
 namespace llama {
 
-// seconds = base + per_row * rows, fitted to the steps observed.
+// seconds = base + per_row * rows, fitted to the steps observed: each
+// step size's recent mean, weighed by how often it was seen (up to a cap:
+// the common sizes do not drown the rest). A size enters the fit at its
+// second step, from the faster of its first two: a stall is a spike up,
+// and one step of a size seldom met must not price every row.
 class StepCosts {
  public:
-  // Steps of up to this many rows are fitted; larger ones are ignored.
-  static constexpr int64_t kMaxRows = 64;
-
   // A step of `rows` rows, all decodes and guesses, took `seconds`.
   void Observe(int64_t rows, double seconds);
   // 0 until steps of two sizes were seen: guessing is tried before it is
@@ -40,8 +41,8 @@ class StepCosts {
  private:
   void Fit();
 
-  std::array<double, kMaxRows + 1> mean_{};  // Recent seconds by row count (an exponential average).
-  std::array<bool, kMaxRows + 1> seen_{};
+  std::vector<double> mean_;  // By row count: recent seconds (an exponential average).
+  std::vector<int> seen_;     // By row count: steps observed, up to the cap.
   double base_ = 0, per_row_ = 0;
 };
 
@@ -56,11 +57,14 @@ class GuessRecord {
 
   // Guesses worth verifying this step, at most `most`: the largest j with
   // rate^j > `bar` (StepCosts' per_row * tokens / seconds of the step).
-  // A request that has not guessed for kProbeSteps steps tries one guess,
-  // so a low rate is looked at again.
+  // A request that has not guessed for kProbeSteps steps (where a row cost
+  // less than kProbeBar of a token's time: in a step bound by arithmetic a
+  // failed probe costs nearly what a token does) tries one guess, so a low
+  // rate is looked at again.
   int64_t Worth(double bar, int64_t most);
 
   static constexpr int kProbeSteps = 16;
+  static constexpr double kProbeBar = 0.5;
 
  private:
   double held_ = 1, tried_ = 2;  // A prior of one in two.

@@ -1,6 +1,7 @@
 #include "worker/engine/speculation_policy.h"
 
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -10,22 +11,46 @@ namespace {
 TEST(StepCostsTest, FitsBasePlusRowsAndIgnoresWhatItCannotUse) {
   StepCosts costs;
   EXPECT_EQ(costs.Predict(4), 0.0);
-  costs.Observe(1, 0.030);
+  costs.Observe(1, 0.031);
+  costs.Observe(1, 0.030);  // A size counts from its second step, the faster of the two.
   EXPECT_EQ(costs.per_row(), 0.0);  // One size: not priced yet.
   EXPECT_NEAR(costs.Predict(1), 0.030, 1e-12);
   costs.Observe(5, 0.058);
+  EXPECT_EQ(costs.per_row(), 0.0);
+  costs.Observe(5, 0.058);
   EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
   EXPECT_NEAR(costs.Predict(3), 0.044, 1e-9);
-  // Each size counts once, however often it is seen.
+  // Later steps move a size's mean a tenth of the way each: 0.058 -> 0.059.
+  costs.Observe(5, 0.068);
+  EXPECT_NEAR(costs.per_row(), (0.059 - 0.030) / 4, 1e-9);
+  costs.Observe(5, 0.049);  // And back: 0.059 -> 0.058.
+  EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
+  // Sizes on one line: however often each is seen, the line stays.
   for (int i = 0; i < 100; ++i) costs.Observe(1, 0.030);
   EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
   costs.Observe(0, 5.0);
-  costs.Observe(StepCosts::kMaxRows + 1, 5.0);
   costs.Observe(3, std::nan(""));
+  costs.Observe(3, std::numeric_limits<double>::infinity());
+  costs.Observe(3, -1.0);
   EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
-  // A size's recent steps move its mean a tenth of the way each.
-  costs.Observe(5, 0.068);
-  EXPECT_NEAR(costs.Predict(5), 0.059, 1e-9);
+  // Large steps are fitted too (a server decoding hundreds of requests).
+  for (int i = 0; i < 11; ++i) costs.Observe(201, 0.030 + 0.007 * 200);
+  EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
+}
+
+// One slow step of a size seldom met moves the fit less than the sizes
+// seen often hold it.
+TEST(StepCostsTest, AnOutlierOfARareSizeMovesTheFitLittle) {
+  StepCosts costs;
+  for (int i = 0; i < 20; ++i) {
+    costs.Observe(1, 0.030);
+    costs.Observe(2, 0.037);
+    costs.Observe(3, 0.044);
+  }
+  costs.Observe(6, 1.0);  // A stall: 30x the line.
+  EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
+  costs.Observe(6, 0.065);  // The size met again, at its usual cost.
+  EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
 }
 
 TEST(GuessRecordTest, GuessesAsFarAsTheyAreLikelyToHold) {
@@ -50,6 +75,10 @@ TEST(GuessRecordTest, ALowRateIsProbedAgainNowAndThen) {
   for (int step = 0; step < 10 * GuessRecord::kProbeSteps; ++step) probes += record.Worth(0.3, 4);
   EXPECT_EQ(probes, 10);  // One guess every kProbeSteps steps: a failing guess costs a row in 16 steps.
   EXPECT_EQ(record.Worth(0.3, 0), 0);
+  // Where a row costs half a token's time or more, no probe.
+  probes = 0;
+  for (int step = 0; step < 10 * GuessRecord::kProbeSteps; ++step) probes += record.Worth(0.5, 4);
+  EXPECT_EQ(probes, 0);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
       return absl::InvalidArgumentError(absl::StrFormat(
           "chunk %d asks for all logits; ForwardAndChoose picks from the last rows only (use Forward)", c));
     }
+    if (chunk.tokens.empty()) return absl::InvalidArgumentError(absl::StrFormat("chunk %d has no tokens", c));
     if (chunk.proposed < 0 || chunk.proposed >= static_cast<int64_t>(chunk.tokens.size())) {
       return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %d proposed tokens in a chunk of %d; expected 0 to %d",
                                                         c, chunk.proposed, chunk.tokens.size(),
@@ -33,7 +34,7 @@ absl::Status CheckChooseArguments(absl::Span<const SequenceChunk> chunks, absl::
   }
   for (size_t c = 0; c < choices.size(); ++c) {
     if (choices[c].top_logprobs < 0 || choices[c].top_logprobs > kMaxTopLogprobs) {
-      return absl::InvalidArgumentError(absl::StrFormat("chunk %d: %d top log-probabilities asked; at most %d", c,
+      return absl::InvalidArgumentError(absl::StrFormat("choice %d: %d top log-probabilities asked; at most %d", c,
                                                         choices[c].top_logprobs, kMaxTopLogprobs));
     }
     if (absl::Status s = choices[c].sampling.Validate(); !s.ok()) {
