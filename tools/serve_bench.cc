@@ -194,7 +194,7 @@ void ReportSetup(const JobFlags& flags, Device device, const RankPlan& plan, DTy
               static_cast<long long>(plan.limits.max_step_tokens), flags.enable_prefix_caching ? "on" : "off");
 }
 
-// The "at once:" and "prefix cache:" lines.
+// The "at once:", "prefix cache:" and (with guesses) "speculation:" lines.
 void ReportPeaks(const EngineStats& s, const EnginePeaks& peaks) {
   std::printf("at once:      %d requests running, %lld of %lld KV blocks in use; %lld preemptions\n",
               peaks.most_running, static_cast<long long>(peaks.most_blocks),
@@ -202,6 +202,9 @@ void ReportPeaks(const EngineStats& s, const EnginePeaks& peaks) {
   std::printf("prefix cache: %.1f%% of prompt tokens reused (%lld of %lld)\n",
               s.prompt_tokens > 0 ? 100.0 * s.prefix_hit_tokens / s.prompt_tokens : 0.0,
               static_cast<long long>(s.prefix_hit_tokens), static_cast<long long>(s.prompt_tokens));
+  if (const std::string speculation = s.DescribeSpeculation(); !speculation.empty()) {
+    std::printf("speculation:  %s\n", speculation.c_str());
+  }
 }
 
 // The load on an engine in this process, one rank, built as the worker builds it.

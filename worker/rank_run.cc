@@ -170,18 +170,11 @@ absl::Status Serve(const JobFlags& flags, const WorkerEnvironment& env, LoadedRa
 
 absl::Status WriteSummary(const std::string& summary_file, int ranks, double load_seconds, const BatchJobRun& run) {
   const double rate = run.tokens / std::max(run.seconds, 1e-9);
-  std::string speculation;
   const EngineStats& e = run.engine;
-  // Each request's decode step gives one token and its kept guesses.
-  const double tokens_per_step =
-      static_cast<double>(e.generated_tokens) / std::max<int64_t>(1, e.generated_tokens - e.accepted_tokens);
-  if (e.proposed_tokens > 0) {
-    speculation = absl::StrFormat("; n-gram speculation kept %d of %d guesses (%.1f%%), %.2f tokens per request step",
-                                  e.accepted_tokens, e.proposed_tokens, 100.0 * e.accepted_tokens / e.proposed_tokens,
-                                  tokens_per_step);
-  }
+  const std::string speculation = e.DescribeSpeculation();
   LOG(INFO) << absl::StrFormat("%d ranks, load %.2f s, %d tokens generated in %.2f s (%.1f tokens/s)%s", ranks,
-                               load_seconds, run.tokens, run.seconds, rate, speculation);
+                               load_seconds, run.tokens, run.seconds, rate,
+                               speculation.empty() ? "" : "; " + speculation);
   if (summary_file.empty()) return absl::OkStatus();
   nlohmann::json summary = {{"ranks", ranks},
                             {"load_seconds", load_seconds},
@@ -190,7 +183,7 @@ absl::Status WriteSummary(const std::string& summary_file, int ranks, double loa
                             {"tokens_per_second", rate},
                             {"speculative_proposed_tokens", e.proposed_tokens},
                             {"speculative_accepted_tokens", e.accepted_tokens},
-                            {"tokens_per_request_step", tokens_per_step}};
+                            {"tokens_per_request_step", e.tokens_per_request_step()}};
   return WriteLinesAtomically(summary_file, {summary.dump()});
 }
 

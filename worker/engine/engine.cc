@@ -14,6 +14,13 @@
 
 namespace llama {
 
+std::string EngineStats::DescribeSpeculation() const {
+  if (proposed_tokens == 0) return "";
+  return absl::StrFormat("n-gram speculation kept %d of %d guesses (%.1f%%), %.2f tokens per request step",
+                         accepted_tokens, proposed_tokens, 100.0 * accepted_tokens / proposed_tokens,
+                         tokens_per_request_step());
+}
+
 struct Engine::Sequence {
   RequestId id = 0;
   EngineRequest request;

@@ -30,11 +30,13 @@
 #ifndef LLAMA_WORKER_ENGINE_ENGINE_H_
 #define LLAMA_WORKER_ENGINE_ENGINE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -133,6 +135,14 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t proposed_tokens = 0;  // Speculative guesses verified.
   int64_t accepted_tokens = 0;  // Of those, the ones the model confirmed.
+
+  // Tokens a request gets from a decode step: one, and its kept guesses.
+  double tokens_per_request_step() const {
+    return static_cast<double>(generated_tokens) / static_cast<double>(std::max<int64_t>(1, generated_tokens - accepted_tokens));
+  }
+  // "n-gram speculation kept A of P guesses (R%), T tokens per request
+  // step"; empty when nothing was guessed.
+  std::string DescribeSpeculation() const;
 };
 
 using RequestId = int64_t;

@@ -66,6 +66,29 @@ TEST(ApiServerTest, HealthModelsMetricsAndUnknownRoutes) {
   EXPECT_THAT(s.client().Get("/metrics")->body, HasSubstr("llama_request_failure_total{reason=\"unavailable\"} 1"));
 }
 
+// Speculative decoding behind the API: the same answers (text and
+// log-probabilities) as without it, and /metrics counts the guesses and
+// the kept ones by source, as vLLM names them.
+TEST(ApiServerTest, SpeculationChangesNoAnswerAndIsCounted) {
+  EngineOptions guessing;
+  guessing.speculative_ngram_tokens = 4;
+  guessing.speculation_priced = false;  // Every guess found: this tiny model's steps cost next to nothing.
+  Serving plain, speculative({}, {}, testing::kLlama2Model, 0, guessing);
+  for (const char* prompt : {kPrompt, "Once upon a time", "the the the the the"}) {
+    const json request = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0},
+                          {"logprobs", 2}};
+    const json a = plain.PostJson("/v1/completions", request), b = speculative.PostJson("/v1/completions", request);
+    EXPECT_EQ(b["choices"][0]["text"], a["choices"][0]["text"]) << prompt;
+    EXPECT_EQ(b["choices"][0]["logprobs"], a["choices"][0]["logprobs"]) << prompt;
+  }
+  const std::string metrics = speculative.client().Get("/metrics")->body;
+  EXPECT_THAT(metrics, ::testing::ContainsRegex(
+                           R"(llama_spec_decode_num_draft_tokens_total.source="ngram". [1-9][0-9]*)"));
+  EXPECT_THAT(metrics, HasSubstr("# TYPE llama_spec_decode_num_accepted_tokens_total counter\n"));
+  EXPECT_THAT(plain.client().Get("/metrics")->body,
+              HasSubstr("\nllama_spec_decode_num_draft_tokens_total{source=\"ngram\"} 0\n"));
+}
+
 // Each histogram counts the requests it describes once: after 5 answered
 // requests (one streamed, one with n = 2), time to first token and
 // end-to-end latency count 5 each (a request with n = 2 is one request;

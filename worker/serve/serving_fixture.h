@@ -80,14 +80,15 @@ class Serving {
  public:
   // `context` 0: the model's default above.
   explicit Serving(ApiServerOptions options = {}, std::chrono::milliseconds step_delay = {},
-                   const std::string& model = kLlama2Model, int context = 0) {
+                   const std::string& model = kLlama2Model, int context = 0,
+                   const EngineOptions& engine_options = {}) {
     if (context == 0) context = model == kLlama3Model ? 1024 : 128;
     TransformerOptions model_options;
     model_options.max_seq_len = context;
     model_options.max_batch_size = 8;
     model_ = MakeModel(model, &comm_, model_options);
     paced_ = std::make_unique<PacedModel>(model_.get(), step_delay);
-    engine_ = std::make_unique<Engine>(paced_.get(), EngineOptions{});
+    engine_ = std::make_unique<Engine>(paced_.get(), engine_options);
     loop_ = std::make_unique<EngineLoop>(engine_.get(), nullptr, std::chrono::milliseconds(1000));
     options.port = 0;
     options.model = "tiny";
