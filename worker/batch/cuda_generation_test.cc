@@ -244,6 +244,34 @@ TEST_F(CudaTest, HostSideChoicesMoveTheChoiceNotTheLogprob) {
   }
 }
 
+// Speculative decoding's verification on the device: a chunk whose last
+// three tokens are guesses gets a pick at each of its last four rows, each
+// the argmax of that row's logits as Forward returns them, with its
+// log-probability (device sampling, several rows per chunk).
+TEST_F(CudaTest, VerificationRowsArePickedOnTheDevice) {
+  absl::StatusOr<std::unique_ptr<CudaTransformer>> gpu =
+      PlanAndCreateCudaTransformer(*SyntheticWeights(SmallConfig(), DType::kBF16), nullptr, SmallOptions());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<int> prompt = Prompt();
+  ASSERT_GE(prompt.size(), 4u);
+  const std::vector<int32_t> table = SlotBlockTables(**gpu, 1)[0];
+  SequenceChunk chunk{table, 0, prompt, false};
+  chunk.proposed = 3;
+  absl::StatusOr<absl::Span<const float>> logits = (*gpu)->Forward({chunk});
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const int64_t vocab = (*gpu)->limits().vocab_size;
+  ASSERT_EQ(static_cast<int64_t>(logits->size()), 4 * vocab);
+  const std::vector<float> rows(logits->begin(), logits->end());
+  std::vector<TokenChoice> choices(4);
+  std::vector<ChosenToken> chosen(4);
+  ASSERT_TRUE((*gpu)->ForwardAndChoose({chunk}, choices, absl::MakeSpan(chosen)).ok());
+  for (int r = 0; r < 4; ++r) {
+    const float* row = rows.data() + r * vocab;
+    EXPECT_EQ(chosen[r].token, Argmax(row, vocab)) << "row " << r;
+    EXPECT_NEAR(chosen[r].logprob, LogProb(row, vocab, chosen[r].token), 1e-5) << "row " << r;
+  }
+}
+
 // Checked before the GPU is touched, so these run on any machine.
 TEST(CudaTransformerArgumentsTest, BadOptionsAreClearErrors) {
   TransformerOptions options = SmallOptions(DType::kI8);
