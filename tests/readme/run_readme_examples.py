@@ -33,6 +33,7 @@ MARK = "<!-- readme-test -->"
 DOCS = [
     "docs/serving.md",
     "docs/batch-jobs.md",
+    "docs/speculative-decoding.md",
     "docs/clusters.md",
     "docs/checkpoints-and-formats.md",
     "docs/structured-output.md",
