@@ -5,7 +5,7 @@ namespace llama {
 EngineOptions EngineOptionsFromFlags(const JobFlags& flags) {
   EngineOptions options;
   options.prefix_caching = flags.enable_prefix_caching;
-  options.speculative_ngram_tokens = flags.speculative_ngram ? flags.num_speculative_tokens : 0;
+  options.speculative_tokens = flags.speculative_ngram ? flags.num_speculative_tokens : 0;
   return options;
 }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <utility>
 
+#include <glog/logging.h>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -16,9 +18,9 @@ namespace llama {
 
 std::string EngineStats::DescribeSpeculation() const {
   if (proposed_tokens == 0) return "";
-  return absl::StrFormat("n-gram speculation kept %d of %d guesses (%.1f%%), %.2f tokens per request step",
-                         accepted_tokens, proposed_tokens, 100.0 * accepted_tokens / proposed_tokens,
-                         tokens_per_request_step());
+  return absl::StrFormat("%s speculation kept %d of %d guesses (%.1f%%), %.2f tokens per request step",
+                         speculation_source == "ngram" ? "n-gram" : speculation_source, accepted_tokens,
+                         proposed_tokens, 100.0 * accepted_tokens / proposed_tokens, tokens_per_request_step());
 }
 
 struct Engine::Sequence {
@@ -43,6 +45,10 @@ struct Engine::Sequence {
   // Speculative decoding: [last token, guesses...], this step's rows.
   std::vector<int> verify;
   Rng rng_before_guesses{0};  // rng before this step's draws, with guesses.
+  // The draft model's cache of its tokens (EngineOptions::draft_model):
+  // blocks in the draft's pool, positions [0, draft_computed) filled.
+  std::vector<int32_t> draft_blocks;
+  int64_t draft_computed = 0;
   GuessRecord guesses;        // How often they held (speculation_policy.h).
   uint64_t admission = 0;  // Order of its latest admission.
   bool counted = false;    // Its prompt is in the stats.
@@ -82,8 +88,13 @@ Engine::Engine(LanguageModel* model, const EngineOptions& options)
   // A step holds every running request: no more than the model's step takes.
   options_.max_num_batched_tokens = std::min(options_.max_num_batched_tokens, model->limits().max_step_tokens);
   options_.max_num_seqs = std::min(options_.max_num_seqs, model->limits().max_batch_size);
+  if (options_.speculative_tokens > 0 && options_.draft_model != nullptr) {
+    const ModelLimits& draft = options_.draft_model->limits();
+    draft_pool_.emplace(draft.kv_blocks, draft.kv_block_size, /*prefix_caching=*/false);
+  }
   absl::MutexLock lock(&mutex_);
   stats_.kv_blocks_total = pool_.blocks();
+  if (options_.speculative_tokens > 0) stats_.speculation_source = options_.draft_model != nullptr ? "draft" : "ngram";
 }
 
 Engine::~Engine() = default;
@@ -134,6 +145,7 @@ std::vector<std::vector<int32_t>> Engine::running_block_tables() const {
 void Engine::Finish(Sequence& s, FinishReason reason, const absl::Status& status) {
   for (int32_t b : s.blocks) pool_.Release(b);
   s.blocks.clear();
+  ReleaseDraft(s);
   s.finished = true;
   RequestEvent event;
   event.kind = RequestEvent::kFinished;
@@ -203,6 +215,7 @@ bool Engine::Grow(Sequence& s, int64_t positions, bool evict) {
 void Engine::Preempt(Sequence& s) {
   for (int32_t b : s.blocks) pool_.Release(b);
   s.blocks.clear();
+  ReleaseDraft(s);
   s.hashes.clear();
   s.computed = 0;
   const auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &s; });
@@ -315,7 +328,7 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
   }
   // Last, guesses for the decodes, as many as are expected to pay for
   // their rows (speculation_policy.h).
-  if (options_.speculative_ngram_tokens > 0) {
+  if (options_.speculative_tokens > 0) {
     // The step's expected tokens and rows, guesses counted as they come.
     double tokens = 0;
     int64_t rows = 0;
@@ -326,10 +339,12 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
     for (Scheduled& p : plan) {
       if (!IsDecode(p) || budget <= 0) continue;
       Sequence& s = *p.sequence;
+      // A guess costs its row, and its draft step when a model drafts.
       const double seconds = step_costs_.Predict(rows);
-      const double bar = seconds > 0 ? step_costs_.per_row() * tokens / seconds : 0.0;
-      const int64_t worth = options_.speculation_priced ? s.guesses.Worth(bar, options_.speculative_ngram_tokens)
-                                                        : options_.speculative_ngram_tokens;
+      const double bar =
+          seconds > 0 ? (step_costs_.per_row() + draft_seconds_per_guess_) * tokens / seconds : 0.0;
+      const int64_t worth = options_.speculation_priced ? s.guesses.Worth(bar, options_.speculative_tokens)
+                                                        : options_.speculative_tokens;
       const int64_t proposed = Propose(s, std::min(budget, worth));
       p.proposed = proposed;
       p.take += proposed;
@@ -384,6 +399,63 @@ absl::StatusOr<int64_t> Engine::ScorePrompts(const std::vector<Scheduled>& plan)
   return computed;
 }
 
+void Engine::ReleaseDraft(Sequence& s) {
+  for (int32_t b : s.draft_blocks) draft_pool_->Release(b);
+  s.draft_blocks.clear();
+  s.draft_computed = 0;
+}
+
+void Engine::Draft(Sequence& s, int64_t count, std::vector<int>& out) {
+  out.clear();
+  LanguageModel& draft = *options_.draft_model;
+  const ModelLimits& limits = draft.limits();
+  // Positions [0, length + count - 1): the text, and every guess but the
+  // last fed back.
+  count = std::min<int64_t>(count, limits.max_seq_len - s.length() + 1);
+  const int64_t end = s.length() + count - 1;
+  if (count <= 0) return;
+  const int64_t needed = KvBlocksFor(end, limits.kv_block_size);
+  while (static_cast<int64_t>(s.draft_blocks.size()) < needed) {
+    std::optional<int32_t> block = draft_pool_->Allocate();
+    if (!block.has_value()) {
+      ReleaseDraft(s);  // Computed again from the start, when there is room.
+      return;
+    }
+    s.draft_blocks.push_back(*block);
+  }
+  // What the draft has not seen yet, in pieces of its step size, the last
+  // one choosing the first guess; then one guess fed per call.
+  std::vector<int> feed;
+  const TokenChoice greedy;
+  ChosenToken chosen;
+  while (static_cast<int64_t>(out.size()) < count) {
+    int64_t take = 1;
+    if (out.empty()) {
+      take = std::min<int64_t>(s.length() - s.draft_computed, limits.max_step_tokens);
+      feed.assign(s.tokens.begin() + s.draft_computed, s.tokens.begin() + s.draft_computed + take);
+    } else {
+      feed.assign(1, out.back());
+    }
+    const SequenceChunk chunk{s.draft_blocks, s.draft_computed, feed, false};
+    const bool chooses = !out.empty() || s.draft_computed + take == s.length();
+    absl::Status status = chooses ? draft.ForwardAndChoose({&chunk, 1}, {&greedy, 1}, {&chosen, 1})
+                                  : draft.Forward({&chunk, 1}).status();
+    if (!status.ok()) {
+      LOG_FIRST_N(WARNING, 5) << "the draft model failed; no guesses this step: " << status;
+      ReleaseDraft(s);
+      out.clear();
+      return;
+    }
+    s.draft_computed += take;
+    if (!chooses) continue;
+    if (chosen.token < 0 || chosen.token >= model_->limits().vocab_size) break;
+    out.push_back(chosen.token);
+  }
+  // The last guess is not in the draft's cache; the others are, until
+  // verification says which hold.
+  s.draft_computed = std::min(s.draft_computed, s.length() + static_cast<int64_t>(out.size()) - 1);
+}
+
 bool Engine::IsDecode(const Scheduled& p) {
   return !p.scoring && p.sequence->length() - p.sequence->computed == 1;
 }
@@ -394,7 +466,17 @@ int64_t Engine::Propose(Sequence& s, int64_t room) {
   room = std::min<int64_t>(room, s.limit - s.length() - 1);
   if (room <= 0) return 0;
   std::vector<int> guesses;
-  NgramLookup(s.tokens, static_cast<int>(room), guesses);
+  if (draft_pool_.has_value()) {
+    const auto start = std::chrono::steady_clock::now();
+    Draft(s, room, guesses);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!guesses.empty()) {
+      const double per_guess = seconds / static_cast<double>(guesses.size());
+      draft_seconds_per_guess_ += draft_seconds_per_guess_ == 0 ? per_guess : 0.1 * (per_guess - draft_seconds_per_guess_);
+    }
+  } else {
+    NgramLookup(s.tokens, static_cast<int>(room), guesses);
+  }
   // No stop token (the model's pick ends the request there anyway), and
   // only what the grammar allows, in order.
   const std::vector<int>& stops = s.request.stop_ids;
@@ -411,7 +493,11 @@ int64_t Engine::Propose(Sequence& s, int64_t room) {
     ++kept;
   }
   Grow(s, s.computed + 1 + kept, /*evict=*/false);
-  kept = std::min<int64_t>(kept, static_cast<int64_t>(s.blocks.size()) * pool_.block_size() - s.computed - 1);
+  kept = std::max<int64_t>(0, std::min<int64_t>(kept, static_cast<int64_t>(s.blocks.size()) * pool_.block_size() -
+                                                          s.computed - 1));
+  // The draft's cache holds the guesses it fed itself; past the ones
+  // verified now, they are not the text.
+  if (draft_pool_.has_value()) s.draft_computed = std::min(s.draft_computed, s.length() + kept);
   if (kept <= 0) return 0;
   s.verify.push_back(s.tokens.back());
   s.verify.insert(s.verify.end(), guesses.begin(), guesses.begin() + kept);
@@ -505,6 +591,8 @@ int64_t Engine::AcceptChosen(Sequence& s, const Scheduled& p, absl::Span<const C
     for (int64_t i = 0; i < appended; ++i) s.rng.Uniform();
   }
   s.guesses.Update(p.proposed, accepted);
+  // The draft's cache holds the text up to the last guess kept.
+  s.draft_computed = std::min(s.draft_computed, s.length() - 1);
   if (!s.finished) {
     CacheFullBlocks(s);
     // Blocks taken for guesses that failed go back.
@@ -605,7 +693,7 @@ absl::Status Engine::Step() {
       Fail(status);
       return status;
     }
-    if (decodes_only && options_.speculative_ngram_tokens > 0) {
+    if (decodes_only && options_.speculative_tokens > 0) {
       step_costs_.Observe(rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
   }

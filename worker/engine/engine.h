@@ -17,9 +17,10 @@
 // With tensor parallelism the engine runs on rank 0 over a LeaderModel
 // (lockstep.h), and the other ranks follow its steps.
 //
-// Speculative decoding (EngineOptions::speculative_ngram_tokens): a
+// Speculative decoding (EngineOptions::speculative_tokens): a
 // decoding request's step may carry tokens guessed by n-gram lookup
-// (ngram_lookup.h) after its last one, as extra rows of the step; the
+// (ngram_lookup.h) or by a draft model after its last one, as extra rows
+// of the step; the
 // model picks a token at every row, each exactly as a plain decode step
 // would pick it there (its random draw, penalties and grammar mask are
 // those of that position), and the guesses the picks confirm are kept
@@ -112,12 +113,19 @@ struct EngineOptions {
   // Requests running at once; 0: the model's max_batch_size.
   int max_num_seqs = 0;
   bool prefix_caching = true;
-  // Speculative decoding by n-gram lookup: up to this many guessed tokens
-  // per decoding request and step (vLLM's num_speculative_tokens); 0: off.
-  int speculative_ngram_tokens = 0;
+  // Speculative decoding: up to this many guessed tokens per decoding
+  // request and step (vLLM's num_speculative_tokens); 0: off.
+  int speculative_tokens = 0;
+  // Where the guesses come from: this model's greedy tokens when set (a
+  // smaller model with the same vocabulary, or the target's weights in a
+  // smaller type), else n-gram lookup in the request's text. The draft
+  // keeps each request's tokens in its own KV cache (its limits' blocks);
+  // it must outlive the engine, and Step is its only caller. It runs on
+  // this rank alone: with tensor parallelism only its guesses travel.
+  LanguageModel* draft_model = nullptr;
   // Guess only as far as guesses are expected to pay for their rows
-  // (speculation_policy.h); false: every guess the lookup finds, up to
-  // the number above, as vLLM does (the tests' fixed schedule).
+  // (speculation_policy.h); false: every guess found, up to the number
+  // above, as vLLM does (the tests' fixed schedule).
   bool speculation_priced = true;
 };
 
@@ -135,13 +143,16 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t proposed_tokens = 0;  // Speculative guesses verified.
   int64_t accepted_tokens = 0;  // Of those, the ones the model confirmed.
+  // Where the guesses come from: "ngram" or "draft" (metrics' source
+  // label); empty without speculation.
+  std::string speculation_source;
 
   // Tokens a request gets from a decode step: one, and its kept guesses.
   double tokens_per_request_step() const {
     return static_cast<double>(generated_tokens) / static_cast<double>(std::max<int64_t>(1, generated_tokens - accepted_tokens));
   }
-  // "n-gram speculation kept A of P guesses (R%), T tokens per request
-  // step"; empty when nothing was guessed.
+  // "n-gram (or draft) speculation kept A of P guesses (R%), T tokens per
+  // request step"; empty when nothing was guessed.
   std::string DescribeSpeculation() const;
 };
 
@@ -225,6 +236,12 @@ class Engine {
   // request nor evicts a cached prefix); returns how many, in s's verify
   // buffer.
   int64_t Propose(Sequence& s, int64_t room);
+  // Up to `count` greedy tokens of the draft model after s's text, into
+  // `out`, the draft's cache first brought up to s's tokens; none when its
+  // pool is dry (s's draft blocks are then given back) or it fails.
+  void Draft(Sequence& s, int64_t count, std::vector<int>& out);
+  // Gives back s's blocks in the draft's pool.
+  void ReleaseDraft(Sequence& s);
   // How s picks its next token, into choices_; `chooses`: this step does
   // pick it (its random draw and penalties are taken only then). With
   // `proposed` guesses, one choice per row: each as if the guesses before
@@ -261,6 +278,11 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> running_;  // In admission order.
   uint64_t admissions_ = 0;
   StepCosts step_costs_;  // Of decode steps, for speculation.
+  // The draft model's KV blocks (options_.draft_model), and what drafting
+  // costs per guess (an exponential average, seconds), added to a guess's
+  // row when pricing it.
+  std::optional<KvBlockPool> draft_pool_;
+  double draft_seconds_per_guess_ = 0;
   // Step buffers, reused.
   std::vector<SequenceChunk> chunks_;
   std::vector<TokenChoice> choices_;

@@ -144,7 +144,7 @@ TEST(EngineGrammarTest, SpeculationKeepsAConstrainedRequestsTokens) {
       for (const int guesses : {0, 4}) {
         CacheCheckingModel model(shape);
         EngineOptions options;
-        options.speculative_ngram_tokens = guesses;
+        options.speculative_tokens = guesses;
         options.speculation_priced = false;  // Every guess found, whatever the steps cost here.
         Engine engine(&model, options);
         Outcome& out = outs[guesses > 0];

@@ -451,6 +451,82 @@ TEST(EngineTest, AModelErrorEndsEveryRequestAndTheEngine) {
   EXPECT_EQ(engine.Step().message(), "rank 1 is gone");
 }
 
+// A draft model that computes what the target does guesses right every
+// time for greedy requests: every guess verified is kept (a draft cache
+// left stale by a rejection, a preemption or a pool run dry would guess
+// wrong and show here), and the answers are the solo runs'. The draft's
+// pool is small, so it runs dry and requests' drafts start over.
+TEST(EngineTest, ADraftModelThatIsTheTargetHasEveryGuessKept) {
+  CacheCheckingModel::Shape shape;
+  shape.blocks = 24;
+  CacheCheckingModel model(shape);
+  CacheCheckingModel::Shape draft_shape = shape;
+  draft_shape.blocks = 20;  // 80 positions for up to 8 requests.
+  CacheCheckingModel draft(draft_shape);
+  EngineOptions options;
+  options.max_num_batched_tokens = 12;
+  options.speculative_tokens = 3;
+  options.draft_model = &draft;
+  options.speculation_priced = false;
+  Engine engine(&model, options);
+  const int n = 12;
+  std::vector<Outcome> outs(n);
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < n; ++i) {
+    requests.push_back(Request(Prompt(3 + i * 2, i), &outs[i], 10 + i * 3));
+    ASSERT_TRUE(engine.Submit(requests.back()).ok());
+  }
+  for (int step = 0; !engine.idle(); ++step) {
+    ASSERT_TRUE(engine.Step().ok());
+    ExpectBlocksConsistent(engine);
+    ASSERT_LT(step, 10000);
+  }
+  const EngineStats stats = engine.stats();
+  EXPECT_GT(stats.preemptions, 0);
+  EXPECT_GT(stats.accepted_tokens, 0);
+  EXPECT_EQ(stats.accepted_tokens, stats.proposed_tokens);
+  EXPECT_EQ(stats.speculation_source, "draft");
+  for (int i = 0; i < n; ++i) {
+    const Outcome solo = Solo(requests[i], shape);
+    EXPECT_EQ(outs[i].tokens, solo.tokens) << "request " << i;
+    EXPECT_EQ(outs[i].logprobs, solo.logprobs) << "request " << i;
+  }
+  std::printf("draft = target: %lld of %lld guesses kept, %lld preemptions, %lld steps\n",
+              static_cast<long long>(stats.accepted_tokens), static_cast<long long>(stats.proposed_tokens),
+              static_cast<long long>(stats.preemptions), static_cast<long long>(stats.steps));
+}
+
+// With a frequency penalty the target's picks and the draft's guesses part
+// now and then; each time the draft must start again from the text as it
+// is, not from its rejected guesses. A draft left with a rejected guess in
+// its cache guesses from a text that is not the request's: almost nothing
+// it guesses after that holds. From the text as it is, the draft guesses
+// the unpenalized choice, which is often the penalized one too.
+TEST(EngineTest, ADraftStartsAgainFromTheTextAfterARejection) {
+  CacheCheckingModel::Shape shape;
+  shape.blocks = 64;
+  CacheCheckingModel model(shape), draft(shape);
+  EngineOptions options;
+  options.speculative_tokens = 3;
+  options.draft_model = &draft;
+  options.speculation_priced = false;
+  Engine engine(&model, options);
+  std::vector<Outcome> outs(4);
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 4; ++i) {
+    requests.push_back(Request(Prompt(5, i), &outs[i], 40));
+    requests.back().sampling.frequency_penalty = 1.5f;
+    ASSERT_TRUE(engine.Submit(requests.back()).ok());
+  }
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+  const EngineStats stats = engine.stats();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(outs[i].tokens, Solo(requests[i], shape).tokens) << "request " << i;
+  EXPECT_LT(stats.accepted_tokens, stats.proposed_tokens) << "no guess was rejected: nothing was tested";
+  EXPECT_GT(stats.accepted_tokens * 3, stats.proposed_tokens);  // 48 of 102 here.
+  std::printf("draft without the penalty: %lld of %lld guesses kept\n", static_cast<long long>(stats.accepted_tokens),
+              static_cast<long long>(stats.proposed_tokens));
+}
+
 // Seeded arrivals, lengths, sampling and cancellations on a pool small
 // enough to force preemption; after every step no block is leaked or
 // double-held, and at the end every request that was not cancelled got
@@ -470,7 +546,7 @@ TEST(EngineTest, RandomizedLoadGivesEveryRequestItsSoloTokens) {
     EngineOptions options;
     options.prefix_caching = prefix_caching;
     options.max_num_batched_tokens = 12;
-    options.speculative_ngram_tokens = speculation ? 4 : 0;
+    options.speculative_tokens = speculation ? 4 : 0;
     // 2: every guess found, whatever the steps cost here; 3: as priced by
     // the steps' measured cost (some guesses, or none: the answers hold).
     options.speculation_priced = config == 3;

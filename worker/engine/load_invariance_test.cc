@@ -5,8 +5,9 @@
 // log-probabilities of each request run alone, bit for bit: with prefix
 // caching on and off, prompts cut into pieces by a small step budget, and a
 // KV pool small enough that requests are preempted and recomputed, and
-// with speculative decoding (n-gram guesses verified as extra rows of a
-// step). The kernels make this hold (ops/cpu/linear.h, TcpCommunicator's
+// with speculative decoding (guesses verified as extra rows of a step:
+// n-gram lookup's, and a draft model's, the fixture in int8 drafting for
+// itself). The kernels make this hold (ops/cpu/linear.h, TcpCommunicator's
 // AllReduceSumRows); no tolerance.
 
 #include <random>
@@ -144,26 +145,29 @@ TransformerOptions SmallPool() {
 }
 
 // The checks, on rank 0's model (with peers: its LeaderModel): together
-// with prefix caching on and off, and with speculative decoding, against
-// alone without either.
-void CheckLoadInvariance(LanguageModel& model, const std::string& name) {
+// with prefix caching on and off, and with speculative decoding (n-gram
+// lookup, and `draft`, a model on rank 0 alone), against alone without
+// any of them.
+void CheckLoadInvariance(LanguageModel& model, LanguageModel& draft, const std::string& name) {
   const std::vector<Spec> specs = RandomSpecs(model.limits().vocab_size, 42);
   const std::vector<Result> alone = Alone(model, specs);
-  for (const int config : {0, 1, 2}) {
+  for (const int config : {0, 1, 2, 3}) {
     EngineOptions options;
     options.prefix_caching = config != 1;
-    options.speculative_ngram_tokens = config == 2 ? 4 : 0;
+    options.speculative_tokens = config >= 2 ? 4 : 0;
+    options.draft_model = config == 3 ? &draft : nullptr;
     options.speculation_priced = false;  // Every guess found, whatever the steps cost here.
-    const std::string what = name + (config == 0 ? ", prefix caching" : config == 1 ? ", no prefix caching"
-                                                                                    : ", prefix caching, n-gram speculation");
+    const char* configs[] = {", prefix caching", ", no prefix caching", ", prefix caching, n-gram speculation",
+                             ", prefix caching, draft-model speculation"};
+    const std::string what = name + configs[config];
     EngineStats stats;
     const std::vector<Result> together = Together(model, specs, options, &stats);
     ExpectSameAsAlone(together, alone, what);
     EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run dry";
     EXPECT_EQ(stats.prefix_hit_tokens > 0, options.prefix_caching);
     // Guesses were made, and some kept: the comparison above covers both.
-    EXPECT_EQ(stats.accepted_tokens > 0, options.speculative_ngram_tokens > 0) << what;
-    if (options.speculative_ngram_tokens > 0) {
+    EXPECT_EQ(stats.accepted_tokens > 0, options.speculative_tokens > 0) << what;
+    if (options.speculative_tokens > 0) {
       EXPECT_GT(stats.proposed_tokens, stats.accepted_tokens) << what;
     }
     std::printf("%s: 24 requests as alone, %lld steps, %lld preemptions, %lld prefix-hit tokens, %lld of %lld "
@@ -176,10 +180,16 @@ void CheckLoadInvariance(LanguageModel& model, const std::string& name) {
 
 class LoadInvarianceTest : public ::testing::TestWithParam<std::string> {};
 
+// The draft: the fixture in int8 (self-speculation), on one rank.
+std::unique_ptr<Transformer> MakeDraft(const std::string& fixture, LocalCommunicator& comm) {
+  return testing::MakeModel(fixture, &comm, SmallPool(), DType::kQ8_0);
+}
+
 TEST_P(LoadInvarianceTest, OneRank) {
   LocalCommunicator comm;
   std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), &comm, SmallPool());
-  CheckLoadInvariance(*model, GetParam() + ", 1 rank");
+  std::unique_ptr<Transformer> draft = MakeDraft(GetParam(), comm);
+  CheckLoadInvariance(*model, *draft, GetParam() + ", 1 rank");
 }
 
 TEST_P(LoadInvarianceTest, TwoRanksInLockstep) {
@@ -194,7 +204,9 @@ TEST_P(LoadInvarianceTest, TwoRanksInLockstep) {
           return;
         }
         LeaderModel leader(model.get(), &comm);
-        CheckLoadInvariance(leader, GetParam() + ", 2 ranks");
+        LocalCommunicator alone;
+        std::unique_ptr<Transformer> draft = MakeDraft(GetParam(), alone);
+        CheckLoadInvariance(leader, *draft, GetParam() + ", 2 ranks");
         EXPECT_TRUE(leader.Stop().ok());
       },
       std::chrono::seconds(60));
@@ -209,7 +221,8 @@ TEST_P(LoadInvarianceTest, OneRankInt8WithInt8Prefill) {
   TransformerOptions options = SmallPool();
   options.int8_prefill = true;
   std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), &comm, options, DType::kQ8_0);
-  CheckLoadInvariance(*model, GetParam() + ", int8, 1 rank");
+  std::unique_ptr<Transformer> draft = MakeDraft(GetParam(), comm);
+  CheckLoadInvariance(*model, *draft, GetParam() + ", int8, 1 rank");
 }
 
 // bf16 weights with --bf16_activations: one kernel for every row whatever
@@ -219,8 +232,9 @@ TEST_P(LoadInvarianceTest, OneRankBf16Activations) {
   TransformerOptions options = SmallPool();
   options.bf16_activations = true;
   std::unique_ptr<Transformer> model = testing::MakeModel(GetParam(), &comm, options, DType::kBF16);
-  CheckLoadInvariance(*model, GetParam() + ", bf16 activations (" + std::string(cpu::Bf16ActivationsKernel()) +
-                                  " kernel), 1 rank");
+  std::unique_ptr<Transformer> draft = MakeDraft(GetParam(), comm);
+  CheckLoadInvariance(*model, *draft, GetParam() + ", bf16 activations (" +
+                                          std::string(cpu::Bf16ActivationsKernel()) + " kernel), 1 rank");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LoadInvarianceTest, ::testing::Values("tiny_fp32_mp1", "gqa_bf16_mp1"));

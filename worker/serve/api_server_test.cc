@@ -71,7 +71,7 @@ TEST(ApiServerTest, HealthModelsMetricsAndUnknownRoutes) {
 // the kept ones by source, as vLLM names them.
 TEST(ApiServerTest, SpeculationChangesNoAnswerAndIsCounted) {
   EngineOptions guessing;
-  guessing.speculative_ngram_tokens = 4;
+  guessing.speculative_tokens = 4;
   guessing.speculation_priced = false;  // Every guess found: this tiny model's steps cost next to nothing.
   Serving plain, speculative({}, {}, testing::kLlama2Model, 0, guessing);
   for (const char* prompt : {kPrompt, "Once upon a time", "the the the the the"}) {
@@ -85,8 +85,7 @@ TEST(ApiServerTest, SpeculationChangesNoAnswerAndIsCounted) {
   EXPECT_THAT(metrics, ::testing::ContainsRegex(
                            R"(llama_spec_decode_num_draft_tokens_total.source="ngram". [1-9][0-9]*)"));
   EXPECT_THAT(metrics, HasSubstr("# TYPE llama_spec_decode_num_accepted_tokens_total counter\n"));
-  EXPECT_THAT(plain.client().Get("/metrics")->body,
-              HasSubstr("\nllama_spec_decode_num_draft_tokens_total{source=\"ngram\"} 0\n"));
+  EXPECT_THAT(plain.client().Get("/metrics")->body, ::testing::Not(HasSubstr("llama_spec_decode")));
 }
 
 // Each histogram counts the requests it describes once: after 5 answered
