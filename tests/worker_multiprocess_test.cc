@@ -272,15 +272,17 @@ INSTANTIATE_TEST_SUITE_P(Models, WorkerMultiProcessTest,
                          ::testing::Combine(::testing::Values("tiny_fp32_mp1", "gqa_bf16_mp1", "llama3_bf16_mp1"),
                                             ::testing::Values(1, 2, 4)));
 
-// Speculative decoding by n-gram lookup changes no answer: greedy and
-// sampled jobs on 1 and 2 ranks write the token ids and log-probabilities
-// of the same job without it, bit for bit (so greedy still equals
-// PyTorch's), and the summary counts the guesses. This fixture's answers
-// seldom repeat themselves (5 guesses in 109 tokens, none kept): the rows
-// that keep guesses are checked bit for bit on the same model in
-// //worker/engine:load_invariance_test, under load.
-TEST(WorkerSpeculationTest, NgramGuessesChangeNoAnswer) {
+// Speculative decoding changes no answer: greedy and sampled jobs on 1 and
+// 2 ranks, with n-gram lookup's guesses and with a draft model's (the
+// fixture converted again to int8: self-speculation, on rank 0), write the
+// token ids and log-probabilities of the same job without guesses, bit for
+// bit (so greedy still equals PyTorch's), and the summary counts the
+// guesses. This fixture's answers seldom repeat themselves (5 n-gram
+// guesses in 109 tokens, none kept); its int8 copy's greedy tokens are
+// often its own.
+TEST(WorkerSpeculationTest, GuessesChangeNoAnswer) {
   const std::string model = "tiny_fp32_mp1";
+  const std::string draft = Shards(model, 1, DType::kQ8_0);
   for (const int world_size : {1, 2}) {
     for (const bool greedy : {true, false}) {
       std::vector<std::string> flags = {"--prompts_file=" + WritePrompts(model), "--max_gen_len=32",
@@ -289,24 +291,52 @@ TEST(WorkerSpeculationTest, NgramGuessesChangeNoAnswer) {
       const std::string name = absl::StrCat("speculation_", world_size, greedy ? "_greedy" : "_sampled");
       Job plain = Start(name + "_plain", Shards(model, world_size), world_size, flags);
       ExpectSuccess(plain);
-      flags.insert(flags.end(), {"--speculative_ngram", "--num_speculative_tokens=5"});
-      Job guessed = Start(name + "_guessed", Shards(model, world_size), world_size, flags);
-      ExpectSuccess(guessed);
       const std::vector<nlohmann::json> a = ReadJsonl(plain.dir + "/out.jsonl");
-      const std::vector<nlohmann::json> b = ReadJsonl(guessed.dir + "/out.jsonl");
       ASSERT_EQ(a.size(), 4u) << plain.Log(0);
-      ASSERT_EQ(b.size(), 4u) << guessed.Log(0);
-      for (size_t i = 0; i < a.size(); ++i) {
-        EXPECT_EQ(b[i]["token_ids"], a[i]["token_ids"]) << name << " prompt " << i;
-        EXPECT_EQ(b[i]["logprobs"], a[i]["logprobs"]) << name << " prompt " << i;  // Bit for bit.
-        if (greedy) {
-          EXPECT_EQ(b[i]["token_ids"], Golden(model)["text_completions"][i]["token_ids"]) << i;
+      EXPECT_THAT(plain.Log(0), Not(HasSubstr("speculation")));
+      for (const std::string& source : {std::string("--speculative_ngram"), "--draft_shard_dir=" + draft}) {
+        std::vector<std::string> guessing = flags;
+        guessing.insert(guessing.end(), {source, "--num_speculative_tokens=5"});
+        const std::string run = name + (source == "--speculative_ngram" ? "_ngram" : "_draft");
+        Job guessed = Start(run, Shards(model, world_size), world_size, guessing);
+        ExpectSuccess(guessed);
+        const std::vector<nlohmann::json> b = ReadJsonl(guessed.dir + "/out.jsonl");
+        ASSERT_EQ(b.size(), 4u) << guessed.Log(0);
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_EQ(b[i]["token_ids"], a[i]["token_ids"]) << run << " prompt " << i;
+          EXPECT_EQ(b[i]["logprobs"], a[i]["logprobs"]) << run << " prompt " << i;  // Bit for bit.
+          if (greedy) {
+            EXPECT_EQ(b[i]["token_ids"], Golden(model)["text_completions"][i]["token_ids"]) << i;
+          }
         }
+        EXPECT_THAT(guessed.Log(0), ContainsRegex(source == "--speculative_ngram"
+                                                      ? "n-gram speculation kept [0-9]+ of [1-9][0-9]* guesses"
+                                                      : "draft speculation kept [1-9][0-9]* of [0-9]+ guesses"))
+            << run;
       }
-      EXPECT_THAT(guessed.Log(0), ContainsRegex("n-gram speculation kept [0-9]+ of [1-9][0-9]* guesses")) << name;
-      EXPECT_THAT(plain.Log(0), Not(HasSubstr("n-gram speculation")));
     }
   }
+}
+
+// A draft of another vocabulary, or a folder without a one-rank shard, is
+// refused before the job runs, naming the flag.
+TEST(WorkerSpeculationTest, ADraftThatCannotServeIsRefused) {
+  const std::vector<std::string> flags = {"--prompt=hello", "--max_gen_len=4"};
+  std::vector<std::string> other_vocabulary = flags;
+  other_vocabulary.push_back("--draft_shard_dir=" + Shards("llama3_bf16_mp1", 1));
+  Job job = Start("draft_vocabulary", Shards("tiny_fp32_mp1", 1), 1, other_vocabulary);
+  ExpectEveryRankFails(job, 2);
+  EXPECT_THAT(job.Log(0), HasSubstr("the draft's vocabulary has"));
+  std::vector<std::string> two_ranks = flags;
+  two_ranks.push_back("--draft_shard_dir=" + Shards("tiny_fp32_mp1", 2));
+  Job missing = Start("draft_missing", Shards("tiny_fp32_mp1", 1), 1, two_ranks);
+  ExpectEveryRankFails(missing, 2);
+  EXPECT_THAT(missing.Log(0), HasSubstr("rank-0-of-1.shard; convert the draft for one rank"));
+  std::vector<std::string> both = two_ranks;
+  both.push_back("--speculative_ngram");
+  Job refused = Start("draft_and_ngram", Shards("tiny_fp32_mp1", 1), 1, both);
+  ExpectEveryRankFails(refused, 2);
+  EXPECT_THAT(refused.Log(0), HasSubstr("give one source of speculative guesses"));
 }
 
 // With sampling, the tokens are rank 0's: other ranks' seeds do not matter,

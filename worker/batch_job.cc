@@ -149,8 +149,9 @@ absl::StatusOr<BatchOutput> OpenBatchOutput(const JobFlags& flags, JobIdentity i
 
 
 absl::StatusOr<BatchJobRun> RunBatchJob(const JobFlags& flags, const Job& job, const std::string& grammar,
-                                         BatchOutput output, LanguageModel& model, Tokenizer& tokenizer) {
-  Generator generator(&model, &tokenizer, tokenizer.stop_ids(), EngineOptionsFromFlags(flags));
+                                         BatchOutput output, LanguageModel& model, Tokenizer& tokenizer,
+                                         LanguageModel* draft) {
+  Generator generator(&model, &tokenizer, tokenizer.stop_ids(), EngineOptionsFromFlags(flags, draft));
   SamplingOptions sampling = SamplingFromFlags(flags);
   if (!grammar.empty()) {
     ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> compiled, grammar::Grammar::Parse(grammar));

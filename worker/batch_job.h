@@ -64,8 +64,10 @@ struct BatchJobRun {
 // Runs what `output` has still to do through `model` (rank 0's: a
 // LeaderModel when there are other ranks), each prompt failing alone. An
 // error is the job's own failure (the engine's, or --output's disk).
+// `draft`: --draft_shard_dir's model, or null.
 absl::StatusOr<BatchJobRun> RunBatchJob(const JobFlags& flags, const Job& job, const std::string& grammar,
-                                         BatchOutput output, LanguageModel& model, Tokenizer& tokenizer);
+                                         BatchOutput output, LanguageModel& model, Tokenizer& tokenizer,
+                                         LanguageModel* draft = nullptr);
 
 }  // namespace llama
 

@@ -2,10 +2,11 @@
 
 namespace llama {
 
-EngineOptions EngineOptionsFromFlags(const JobFlags& flags) {
+EngineOptions EngineOptionsFromFlags(const JobFlags& flags, LanguageModel* draft) {
   EngineOptions options;
   options.prefix_caching = flags.enable_prefix_caching;
-  options.speculative_tokens = flags.speculative_ngram ? flags.num_speculative_tokens : 0;
+  options.speculative_tokens = flags.speculative_ngram || draft != nullptr ? flags.num_speculative_tokens : 0;
+  options.draft_model = draft;
   return options;
 }
 

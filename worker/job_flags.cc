@@ -91,6 +91,10 @@ absl::Status CheckJobFlags(const JobFlags& f, bool need_input) {
   if (f.kv_cache_free_share > 0 && f.kv_cache_gb > 0) {
     return absl::InvalidArgumentError("give --kv_cache_gb or --kv_cache_free_share, not both");
   }
+  if (f.speculative_ngram && !f.draft_shard_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "give one source of speculative guesses: --speculative_ngram or --draft_shard_dir, not both");
+  }
   if (f.num_speculative_tokens < 1 || f.num_speculative_tokens > 16) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--num_speculative_tokens=%d: expected 1 to 16", f.num_speculative_tokens));

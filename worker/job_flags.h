@@ -115,6 +115,11 @@ enum class WorkerForwarding {
     "text's last 1 to 4 tokens (in the prompt or the answer so far) and verify the guesses with the step that feeds the last token; " \
     "answers that copy or repeat come several tokens a step. On CPUs the answers stay those of plain " \
     "decoding, bit for bit.") \
+  X(string, draft_shard_dir, "", kEngine, kPathIfSet, \
+    "Speculative decoding by a draft model: a folder of converted shards for one rank (//tools:convert " \
+    "--world_size=1) of a smaller model with the same vocabulary, or of this model converted again to a " \
+    "smaller --weights_dtype (self-speculation). Rank 0 runs it beside its share of the model and " \
+    "verifies its greedy guesses; on CPUs the answers stay those of plain decoding, bit for bit.") \
   X(int32, num_speculative_tokens, 4, kEngine, kAlways, \
     "Speculative decoding: most guessed tokens per request and step, 1 to 16.") \
   X(bool, serve, false, kServeSwitch, kAlways, \

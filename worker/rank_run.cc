@@ -92,7 +92,6 @@ absl::StatusOr<RunServerOptions> ServingOptions(const JobFlags& flags) {
       return absl::InvalidArgumentError(absl::StrFormat("--api_key_file=%s holds no key", flags.api_key_file));
     }
   }
-  o.engine = EngineOptionsFromFlags(flags);
   o.heartbeat = std::max<std::chrono::milliseconds>(std::chrono::seconds(1),
                                                     std::chrono::seconds(flags.collective_timeout) / 4);
   o.drain_timeout = std::chrono::seconds(flags.drain_timeout);
@@ -119,7 +118,49 @@ struct LoadedRank {
   std::unique_ptr<Tokenizer> tokenizer;
   RankModel model;
   double load_seconds = 0;
+  // Rank 0's --draft_shard_dir model (its own one-rank peers first: the
+  // model uses them).
+  std::optional<RankPeers> draft_peers;
+  RankModel draft;
 };
+
+// --draft_shard_dir's model on rank 0, alone: a context as long as the
+// model's and a KV cache of --max_batch_size of them (not --kv_cache_gb's,
+// which sizes the model's).
+absl::Status LoadDraft(const JobFlags& flags, Device device, LoadedRank& loaded) {
+  const ModelLimits& target = loaded.model.model->limits();
+  const std::string path = absl::StrCat(flags.draft_shard_dir, "/", ShardFileName(0, 1));
+  if (access(path.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "--draft_shard_dir=%s: no %s; convert the draft for one rank: bazel run //tools:convert -- "
+        "--ckpt_dir=<draft checkpoint> --out_dir=%s --world_size=1",
+        flags.draft_shard_dir, ShardFileName(0, 1), flags.draft_shard_dir));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> reader, ShardReader::Open(path));
+  std::shared_ptr<const ShardReader> shard(std::move(reader));
+  if (flags.verify_shards) RETURN_IF_ERROR(shard->VerifyChecksums());
+  ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(shard));
+  if (weights.config.vocab_size != target.vocab_size) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--draft_shard_dir=%s: the draft's vocabulary has %d tokens, the model's %d; a draft must share the "
+        "model's tokenizer",
+        flags.draft_shard_dir, weights.config.vocab_size, target.vocab_size));
+  }
+  RendezvousOptions alone;
+  alone.world_size = 1;
+  ASSIGN_OR_RETURN(loaded.draft_peers, JoinPeers(alone, 0));
+  JobFlags draft_flags = flags;
+  draft_flags.max_seq_len = static_cast<int32_t>(target.max_seq_len);
+  draft_flags.kv_cache_gb = 0;
+  draft_flags.kv_cache_free_share = 0;
+  ASSIGN_OR_RETURN(const RankPlan plan,
+                   PlanRankModel(draft_flags, weights, device, *loaded.draft_peers, /*local_world_size=*/1));
+  ASSIGN_OR_RETURN(loaded.draft, CreateRankModel(device, *loaded.draft_peers, std::move(weights), plan,
+                                                 std::chrono::seconds(flags.collective_timeout)));
+  LOG(INFO) << absl::StrFormat("rank 0: draft model %s, %d layers, dim %d, for speculative decoding", path,
+                               plan.config().n_layers, plan.config().dim);
+  return absl::OkStatus();
+}
 
 // `tokenizer` and `shard` are opened, not yet read past the shard's index.
 absl::StatusOr<LoadedRank> LoadRank(const JobFlags& flags, const WorkerEnvironment& env, Device device,
@@ -154,6 +195,7 @@ absl::StatusOr<LoadedRank> LoadRank(const JobFlags& flags, const WorkerEnvironme
 absl::Status Serve(const JobFlags& flags, const WorkerEnvironment& env, LoadedRank& loaded, RankPeers& peers) {
   ASSIGN_OR_RETURN(RunServerOptions serving, ServingOptions(flags));
   const ModelLimits& limits = loaded.model.model->limits();
+  serving.engine = EngineOptionsFromFlags(flags, loaded.draft.model.get());
   serving.on_ready = [&](int port) {
     // Listening everywhere: the address clients use is the node's name.
     std::string host = flags.host;
@@ -239,6 +281,7 @@ absl::Status RunRank(const JobFlags& flags, const std::string& summary_file) {
     RETURN_IF_ERROR(CheckBatchOutput(flags, *identity, job));
   }
   ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers, std::move(tokenizer), std::move(shard)));
+  if (leader && !flags.draft_shard_dir.empty()) RETURN_IF_ERROR(LoadDraft(flags, device, loaded));
   // Rank 0 runs the engine; the others run the steps it sends them.
   absl::Status failed_prompts;
   if (!leader) {
@@ -250,7 +293,8 @@ absl::Status RunRank(const JobFlags& flags, const std::string& summary_file) {
                      OpenBatchOutput(flags, identity->WithContext(loaded.model.model->limits().max_seq_len), job));
     LeaderModel leader_model(loaded.model.model.get(), peers.host.get());
     ASSIGN_OR_RETURN(const BatchJobRun run,
-                     RunBatchJob(flags, job, grammar, std::move(output), leader_model, *loaded.tokenizer));
+                     RunBatchJob(flags, job, grammar, std::move(output), leader_model, *loaded.tokenizer,
+                                 loaded.draft.model.get()));
     RETURN_IF_ERROR(leader_model.Stop());
     RETURN_IF_ERROR(WriteSummary(summary_file, env.world_size, loaded.load_seconds, run));
     failed_prompts = run.failed_prompts;
