@@ -10,8 +10,8 @@
 namespace llama {
 
 // --enable_prefix_caching, --speculative_ngram or --draft_shard_dir (whose
-// model, loaded by the caller, is `draft`), and --num_speculative_tokens
-// (checked by CheckJobFlags); the step budget and batch size come from the
+// model, loaded by the caller, is `draft`), --num_speculative_tokens and
+// --speculation_priced (checked by CheckJobFlags); the step budget and batch size come from the
 // model's limits (rank_model.h).
 EngineOptions EngineOptionsFromFlags(const JobFlags& flags, LanguageModel* draft = nullptr);
 

@@ -122,6 +122,10 @@ enum class WorkerForwarding {
     "verifies its greedy guesses; on CPUs the answers stay those of plain decoding, bit for bit.") \
   X(int32, num_speculative_tokens, 4, kEngine, kAlways, \
     "Speculative decoding: most guessed tokens per request and step, 1 to 16.") \
+  X(bool, speculation_priced, true, kEngine, kAlways, \
+    "Speculative decoding: guess only as far as guesses are expected to pay for their rows and drafting, " \
+    "from the measured cost of the engine's steps and how often each request's guesses held; false: " \
+    "every guess found, up to --num_speculative_tokens (vLLM's fixed number; to measure acceptance).") \
   X(bool, serve, false, kServeSwitch, kAlways, \
     "Worker: serve the OpenAI API (rank 0 on --host:--port) instead of running a job; the launcher's " \
     "`serve` command sets it.") \
