@@ -97,6 +97,11 @@ absl::Status CheckLoad(const JobFlags& flags, const LoadShape& load) {
   if (!flags.prompts_file.empty()) {
     return absl::InvalidArgumentError("--prompts_file goes with --url (this process's engine takes token ids)");
   }
+  if (!flags.draft_shard_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--draft_shard_dir goes with --url (a server started with it); this process's engine guesses by "
+        "--speculative_ngram only");
+  }
   for (const auto& [name, value] : {std::pair<const char*, int>{"requests", load.requests},
                                     {"prompt_tokens", load.prompt_tokens},
                                     {"output_tokens", load.output_tokens}}) {

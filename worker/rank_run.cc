@@ -124,11 +124,10 @@ struct LoadedRank {
   RankModel draft;
 };
 
-// --draft_shard_dir's model on rank 0, alone: a context as long as the
-// model's and a KV cache of --max_batch_size of them (not --kv_cache_gb's,
-// which sizes the model's).
-absl::Status LoadDraft(const JobFlags& flags, Device device, LoadedRank& loaded) {
-  const ModelLimits& target = loaded.model.model->limits();
+// --draft_shard_dir's one-rank shard, opened and checked against the
+// model's vocabulary before the model loads (a draft that cannot serve is
+// refused in seconds).
+absl::StatusOr<std::shared_ptr<const ShardReader>> OpenDraft(const JobFlags& flags, const ShardReader& model) {
   const std::string path = absl::StrCat(flags.draft_shard_dir, "/", ShardFileName(0, 1));
   if (access(path.c_str(), R_OK) != 0) {
     return absl::NotFoundError(absl::StrFormat(
@@ -136,29 +135,57 @@ absl::Status LoadDraft(const JobFlags& flags, Device device, LoadedRank& loaded)
         "--ckpt_dir=<draft checkpoint> --out_dir=%s --world_size=1",
         flags.draft_shard_dir, ShardFileName(0, 1), flags.draft_shard_dir));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> reader, ShardReader::Open(path));
-  std::shared_ptr<const ShardReader> shard(std::move(reader));
-  if (flags.verify_shards) RETURN_IF_ERROR(shard->VerifyChecksums());
-  ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(shard));
-  if (weights.config.vocab_size != target.vocab_size) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "--draft_shard_dir=%s: the draft's vocabulary has %d tokens, the model's %d; a draft must share the "
-        "model's tokenizer",
-        flags.draft_shard_dir, weights.config.vocab_size, target.vocab_size));
+  absl::StatusOr<std::unique_ptr<ShardReader>> reader = ShardReader::Open(path);
+  if (!reader.ok()) {
+    return absl::Status(reader.status().code(),
+                        absl::StrCat("--draft_shard_dir=", flags.draft_shard_dir, ": ", reader.status().message()));
   }
+  const int64_t draft_vocab = (*reader)->index().config().vocab_size();
+  const int64_t vocab = model.index().config().vocab_size();
+  if (draft_vocab != vocab) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--draft_shard_dir=%s: the draft's vocabulary has %d tokens, the model's %d; a draft must speak the "
+        "model's tokenizer",
+        flags.draft_shard_dir, draft_vocab, vocab));
+  }
+  return std::shared_ptr<const ShardReader>(*std::move(reader));
+}
+
+// The draft's model on rank 0, alone (on its GPU, or every core: the other
+// ranks wait while it drafts). Its context is the model's, and its KV cache
+// holds as many positions as the model's plus each request's guesses (not
+// --kv_cache_gb's size, which is the model's).
+absl::Status LoadDraft(const JobFlags& flags, const WorkerEnvironment& env, Device device,
+                       std::shared_ptr<const ShardReader> shard, LoadedRank& loaded) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto named = [&](const absl::Status& status) {
+    return absl::Status(status.code(), absl::StrCat("--draft_shard_dir=", flags.draft_shard_dir, ": ",
+                                                    status.message()));
+  };
+  if (flags.verify_shards) {
+    if (absl::Status verified = shard->VerifyChecksums(); !verified.ok()) return named(verified);
+  }
+  absl::StatusOr<ModelWeights> weights = LoadModelWeights(shard);
+  if (!weights.ok()) return named(weights.status());
+  const ModelLimits& target = loaded.model.model->limits();
   RendezvousOptions alone;
   alone.world_size = 1;
-  ASSIGN_OR_RETURN(loaded.draft_peers, JoinPeers(alone, 0));
-  JobFlags draft_flags = flags;
-  draft_flags.max_seq_len = static_cast<int32_t>(target.max_seq_len);
-  draft_flags.kv_cache_gb = 0;
-  draft_flags.kv_cache_free_share = 0;
-  ASSIGN_OR_RETURN(const RankPlan plan,
-                   PlanRankModel(draft_flags, weights, device, *loaded.draft_peers, /*local_world_size=*/1));
-  ASSIGN_OR_RETURN(loaded.draft, CreateRankModel(device, *loaded.draft_peers, std::move(weights), plan,
-                                                 std::chrono::seconds(flags.collective_timeout)));
-  LOG(INFO) << absl::StrFormat("rank 0: draft model %s, %d layers, dim %d, for speculative decoding", path,
-                               plan.config().n_layers, plan.config().dim);
+  ASSIGN_OR_RETURN(loaded.draft_peers, JoinPeers(alone, env.local_rank));
+  ASSIGN_OR_RETURN(TransformerOptions options, TransformerOptionsFromFlags(flags, /*local_world_size=*/1));
+  options.max_seq_len = target.max_seq_len;
+  options.kv_cache_bytes = 0;
+  options.kv_blocks = target.kv_blocks + KvBlocksFor(int64_t{flags.max_batch_size} * flags.num_speculative_tokens,
+                                                     target.kv_block_size);
+  absl::StatusOr<RankPlan> plan = PlanRank(*weights, 0, 1, options);
+  if (!plan.ok()) return named(plan.status());
+  absl::StatusOr<RankModel> draft = CreateRankModel(device, *loaded.draft_peers, *std::move(weights), *plan,
+                                                    std::chrono::seconds(flags.collective_timeout));
+  if (!draft.ok()) return named(draft.status());
+  loaded.draft = *std::move(draft);
+  LOG(INFO) << absl::StrFormat(
+      "rank 0: draft model %s (dim %d, %d layers) loaded in %.2f s, KV cache of %d blocks, for speculative decoding",
+      shard->path(), plan->config().dim, plan->config().n_layers,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), plan->limits.kv_blocks);
   return absl::OkStatus();
 }
 
@@ -280,8 +307,12 @@ absl::Status RunRank(const JobFlags& flags, const std::string& summary_file) {
     // Another job's --output is refused in seconds, not after loading.
     RETURN_IF_ERROR(CheckBatchOutput(flags, *identity, job));
   }
+  std::shared_ptr<const ShardReader> draft_shard;
+  if (leader && !flags.draft_shard_dir.empty()) {
+    ASSIGN_OR_RETURN(draft_shard, OpenDraft(flags, *shard));
+  }
   ASSIGN_OR_RETURN(LoadedRank loaded, LoadRank(flags, env, device, peers, std::move(tokenizer), std::move(shard)));
-  if (leader && !flags.draft_shard_dir.empty()) RETURN_IF_ERROR(LoadDraft(flags, device, loaded));
+  if (draft_shard != nullptr) RETURN_IF_ERROR(LoadDraft(flags, env, device, std::move(draft_shard), loaded));
   // Rank 0 runs the engine; the others run the steps it sends them.
   absl::Status failed_prompts;
   if (!leader) {

@@ -407,14 +407,14 @@ void Engine::ReleaseDraft(Sequence& s) {
 
 void Engine::Draft(Sequence& s, int64_t count, std::vector<int>& out) {
   out.clear();
+  if (draft_failed_) return;
   LanguageModel& draft = *options_.draft_model;
   const ModelLimits& limits = draft.limits();
   // Positions [0, length + count - 1): the text, and every guess but the
   // last fed back.
   count = std::min<int64_t>(count, limits.max_seq_len - s.length() + 1);
-  const int64_t end = s.length() + count - 1;
   if (count <= 0) return;
-  const int64_t needed = KvBlocksFor(end, limits.kv_block_size);
+  const int64_t needed = KvBlocksFor(s.length() + count - 1, limits.kv_block_size);
   while (static_cast<int64_t>(s.draft_blocks.size()) < needed) {
     std::optional<int32_t> block = draft_pool_->Allocate();
     if (!block.has_value()) {
@@ -423,11 +423,14 @@ void Engine::Draft(Sequence& s, int64_t count, std::vector<int>& out) {
     }
     s.draft_blocks.push_back(*block);
   }
-  // What the draft has not seen yet, in pieces of its step size, the last
-  // one choosing the first guess; then one guess fed per call.
+  // What the draft has not seen yet, one piece of its step size per engine
+  // step (a long prompt does not hold the step up: no guesses until the
+  // draft has caught up), the last piece choosing the first guess; then
+  // one guess fed per call, each timed for the guesses' price.
   std::vector<int> feed;
   const TokenChoice greedy;
   ChosenToken chosen;
+  std::chrono::steady_clock::time_point first_guess;
   while (static_cast<int64_t>(out.size()) < count) {
     int64_t take = 1;
     if (out.empty()) {
@@ -438,18 +441,31 @@ void Engine::Draft(Sequence& s, int64_t count, std::vector<int>& out) {
     }
     const SequenceChunk chunk{s.draft_blocks, s.draft_computed, feed, false};
     const bool chooses = !out.empty() || s.draft_computed + take == s.length();
-    absl::Status status = chooses ? draft.ForwardAndChoose({&chunk, 1}, {&greedy, 1}, {&chosen, 1})
-                                  : draft.Forward({&chunk, 1}).status();
+    const absl::Status status = chooses ? draft.ForwardAndChoose({&chunk, 1}, {&greedy, 1}, {&chosen, 1})
+                                        : draft.Forward({&chunk, 1}).status();
     if (!status.ok()) {
-      LOG_FIRST_N(WARNING, 5) << "the draft model failed; no guesses this step: " << status;
+      // Speed only: the requests go on without guesses, and the engine
+      // stops drafting rather than fail again at every step.
+      LOG(ERROR) << "the draft model failed; speculative decoding is off from here: " << status;
+      draft_failed_ = true;
       ReleaseDraft(s);
       out.clear();
       return;
     }
     s.draft_computed += take;
-    if (!chooses) continue;
+    if (!chooses) return;  // The rest of the catch-up next step.
     if (chosen.token < 0 || chosen.token >= model_->limits().vocab_size) break;
+    if (out.empty()) first_guess = std::chrono::steady_clock::now();
     out.push_back(chosen.token);
+  }
+  if (out.size() > 1) {
+    const double per_guess = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_guess).count() /
+                             static_cast<double>(out.size() - 1);
+    if (draft_seconds_per_guess_ == 0) {
+      draft_seconds_per_guess_ = per_guess;
+    } else {
+      draft_seconds_per_guess_ += 0.1 * (per_guess - draft_seconds_per_guess_);
+    }
   }
   // The last guess is not in the draft's cache; the others are, until
   // verification says which hold.
@@ -467,13 +483,7 @@ int64_t Engine::Propose(Sequence& s, int64_t room) {
   if (room <= 0) return 0;
   std::vector<int> guesses;
   if (draft_pool_.has_value()) {
-    const auto start = std::chrono::steady_clock::now();
     Draft(s, room, guesses);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!guesses.empty()) {
-      const double per_guess = seconds / static_cast<double>(guesses.size());
-      draft_seconds_per_guess_ += draft_seconds_per_guess_ == 0 ? per_guess : 0.1 * (per_guess - draft_seconds_per_guess_);
-    }
   } else {
     NgramLookup(s.tokens, static_cast<int>(room), guesses);
   }

@@ -17,10 +17,9 @@
 // With tensor parallelism the engine runs on rank 0 over a LeaderModel
 // (lockstep.h), and the other ranks follow its steps.
 //
-// Speculative decoding (EngineOptions::speculative_tokens): a
-// decoding request's step may carry tokens guessed by n-gram lookup
-// (ngram_lookup.h) or by a draft model after its last one, as extra rows
-// of the step; the
+// Speculative decoding (EngineOptions::speculative_tokens): a decoding
+// request's step may carry tokens guessed by n-gram lookup (ngram_lookup.h)
+// or by a draft model after its last one, as extra rows of the step; the
 // model picks a token at every row, each exactly as a plain decode step
 // would pick it there (its random draw, penalties and grammar mask are
 // those of that position), and the guesses the picks confirm are kept
@@ -120,7 +119,8 @@ struct EngineOptions {
   // smaller model with the same vocabulary, or the target's weights in a
   // smaller type), else n-gram lookup in the request's text. The draft
   // keeps each request's tokens in its own KV cache (its limits' blocks);
-  // it must outlive the engine, and Step is its only caller. It runs on
+  // it must outlive the engine, be another instance than `model` (they
+  // would share cache blocks), and Step is its only caller. It runs on
   // this rank alone: with tensor parallelism only its guesses travel.
   LanguageModel* draft_model = nullptr;
   // Guess only as far as guesses are expected to pay for their rows
@@ -237,8 +237,9 @@ class Engine {
   // buffer.
   int64_t Propose(Sequence& s, int64_t room);
   // Up to `count` greedy tokens of the draft model after s's text, into
-  // `out`, the draft's cache first brought up to s's tokens; none when its
-  // pool is dry (s's draft blocks are then given back) or it fails.
+  // `out`, the draft's cache first brought up to s's tokens (a piece per
+  // step: none while it catches up); none when its pool is dry (s's draft
+  // blocks are then given back) or it fails.
   void Draft(Sequence& s, int64_t count, std::vector<int>& out);
   // Gives back s's blocks in the draft's pool.
   void ReleaseDraft(Sequence& s);
@@ -283,6 +284,7 @@ class Engine {
   // row when pricing it.
   std::optional<KvBlockPool> draft_pool_;
   double draft_seconds_per_guess_ = 0;
+  bool draft_failed_ = false;  // It failed once: no more drafting.
   // Step buffers, reused.
   std::vector<SequenceChunk> chunks_;
   std::vector<TokenChoice> choices_;

@@ -455,7 +455,8 @@ TEST(EngineTest, AModelErrorEndsEveryRequestAndTheEngine) {
 // time for greedy requests: every guess verified is kept (a draft cache
 // left stale by a rejection, a preemption or a pool run dry would guess
 // wrong and show here), and the answers are the solo runs'. The draft's
-// pool is small, so it runs dry and requests' drafts start over.
+// pool (80 positions for up to 8 requests of up to 54) is smaller than the
+// drafts could fill, and the target's pool preempts.
 TEST(EngineTest, ADraftModelThatIsTheTargetHasEveryGuessKept) {
   CacheCheckingModel::Shape shape;
   shape.blocks = 24;

@@ -84,15 +84,16 @@ std::string ServerMetrics::Render(const EngineStats& engine) const {
   Gauge("llama_num_preemptions_total", "Requests preempted for KV blocks.", "counter", engine.preemptions, out);
   // vLLM's names, labelled by where the guesses come from; only when the
   // engine guesses, as vLLM shows them only then.
-  for (const auto& [name, help, value] :
-       {std::tuple<const char*, const char*, int64_t>{"llama_spec_decode_num_draft_tokens_total",
-                                                      "Speculative tokens guessed and verified.",
-                                                      engine.proposed_tokens},
+  if (!engine.speculation_source.empty()) {
+    const std::tuple<const char*, const char*, int64_t> counters[] = {
+        {"llama_spec_decode_num_draft_tokens_total", "Speculative tokens guessed and verified.",
+         engine.proposed_tokens},
         {"llama_spec_decode_num_accepted_tokens_total", "Speculative tokens the model confirmed.",
-         engine.accepted_tokens}}) {
-    if (engine.speculation_source.empty()) break;
-    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " counter\n", name, "{source=\"",
-                    engine.speculation_source, "\"} ", value, "\n");
+         engine.accepted_tokens}};
+    for (const auto& [name, help, value] : counters) {
+      absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " counter\n", name, "{source=\"",
+                      engine.speculation_source, "\"} ", value, "\n");
+    }
   }
   Gauge("llama_requests_total", "Generation requests received.", "counter", arrived_, out);
   Gauge("llama_request_success_total", "Generation requests answered in full.", "counter", succeeded_, out);
