@@ -52,10 +52,12 @@ case $shape in
 esac
 mkdir -p "$work"
 if [[ ! -f $work/ckpt/consolidated.00.pth ]]; then
+  # Resolved before the cd: a relative path (the default) is the repository's.
+  tokenizer_file=$(realpath "$tokenizer")
   (cd tests/fixtures && /usr/bin/python3 -c "
 import sentencepiece, torch
 import checkpoint_fixture as c
-vocab = sentencepiece.SentencePieceProcessor(model_file='$(realpath "$tokenizer")').get_piece_size()
+vocab = sentencepiece.SentencePieceProcessor(model_file='$tokenizer_file').get_piece_size()
 c.write_model('$work', 'ckpt', $params, torch.bfloat16, 1, 3, vocab)" && rm -f "$work/ckpt/reference.pt")
 fi
 dtypes=${DTYPES:-bf16 fp16 int8}
