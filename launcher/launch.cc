@@ -347,6 +347,11 @@ absl::Status ReportOutcome(const LaunchPlan& plan, const JobOutcome& outcome, si
     if (!j.is_discarded()) {
       numbers = absl::StrFormat(", shards loaded in %.2f s, %d tokens generated at %.1f tokens/s",
                                 j.value("load_seconds", 0.0), j.value("tokens", 0), j.value("tokens_per_second", 0.0));
+      if (const int64_t guessed = j.value("speculative_proposed_tokens", int64_t{0}); guessed > 0) {
+        absl::StrAppend(&numbers, absl::StrFormat(", %d of %d speculative guesses kept (%.2f tokens per request step)",
+                                                  j.value("speculative_accepted_tokens", int64_t{0}), guessed,
+                                                  j.value("tokens_per_request_step", 1.0)));
+      }
     }
   }
   std::fprintf(stderr, "launcher: %d rank(s) on %d node(s) done in %.1f s (checkpoint preparation %.1f s%s); logs in %s\n",

@@ -72,6 +72,19 @@ TEST_P(LauncherTest, GoldenOutputWithLocalWorkers) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, LauncherTest, ::testing::Values(1, 2, 4));
 
+// Speculative decoding through the launcher, at 2 ranks: the job's answers
+// are those without it, and the launcher's closing line counts the guesses.
+TEST(LauncherTest, SpeculationKeepsTheGoldenOutputAndIsReported) {
+  std::vector<std::string> flags = FixtureJob("speculative", 2);
+  flags.insert(flags.end(), {"--speculative_ngram", "--speculation_priced=false"});
+  LauncherRun run = Launch("speculative", flags);
+  absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
+  ASSERT_TRUE(exit.ok());
+  ASSERT_TRUE(exit->success()) << run.err();
+  ExpectGoldenOutput(TempDir() + "/speculative/out.jsonl");
+  EXPECT_THAT(run.err(), ::testing::ContainsRegex("[0-9]+ of [1-9][0-9]* speculative guesses kept"));
+}
+
 // download.sh's layout (tokenizer.model beside the model folder), with the
 // folder named as Meta's README and tab completion write it ("llama-2-7b/")
 // and as "." from inside it: the tokenizer is found either way.
