@@ -336,6 +336,8 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
       rows += p.take;
       tokens += IsDecode(p);
     }
+    // How many each decode may guess, rows reserved as they are given.
+    std::vector<GuessWant> wants;
     for (Scheduled& p : plan) {
       if (!IsDecode(p) || budget <= 0) continue;
       Sequence& s = *p.sequence;
@@ -345,12 +347,25 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
           seconds > 0 ? (step_costs_.per_row() + draft_seconds_per_guess_) * tokens / seconds : 0.0;
       const int64_t worth = options_.speculation_priced ? s.guesses.Worth(bar, options_.speculative_tokens)
                                                         : options_.speculative_tokens;
-      const int64_t proposed = Propose(s, std::min(budget, worth));
-      p.proposed = proposed;
-      p.take += proposed;
-      budget -= proposed;
-      rows += proposed;
-      for (int64_t j = 1; j <= proposed; ++j) tokens += std::pow(s.guesses.rate(), static_cast<double>(j));
+      // The last guess must leave room for the pick after it.
+      const int64_t room = std::min<int64_t>({budget, worth, s.limit - s.length() - 1});
+      if (room <= 0) continue;
+      wants.push_back({&p, room, {}});
+      budget -= room;
+      rows += room;
+      for (int64_t j = 1; j <= room; ++j) tokens += std::pow(s.guesses.rate(), static_cast<double>(j));
+    }
+    // The guesses, all requests' draft steps batched; then vetted.
+    if (draft_pool_.has_value()) {
+      Draft(wants);
+    } else {
+      for (GuessWant& w : wants) NgramLookup(w.scheduled->sequence->tokens, static_cast<int>(w.count), w.guesses);
+    }
+    for (GuessWant& w : wants) {
+      Scheduled& p = *w.scheduled;
+      p.proposed = Propose(*p.sequence, w.guesses);
+      p.take += p.proposed;
+      budget += w.count - p.proposed;
     }
   }
 }
@@ -405,88 +420,101 @@ void Engine::ReleaseDraft(Sequence& s) {
   s.draft_computed = 0;
 }
 
-void Engine::Draft(Sequence& s, int64_t count, std::vector<int>& out) {
-  out.clear();
-  if (draft_failed_) return;
+void Engine::Draft(std::vector<GuessWant>& wants) {
+  if (draft_failed_ || wants.empty()) return;
   LanguageModel& draft = *options_.draft_model;
   const ModelLimits& limits = draft.limits();
-  // Positions [0, length + count - 1): the text, and every guess but the
-  // last fed back.
-  count = std::min<int64_t>(count, limits.max_seq_len - s.length() + 1);
-  if (count <= 0) return;
-  const int64_t needed = KvBlocksFor(s.length() + count - 1, limits.kv_block_size);
-  while (static_cast<int64_t>(s.draft_blocks.size()) < needed) {
-    std::optional<int32_t> block = draft_pool_->Allocate();
-    if (!block.has_value()) {
-      ReleaseDraft(s);  // Computed again from the start, when there is room.
-      return;
+  // Each want's draft blocks for positions [0, length + count - 1): the
+  // text, and every guess but the last fed back.
+  for (GuessWant& w : wants) {
+    Sequence& s = *w.scheduled->sequence;
+    w.count = std::min<int64_t>(w.count, limits.max_seq_len - s.length() + 1);
+    const int64_t needed = KvBlocksFor(s.length() + std::max<int64_t>(w.count, 1) - 1, limits.kv_block_size);
+    while (w.count > 0 && static_cast<int64_t>(s.draft_blocks.size()) < needed) {
+      std::optional<int32_t> block = draft_pool_->Allocate();
+      if (!block.has_value()) {
+        ReleaseDraft(s);  // Computed again from the start, when there is room.
+        w.count = 0;
+        break;
+      }
+      s.draft_blocks.push_back(*block);
     }
-    s.draft_blocks.push_back(*block);
   }
-  // What the draft has not seen yet, one piece of its step size per engine
-  // step (a long prompt does not hold the step up: no guesses until the
-  // draft has caught up), the last piece choosing the first guess; then
-  // one guess fed per call, each timed for the guesses' price.
-  std::vector<int> feed;
-  const TokenChoice greedy;
-  ChosenToken chosen;
-  std::chrono::steady_clock::time_point first_guess;
-  while (static_cast<int64_t>(out.size()) < count) {
-    int64_t take = 1;
-    if (out.empty()) {
-      take = std::min<int64_t>(s.length() - s.draft_computed, limits.max_step_tokens);
-      feed.assign(s.tokens.begin() + s.draft_computed, s.tokens.begin() + s.draft_computed + take);
-    } else {
-      feed.assign(1, out.back());
+  // One batched call per round. Round 0 brings each draft up to its text
+  // (a piece of what it has not seen, within the draft's step: a long
+  // prompt does not hold the step up, and a request still catching up
+  // guesses nothing this step) and picks the first guesses; each later
+  // round feeds every request its last guess and picks the next.
+  std::vector<std::vector<int>> feeds(wants.size());
+  std::vector<size_t> in_call;
+  std::vector<SequenceChunk> chunks;
+  std::vector<TokenChoice> greedy;
+  std::vector<ChosenToken> chosen;
+  for (int64_t round = 0;; ++round) {
+    in_call.clear();
+    chunks.clear();
+    int64_t step_tokens = limits.max_step_tokens;
+    for (size_t i = 0; i < wants.size() && static_cast<int>(chunks.size()) < limits.max_batch_size; ++i) {
+      GuessWant& w = wants[i];
+      Sequence& s = *w.scheduled->sequence;
+      if (static_cast<int64_t>(w.guesses.size()) >= w.count || (round > 0 && w.guesses.empty())) continue;
+      int64_t take = 1;
+      if (round == 0) {
+        take = std::min(s.length() - s.draft_computed, step_tokens);
+        if (take <= 0) continue;
+        feeds[i].assign(s.tokens.begin() + s.draft_computed, s.tokens.begin() + s.draft_computed + take);
+      } else {
+        feeds[i].assign(1, w.guesses.back());
+      }
+      step_tokens -= take;
+      in_call.push_back(i);
+      chunks.push_back({s.draft_blocks, s.draft_computed, feeds[i], false});
     }
-    const SequenceChunk chunk{s.draft_blocks, s.draft_computed, feed, false};
-    const bool chooses = !out.empty() || s.draft_computed + take == s.length();
-    const absl::Status status = chooses ? draft.ForwardAndChoose({&chunk, 1}, {&greedy, 1}, {&chosen, 1})
-                                        : draft.Forward({&chunk, 1}).status();
-    if (!status.ok()) {
+    if (chunks.empty()) break;
+    greedy.assign(chunks.size(), TokenChoice{});
+    chosen.resize(chunks.size());
+    const auto start = std::chrono::steady_clock::now();
+    if (const absl::Status status = draft.ForwardAndChoose(chunks, greedy, absl::MakeSpan(chosen)); !status.ok()) {
       // Speed only: the requests go on without guesses, and the engine
       // stops drafting rather than fail again at every step.
       LOG(ERROR) << "the draft model failed; speculative decoding is off from here: " << status;
       draft_failed_ = true;
-      ReleaseDraft(s);
-      out.clear();
+      for (GuessWant& w : wants) {
+        ReleaseDraft(*w.scheduled->sequence);
+        w.guesses.clear();
+      }
       return;
     }
-    s.draft_computed += take;
-    if (!chooses) return;  // The rest of the catch-up next step.
-    if (chosen.token < 0 || chosen.token >= model_->limits().vocab_size) break;
-    if (out.empty()) first_guess = std::chrono::steady_clock::now();
-    out.push_back(chosen.token);
-  }
-  if (out.size() > 1) {
-    const double per_guess = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_guess).count() /
-                             static_cast<double>(out.size() - 1);
-    if (draft_seconds_per_guess_ == 0) {
-      draft_seconds_per_guess_ = per_guess;
-    } else {
-      draft_seconds_per_guess_ += 0.1 * (per_guess - draft_seconds_per_guess_);
+    if (round > 0) {
+      // What a guess costs: a round's time shared by its guesses.
+      const double per_guess = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                               static_cast<double>(chunks.size());
+      draft_seconds_per_guess_ =
+          draft_seconds_per_guess_ == 0 ? per_guess : draft_seconds_per_guess_ + 0.1 * (per_guess - draft_seconds_per_guess_);
+    }
+    for (size_t c = 0; c < in_call.size(); ++c) {
+      GuessWant& w = wants[in_call[c]];
+      Sequence& s = *w.scheduled->sequence;
+      s.draft_computed += static_cast<int64_t>(feeds[in_call[c]].size());
+      // A piece short of the text: its pick is not a guess.
+      if (s.draft_computed < s.length() || chosen[c].token < 0 || chosen[c].token >= model_->limits().vocab_size) {
+        w.count = static_cast<int64_t>(w.guesses.size());
+        continue;
+      }
+      w.guesses.push_back(chosen[c].token);
     }
   }
-  // The last guess is not in the draft's cache; the others are, until
-  // verification says which hold.
-  s.draft_computed = std::min(s.draft_computed, s.length() + static_cast<int64_t>(out.size()) - 1);
+  // Each draft's cache now holds its text and the guesses it fed itself
+  // (all but the last); Propose and the verification take back those
+  // that do not hold.
 }
 
 bool Engine::IsDecode(const Scheduled& p) {
   return !p.scoring && p.sequence->length() - p.sequence->computed == 1;
 }
 
-int64_t Engine::Propose(Sequence& s, int64_t room) {
+int64_t Engine::Propose(Sequence& s, const std::vector<int>& guesses) {
   s.verify.clear();
-  // The last guess must leave room for the pick after it.
-  room = std::min<int64_t>(room, s.limit - s.length() - 1);
-  if (room <= 0) return 0;
-  std::vector<int> guesses;
-  if (draft_pool_.has_value()) {
-    Draft(s, room, guesses);
-  } else {
-    NgramLookup(s.tokens, static_cast<int>(room), guesses);
-  }
   // No stop token (the model's pick ends the request there anyway), and
   // only what the grammar allows, in order.
   const std::vector<int>& stops = s.request.stop_ids;

@@ -230,17 +230,24 @@ class Engine {
   // A decode, guesses or not: its sequence's last token fed and its next
   // picked (asked before the step runs).
   static bool IsDecode(const Scheduled& p);
-  // Guesses (n-gram lookup) for a decoding s whose one row is planned:
-  // at most `room`, vetted by its grammar, with the KV blocks they need
-  // (only blocks nobody holds or has cached: a guess neither preempts a
-  // request nor evicts a cached prefix); returns how many, in s's verify
-  // buffer.
-  int64_t Propose(Sequence& s, int64_t room);
-  // Up to `count` greedy tokens of the draft model after s's text, into
-  // `out`, the draft's cache first brought up to s's tokens (a piece per
-  // step: none while it catches up); none when its pool is dry (s's draft
-  // blocks are then given back) or it fails.
-  void Draft(Sequence& s, int64_t count, std::vector<int>& out);
+  // A decode that may guess this step: at most `count` guesses, found
+  // into `guesses`.
+  struct GuessWant {
+    Scheduled* scheduled;
+    int64_t count;
+    std::vector<int> guesses;
+  };
+  // Of `guesses` for a decoding s whose one row is planned, those its
+  // grammar allows, in order, with the KV blocks they need (only blocks
+  // nobody holds or has cached: a guess neither preempts a request nor
+  // evicts a cached prefix); returns how many, in s's verify buffer.
+  int64_t Propose(Sequence& s, const std::vector<int>& guesses);
+  // Each want's guesses: the draft model's greedy tokens after its text,
+  // every request's draft step in one call per guess. A draft's cache is
+  // first brought up to its text (a piece per step: no guesses while it
+  // catches up); none when its pool is dry (its draft blocks are then
+  // given back) or the draft fails.
+  void Draft(std::vector<GuessWant>& wants);
   // Gives back s's blocks in the draft's pool.
   void ReleaseDraft(Sequence& s);
   // How s picks its next token, into choices_; `chooses`: this step does
