@@ -278,6 +278,12 @@ absl::Status PrepareModel(LaunchPlan& plan, PreparedJob& prepared) {
   convert.ckpt_dir = plan.ckpt_dir;
   convert.verify_checklist = fs::exists(fs::path(plan.ckpt_dir) / "checklist.chk");
   ASSIGN_OR_RETURN(prepared.shard_dir, PrepareJobShards(plan, convert, prepared.token));
+  if (plan.draft_convert.has_value()) {
+    ConvertOptions draft = *plan.draft_convert;
+    draft.ckpt_dir = plan.ckpt_dir;
+    draft.verify_checklist = convert.verify_checklist;
+    ASSIGN_OR_RETURN(prepared.draft_shard_dir, PrepareJobShards(plan, draft, prepared.token));
+  }
   prepared.tokenizer_path = plan.tokenizer_path;
   return absl::OkStatus();
 }

@@ -198,6 +198,23 @@ absl::Status PlanModel(const LauncherFlags& flags, const LaunchContext& context,
   convert.show_progress = true;
   convert.world_size_flag =
       absl::StrFormat("--nproc_per_node=%d x --nnodes=%d", plan.world.nproc_per_node, plan.world.nnodes);
+  if (!flags.draft_weights_dtype.empty()) {
+    if (!plan.job.draft_shard_dir.empty() || plan.job.speculative_ngram) {
+      return absl::InvalidArgumentError(
+          "give one source of speculative guesses: --draft_weights_dtype, --draft_shard_dir or "
+          "--speculative_ngram");
+    }
+    ConvertOptions draft = convert;
+    ASSIGN_OR_RETURN(draft.dtype, ParseWeightsDtypeFlag("draft_weights_dtype", flags.draft_weights_dtype));
+    if (*draft.dtype != DType::kQ4_K && *draft.dtype != DType::kQ8_0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--draft_weights_dtype=%s: expected q4_k or int8 (a draft smaller than the model)", flags.draft_weights_dtype));
+    }
+    draft.out_dir.clear();
+    draft.world_size = 1;
+    draft.world_size_flag = "one rank (the draft)";
+    plan.draft_convert = draft;
+  }
   plan.shard_cache_dir = absl::StrCat(context.cache_dir, "/shards");
   // With node-local shards each node is node 0 of its own storage.
   plan.preparation.node_rank = flags.node_local_shards ? 0 : plan.world.node_rank;
@@ -283,6 +300,9 @@ std::vector<WorkerLaunch> WorkerLaunches(const LaunchPlan& plan, const PreparedJ
     argv = {prepared.worker_binary, "--shard_dir=" + prepared.shard_dir,
             "--tokenizer_path=" + fs::absolute(prepared.tokenizer_path).string()};
     argv.insert(argv.end(), job_flags.begin(), job_flags.end());
+    if (!prepared.draft_shard_dir.empty()) {
+      argv.push_back("--draft_shard_dir=" + fs::absolute(prepared.draft_shard_dir).string());
+    }
     argv.push_back("--device=" + plan.device);
     argv.push_back("--summary_file=" + plan.summary_path);
     rank.token = prepared.token;

@@ -10,6 +10,7 @@
 #define LLAMA_LAUNCHER_LAUNCH_PLAN_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ struct LaunchPlan {
   std::string tokenizer_path;   // Empty: looked up in or beside ckpt_dir.
   std::string chat_format;      // --chat_format: for a GGUF whose chat template is not recognised.
   ConvertOptions convert;       // out_dir empty: chosen under shard_cache_dir.
+  // --draft_weights_dtype: the draft's conversion (one rank, that type;
+  // out_dir chosen as the job's), or unset.
+  std::optional<ConvertOptions> draft_convert;
   std::string shard_cache_dir;
   ShardPreparation preparation;  // All but its convert and job_token.
   std::string worker_binary;    // Empty: found next to the launcher.
@@ -106,6 +110,7 @@ absl::StatusOr<std::string> DownloadedCheckpointDir(const std::string& models, c
 struct PreparedJob {
   std::string worker_binary;
   std::string shard_dir;
+  std::string draft_shard_dir;  // --draft_weights_dtype's, or empty.
   std::string tokenizer_path;
   std::string token;             // The job's secret.
   int store_fd = -1;             // Node 0: the rendezvous store's socket, for rank 0.

@@ -37,6 +37,11 @@ enum class LauncherFlagGroup {
     "(llama.cpp's Q4_K_M mix of 4- and 6-bit K-quants for the linear layers, CPU only; a Q4_K_M GGUF's types " \
     "kept). " \
     "Default: as stored. Shards of another type live in their own folder (shards/tp<N>-<type>).") \
+  X(string, draft_weights_dtype, "", kConversion, \
+    "Speculative decoding by self-speculation: the checkpoint converted again, for one rank, to this smaller " \
+    "type (q4_k or int8; shards/tp1-<type>, kept like the job's shards) drafts for the model on rank 0 " \
+    "(the workers' --draft_shard_dir). Needs no second model; on CPUs the answers stay those of plain " \
+    "decoding, bit for bit.") \
   X(string, system_prompt, "", kChat, \
     "launcher chat: the system message that opens the dialog.") \
   X(int32, nproc_per_node, 1, kTopology, \

@@ -74,15 +74,34 @@ INSTANTIATE_TEST_SUITE_P(Workers, LauncherTest, ::testing::Values(1, 2, 4));
 
 // Speculative decoding through the launcher, at 2 ranks: the job's answers
 // are those without it, and the launcher's closing line counts the guesses.
+// Speculative decoding through the launcher, at 2 ranks: by n-gram lookup,
+// and by self-speculation (--draft_weights_dtype: the launcher converts the
+// checkpoint again for one rank in int8 and hands it to the workers). The
+// job's answers are those without it, and the launcher's closing line
+// counts the guesses.
 TEST(LauncherTest, SpeculationKeepsTheGoldenOutputAndIsReported) {
-  std::vector<std::string> flags = FixtureJob("speculative", 2);
-  flags.insert(flags.end(), {"--speculative_ngram", "--speculation_priced=false"});
-  LauncherRun run = Launch("speculative", flags);
-  absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
-  ASSERT_TRUE(exit.ok());
-  ASSERT_TRUE(exit->success()) << run.err();
-  ExpectGoldenOutput(TempDir() + "/speculative/out.jsonl");
-  EXPECT_THAT(run.err(), ::testing::ContainsRegex("[0-9]+ of [1-9][0-9]* speculative guesses kept"));
+  for (const std::string& source : {std::string("--speculative_ngram"), std::string("--draft_weights_dtype=int8")}) {
+    const std::string name = source == "--speculative_ngram" ? "speculative_ngram" : "speculative_draft";
+    std::vector<std::string> flags = FixtureJob(name, 2);
+    flags.insert(flags.end(), {source, "--speculation_priced=false"});
+    LauncherRun run = Launch(name, flags);
+    absl::StatusOr<ExitStatus> exit = run.process->Wait(120s);
+    ASSERT_TRUE(exit.ok());
+    ASSERT_TRUE(exit->success()) << run.err();
+    ExpectGoldenOutput(TempDir() + "/" + name + "/out.jsonl");
+    EXPECT_THAT(run.err(), ::testing::ContainsRegex("[0-9]+ of [1-9][0-9]* speculative guesses kept")) << source;
+  }
+  // One source at a time; a draft smaller than the model.
+  std::vector<std::string> both = FixtureJob("speculative_both", 1);
+  both.insert(both.end(), {"--draft_weights_dtype=q4_k", "--speculative_ngram"});
+  LauncherRun refused = Launch("speculative_both", both);
+  EXPECT_EQ(ExitCodeOf(refused, 60s), 2);
+  EXPECT_THAT(refused.err(), HasSubstr("give one source of speculative guesses"));
+  std::vector<std::string> bigger = FixtureJob("speculative_bf16", 1);
+  bigger.push_back("--draft_weights_dtype=bf16");
+  LauncherRun bf16 = Launch("speculative_bf16", bigger);
+  EXPECT_EQ(ExitCodeOf(bf16, 60s), 2);
+  EXPECT_THAT(bf16.err(), HasSubstr("--draft_weights_dtype=bf16: expected q4_k or int8"));
 }
 
 // download.sh's layout (tokenizer.model beside the model folder), with the
