@@ -207,8 +207,14 @@ absl::Status PlanModel(const LauncherFlags& flags, const LaunchContext& context,
     ConvertOptions draft = convert;
     ASSIGN_OR_RETURN(draft.dtype, ParseWeightsDtypeFlag("draft_weights_dtype", flags.draft_weights_dtype));
     if (*draft.dtype != DType::kQ4_K && *draft.dtype != DType::kQ8_0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--draft_weights_dtype=%s: expected q4_k or int8", flags.draft_weights_dtype));
+    }
+    if (plan.device == DeviceName(Device::kCuda)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--draft_weights_dtype=%s: expected q4_k or int8 (a draft smaller than the model)", flags.draft_weights_dtype));
+          "--draft_weights_dtype=%s: q4_k and int8 weights run on CPUs only; on GPUs give a smaller model's "
+          "shards as --draft_shard_dir",
+          flags.draft_weights_dtype));
     }
     draft.out_dir.clear();
     draft.world_size = 1;

@@ -247,6 +247,33 @@ TEST(PlanLaunchTest, ModelsWithoutACheckpointDownloadFirst) {
   EXPECT_EQ(*dir, "/data/llama/llama-2-7b");
 }
 
+// --draft_weights_dtype: a one-rank conversion of the same checkpoint to
+// q4_k or int8 for the draft, on CPUs, with no other source of guesses.
+TEST(PlanLaunchTest, ASelfDraftIsAOneRankConversionOnCpus) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.nproc_per_node = 2;
+  flags.draft_weights_dtype = "q4_k";
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan->draft_convert.has_value());
+  EXPECT_EQ(plan->draft_convert->world_size, 1);
+  EXPECT_EQ(plan->draft_convert->dtype, DType::kQ4_K);
+  EXPECT_EQ(plan->convert.world_size, 2);
+  flags.draft_weights_dtype = "bf16";
+  EXPECT_EQ(PlanLaunch({}, flags, Context()).status().message(), "--draft_weights_dtype=bf16: expected q4_k or int8");
+  flags.draft_weights_dtype = "int8";
+  flags.job.speculative_ngram = true;
+  EXPECT_THAT(std::string(PlanLaunch({}, flags, Context()).status().message()),
+              HasSubstr("give one source of speculative guesses"));
+  flags.job.speculative_ngram = false;
+  flags.job.device = "cuda";
+  LaunchContext gpus = Context();
+  gpus.built_with_cuda = true;
+  gpus.visible_gpus = {"0", "1"};
+  EXPECT_THAT(std::string(PlanLaunch({}, flags, gpus).status().message()),
+              HasSubstr("--draft_weights_dtype=int8: q4_k and int8 weights run on CPUs only"));
+}
+
 TEST(PlanLaunchTest, ADownloadOnCudaNeedsOneGpuAndTheJobsPrompts) {
   LauncherFlags flags;
   flags.job.prompt = "hi";

@@ -38,10 +38,10 @@ enum class LauncherFlagGroup {
     "kept). " \
     "Default: as stored. Shards of another type live in their own folder (shards/tp<N>-<type>).") \
   X(string, draft_weights_dtype, "", kConversion, \
-    "Speculative decoding by self-speculation: the checkpoint converted again, for one rank, to this smaller " \
-    "type (q4_k or int8; shards/tp1-<type>, kept like the job's shards) drafts for the model on rank 0 " \
-    "(the workers' --draft_shard_dir). Needs no second model; on CPUs the answers stay those of plain " \
-    "decoding, bit for bit.") \
+    "Speculative decoding by self-speculation, on CPUs: the checkpoint converted again, for one rank, to " \
+    "q4_k or int8 (shards/tp1-q4_k or tp1-q8_0, kept like the job's shards) drafts for the model on rank 0 " \
+    "(the workers' --draft_shard_dir). Needs no second model; the answers stay those of plain decoding, " \
+    "bit for bit.") \
   X(string, system_prompt, "", kChat, \
     "launcher chat: the system message that opens the dialog.") \
   X(int32, nproc_per_node, 1, kTopology, \

@@ -72,8 +72,6 @@ TEST_P(LauncherTest, GoldenOutputWithLocalWorkers) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, LauncherTest, ::testing::Values(1, 2, 4));
 
-// Speculative decoding through the launcher, at 2 ranks: the job's answers
-// are those without it, and the launcher's closing line counts the guesses.
 // Speculative decoding through the launcher, at 2 ranks: by n-gram lookup,
 // and by self-speculation (--draft_weights_dtype: the launcher converts the
 // checkpoint again for one rank in int8 and hands it to the workers). The

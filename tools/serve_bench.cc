@@ -258,7 +258,8 @@ int main(int argc, char** argv) {
       },
       [] {
         std::vector<std::string> shared = {"prompts_file", "max_seq_len", "max_batch_size", "max_num_batched_tokens",
-                                           "kv_cache_gb", "kv_block_size", "enable_prefix_caching"};
+                                           "kv_cache_gb", "kv_block_size", "enable_prefix_caching",
+                                           "speculative_ngram", "num_speculative_tokens", "speculation_priced"};
         for (std::string& name : llama::JobFlagNames(llama::JobFlagGroup::kRankModel)) shared.push_back(name);
         return shared;
       }(),
