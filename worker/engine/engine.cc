@@ -337,16 +337,22 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
       tokens += IsDecode(p);
     }
     // How many each decode may guess, rows reserved as they are given.
+    // Until steps of two sizes price a row, guesses are tried one a request
+    // in every other step: steps that all carried the same guesses would
+    // never show what a guess costs, and unpriced guesses can cost a lot.
+    const bool unpriced = options_.speculation_priced && !step_costs_.priced();
+    const bool pricing = unpriced && guessed_last_step_;
     std::vector<GuessWant> wants;
     for (Scheduled& p : plan) {
-      if (!IsDecode(p) || budget <= 0) continue;
+      if (!IsDecode(p) || budget <= 0 || pricing) continue;
       Sequence& s = *p.sequence;
       // A guess costs its row, and its draft step when a model drafts.
       const double seconds = step_costs_.Predict(rows);
       const double bar =
           seconds > 0 ? (step_costs_.per_row() + draft_seconds_per_guess_) * tokens / seconds : 0.0;
-      const int64_t worth = options_.speculation_priced ? s.guesses.Worth(bar, options_.speculative_tokens)
-                                                        : options_.speculative_tokens;
+      const int64_t worth = options_.speculation_priced
+                                ? s.guesses.Worth(bar, unpriced ? 1 : options_.speculative_tokens)
+                                : options_.speculative_tokens;
       // The last guess must leave room for the pick after it.
       const int64_t room = std::min<int64_t>({budget, worth, s.limit - s.length() - 1});
       if (room <= 0) continue;
@@ -733,6 +739,7 @@ absl::Status Engine::Step() {
     }
     if (decodes_only && options_.speculative_tokens > 0) {
       step_costs_.Observe(rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      guessed_last_step_ = std::any_of(plan.begin(), plan.end(), [](const Scheduled& p) { return p.proposed > 0; });
     }
   }
   RemoveFinished();

@@ -292,6 +292,7 @@ class Engine {
   std::optional<KvBlockPool> draft_pool_;
   double draft_seconds_per_guess_ = 0;
   bool draft_failed_ = false;  // It failed once: no more drafting.
+  bool guessed_last_step_ = false;  // The last decode step carried guesses.
   // Step buffers, reused.
   std::vector<SequenceChunk> chunks_;
   std::vector<TokenChoice> choices_;

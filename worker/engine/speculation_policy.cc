@@ -38,8 +38,10 @@ void StepCosts::Observe(int64_t rows, double seconds) {
 void StepCosts::Fit() {
   // Weighted least squares over the row counts seen.
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  sizes_ = 0;
   for (size_t r = 1; r < mean_.size(); ++r) {
     if (seen_[r] < 2) continue;
+    ++sizes_;
     const double w = seen_[r] - 1, x = static_cast<double>(r), y = mean_[r];
     n += w;
     sx += w * x;

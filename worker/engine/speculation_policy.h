@@ -35,6 +35,8 @@ class StepCosts {
   // 0 until steps of two sizes were seen: guessing is tried before it is
   // priced.
   double per_row() const { return per_row_; }
+  // Steps of two sizes were fitted: per_row is measured, not assumed.
+  bool priced() const { return sizes_ >= 2; }
   // The predicted seconds of a step of `rows` rows; 0 before any step.
   double Predict(int64_t rows) const { return base_ + per_row_ * static_cast<double>(rows); }
 
@@ -44,6 +46,7 @@ class StepCosts {
   std::vector<double> mean_;  // By row count: recent seconds (an exponential average).
   std::vector<int> seen_;     // By row count: steps observed, up to the cap.
   double base_ = 0, per_row_ = 0;
+  int sizes_ = 0;  // Row counts in the fit.
 };
 
 // One request's guesses so far: how often a guess held when the ones

@@ -17,7 +17,9 @@ TEST(StepCostsTest, FitsBasePlusRowsAndIgnoresWhatItCannotUse) {
   EXPECT_NEAR(costs.Predict(1), 0.030, 1e-12);
   costs.Observe(5, 0.058);
   EXPECT_EQ(costs.per_row(), 0.0);
+  EXPECT_FALSE(costs.priced());
   costs.Observe(5, 0.058);
+  EXPECT_TRUE(costs.priced());
   EXPECT_NEAR(costs.per_row(), 0.007, 1e-9);
   EXPECT_NEAR(costs.Predict(3), 0.044, 1e-9);
   // Later steps move a size's mean a tenth of the way each: 0.058 -> 0.059.
