@@ -29,6 +29,9 @@ expect_refusal --weights_dtype=int4 '--weights_dtype="int4": expected bf16, fp16
 expect_refusal "--weights_dtype=q4_k --dim=64" \
   'tensor "layers.0.attention.wq.weight" has rows of 64 values; q4_k needs a multiple of 256'
 expect_refusal --no_such_flag "unknown command line flag 'no_such_flag'"
+expect_refusal --verify_rows=18 "--verify_rows=18: expected 0 (not timed) to 17 (16 guesses)"
+expect_refusal "--verify_rows=5 --json_schema=/nonexistent.json" \
+  "--verify_rows and --json_schema are measured one at a time: give one"
 # A value of LLAMA_CPU_ISA it does not know is named in a warning, and the
 # CPU's own kernels run; avx2 names the avx2 ones.
 tiny=(--dim=256 --n_layers=1 --n_heads=4 --n_kv_heads=4 --ffn_hidden=512 --vocab_size=600 --prefill_tokens=8

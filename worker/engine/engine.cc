@@ -37,7 +37,6 @@ struct Engine::Sequence {
   bool prompt_scored = false;  // Reported (or not asked for).
   Rng rng{0};
   absl::flat_hash_map<int, int> generated_counts;  // For the penalties.
-  std::vector<LogitAdjustment> adjustments;  // UpdateAdjustments' result.
   // Per row of this step's choices, while the model runs: adjustments and
   // grammar masks (row 0, and one more per guess).
   std::vector<std::vector<LogitAdjustment>> row_adjustments;
@@ -61,8 +60,8 @@ struct Engine::Sequence {
   bool adjusted() const {
     return penalized() || !request.sampling.logit_bias.empty() || generated() < request.min_new_tokens;
   }
-  // The penalties and biases of its next choice, by token id.
-  void UpdateAdjustments() {
+  // The penalties and biases of its next choice, by token id, into `adjustments`.
+  void UpdateAdjustments(std::vector<LogitAdjustment>& adjustments) const {
     absl::flat_hash_map<int, float> delta;
     const SamplingParams& sampling = request.sampling;
     for (const LogitBias& b : sampling.logit_bias) delta[b.token] += b.delta;
@@ -570,10 +569,7 @@ void Engine::AddChoices(Sequence& s, bool chooses, int64_t proposed) {
     // One draw per token the request samples, whatever the step's shape.
     if (choice.sampling.temperature > 0 && chooses) choice.uniform = s.rng.Uniform();
     s.row_adjustments[j].clear();
-    if (s.adjusted() && chooses) {
-      s.UpdateAdjustments();
-      s.row_adjustments[j] = s.adjustments;
-    }
+    if (s.adjusted() && chooses) s.UpdateAdjustments(s.row_adjustments[j]);
     choice.adjustments = s.row_adjustments[j];
     s.row_masks[j].reset();
     if (probe.has_value() && chooses) {
