@@ -1,0 +1,184 @@
+#include "launcher/replica_router.h"
+
+#include <algorithm>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_format.h"
+
+namespace llama {
+
+absl::StatusOr<RoutingPolicy> ParseRoutingPolicy(absl::string_view name) {
+  for (RoutingPolicy policy : {RoutingPolicy::kPrefix, RoutingPolicy::kLeastLoaded, RoutingPolicy::kRoundRobin}) {
+    if (name == RoutingPolicyName(policy)) return policy;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--routing=%s: expected prefix, least_loaded or round_robin", name));
+}
+
+absl::string_view RoutingPolicyName(RoutingPolicy policy) {
+  switch (policy) {
+    case RoutingPolicy::kPrefix:
+      return "prefix";
+    case RoutingPolicy::kLeastLoaded:
+      return "least_loaded";
+    case RoutingPolicy::kRoundRobin:
+      return "round_robin";
+  }
+  return "?";
+}
+
+ReplicaRouter::ReplicaRouter(int replicas, RouterOptions options) : options_(options), replicas_(replicas) {}
+
+std::vector<uint64_t> ReplicaRouter::BlockHashes(absl::string_view text) const {
+  std::vector<uint64_t> hashes;
+  uint64_t chained = 0;
+  for (size_t start = 0; start + options_.block_bytes <= text.size(); start += options_.block_bytes) {
+    chained = absl::HashOf(chained, text.substr(start, options_.block_bytes));
+    hashes.push_back(chained);
+  }
+  return hashes;
+}
+
+size_t ReplicaRouter::MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& hashes) {
+  // Chained hashes: block i is remembered only with every block before it
+  // (Remember adds them together), so the longest match is found by
+  // bisection.
+  size_t low = 0, high = hashes.size();
+  while (low < high) {
+    const size_t mid = (low + high + 1) / 2;
+    if (replica.blocks.contains(hashes[mid - 1])) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return low;
+}
+
+void ReplicaRouter::Remember(Replica& replica, const std::vector<uint64_t>& hashes) {
+  // Leading blocks last, so that they are the most recent: a prefix's
+  // blocks are dropped from its end.
+  for (auto hash = hashes.rbegin(); hash != hashes.rend(); ++hash) {
+    if (auto found = replica.blocks.find(*hash); found != replica.blocks.end()) {
+      replica.recency.splice(replica.recency.begin(), replica.recency, found->second);
+      continue;
+    }
+    replica.recency.push_front(*hash);
+    replica.blocks[*hash] = replica.recency.begin();
+  }
+  while (static_cast<int64_t>(replica.recency.size()) > options_.max_blocks_per_replica) {
+    replica.blocks.erase(replica.recency.back());
+    replica.recency.pop_back();
+  }
+}
+
+int ReplicaRouter::LeastLoaded() const {
+  int best = -1;
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    // Starting after the last pick, so that ties take turns.
+    const int r = static_cast<int>((next_ + i) % replicas_.size());
+    const Replica& replica = replicas_[r];
+    if (!replica.up) continue;
+    if (best < 0 || replica.bytes_in_flight < replicas_[best].bytes_in_flight ||
+        (replica.bytes_in_flight == replicas_[best].bytes_in_flight &&
+         replica.in_flight < replicas_[best].in_flight)) {
+      best = r;
+    }
+  }
+  return best;
+}
+
+int ReplicaRouter::NextRoundRobin() {
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    const int r = static_cast<int>((next_ + i) % replicas_.size());
+    if (replicas_[r].up) return r;
+  }
+  return -1;
+}
+
+int ReplicaRouter::Route(absl::string_view text) {
+  absl::MutexLock lock(&mutex_);
+  std::vector<uint64_t> hashes;
+  int chosen = -1;
+  bool by_prefix = false;
+  switch (options_.policy) {
+    case RoutingPolicy::kRoundRobin:
+      chosen = NextRoundRobin();
+      break;
+    case RoutingPolicy::kLeastLoaded:
+      chosen = LeastLoaded();
+      break;
+    case RoutingPolicy::kPrefix: {
+      hashes = BlockHashes(text);
+      const int least = LeastLoaded();
+      if (least < 0) break;
+      chosen = least;
+      size_t best_match = 0;
+      int best = -1;
+      for (size_t r = 0; r < replicas_.size(); ++r) {
+        if (!replicas_[r].up) continue;
+        const size_t matched = MatchedBlocks(replicas_[r], hashes);
+        if (matched > best_match) {
+          best_match = matched;
+          best = static_cast<int>(r);
+        }
+      }
+      if (best >= 0) {
+        const int busier = replicas_[best].in_flight - replicas_[least].in_flight;
+        const bool unbalanced = busier > options_.balance_abs_requests &&
+                                replicas_[best].in_flight > options_.balance_rel * replicas_[least].in_flight;
+        if (!unbalanced) {
+          chosen = best;
+          by_prefix = true;
+        }
+      }
+      break;
+    }
+  }
+  if (chosen < 0) return -1;
+  next_ = (chosen + 1) % static_cast<int>(replicas_.size());
+  Replica& replica = replicas_[chosen];
+  if (options_.policy == RoutingPolicy::kPrefix) Remember(replica, hashes);
+  ++replica.in_flight;
+  replica.bytes_in_flight += static_cast<int64_t>(text.size());
+  ++replica.counts.routed;
+  if (by_prefix) ++replica.counts.prefix_routed;
+  return chosen;
+}
+
+void ReplicaRouter::Finished(int replica, size_t text_bytes) {
+  absl::MutexLock lock(&mutex_);
+  Replica& r = replicas_[replica];
+  r.in_flight = std::max(0, r.in_flight - 1);
+  r.bytes_in_flight = std::max<int64_t>(0, r.bytes_in_flight - static_cast<int64_t>(text_bytes));
+}
+
+void ReplicaRouter::SetUp(int replica, bool up) {
+  absl::MutexLock lock(&mutex_);
+  Replica& r = replicas_[replica];
+  if (r.up == up) return;
+  r.up = up;
+  if (up) {
+    r.blocks.clear();
+    r.recency.clear();
+  }
+}
+
+bool ReplicaRouter::up(int replica) const {
+  absl::MutexLock lock(&mutex_);
+  return replicas_[replica].up;
+}
+
+int ReplicaRouter::replicas_up() const {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int>(std::count_if(replicas_.begin(), replicas_.end(), [](const Replica& r) { return r.up; }));
+}
+
+ReplicaRouter::Counts ReplicaRouter::counts(int replica) const {
+  absl::MutexLock lock(&mutex_);
+  Counts counts = replicas_[replica].counts;
+  counts.in_flight = replicas_[replica].in_flight;
+  return counts;
+}
+
+}  // namespace llama

@@ -1,0 +1,360 @@
+#include "launcher/serve_front_end.h"
+
+#include <map>
+#include <utility>
+
+#include <glog/logging.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "worker/serve/api_response.h"
+
+namespace llama {
+
+namespace {
+
+using nlohmann::json;
+
+// The error a replica's own server gives when its engine fails mid-answer
+// (worker/serve/api_call.cc), so that clients see one kind of failure.
+ApiError ReplicaFailed(int replica, const std::string& why) {
+  return {503, absl::StrFormat("replica %d failed during the answer: %s", replica, why), "server_error", "",
+          "engine_failed"};
+}
+
+// Headers passed from the client to the replica, and back.
+constexpr absl::string_view kRequestHeaders[] = {"Authorization", "Content-Type", "Accept"};
+constexpr absl::string_view kAnswerHeaders[] = {"Retry-After", "WWW-Authenticate"};
+
+// A chat message's or a prompt's text as it enters the prompt.
+std::string TextOf(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+
+}  // namespace
+
+std::string RoutingText(const std::string& path, const std::string& body) {
+  const json request = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!request.is_object()) return "";
+  std::string text;
+  if (path == "/v1/completions" && request.contains("prompt")) {
+    const json& prompt = request["prompt"];
+    if (!prompt.is_array()) return TextOf(prompt);
+    for (const json& part : prompt) absl::StrAppend(&text, TextOf(part), "\n");
+    return text;
+  }
+  if (path == "/v1/chat/completions") {
+    // Tools come first in the prompt (a system message's), then the turns.
+    if (request.contains("tools")) absl::StrAppend(&text, request["tools"].dump(), "\n");
+    if (request.contains("messages") && request["messages"].is_array()) {
+      for (const json& message : request["messages"]) {
+        if (!message.is_object()) continue;
+        absl::StrAppend(&text, TextOf(message.value("role", json("?"))), ":",
+                        message.contains("content") ? TextOf(message["content"]) : "", "\n");
+      }
+    }
+  }
+  return text;
+}
+
+namespace {
+
+struct Sample {
+  std::string name, labels;  // labels: what was inside {}, or "".
+  double value = 0;
+};
+
+struct Family {
+  std::string help, type;
+  std::vector<std::string> keys;           // Summed samples, in first-seen order.
+  std::map<std::string, Sample> sums;      // By name{labels}.
+  std::vector<std::vector<Sample>> by_replica;
+};
+
+std::optional<Sample> ParseSample(absl::string_view line) {
+  const size_t space = line.rfind(' ');
+  if (space == absl::string_view::npos) return std::nullopt;
+  Sample sample;
+  if (!absl::SimpleAtod(line.substr(space + 1), &sample.value)) return std::nullopt;
+  const absl::string_view series = absl::StripAsciiWhitespace(line.substr(0, space));
+  const size_t brace = series.find('{');
+  sample.name = std::string(series.substr(0, brace));
+  if (brace != absl::string_view::npos) {
+    if (!absl::EndsWith(series, "}")) return std::nullopt;
+    sample.labels = std::string(series.substr(brace + 1, series.size() - brace - 2));
+  }
+  return sample;
+}
+
+std::string FormatSample(const Sample& sample, const std::string& extra_label) {
+  std::string labels = extra_label;
+  if (!sample.labels.empty()) absl::StrAppend(&labels, labels.empty() ? "" : ",", sample.labels);
+  return absl::StrCat(sample.name, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ", sample.value, "\n");
+}
+
+}  // namespace
+
+std::string MergeReplicaMetrics(const std::vector<std::string>& replicas) {
+  std::vector<std::string> order;
+  std::map<std::string, Family> families;
+  const auto family = [&](const std::string& name) -> Family& {
+    auto [it, added] = families.try_emplace(name);
+    if (added) {
+      order.push_back(name);
+      it->second.by_replica.resize(replicas.size());
+    }
+    return it->second;
+  };
+  for (size_t r = 0; r < replicas.size(); ++r) {
+    std::string current;
+    for (absl::string_view line : absl::StrSplit(replicas[r], '\n', absl::SkipWhitespace())) {
+      if (absl::StartsWith(line, "# HELP ") || absl::StartsWith(line, "# TYPE ")) {
+        const std::vector<absl::string_view> words = absl::StrSplit(line, absl::MaxSplits(' ', 3));
+        if (words.size() < 3) continue;
+        current = std::string(words[2]);
+        Family& f = family(current);
+        std::string& field = words[1] == "HELP" ? f.help : f.type;
+        if (field.empty()) field = std::string(line);
+        continue;
+      }
+      if (absl::StartsWith(line, "#")) continue;
+      std::optional<Sample> sample = ParseSample(line);
+      if (!sample.has_value()) continue;
+      Family& f = family(current.empty() ? sample->name : current);
+      f.by_replica[r].push_back(*sample);
+      if (absl::StrContains(sample->labels, "quantile=")) continue;
+      const std::string key = absl::StrCat(sample->name, "{", sample->labels, "}");
+      auto [sum, added] = f.sums.try_emplace(key, *sample);
+      if (added) {
+        f.keys.push_back(key);
+      } else {
+        sum->second.value += sample->value;
+      }
+    }
+  }
+  std::string text;
+  for (const std::string& name : order) {
+    const Family& f = families[name];
+    if (!f.help.empty()) absl::StrAppend(&text, f.help, "\n");
+    if (!f.type.empty()) absl::StrAppend(&text, f.type, "\n");
+    for (const std::string& key : f.keys) text += FormatSample(f.sums.at(key), "");
+    for (size_t r = 0; r < f.by_replica.size(); ++r) {
+      for (const Sample& sample : f.by_replica[r]) text += FormatSample(sample, absl::StrFormat("replica=\"%d\"", r));
+    }
+  }
+  return text;
+}
+
+ServeFrontEnd::ServeFrontEnd(FrontEndOptions options)
+    : options_(std::move(options)),
+      router_(options_.replicas, options_.routing),
+      http_([this] {
+        http::ServerOptions o;
+        o.host = options_.host;
+        o.port = options_.port;
+        // Each answer holds a thread while it is proxied.
+        o.worker_threads = options_.max_concurrent_requests;
+        o.error_response = [](int status, const std::string& message, const std::string& code) {
+          return ErrorResponse({status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code});
+        };
+        return o;
+      }()),
+      ports_(options_.replicas, 0) {}
+
+ServeFrontEnd::~ServeFrontEnd() { Stop(); }
+
+absl::Status ServeFrontEnd::Start() {
+  const auto proxy = [this](std::shared_ptr<http::Exchange> exchange) { Proxy(exchange); };
+  http_.Handle({"GET", "/health", nullptr, [this](std::shared_ptr<http::Exchange> e) { Health(e); },
+                /*on_io_thread=*/true});
+  http_.Handle({"GET", "/metrics", nullptr, [this](std::shared_ptr<http::Exchange> e) { Metrics(e); }});
+  http_.Handle({"GET", "/v1/models", nullptr, proxy});
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
+    http_.Handle({"POST", path, nullptr, proxy});
+  }
+  if (absl::Status started = http_.Start(); !started.ok()) return started;
+  prober_ = std::thread([this] { ProbeLoop(); });
+  return absl::OkStatus();
+}
+
+void ServeFrontEnd::Stop() {
+  if (!stop_probing_.HasBeenNotified()) stop_probing_.Notify();
+  if (prober_.joinable()) prober_.join();
+  http_.Stop();
+}
+
+void ServeFrontEnd::SetReplicaPort(int replica, int port) {
+  absl::MutexLock lock(&mutex_);
+  ports_[replica] = port;
+}
+
+void ServeFrontEnd::ReplicaDown(int replica) {
+  {
+    absl::MutexLock lock(&mutex_);
+    ports_[replica] = 0;
+  }
+  if (router_.up(replica)) LOG(WARNING) << "replica " << replica << " is down: its ranks have exited";
+  router_.SetUp(replica, false);
+}
+
+int ServeFrontEnd::ReplicaPort(int replica) const {
+  absl::MutexLock lock(&mutex_);
+  return ports_[replica];
+}
+
+void ServeFrontEnd::ProbeLoop() {
+  do {
+    for (int r = 0; r < options_.replicas; ++r) {
+      const int port = ReplicaPort(r);
+      bool up = false;
+      if (port > 0) {
+        httplib::Client client("127.0.0.1", port);
+        client.set_connection_timeout(0, 500000);
+        client.set_read_timeout(2, 0);
+        const httplib::Result health = client.Get("/health");
+        up = health && health->status == 200;
+      }
+      // A port taken away while probing (ReplicaDown) keeps the replica down.
+      if (up && ReplicaPort(r) != port) up = false;
+      if (up != router_.up(r)) {
+        LOG(INFO) << "replica " << r << (up ? " is up" : " is down: its /health is not ok");
+        router_.SetUp(r, up);
+      }
+      if (up) ever_up_ = true;
+    }
+  } while (!stop_probing_.WaitForNotificationWithTimeout(options_.probe_interval));
+}
+
+void ServeFrontEnd::Health(const std::shared_ptr<http::Exchange>& exchange) const {
+  const int up = router_.replicas_up(), all = router_.replicas();
+  std::string status = up == all ? "ok" : up > 0 ? "degraded" : ever_up_ ? "down" : "loading";
+  if (draining_) status = "draining";
+  const json body = {{"status", status}, {"replicas_up", up}, {"replicas", all}};
+  exchange->Respond(JsonResponse(status == "ok" || status == "degraded" ? 200 : 503, body.dump()));
+}
+
+void ServeFrontEnd::Metrics(const std::shared_ptr<http::Exchange>& exchange) const {
+  std::vector<std::string> texts;
+  for (int r = 0; r < options_.replicas; ++r) {
+    std::string text;
+    if (const int port = ReplicaPort(r); port > 0) {
+      httplib::Client client("127.0.0.1", port);
+      client.set_connection_timeout(1, 0);
+      client.set_read_timeout(5, 0);
+      if (httplib::Result got = client.Get("/metrics"); got && got->status == 200) text = got->body;
+    }
+    texts.push_back(std::move(text));
+  }
+  std::string out = MergeReplicaMetrics(texts);
+  absl::StrAppend(&out, "# HELP llama_router_replicas_up Replicas taking requests now.\n",
+                  "# TYPE llama_router_replicas_up gauge\n", "llama_router_replicas_up ", router_.replicas_up(), "\n",
+                  "# HELP llama_router_requests_total Requests routed to each replica; by=\"prefix\": where a prefix "
+                  "of the request was sent before (--routing=prefix).\n",
+                  "# TYPE llama_router_requests_total counter\n");
+  for (int r = 0; r < options_.replicas; ++r) {
+    const ReplicaRouter::Counts counts = router_.counts(r);
+    absl::StrAppendFormat(&out, "llama_router_requests_total{replica=\"%d\",by=\"prefix\"} %d\n", r,
+                          counts.prefix_routed);
+    absl::StrAppendFormat(&out, "llama_router_requests_total{replica=\"%d\",by=\"load\"} %d\n", r,
+                          counts.routed - counts.prefix_routed);
+  }
+  exchange->Respond({200, "text/plain; version=0.0.4", std::move(out), {}});
+}
+
+void ServeFrontEnd::Proxy(const std::shared_ptr<http::Exchange>& exchange) {
+  if (draining_) {
+    return Reply(exchange, {503, "the server is draining: it takes no new requests", "server_error", "", "draining"});
+  }
+  const http::Request& request = exchange->request();
+  const std::string text = RoutingText(request.path, request.body);
+  // A replica that refuses the connection has just died: try the others.
+  for (int attempt = 0; attempt < options_.replicas; ++attempt) {
+    const int replica = router_.Route(text);
+    if (replica < 0) break;
+    const int port = ReplicaPort(replica);
+    const Forwarded forwarded = port > 0 ? Forward(exchange, replica, port) : Forwarded::kNotReached;
+    router_.Finished(replica, text.size());
+    if (forwarded == Forwarded::kAnswered) return;
+    if (router_.up(replica)) LOG(WARNING) << "replica " << replica << " is down: it refused a connection";
+    router_.SetUp(replica, false);
+  }
+  Reply(exchange, {503,
+                   absl::StrFormat("no replica is up (0 of %d); /health says when one is back", options_.replicas),
+                   "server_error", "", "no_replica"});
+}
+
+ServeFrontEnd::Forwarded ServeFrontEnd::Forward(const std::shared_ptr<http::Exchange>& exchange, int replica,
+                                                int port) {
+  const http::Request& request = exchange->request();
+  auto client = std::make_shared<httplib::Client>("127.0.0.1", port);
+  client->set_connection_timeout(2, 0);
+  client->set_read_timeout(24 * 3600, 0);  // An answer may take long; the client's going away ends it.
+  client->set_write_timeout(60, 0);
+  // The client going away closes the replica's connection, which cancels
+  // the generation there.
+  exchange->OnClientGone([client] { client->stop(); });
+
+  httplib::Request upstream;
+  upstream.method = request.method;
+  upstream.path = request.target;
+  for (absl::string_view name : kRequestHeaders) {
+    const absl::string_view value = request.Header(name);
+    if (!value.empty()) upstream.headers.emplace(std::string(name), std::string(value));
+  }
+  upstream.body = request.body;
+  bool head_seen = false, streaming = false;
+  http::Response answer;
+  upstream.response_handler = [&](const httplib::Response& head) {
+    head_seen = true;
+    answer.status = head.status;
+    answer.content_type = head.get_header_value("Content-Type");
+    for (absl::string_view name : kAnswerHeaders) {
+      if (head.has_header(std::string(name).c_str())) {
+        answer.headers.emplace_back(std::string(name), head.get_header_value(std::string(name).c_str()));
+      }
+    }
+    streaming = absl::StartsWith(answer.content_type, "text/event-stream");
+    if (streaming) exchange->StartStream(answer.status, answer.content_type, answer.headers);
+    return true;
+  };
+  upstream.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
+    if (streaming) {
+      exchange->Send(std::string(data, length));
+    } else {
+      answer.body.append(data, length);
+    }
+    return !exchange->client_gone();
+  };
+  httplib::Response response;
+  httplib::Error error = httplib::Error::Success;
+  const bool ok = client->send(upstream, response, error);
+  if (exchange->client_gone()) return Forwarded::kAnswered;
+  if (ok) {
+    if (streaming) {
+      exchange->End();
+    } else {
+      exchange->Respond(std::move(answer));
+    }
+    return Forwarded::kAnswered;
+  }
+  if (!head_seen && error == httplib::Error::Connection) return Forwarded::kNotReached;
+  // The replica died with the request (its rank was killed): the answer is
+  // cut, and said to be.
+  const ApiError failed = ReplicaFailed(replica, httplib::to_string(error));
+  LOG(WARNING) << failed.message;
+  router_.SetUp(replica, false);
+  if (streaming) {
+    exchange->Send(Sse(json::parse(failed.Json())) + "data: [DONE]\n\n");
+    exchange->End();
+  } else {
+    Reply(exchange, failed);
+  }
+  return Forwarded::kAnswered;
+}
+
+}  // namespace llama

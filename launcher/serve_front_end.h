@@ -1,0 +1,106 @@
+// The one endpoint of a data-parallel server (launcher serve
+// --data_parallel_size=N): N replicas, each a complete engine whose rank 0
+// serves the OpenAI API on a loopback port of its own, behind this front
+// end on --host:--port.
+//
+// - The API's routes are passed to the replica the router picks
+//   (launcher/replica_router.h), answers and streams as the replica sends
+//   them; the API key travels with the request and the replica checks it.
+//   A request that cannot reach its replica (refused: it just died) goes
+//   to another one; a replica that fails during an answer ends that answer
+//   with the error a replica gives when its engine fails (503 with
+//   code "engine_failed", or that error as the stream's last event),
+//   never a cut answer presented as whole.
+// - /health is "ok" with every replica up, "degraded" (200, saying how many
+//   are up) with some, "loading" before the first is up and "down"
+//   without one (both 503).
+// - /metrics has each replica's series with a replica="i" label, their sums
+//   without it, and the router's own.
+// - Replicas are probed on their /health; the supervisor (ReplicaSet) says
+//   when one's ranks are gone, which takes it out of routing at once.
+
+#ifndef LLAMA_LAUNCHER_SERVE_FRONT_END_H_
+#define LLAMA_LAUNCHER_SERVE_FRONT_END_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "launcher/replica_router.h"
+#include "worker/http/http_server.h"
+
+namespace llama {
+
+struct FrontEndOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int replicas = 1;
+  RouterOptions routing;
+  absl::Duration probe_interval = absl::Milliseconds(250);
+  // Answers are proxied by blocking threads: at most this many at once
+  // (more wait for one).
+  int max_concurrent_requests = 256;
+};
+
+class ServeFrontEnd {
+ public:
+  explicit ServeFrontEnd(FrontEndOptions options);
+  ~ServeFrontEnd();  // Stops.
+  ServeFrontEnd(const ServeFrontEnd&) = delete;
+  ServeFrontEnd& operator=(const ServeFrontEnd&) = delete;
+
+  // Binds --host:--port (a busy port is an error naming it) and starts
+  // probing.
+  absl::Status Start();
+  int port() const { return http_.port(); }
+
+  // `replica`'s rank 0 serves on 127.0.0.1:`port` (a fresh start): routed
+  // to once its /health says ok.
+  void SetReplicaPort(int replica, int port);
+  // `replica`'s ranks are gone: routed nothing more from now on.
+  void ReplicaDown(int replica);
+  // New requests get 503 ("draining"); answers in flight go on.
+  void SetDraining() { draining_ = true; }
+  void Stop();
+
+  const ReplicaRouter& router() const { return router_; }
+
+ private:
+  enum class Forwarded { kAnswered, kNotReached };
+  void Proxy(const std::shared_ptr<http::Exchange>& exchange);
+  Forwarded Forward(const std::shared_ptr<http::Exchange>& exchange, int replica, int port);
+  void Health(const std::shared_ptr<http::Exchange>& exchange) const;
+  void Metrics(const std::shared_ptr<http::Exchange>& exchange) const;
+  void ProbeLoop();
+  int ReplicaPort(int replica) const;
+
+  const FrontEndOptions options_;
+  ReplicaRouter router_;
+  http::Server http_;
+  mutable absl::Mutex mutex_;
+  std::vector<int> ports_;  // 0: no server (down, or starting).
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> ever_up_{false};
+  absl::Notification stop_probing_;
+  std::thread prober_;
+};
+
+// The text a request is routed by: a completion's prompt, a chat's tools
+// and messages as the prompt puts them in order; "" for other routes or a
+// body that is not JSON (the replica answers those).
+std::string RoutingText(const std::string& path, const std::string& body);
+
+// Each replica's Prometheus text exposition merged: every family once, its
+// samples summed over replicas (without a replica label; quantiles, which
+// do not add, left out), then each replica's with replica="i".
+std::string MergeReplicaMetrics(const std::vector<std::string>& replicas);
+
+}  // namespace llama
+
+#endif  // LLAMA_LAUNCHER_SERVE_FRONT_END_H_

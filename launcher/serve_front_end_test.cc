@@ -1,0 +1,223 @@
+#include "launcher/serve_front_end.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "worker/http/http_server.h"
+
+namespace llama {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// A stand-in for a replica's rank 0: /health, /metrics and completions
+// that say which replica answered; a prompt "stream and die" streams one
+// event, then the server goes away mid-answer.
+class FakeReplica {
+ public:
+  explicit FakeReplica(int id) : id_(id), server_(http::ServerOptions{}) {
+    server_.Handle({"GET", "/health", nullptr,
+                    [](std::shared_ptr<http::Exchange> e) { e->Respond({200, "application/json", R"({"status":"ok"})", {}}); },
+                    true});
+    server_.Handle({"GET", "/metrics", nullptr,
+                    [this](std::shared_ptr<http::Exchange> e) {
+                      e->Respond({200, "text/plain",
+                                  absl::StrCat("# HELP llama_requests_total Requests.\n# TYPE llama_requests_total "
+                                               "counter\nllama_requests_total{status=\"ok\"} ",
+                                               10 + id_, "\n"),
+                                  {}});
+                    },
+                    true});
+    server_.Handle({"POST", "/v1/completions", nullptr, [this](std::shared_ptr<http::Exchange> e) { Complete(e); }});
+  }
+  absl::Status Start() { return server_.Start(); }
+  void Stop() { server_.Stop(); }
+  int port() const { return server_.port(); }
+
+ private:
+  void Complete(const std::shared_ptr<http::Exchange>& e) {
+    const json request = json::parse(e->request().body);
+    if (!request.value("stream", false)) {
+      e->Respond({200, "application/json", json{{"replica", id_}, {"prompt", request["prompt"]}}.dump(), {}});
+      return;
+    }
+    e->StartStream(200, "text/event-stream");
+    e->Send(absl::StrCat("data: {\"replica\":", id_, "}\n\n"));
+    if (request["prompt"] == "stream and die") {
+      std::this_thread::sleep_for(100ms);
+      // Stopping from a worker thread of its own would join itself.
+      std::thread([this] { server_.Stop(); }).detach();
+      return;
+    }
+    e->Send("data: {\"text\":\"b\"}\n\n");
+    e->Send("data: [DONE]\n\n");
+    e->End();
+  }
+
+  int id_;
+  http::Server server_;
+};
+
+class FrontEndTest : public ::testing::Test {
+ protected:
+  void StartAll(int n, RoutingPolicy policy = RoutingPolicy::kPrefix) {
+    FrontEndOptions options;
+    options.replicas = n;
+    options.routing.policy = policy;
+    options.probe_interval = absl::Milliseconds(20);
+    options.max_concurrent_requests = 8;
+    front_ = std::make_unique<ServeFrontEnd>(options);
+    ASSERT_TRUE(front_->Start().ok());
+    for (int r = 0; r < n; ++r) {
+      replicas_.push_back(std::make_unique<FakeReplica>(r));
+      ASSERT_TRUE(replicas_.back()->Start().ok());
+      front_->SetReplicaPort(r, replicas_.back()->port());
+    }
+    WaitForUp(n);
+  }
+  void WaitForUp(int n) {
+    for (int i = 0; i < 500 && front_->router().replicas_up() != n; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(front_->router().replicas_up(), n);
+  }
+  httplib::Result Complete(const std::string& prompt, bool stream = false) {
+    httplib::Client client("127.0.0.1", front_->port());
+    client.set_read_timeout(10, 0);
+    return client.Post("/v1/completions", json{{"prompt", prompt}, {"stream", stream}}.dump(), "application/json");
+  }
+  json Health() {
+    httplib::Client client("127.0.0.1", front_->port());
+    httplib::Result r = client.Get("/health");
+    return r ? json{{"code", r->status}, {"body", json::parse(r->body)}} : json();
+  }
+
+  std::vector<std::unique_ptr<FakeReplica>> replicas_;
+  std::unique_ptr<ServeFrontEnd> front_;
+};
+
+TEST_F(FrontEndTest, UsersOfASystemPromptLandWhereItWasSent) {
+  StartAll(2);
+  std::vector<int> home(4, -1);
+  for (int user = 0; user < 20; ++user) {
+    const int s = user % 4;
+    const std::string prompt = std::string(300, static_cast<char>('a' + s)) + " user " + std::to_string(user);
+    httplib::Result r = Complete(prompt);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json answer = json::parse(r->body);
+    EXPECT_EQ(answer["prompt"], prompt);  // The body passed through.
+    const int replica = answer["replica"];
+    if (home[s] < 0) home[s] = replica;
+    EXPECT_EQ(replica, home[s]) << "user " << user;
+  }
+  // The four prompts' first requests were spread.
+  EXPECT_EQ(std::count(home.begin(), home.end(), 0), 2);
+}
+
+TEST_F(FrontEndTest, StreamsPassThroughAndAReplicaDyingMidAnswerSaysSo) {
+  StartAll(2, RoutingPolicy::kRoundRobin);
+  httplib::Result whole = Complete("x", /*stream=*/true);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->status, 200);
+  EXPECT_THAT(whole->get_header_value("Content-Type"), HasSubstr("text/event-stream"));
+  EXPECT_EQ(whole->body, "data: {\"replica\":0}\n\ndata: {\"text\":\"b\"}\n\ndata: [DONE]\n\n");
+
+  httplib::Result cut = Complete("stream and die", /*stream=*/true);  // Replica 1's turn.
+  ASSERT_TRUE(cut);
+  EXPECT_THAT(cut->body, HasSubstr("data: {\"replica\":1}\n\n"));
+  EXPECT_THAT(cut->body, HasSubstr("\"code\":\"engine_failed\""));
+  EXPECT_THAT(cut->body, HasSubstr("replica 1 failed during the answer"));
+  EXPECT_THAT(cut->body, ::testing::EndsWith("data: [DONE]\n\n"));
+  EXPECT_FALSE(front_->router().up(1));
+
+  json health = Health();
+  EXPECT_EQ(health["code"], 200);
+  EXPECT_EQ(health["body"]["status"], "degraded");
+  EXPECT_EQ(health["body"]["replicas_up"], 1);
+  // Everything now goes to the replica that is left.
+  for (int i = 0; i < 4; ++i) {
+    httplib::Result r = Complete("after");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(json::parse(r->body)["replica"], 0);
+  }
+}
+
+TEST_F(FrontEndTest, ARefusedConnectionIsTriedOnAnotherReplica) {
+  StartAll(2, RoutingPolicy::kRoundRobin);
+  replicas_[0]->Stop();  // Before the prober has noticed.
+  for (int i = 0; i < 3; ++i) {
+    httplib::Result r = Complete("hello");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["replica"], 1);
+  }
+  front_->ReplicaDown(1);
+  httplib::Result none = Complete("hello");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 503);
+  EXPECT_EQ(json::parse(none->body)["error"]["code"], "no_replica");
+  EXPECT_EQ(Health()["code"], 503);
+  EXPECT_EQ(Health()["body"]["status"], "down");
+}
+
+TEST_F(FrontEndTest, MetricsHaveEachReplicaAndTheirSum) {
+  StartAll(2);
+  ASSERT_TRUE(Complete("a"));
+  httplib::Client client("127.0.0.1", front_->port());
+  httplib::Result r = client.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->body, HasSubstr("# TYPE llama_requests_total counter\n"
+                                 "llama_requests_total{status=\"ok\"} 21\n"
+                                 "llama_requests_total{replica=\"0\",status=\"ok\"} 10\n"
+                                 "llama_requests_total{replica=\"1\",status=\"ok\"} 11\n"));
+  EXPECT_THAT(r->body, HasSubstr("llama_router_replicas_up 2\n"));
+  EXPECT_THAT(r->body, HasSubstr("llama_router_requests_total{replica=\"0\",by=\"load\"} 1\n"));
+}
+
+TEST_F(FrontEndTest, HealthIsLoadingUntilAReplicaIsUp) {
+  FrontEndOptions options;
+  options.replicas = 2;
+  front_ = std::make_unique<ServeFrontEnd>(options);
+  ASSERT_TRUE(front_->Start().ok());
+  EXPECT_EQ(Health()["code"], 503);
+  EXPECT_EQ(Health()["body"]["status"], "loading");
+}
+
+TEST(MergeReplicaMetricsTest, QuantilesAreNotSummedAndFamiliesStayTogether) {
+  const std::string a =
+      "# TYPE t summary\nt{quantile=\"0.5\"} 1\nt_sum 4\nt_count 2\n# TYPE g gauge\ng 1\n";
+  const std::string b = "# TYPE t summary\nt{quantile=\"0.5\"} 3\nt_sum 6\nt_count 3\n# TYPE g gauge\ng 2\n";
+  EXPECT_EQ(MergeReplicaMetrics({a, b}),
+            "# TYPE t summary\nt_sum 10\nt_count 5\n"
+            "t{replica=\"0\",quantile=\"0.5\"} 1\nt_sum{replica=\"0\"} 4\nt_count{replica=\"0\"} 2\n"
+            "t{replica=\"1\",quantile=\"0.5\"} 3\nt_sum{replica=\"1\"} 6\nt_count{replica=\"1\"} 3\n"
+            "# TYPE g gauge\ng 3\ng{replica=\"0\"} 1\ng{replica=\"1\"} 2\n");
+  // A replica that did not answer adds nothing.
+  EXPECT_EQ(MergeReplicaMetrics({"", "# TYPE g gauge\ng 2\n"}), "# TYPE g gauge\ng 2\ng{replica=\"1\"} 2\n");
+}
+
+TEST(RoutingTextTest, PromptsAndChatsInPromptOrder) {
+  EXPECT_EQ(RoutingText("/v1/completions", R"({"prompt":"hello"})"), "hello");
+  EXPECT_EQ(RoutingText("/v1/completions", R"({"prompt":["a","b"]})"), "a\nb\n");
+  EXPECT_EQ(RoutingText("/v1/chat/completions",
+                        R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]})"),
+            "system:be brief\nuser:hi\n");
+  EXPECT_EQ(RoutingText("/v1/chat/completions", R"({"tools":[1],"messages":[{"role":"user","content":"x"}]})"),
+            "[1]\nuser:x\n");
+  EXPECT_EQ(RoutingText("/v1/completions", "not json"), "");
+  EXPECT_EQ(RoutingText("/tokenize", R"({"prompt":"hello"})"), "");
+}
+
+}  // namespace
+}  // namespace llama
