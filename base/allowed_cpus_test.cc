@@ -20,6 +20,7 @@ TEST(AllowedCpusTest, FollowsTheAffinityMask) {
   CPU_SET(first, &one);
   ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
   EXPECT_EQ(AllowedCpuCount(), 1);
+  EXPECT_EQ(AllowedCpus(), std::vector<int>{first});
   ASSERT_EQ(sched_setaffinity(0, sizeof original, &original), 0);
 }
 

@@ -1,6 +1,7 @@
 #include "base/process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -37,6 +38,10 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessOptions& op
     return absl::ResourceExhaustedError(absl::StrFormat("pipe: %s", std::strerror(errno)));
   }
   const int inherit_fd = options.inherit_fd;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : options.cpus) CPU_SET(cpu, &cpus);
+  const bool set_cpus = !options.cpus.empty();
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrFormat("fork: %s", std::strerror(errno)));
@@ -62,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessOptions& op
       redirect(options.stderr_path, STDERR_FILENO);
     }
     if (inherit_fd >= 0 && fcntl(inherit_fd, F_SETFD, 0) != 0) _exit(126);
+    if (set_cpus && sched_setaffinity(0, sizeof cpus, &cpus) != 0) _exit(126);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }

@@ -39,6 +39,8 @@ struct ProcessOptions {
   // A descriptor the child keeps open under the same number (all others
   // are close-on-exec), e.g. the listening socket handed to rank 0.
   int inherit_fd = -1;
+  // The CPUs the child may run on (its affinity mask); empty: the parent's.
+  std::vector<int> cpus = {};
 };
 
 // Not thread-safe. Destroying a running Process kills its process group

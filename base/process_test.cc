@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/allowed_cpus.h"
 #include "base/durable_file.h"
 
 #include <gmock/gmock.h>
@@ -31,6 +32,21 @@ TEST(ProcessTest, RunsWithAnExplicitEnvironmentAndRedirects) {
   EXPECT_EQ(exit->code, 3);
   EXPECT_EQ(exit->Describe(), "exit code 3");
   EXPECT_EQ(ReadFileToString(out).value_or(""), "hello and no-home\n");  // Nothing inherited.
+}
+
+// ProcessOptions::cpus is the child's affinity mask (a replica's share of
+// the CPUs), whatever the parent's is.
+TEST(ProcessTest, RunsOnTheCpusItIsGiven) {
+  const std::string out = std::string(getenv("TEST_TMPDIR")) + "/cpus.txt";
+  ProcessOptions options;
+  options.argv = {"/bin/grep", "Cpus_allowed_list", "/proc/self/status"};
+  options.stdout_path = out;
+  options.cpus = {AllowedCpus().back()};
+  absl::StatusOr<std::unique_ptr<Process>> p = Process::Spawn(options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE((*p)->Wait(10s).ok());
+  EXPECT_THAT(ReadFileToString(out).value_or(""),
+              ::testing::MatchesRegex(absl::StrCat("Cpus_allowed_list:[ \t]*", options.cpus[0], "\n")));
 }
 
 TEST(ProcessTest, SignalsReachTheWholeGroup) {

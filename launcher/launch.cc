@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/allowed_cpus.h"
 #include "base/net.h"
 #include "base/status_macros.h"
 #include "checkpoint/converter.h"
@@ -32,7 +33,9 @@
 #include "launcher/launch_plan.h"
 #include "launcher/launcher_flags.h"
 #include "launcher/preflight.h"
+#include "launcher/replica_set.h"
 #include "launcher/sbatch_command.h"
+#include "launcher/serve_front_end.h"
 #include "launcher/shard_preparation.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
@@ -366,6 +369,56 @@ absl::Status ReportOutcome(const LaunchPlan& plan, const JobOutcome& outcome, si
   return absl::OkStatus();
 }
 
+// launcher serve --data_parallel_size: the front end on --host:--port and
+// the replicas behind it, each started on loopback with a store, token,
+// log folder and share of the CPUs or GPUs of its own.
+absl::Status ServeReplicas(const LaunchPlan& plan, const PreparedJob& prepared) {
+  const int replicas = plan.data_parallel_size, ranks = plan.world.nproc_per_node;
+  FrontEndOptions front_options;
+  front_options.host = plan.job.host;
+  front_options.port = plan.job.port;
+  front_options.replicas = replicas;
+  front_options.routing.policy = plan.routing;
+  ServeFrontEnd front(front_options);
+  RETURN_IF_ERROR(front.Start());
+  std::string host = plan.job.host;
+  if (char name[256] = {}; (host == "0.0.0.0" || host == "::") && gethostname(name, sizeof name - 1) == 0) host = name;
+  ReplicaSetOptions options;
+  options.replicas = replicas;
+  options.max_restarts = plan.max_restarts;
+  options.supervise = plan.supervise;
+  options.model = plan.job.served_model_name;
+  options.url = absl::StrFormat("http://%s:%d/v1", host, front.port());
+  options.about = absl::StrFormat("%d replicas of %d rank(s), --routing=%s", replicas, ranks,
+                                  RoutingPolicyName(plan.routing));
+  std::fprintf(stderr, "launcher: starting %s; /health on http://%s:%d/health says when they are up\n",
+               options.about.c_str(), host.c_str(), front.port());
+  const auto start = [&](int replica) -> absl::StatusOr<ReplicaStart> {
+    LaunchPlan own = plan;
+    own.job.host = "127.0.0.1";
+    own.job.port = 0;
+    own.summary_path = absl::StrFormat("%s/replica%d.summary.json", plan.supervise.log_dir, replica);
+    if (!plan.gpus.empty()) {
+      own.gpus.assign(plan.gpus.begin() + replica * ranks, plan.gpus.begin() + (replica + 1) * ranks);
+    }
+    ReplicaStart started;
+    ASSIGN_OR_RETURN(started.store, net::Listen("127.0.0.1", 0));
+    WorldOptions world = plan.world;
+    world.master_addr = "127.0.0.1";
+    ASSIGN_OR_RETURN(world.master_port, net::LocalPort(started.store));
+    PreparedJob job = prepared;
+    job.store_fd = started.store.fd();
+    job.token = RandomToken();
+    ASSIGN_OR_RETURN(job.ranks, LocalRanks(world));
+    started.launches = WorkerLaunches(own, job);
+    if (!plan.replica_cpus.empty()) {
+      for (WorkerLaunch& launch : started.launches) launch.process.cpus = plan.replica_cpus[replica];
+    }
+    return started;
+  };
+  return RunReplicaSet(front, options, start);
+}
+
 }  // namespace
 
 // What planning reads from this process and machine.
@@ -382,6 +435,7 @@ LaunchContext CurrentContext() {
   context.run_stamp = stamp;
   context.pid = getpid();
   context.chat_api_key = RandomToken();
+  context.allowed_cpus = AllowedCpus();
   return context;
 }
 
@@ -398,11 +452,14 @@ absl::Status Execute(LaunchPlan plan) {
     ASSIGN_OR_RETURN(store_listener, BindStore(plan, world));
     prepared.store_fd = store_listener.fd();
   }
-  ASSIGN_OR_RETURN(prepared.ranks, LocalRanks(world));
+  if (plan.data_parallel_size == 1) {  // Replicas have worlds of their own (ServeReplicas).
+    ASSIGN_OR_RETURN(prepared.ranks, LocalRanks(world));
+  }
   ASSIGN_OR_RETURN(prepared.token, JobToken(plan.token_file, plan.world.nnodes == 1));
   RETURN_IF_ERROR(CheckServePort(plan));
   const auto prepare_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(PrepareModel(plan, prepared));
+  if (plan.data_parallel_size > 1) return ServeReplicas(plan, prepared);
   const std::vector<WorkerLaunch> launches = WorkerLaunches(plan, prepared);
   std::error_code ignored;
   fs::remove(plan.summary_path, ignored);

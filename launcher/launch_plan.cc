@@ -158,16 +158,65 @@ absl::Status PlanWorkerEnvironment(const LauncherFlags& flags, const LaunchConte
   return absl::OkStatus();
 }
 
-// --device, else CUDA when built in and a GPU is visible; a GPU per local rank.
+// --data_parallel_size, --routing, --max_restarts: replicas are a server's,
+// on one node.
+absl::Status PlanReplicas(const LauncherFlags& flags, LaunchPlan& plan) {
+  const int replicas = flags.data_parallel_size;
+  if (replicas < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("--data_parallel_size=%d: expected at least 1", replicas));
+  }
+  if (flags.max_restarts < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("--max_restarts=%d: expected at least 0", flags.max_restarts));
+  }
+  ASSIGN_OR_RETURN(plan.routing, ParseRoutingPolicy(flags.routing));
+  plan.data_parallel_size = replicas;
+  plan.max_restarts = flags.max_restarts;
+  if (replicas == 1) return absl::OkStatus();
+  if (plan.command != LaunchCommand::kServe) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--data_parallel_size=%d: replicas are for launcher serve; a batch job or a chat runs one engine", replicas));
+  }
+  if (plan.world.nnodes != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--data_parallel_size=%d with %d nodes: replicas run on one node for now; start launcher serve "
+        "--data_parallel_size on each node (each its own endpoint)",
+        replicas, plan.world.nnodes));
+  }
+  // Each replica binds its own store.
+  plan.bind_store = false;
+  return absl::OkStatus();
+}
+
+// --device, else CUDA when built in and a GPU is visible; a GPU per local
+// rank of every replica, or, on CPUs, each replica's share of the CPUs.
 absl::Status PlanDevice(const LaunchContext& context, LaunchPlan& plan) {
   ASSIGN_OR_RETURN(const Device device,
                    ChooseDevice(plan.job.device, context.built_with_cuda ? context.visible_gpus.size() : 0));
   plan.device = std::string(DeviceName(device));
-  if (device != Device::kCuda) return absl::OkStatus();
-  const int ranks = plan.world.nproc_per_node;
+  const int replicas = plan.data_parallel_size;
+  if (device != Device::kCuda) {
+    if (replicas == 1) return absl::OkStatus();
+    const std::vector<int>& cpus = context.allowed_cpus;
+    if (static_cast<int>(cpus.size()) < replicas) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--data_parallel_size=%d needs a CPU per replica; this process may run on %d", replicas, cpus.size()));
+    }
+    // Contiguous shares, sizes differing by at most one.
+    for (int r = 0, next = 0; r < replicas; ++r) {
+      const int size = static_cast<int>(cpus.size()) / replicas + (r < static_cast<int>(cpus.size()) % replicas);
+      plan.replica_cpus.emplace_back(cpus.begin() + next, cpus.begin() + next + size);
+      next += size;
+    }
+    return absl::OkStatus();
+  }
+  const int ranks = plan.world.nproc_per_node * replicas;
   if (static_cast<int>(context.visible_gpus.size()) < ranks) {
-    return absl::InvalidArgumentError(absl::StrFormat("--nproc_per_node=%d needs %d GPUs on this node; %d visible",
-                                                      ranks, ranks, context.visible_gpus.size()));
+    return absl::InvalidArgumentError(
+        replicas == 1 ? absl::StrFormat("--nproc_per_node=%d needs %d GPUs on this node; %d visible", ranks, ranks,
+                                        context.visible_gpus.size())
+                      : absl::StrFormat("--nproc_per_node=%d x --data_parallel_size=%d needs %d GPUs on this node; "
+                                        "%d visible",
+                                        plan.world.nproc_per_node, replicas, ranks, context.visible_gpus.size()));
   }
   plan.gpus = context.visible_gpus;
   return absl::OkStatus();
@@ -273,6 +322,7 @@ absl::StatusOr<LaunchPlan> PlanLaunch(std::vector<std::string> words, const Laun
   }
   RETURN_IF_ERROR(PlanWorld(flags, context, plan));
   RETURN_IF_ERROR(PlanWorkerEnvironment(flags, context, plan));
+  RETURN_IF_ERROR(PlanReplicas(flags, plan));
   RETURN_IF_ERROR(PlanDevice(context, plan));
   RETURN_IF_ERROR(PlanModel(flags, context, plan));
   PlanSupervision(flags, context, plan);

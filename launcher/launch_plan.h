@@ -18,6 +18,7 @@
 #include "checkpoint/converter.h"
 #include "launcher/chat.h"
 #include "launcher/launcher_flags.h"
+#include "launcher/replica_router.h"
 #include "launcher/shard_preparation.h"
 #include "launcher/supervisor.h"
 #include "launcher/world.h"
@@ -45,6 +46,7 @@ struct LaunchContext {
   std::string run_stamp;       // The local time, for this run's log folder ("20261201-231000").
   int pid = 0;                 // Also for the log folder.
   std::string chat_api_key;    // A fresh secret for launcher chat's private server.
+  std::vector<int> allowed_cpus;  // This process's affinity mask, for the replicas' shares.
 };
 
 struct LaunchPlan {
@@ -93,6 +95,13 @@ struct LaunchPlan {
 
   SupervisorOptions supervise;
   std::string summary_path;     // Rank 0's numbers (--summary_file).
+
+  // launcher serve --data_parallel_size: replicas of world.nproc_per_node
+  // ranks each (then bind_store is false: each binds its own store).
+  int data_parallel_size = 1;
+  RoutingPolicy routing = RoutingPolicy::kPrefix;
+  int max_restarts = 3;
+  std::vector<std::vector<int>> replica_cpus;  // CPU: each replica's CPUs; CUDA: empty.
   ChatSessionOptions chat;      // kChat.
 };
 

@@ -321,6 +321,65 @@ TEST(PlanLaunchTest, BadFlagsAreRefusedBeforeAnyWork) {
             "--nproc_per_node=2 needs 2 GPUs on this node; 1 visible");
 }
 
+// serve --data_parallel_size=N: replicas with their shares of the CPUs
+// (contiguous, sizes differing by at most one), or of the GPUs; every
+// store their own.
+TEST(PlanLaunchTest, ReplicasShareOutTheCpusOrTheGpus) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.job.prompt.clear();
+  flags.data_parallel_size = 3;
+  LaunchContext context = Context();
+  context.allowed_cpus = {0, 1, 2, 3, 4, 5, 6, 8};
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({"serve"}, flags, context);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->data_parallel_size, 3);
+  EXPECT_EQ(plan->routing, RoutingPolicy::kPrefix);
+  EXPECT_EQ(plan->max_restarts, 3);
+  EXPECT_FALSE(plan->bind_store);
+  EXPECT_THAT(plan->replica_cpus, ElementsAre(ElementsAre(0, 1, 2), ElementsAre(3, 4, 5), ElementsAre(6, 8)));
+
+  flags.routing = "round_robin";
+  flags.nproc_per_node = 2;
+  flags.job.device = "cuda";
+  context.built_with_cuda = true;
+  context.visible_gpus = {"0", "1", "2", "3", "4", "5", "6"};
+  plan = PlanLaunch({"serve"}, flags, context);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->routing, RoutingPolicy::kRoundRobin);
+  EXPECT_TRUE(plan->replica_cpus.empty());
+  flags.data_parallel_size = 4;
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(),
+            "--nproc_per_node=2 x --data_parallel_size=4 needs 8 GPUs on this node; 7 visible");
+}
+
+TEST(PlanLaunchTest, ReplicasAreAServersOnOneNode) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.data_parallel_size = 2;
+  LaunchContext context = Context();
+  context.allowed_cpus = {0, 1};
+  EXPECT_EQ(PlanLaunch({}, flags, context).status().message(),
+            "--data_parallel_size=2: replicas are for launcher serve; a batch job or a chat runs one engine");
+  flags.job.prompt.clear();
+  EXPECT_EQ(PlanLaunch({"chat"}, flags, context).status().message(),
+            "--data_parallel_size=2: replicas are for launcher serve; a batch job or a chat runs one engine");
+  flags.nnodes = 2;
+  EXPECT_THAT(std::string(PlanLaunch({"serve"}, flags, context).status().message()),
+              HasSubstr("--data_parallel_size=2 with 2 nodes: replicas run on one node for now"));
+  flags.nnodes = 1;
+  flags.data_parallel_size = 3;
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(),
+            "--data_parallel_size=3 needs a CPU per replica; this process may run on 2");
+  flags.data_parallel_size = 0;
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(), "--data_parallel_size=0: expected at least 1");
+  flags.data_parallel_size = 2;
+  flags.routing = "random";
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(),
+            "--routing=random: expected prefix, least_loaded or round_robin");
+  flags.routing = "prefix";
+  flags.max_restarts = -1;
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(), "--max_restarts=-1: expected at least 0");
+}
+
 TEST(PlanLaunchTest, CudaWhenBuiltInAndAGpuIsVisible) {
   LauncherFlags flags = Checkpoint("/data/m");
   flags.nproc_per_node = 2;

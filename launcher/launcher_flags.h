@@ -54,6 +54,16 @@ enum class LauncherFlagGroup {
     "Host of node 0, where rank 0 hosts the rendezvous store.") \
   X(int32, master_port, 0, kTopology, \
     "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.") \
+  X(int32, data_parallel_size, 1, kTopology, \
+    "launcher serve: replicas of the server on this node, each a complete engine of --nproc_per_node ranks " \
+    "on its share of the CPUs (or GPUs), behind one endpoint on --port.") \
+  X(string, routing, "prefix", kTopology, \
+    "Replicas: which one takes a request. prefix: the one that was sent the request's longest leading text " \
+    "(its prefix cache holds it), unless it is much busier than the least loaded; least_loaded; round_robin.") \
+  X(int32, max_restarts, 3, kTopology, \
+    "Replicas: times each is started again after one of its ranks fails (after 1 s; doubling to 30 s while it " \
+    "fails before serving), while the others serve. A batch job, a chat or a single server still ends at the " \
+    "first failure.") \
   X(bool, store_listen_all, false, kTopology, \
     "Node 0's rendezvous store listens on every interface, not only on the one that reaches " \
     "--master_addr (for nodes that reach node 0 through another address, e.g. across NAT).") \

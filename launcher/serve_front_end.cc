@@ -198,7 +198,7 @@ void ServeFrontEnd::ReplicaDown(int replica) {
     absl::MutexLock lock(&mutex_);
     ports_[replica] = 0;
   }
-  if (router_.up(replica)) LOG(WARNING) << "replica " << replica << " is down: its ranks have exited";
+  if (router_.up(replica) && !draining_) LOG(WARNING) << "replica " << replica << " is down: its ranks have exited";
   router_.SetUp(replica, false);
 }
 

@@ -34,21 +34,24 @@ void OnSignal(int) {
 // Installs the handlers for the loop's lifetime, restoring the old ones.
 class SignalCatcher {
  public:
-  explicit SignalCatcher(bool catch_sigint) : catch_sigint_(catch_sigint) {
+  SignalCatcher(bool catch_sigint, bool catch_sigterm) : catch_sigint_(catch_sigint), catch_sigterm_(catch_sigterm) {
+    if (!catch_sigint_ && !catch_sigterm_) return;
     if (g_signal_pipe[0] < 0 && pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
     struct sigaction action = {};
     action.sa_handler = OnSignal;
     sigemptyset(&action.sa_mask);
     if (catch_sigint_) sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
+    if (catch_sigterm_) sigaction(SIGTERM, &action, &old_term_);
   }
   ~SignalCatcher() {
     if (catch_sigint_) sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
+    if (catch_sigterm_) sigaction(SIGTERM, &old_term_, nullptr);
   }
-  int fd() const { return g_signal_pipe[0]; }
+  // -1 (nothing to poll) when no signal is caught.
+  int fd() const { return catch_sigint_ || catch_sigterm_ ? g_signal_pipe[0] : -1; }
   // Number of signals received since the last call.
   int Drain() {
+    if (fd() < 0) return 0;
     char buffer[64];
     int count = 0;
     ssize_t n;
@@ -57,7 +60,7 @@ class SignalCatcher {
   }
 
  private:
-  bool catch_sigint_;
+  bool catch_sigint_, catch_sigterm_;
   struct sigaction old_int_ = {}, old_term_ = {};
 };
 
@@ -252,7 +255,7 @@ absl::StatusOr<JobOutcome> SuperviseJob(const std::vector<WorkerLaunch>& workers
     return absl::PermissionDeniedError(
         absl::StrFormat("--log_dir \"%s\": cannot create: %s", options.log_dir, error.message()));
   }
-  SignalCatcher signals(options.catch_sigint);
+  SignalCatcher signals(options.catch_signals && options.catch_sigint, options.catch_signals);
   Supervision supervision(workers, options);
   RETURN_IF_ERROR(supervision.Start());
   return supervision.Run(signals);

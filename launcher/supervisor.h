@@ -43,6 +43,10 @@ struct SupervisorOptions {
   // an answer, not the job), and the caller ends the job by setting *stop
   // (seen within 100 ms; the outcome then counts as interrupted).
   bool catch_sigint = true;
+  // false: neither SIGINT nor SIGTERM is caught here; the caller, which
+  // supervises several jobs at once (launcher serve's replicas), takes
+  // them and stops each job through *stop.
+  bool catch_signals = true;
   const std::atomic<bool>* stop = nullptr;
 };
 

@@ -362,7 +362,7 @@ void ApiServer::HandleCompletions(const std::shared_ptr<http::Exchange>& exchang
   }
   if (chat) prompts.push_back({chat_prompt.tokens, "", 0});
   if (std::optional<ApiError> too_long = PlanLengths(params, chat, prompts)) return fail("invalid", *too_long);
-  const std::string id = absl::StrFormat("%s-%x%x", chat ? "chatcmpl" : "cmpl", created_, next_id_++);
+  const std::string id = absl::StrFormat("%s-%x%x", chat ? "chatcmpl" : "cmpl", id_salt_, next_id_++);
   if (chat_prompt.unsafe) return exchange->Respond(UnsafeAnswer(id, options_.model, params, prompts[0]));
   if (std::optional<ApiError> many = CheckChoiceCount(prompts.size(), params.n)) return fail("invalid", *many);
   absl::StatusOr<std::shared_ptr<grammar::TokenAutomaton>> grammar = CompileGrammar(params);

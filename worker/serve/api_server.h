@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,10 @@ class ApiServer {
   http::Server http_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
+  // Ids are "<kind>-<salt><counter>": a random salt per server, so that
+  // replicas behind one front end (launcher serve --data_parallel_size),
+  // started in the same second, never give two answers one id.
+  const uint64_t id_salt_ = std::random_device()() | uint64_t{1} << 32;
   std::atomic<uint64_t> next_id_{0};
   std::atomic<int> waiting_requests_{0};
   absl::Mutex mutex_;
