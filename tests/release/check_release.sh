@@ -20,14 +20,10 @@ cleanup() {
   rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
-mkdir -p "$root"/{llama,lib64,lib/x86_64-linux-gnu,tmp,home,proc,dev}
+mkdir -p "$root"/{llama,tmp,home,proc,dev}
 chmod 1777 "$root/tmp"
 cp -a "$release/." "$root/llama/"
-# glibc: the loader and the libraries it provides.
-cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
-for lib in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2; do
-  cp -L "/lib/x86_64-linux-gnu/$lib" "$root/lib/x86_64-linux-gnu/"
-done
+"$(dirname "${BASH_SOURCE[0]}")/../../tools/glibc_root.sh" "$root"
 echo "check_release: an empty root of $(du -sh "$root" | cut -f1), the release and: $(cd "$root" && find . -type f | grep -v '^./llama/' | sort | tr '\n' ' ')"
 mount -t proc proc "$root/proc" && mount --bind /dev "$root/dev" || { echo "check_release: cannot mount"; exit 1; }
 chroot="$(command -v chroot)" || { echo "check_release: no chroot"; echo "0 passed, 1 failed"; exit 1; }
