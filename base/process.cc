@@ -43,16 +43,23 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessOptions& op
   for (int cpu : options.cpus) CPU_SET(cpu, &cpus);
   const bool set_cpus = !options.cpus.empty();
   const pid_t parent = getpid();
+  // Signals wait until the child has reset its handlers: a parent's handler
+  // run in the child would act for the parent (write to its pipes).
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
   const pid_t pid = fork();
-  if (pid < 0) return absl::ResourceExhaustedError(absl::StrFormat("fork: %s", std::strerror(errno)));
+  const int fork_error = errno;
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (pid < 0) return absl::ResourceExhaustedError(absl::StrFormat("fork: %s", std::strerror(fork_error)));
   if (pid == 0) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // The parent died before prctl.
+    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD}) signal(sig, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD}) signal(sig, SIG_DFL);
     const auto redirect = [](const std::string& path, int fd) {
       if (path.empty()) return;
       const int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -43,6 +43,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_location.h"
+#include "worker/serving_flags.h"
 
 namespace llama {
 
@@ -374,11 +375,15 @@ absl::Status ReportOutcome(const LaunchPlan& plan, const JobOutcome& outcome, si
 // log folder and share of the CPUs or GPUs of its own.
 absl::Status ServeReplicas(const LaunchPlan& plan, const PreparedJob& prepared) {
   const int replicas = plan.data_parallel_size, ranks = plan.world.nproc_per_node;
+  ASSIGN_OR_RETURN(const ServingHttpOptions http, ServingHttpOptionsFromFlags(plan.job));
   FrontEndOptions front_options;
   front_options.host = plan.job.host;
   front_options.port = plan.job.port;
   front_options.replicas = replicas;
   front_options.routing.policy = plan.routing;
+  front_options.limits = http.limits;
+  front_options.access_log = http.access_log;
+  front_options.api_keys = http.api_keys;
   ServeFrontEnd front(front_options);
   RETURN_IF_ERROR(front.Start());
   std::string host = plan.job.host;

@@ -197,9 +197,10 @@ absl::Status PlanDevice(const LaunchContext& context, LaunchPlan& plan) {
   if (device != Device::kCuda) {
     if (replicas == 1) return absl::OkStatus();
     const std::vector<int>& cpus = context.allowed_cpus;
-    if (static_cast<int>(cpus.size()) < replicas) {
+    if (static_cast<int>(cpus.size()) < replicas * plan.world.nproc_per_node) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--data_parallel_size=%d needs a CPU per replica; this process may run on %d", replicas, cpus.size()));
+          "--data_parallel_size=%d x --nproc_per_node=%d needs a CPU per rank; this process may run on %d",
+          replicas, plan.world.nproc_per_node, cpus.size()));
     }
     // Contiguous shares, sizes differing by at most one.
     for (int r = 0, next = 0; r < replicas; ++r) {

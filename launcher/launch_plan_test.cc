@@ -368,7 +368,12 @@ TEST(PlanLaunchTest, ReplicasAreAServersOnOneNode) {
   flags.nnodes = 1;
   flags.data_parallel_size = 3;
   EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(),
-            "--data_parallel_size=3 needs a CPU per replica; this process may run on 2");
+            "--data_parallel_size=3 x --nproc_per_node=1 needs a CPU per rank; this process may run on 2");
+  flags.data_parallel_size = 2;
+  flags.nproc_per_node = 2;
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(),
+            "--data_parallel_size=2 x --nproc_per_node=2 needs a CPU per rank; this process may run on 2");
+  flags.nproc_per_node = 1;
   flags.data_parallel_size = 0;
   EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(), "--data_parallel_size=0: expected at least 1");
   flags.data_parallel_size = 2;

@@ -18,6 +18,7 @@ enum class LauncherFlagGroup {
   kConversion,  // What its shards hold.
   kChat,
   kTopology,    // Ranks and nodes, torchrun's flags and ours.
+  kReplicas,    // launcher serve --data_parallel_size.
   kRunning,
 };
 
@@ -54,13 +55,13 @@ enum class LauncherFlagGroup {
     "Host of node 0, where rank 0 hosts the rendezvous store.") \
   X(int32, master_port, 0, kTopology, \
     "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.") \
-  X(int32, data_parallel_size, 1, kTopology, \
+  X(int32, data_parallel_size, 1, kReplicas, \
     "launcher serve: replicas of the server on this node, each a complete engine of --nproc_per_node ranks " \
     "on its share of the CPUs (or GPUs), behind one endpoint on --port.") \
-  X(string, routing, "prefix", kTopology, \
+  X(string, routing, "prefix", kReplicas, \
     "Replicas: which one takes a request. prefix: the one that was sent the request's longest leading text " \
     "(its prefix cache holds it), unless it is much busier than the least loaded; least_loaded; round_robin.") \
-  X(int32, max_restarts, 3, kTopology, \
+  X(int32, max_restarts, 3, kReplicas, \
     "Replicas: times each is started again after one of its ranks fails (after 1 s; doubling to 30 s while it " \
     "fails before serving), while the others serve. A batch job, a chat or a single server still ends at the " \
     "first failure.") \

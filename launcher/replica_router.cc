@@ -32,7 +32,9 @@ ReplicaRouter::ReplicaRouter(int replicas, RouterOptions options) : options_(opt
 std::vector<uint64_t> ReplicaRouter::BlockHashes(absl::string_view text) const {
   std::vector<uint64_t> hashes;
   uint64_t chained = 0;
-  for (size_t start = 0; start + options_.block_bytes <= text.size(); start += options_.block_bytes) {
+  for (size_t start = 0; start + options_.block_bytes <= text.size() &&
+                         static_cast<int>(hashes.size()) < options_.max_blocks_per_request;
+       start += options_.block_bytes) {
     chained = absl::HashOf(chained, text.substr(start, options_.block_bytes));
     hashes.push_back(chained);
   }
@@ -97,8 +99,10 @@ int ReplicaRouter::NextRoundRobin() {
 }
 
 int ReplicaRouter::Route(absl::string_view text) {
+  // Hashed before the lock: the text may be long.
+  const std::vector<uint64_t> hashes =
+      options_.policy == RoutingPolicy::kPrefix ? BlockHashes(text) : std::vector<uint64_t>();
   absl::MutexLock lock(&mutex_);
-  std::vector<uint64_t> hashes;
   int chosen = -1;
   bool by_prefix = false;
   switch (options_.policy) {
@@ -109,7 +113,6 @@ int ReplicaRouter::Route(absl::string_view text) {
       chosen = LeastLoaded();
       break;
     case RoutingPolicy::kPrefix: {
-      hashes = BlockHashes(text);
       const int least = LeastLoaded();
       if (least < 0) break;
       chosen = least;
@@ -118,7 +121,10 @@ int ReplicaRouter::Route(absl::string_view text) {
       for (size_t r = 0; r < replicas_.size(); ++r) {
         if (!replicas_[r].up) continue;
         const size_t matched = MatchedBlocks(replicas_[r], hashes);
-        if (matched > best_match) {
+        // Of equal matches (a prefix sent to several), the less busy.
+        if (matched > best_match ||
+            (matched == best_match && best >= 0 && matched > 0 &&
+             replicas_[r].in_flight < replicas_[best].in_flight)) {
           best_match = matched;
           best = static_cast<int>(r);
         }
@@ -155,13 +161,13 @@ void ReplicaRouter::Finished(int replica, size_t text_bytes) {
 
 void ReplicaRouter::SetUp(int replica, bool up) {
   absl::MutexLock lock(&mutex_);
-  Replica& r = replicas_[replica];
-  if (r.up == up) return;
-  r.up = up;
-  if (up) {
-    r.blocks.clear();
-    r.recency.clear();
-  }
+  replicas_[replica].up = up;
+}
+
+void ReplicaRouter::Forget(int replica) {
+  absl::MutexLock lock(&mutex_);
+  replicas_[replica].blocks.clear();
+  replicas_[replica].recency.clear();
 }
 
 bool ReplicaRouter::up(int replica) const {

@@ -40,6 +40,9 @@ struct RouterOptions {
   RoutingPolicy policy = RoutingPolicy::kPrefix;
   // Bytes of text per hashed block: a prefix is matched to this precision.
   int block_bytes = 64;
+  // Only a request's leading blocks up to this many are hashed and
+  // remembered (one huge prompt must not push every other prefix out).
+  int max_blocks_per_request = 4096;
   // Blocks remembered per replica (64 K of 64 bytes: 4 MiB of prompt text).
   int64_t max_blocks_per_replica = 64 * 1024;
   // The best match is skipped for the least loaded replica when its
@@ -59,9 +62,11 @@ class ReplicaRouter {
   // The request routed to `replica` with `text_bytes` of text has ended.
   void Finished(int replica, size_t text_bytes);
 
-  // A replica going down is routed nothing more; one coming back up starts
-  // with no remembered prefixes (its engine's cache is empty).
+  // A replica that is down is routed nothing.
   void SetUp(int replica, bool up);
+  // A replica started again: its engine's cache is empty, and so is the
+  // router's memory of it.
+  void Forget(int replica);
   bool up(int replica) const;
   int replicas_up() const;
   int replicas() const { return static_cast<int>(replicas_.size()); }
@@ -84,7 +89,8 @@ class ReplicaRouter {
     absl::flat_hash_map<uint64_t, std::list<uint64_t>::iterator> blocks;
   };
 
-  // The hash of each whole leading block of `text`, each chained on the last.
+  // The hash of each whole leading block of `text`, each chained on the
+  // last (at most max_blocks_per_request).
   std::vector<uint64_t> BlockHashes(absl::string_view text) const;
   // Leading blocks of `hashes` that `replica` remembers.
   static size_t MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& hashes);

@@ -85,7 +85,7 @@ TEST(ReplicaRouterTest, ABusyReplicaLosesItsPrefixToTheBalance) {
   EXPECT_EQ(moved, 2);
 }
 
-TEST(ReplicaRouterTest, ReplicasThatAreDownAreSkippedAndComeBackForgetful) {
+TEST(ReplicaRouterTest, ReplicasThatAreDownAreSkippedAndRestartedOnesForget) {
   ReplicaRouter router(2, RouterOptions());
   AllUp(router);
   const int home = router.Route(Text(3, 4));
@@ -95,8 +95,14 @@ TEST(ReplicaRouterTest, ReplicasThatAreDownAreSkippedAndComeBackForgetful) {
   const int other = router.Route(Text(3, 4));
   EXPECT_NE(other, home);
   router.Finished(other, 0);
+  // Down and up again (a slow /health): both remember the prefix, and the
+  // less busy of the two takes it.
   router.SetUp(home, true);
-  // The prefix is now remembered on `other` only.
+  const int busy = router.Route(Text(9, 4));
+  EXPECT_NE(router.Route(Text(3, 4)), busy);
+  router.Finished(busy, 0);
+  // A restarted replica remembers nothing: the prefix is `other`'s alone.
+  router.Forget(home);
   EXPECT_EQ(router.Route(Text(3, 4)), other);
   router.SetUp(0, false);
   router.SetUp(1, false);
@@ -120,6 +126,20 @@ TEST(ReplicaRouterTest, RoundRobinAndLeastLoaded) {
   for (int i = 0; i < 5; ++i) EXPECT_NE(least.Route("short"), big);
   least.Finished(big, 10000);
   EXPECT_EQ(least.Route("short"), big);
+}
+
+TEST(ReplicaRouterTest, OneHugePromptDoesNotPushOutEveryPrefix) {
+  RouterOptions options;
+  options.max_blocks_per_replica = 100;
+  options.max_blocks_per_request = 50;
+  ReplicaRouter router(1, options);
+  AllUp(router);
+  router.Finished(router.Route(Text(1, 10)), 0);
+  router.Finished(router.Route(Text(2, 1000)), 0);
+  router.Route(Text(1, 10));
+  // Only the huge prompt's first 50 blocks were remembered: the first
+  // text's 10 are still there, and the third request matched them.
+  EXPECT_EQ(router.counts(0).prefix_routed, 1);
 }
 
 TEST(ReplicaRouterTest, RememberedBlocksAreBounded) {

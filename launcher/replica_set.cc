@@ -34,8 +34,14 @@ void OnSignal(int) {
 class ReplicaRunner {
  public:
   ReplicaRunner(int replica, ServeFrontEnd& front, const ReplicaSetOptions& options, const ReplicaStarter& start,
-                const std::atomic<bool>& stop, std::atomic<bool>& announced)
-      : replica_(replica), front_(front), options_(options), start_(start), stop_(stop), announced_(announced) {}
+                const std::atomic<bool>& stop, const std::atomic<bool>& kill, std::atomic<bool>& announced)
+      : replica_(replica),
+        front_(front),
+        options_(options),
+        start_(start),
+        stop_(stop),
+        kill_(kill),
+        announced_(announced) {}
 
   // Until stopped, or failed past --max_restarts (then `last_failure`).
   void Run() {
@@ -78,6 +84,9 @@ class ReplicaRunner {
     supervise.log_dir = absl::StrFormat("%s/replica%d-start%d", options_.supervise.log_dir, replica_, start);
     supervise.catch_signals = false;
     supervise.stop = &stop_;
+    supervise.kill = &kill_;
+    // Out of routing as soon as a rank fails, not once all have exited.
+    supervise.on_failure = [this] { front_.ReplicaDown(replica_); };
     supervise.progress = nullptr;
     supervise.on_progress = [this](absl::string_view line) { Progress(line); };
     absl::StatusOr<JobOutcome> outcome = SuperviseJob(started->launches, supervise);
@@ -109,6 +118,7 @@ class ReplicaRunner {
   const ReplicaSetOptions& options_;
   const ReplicaStarter& start_;
   const std::atomic<bool>& stop_;
+  const std::atomic<bool>& kill_;
   std::atomic<bool>& announced_;
   absl::Status last_failure_;
   bool clean_ = true;
@@ -137,12 +147,12 @@ absl::Status RunReplicaSet(ServeFrontEnd& front, const ReplicaSetOptions& option
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
 
-  std::atomic<bool> stop{false}, announced{false};
+  std::atomic<bool> stop{false}, kill{false}, announced{false};
   std::atomic<int> running{options.replicas};
   std::vector<std::unique_ptr<ReplicaRunner>> runners;
   std::vector<std::thread> threads;
   for (int r = 0; r < options.replicas; ++r) {
-    runners.push_back(std::make_unique<ReplicaRunner>(r, front, options, start, stop, announced));
+    runners.push_back(std::make_unique<ReplicaRunner>(r, front, options, start, stop, kill, announced));
     // A worker dies with the thread that started it (PR_SET_PDEATHSIG):
     // this thread outlives its replica's workers.
     threads.emplace_back([&running, runner = runners.back().get()] {
@@ -156,10 +166,16 @@ absl::Status RunReplicaSet(ServeFrontEnd& front, const ReplicaSetOptions& option
     pollfd fd = {g_signal_pipe[0], POLLIN, 0};
     ::poll(&fd, 1, 100);
     char buffer[16];
-    if (read(g_signal_pipe[0], buffer, sizeof buffer) > 0 && !interrupted) {
+    const ssize_t signals = read(g_signal_pipe[0], buffer, sizeof buffer);
+    if (signals <= 0) continue;
+    if (interrupted || signals > 1) {  // A second interrupt: at once.
+      std::fprintf(stderr, "launcher: killing every replica's workers\n");
+      kill = true;
+    }
+    if (!interrupted) {
       interrupted = true;
       signal_time = std::chrono::steady_clock::now();
-      std::fprintf(stderr, "launcher: stopping: every replica drains its answers in flight\n");
+      std::fprintf(stderr, "launcher: stopping: every replica drains its answers in flight (again to kill them)\n");
       front.SetDraining();
       stop = true;
     }

@@ -1,6 +1,7 @@
 #include "launcher/serve_front_end.h"
 
 #include <map>
+#include <optional>
 #include <utility>
 
 #include <glog/logging.h>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "worker/serve/api_keys.h"
 #include "worker/serve/api_response.h"
 
 namespace llama {
@@ -67,6 +69,7 @@ namespace {
 struct Sample {
   std::string name, labels;  // labels: what was inside {}, or "".
   double value = 0;
+  std::string text;  // The value as written.
 };
 
 struct Family {
@@ -80,7 +83,8 @@ std::optional<Sample> ParseSample(absl::string_view line) {
   const size_t space = line.rfind(' ');
   if (space == absl::string_view::npos) return std::nullopt;
   Sample sample;
-  if (!absl::SimpleAtod(line.substr(space + 1), &sample.value)) return std::nullopt;
+  sample.text = std::string(line.substr(space + 1));
+  if (!absl::SimpleAtod(sample.text, &sample.value)) return std::nullopt;
   const absl::string_view series = absl::StripAsciiWhitespace(line.substr(0, space));
   const size_t brace = series.find('{');
   sample.name = std::string(series.substr(0, brace));
@@ -94,7 +98,7 @@ std::optional<Sample> ParseSample(absl::string_view line) {
 std::string FormatSample(const Sample& sample, const std::string& extra_label) {
   std::string labels = extra_label;
   if (!sample.labels.empty()) absl::StrAppend(&labels, labels.empty() ? "" : ",", sample.labels);
-  return absl::StrCat(sample.name, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ", sample.value, "\n");
+  return absl::StrCat(sample.name, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ", sample.text, "\n");
 }
 
 }  // namespace
@@ -135,6 +139,7 @@ std::string MergeReplicaMetrics(const std::vector<std::string>& replicas) {
       } else {
         sum->second.value += sample->value;
       }
+      sum->second.text = absl::StrFormat("%.17g", sum->second.value);
     }
   }
   std::string text;
@@ -157,25 +162,31 @@ ServeFrontEnd::ServeFrontEnd(FrontEndOptions options)
         http::ServerOptions o;
         o.host = options_.host;
         o.port = options_.port;
+        o.limits = options_.limits;
         // Each answer holds a thread while it is proxied.
         o.worker_threads = options_.max_concurrent_requests;
         o.error_response = [](int status, const std::string& message, const std::string& code) {
           return ErrorResponse({status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code});
         };
+        if (options_.access_log) {
+          o.access_log = [](const http::AccessRecord& record) { LOG(INFO) << "access: " << http::AccessLogLine(record); };
+        }
         return o;
       }()),
-      ports_(options_.replicas, 0) {}
+      ports_(options_.replicas, 0),
+      generations_(options_.replicas, 0) {}
 
 ServeFrontEnd::~ServeFrontEnd() { Stop(); }
 
 absl::Status ServeFrontEnd::Start() {
   const auto proxy = [this](std::shared_ptr<http::Exchange> exchange) { Proxy(exchange); };
+  const auto check_key = [this](const http::Request& head) { return RefuseWithoutKey(head, options_.api_keys); };
   http_.Handle({"GET", "/health", nullptr, [this](std::shared_ptr<http::Exchange> e) { Health(e); },
                 /*on_io_thread=*/true});
   http_.Handle({"GET", "/metrics", nullptr, [this](std::shared_ptr<http::Exchange> e) { Metrics(e); }});
-  http_.Handle({"GET", "/v1/models", nullptr, proxy});
+  http_.Handle({"GET", "/v1/models", check_key, proxy});
   for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
-    http_.Handle({"POST", path, nullptr, proxy});
+    http_.Handle({"POST", path, check_key, proxy});
   }
   if (absl::Status started = http_.Start(); !started.ok()) return started;
   prober_ = std::thread([this] { ProbeLoop(); });
@@ -189,14 +200,19 @@ void ServeFrontEnd::Stop() {
 }
 
 void ServeFrontEnd::SetReplicaPort(int replica, int port) {
-  absl::MutexLock lock(&mutex_);
-  ports_[replica] = port;
+  {
+    absl::MutexLock lock(&mutex_);
+    ports_[replica] = port;
+    ++generations_[replica];
+  }
+  router_.Forget(replica);  // A new start: its cache is empty.
 }
 
 void ServeFrontEnd::ReplicaDown(int replica) {
   {
     absl::MutexLock lock(&mutex_);
     ports_[replica] = 0;
+    ++generations_[replica];
   }
   if (router_.up(replica) && !draining_) LOG(WARNING) << "replica " << replica << " is down: its ranks have exited";
   router_.SetUp(replica, false);
@@ -210,7 +226,13 @@ int ServeFrontEnd::ReplicaPort(int replica) const {
 void ServeFrontEnd::ProbeLoop() {
   do {
     for (int r = 0; r < options_.replicas; ++r) {
-      const int port = ReplicaPort(r);
+      int port;
+      uint64_t generation;
+      {
+        absl::MutexLock lock(&mutex_);
+        port = ports_[r];
+        generation = generations_[r];
+      }
       bool up = false;
       if (port > 0) {
         httplib::Client client("127.0.0.1", port);
@@ -219,8 +241,10 @@ void ServeFrontEnd::ProbeLoop() {
         const httplib::Result health = client.Get("/health");
         up = health && health->status == 200;
       }
-      // A port taken away while probing (ReplicaDown) keeps the replica down.
-      if (up && ReplicaPort(r) != port) up = false;
+      // The verdict stands only if the replica did not restart or go down
+      // meanwhile (then the next probe decides).
+      absl::MutexLock lock(&mutex_);
+      if (generations_[r] != generation) continue;
       if (up != router_.up(r)) {
         LOG(INFO) << "replica " << r << (up ? " is up" : " is down: its /health is not ok");
         router_.SetUp(r, up);
@@ -272,24 +296,34 @@ void ServeFrontEnd::Proxy(const std::shared_ptr<http::Exchange>& exchange) {
   }
   const http::Request& request = exchange->request();
   const std::string text = RoutingText(request.path, request.body);
-  // A replica that refuses the connection has just died: try the others.
+  std::optional<http::Response> turned_away;
+  // A replica that refuses the connection has just died, one that answers
+  // 503 is not serving: try the others.
   for (int attempt = 0; attempt < options_.replicas; ++attempt) {
+    if (exchange->client_gone()) return;
     const int replica = router_.Route(text);
     if (replica < 0) break;
     const int port = ReplicaPort(replica);
-    const Forwarded forwarded = port > 0 ? Forward(exchange, replica, port) : Forwarded::kNotReached;
+    http::Response refusal;
+    const Forwarded forwarded =
+        port > 0 ? Forward(exchange, replica, port, &refusal) : Forwarded::kNotReached;
     router_.Finished(replica, text.size());
     if (forwarded == Forwarded::kAnswered) return;
-    if (router_.up(replica)) LOG(WARNING) << "replica " << replica << " is down: it refused a connection";
+    if (forwarded == Forwarded::kTurnedAway) turned_away = std::move(refusal);
+    if (router_.up(replica)) {
+      LOG(WARNING) << "replica " << replica << " is down: "
+                   << (forwarded == Forwarded::kTurnedAway ? "it answered 503" : "it refused a connection");
+    }
     router_.SetUp(replica, false);
   }
+  if (turned_away.has_value()) return exchange->Respond(*std::move(turned_away));
   Reply(exchange, {503,
                    absl::StrFormat("no replica is up (0 of %d); /health says when one is back", options_.replicas),
                    "server_error", "", "no_replica"});
 }
 
 ServeFrontEnd::Forwarded ServeFrontEnd::Forward(const std::shared_ptr<http::Exchange>& exchange, int replica,
-                                                int port) {
+                                                int port, http::Response* turned_away) {
   const http::Request& request = exchange->request();
   auto client = std::make_shared<httplib::Client>("127.0.0.1", port);
   client->set_connection_timeout(2, 0);
@@ -308,6 +342,7 @@ ServeFrontEnd::Forwarded ServeFrontEnd::Forward(const std::shared_ptr<http::Exch
   }
   upstream.body = request.body;
   bool head_seen = false, streaming = false;
+  bool event_open = false;  // The stream's last bytes end mid-event.
   http::Response answer;
   upstream.response_handler = [&](const httplib::Response& head) {
     head_seen = true;
@@ -324,7 +359,9 @@ ServeFrontEnd::Forwarded ServeFrontEnd::Forward(const std::shared_ptr<http::Exch
   };
   upstream.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
     if (streaming) {
-      exchange->Send(std::string(data, length));
+      std::string chunk(data, length);
+      event_open = !absl::EndsWith(chunk, "\n\n");
+      exchange->Send(std::move(chunk));
     } else {
       answer.body.append(data, length);
     }
@@ -334,6 +371,10 @@ ServeFrontEnd::Forwarded ServeFrontEnd::Forward(const std::shared_ptr<http::Exch
   httplib::Error error = httplib::Error::Success;
   const bool ok = client->send(upstream, response, error);
   if (exchange->client_gone()) return Forwarded::kAnswered;
+  if (ok && !streaming && answer.status == 503) {
+    *turned_away = std::move(answer);
+    return Forwarded::kTurnedAway;
+  }
   if (ok) {
     if (streaming) {
       exchange->End();
@@ -343,13 +384,13 @@ ServeFrontEnd::Forwarded ServeFrontEnd::Forward(const std::shared_ptr<http::Exch
     return Forwarded::kAnswered;
   }
   if (!head_seen && error == httplib::Error::Connection) return Forwarded::kNotReached;
-  // The replica died with the request (its rank was killed): the answer is
-  // cut, and said to be.
+  // The replica took the request and failed (its rank was killed): the
+  // answer is cut, and said to be. Whether the replica is down is for its
+  // supervisor and its /health to say, not for one failed exchange.
   const ApiError failed = ReplicaFailed(replica, httplib::to_string(error));
   LOG(WARNING) << failed.message;
-  router_.SetUp(replica, false);
   if (streaming) {
-    exchange->Send(Sse(json::parse(failed.Json())) + "data: [DONE]\n\n");
+    exchange->Send(absl::StrCat(event_open ? "\n\n" : "", Sse(json::parse(failed.Json())), "data: [DONE]\n\n"));
     exchange->End();
   } else {
     Reply(exchange, failed);

@@ -5,12 +5,17 @@
 //
 // - The API's routes are passed to the replica the router picks
 //   (launcher/replica_router.h), answers and streams as the replica sends
-//   them; the API key travels with the request and the replica checks it.
-//   A request that cannot reach its replica (refused: it just died) goes
-//   to another one; a replica that fails during an answer ends that answer
-//   with the error a replica gives when its engine fails (503 with
-//   code "engine_failed", or that error as the stream's last event),
-//   never a cut answer presented as whole.
+//   them. The API key and the limits on a request are checked here as a
+//   replica checks them (and again there).
+// - A request that cannot reach its replica (connection refused: it just
+//   died) or that it turns away with a 503 before answering (loading,
+//   draining, its engine failed) goes to another one, and that replica
+//   leaves routing until its /health is ok again. A request is never sent
+//   again once a replica took it and then failed (a request that kills
+//   replicas must not kill them all): a replica that fails during an
+//   answer ends that answer with the error a replica gives when its engine
+//   fails (503 with code "engine_failed", or that error as the stream's
+//   last event), never a cut answer presented as whole.
 // - /health is "ok" with every replica up, "degraded" (200, saying how many
 //   are up) with some, "loading" before the first is up and "down"
 //   without one (both 503).
@@ -41,6 +46,11 @@ struct FrontEndOptions {
   std::string host = "127.0.0.1";
   int port = 0;
   int replicas = 1;
+  // The server's own (worker/serving_flags.h): the front end refuses what a
+  // replica would, before anything reaches one.
+  http::Limits limits;
+  bool access_log = false;
+  std::vector<std::string> api_keys;
   RouterOptions routing;
   absl::Duration probe_interval = absl::Milliseconds(250);
   // Answers are proxied by blocking threads: at most this many at once
@@ -72,9 +82,12 @@ class ServeFrontEnd {
   const ReplicaRouter& router() const { return router_; }
 
  private:
-  enum class Forwarded { kAnswered, kNotReached };
+  // kTurnedAway: the replica answered 503 before any byte reached the
+  // client (kept in *turned_away, for when every replica does).
+  enum class Forwarded { kAnswered, kNotReached, kTurnedAway };
   void Proxy(const std::shared_ptr<http::Exchange>& exchange);
-  Forwarded Forward(const std::shared_ptr<http::Exchange>& exchange, int replica, int port);
+  Forwarded Forward(const std::shared_ptr<http::Exchange>& exchange, int replica, int port,
+                    http::Response* turned_away);
   void Health(const std::shared_ptr<http::Exchange>& exchange) const;
   void Metrics(const std::shared_ptr<http::Exchange>& exchange) const;
   void ProbeLoop();
@@ -85,6 +98,9 @@ class ServeFrontEnd {
   http::Server http_;
   mutable absl::Mutex mutex_;
   std::vector<int> ports_;  // 0: no server (down, or starting).
+  // Per replica, bumped by SetReplicaPort and ReplicaDown: a probe's verdict
+  // counts only if none came in between.
+  std::vector<uint64_t> generations_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> ever_up_{false};
   absl::Notification stop_probing_;
@@ -98,7 +114,9 @@ std::string RoutingText(const std::string& path, const std::string& body);
 
 // Each replica's Prometheus text exposition merged: every family once, its
 // samples summed over replicas (without a replica label; quantiles, which
-// do not add, left out), then each replica's with replica="i".
+// do not add, left out), then each replica's with replica="i" and its value
+// as the replica wrote it. (Sum either the unlabelled series or those with
+// a replica label, not both; a sum drops when a replica restarts.)
 std::string MergeReplicaMetrics(const std::vector<std::string>& replicas);
 
 }  // namespace llama

@@ -49,6 +49,10 @@ class FakeReplica {
  private:
   void Complete(const std::shared_ptr<http::Exchange>& e) {
     const json request = json::parse(e->request().body);
+    if (request["prompt"] == "unavailable" && id_ == 0) {  // As a replica that is loading or draining.
+      e->Respond({503, "application/json", R"({"error":{"message":"the model is loading"}})", {}});
+      return;
+    }
     if (!request.value("stream", false)) {
       e->Respond({200, "application/json", json{{"replica", id_}, {"prompt", request["prompt"]}}.dump(), {}});
       return;
@@ -72,9 +76,10 @@ class FakeReplica {
 
 class FrontEndTest : public ::testing::Test {
  protected:
-  void StartAll(int n, RoutingPolicy policy = RoutingPolicy::kPrefix) {
+  void StartAll(int n, RoutingPolicy policy = RoutingPolicy::kPrefix, std::vector<std::string> keys = {}) {
     FrontEndOptions options;
     options.replicas = n;
+    options.api_keys = std::move(keys);
     options.routing.policy = policy;
     options.probe_interval = absl::Milliseconds(20);
     options.max_concurrent_requests = 8;
@@ -139,6 +144,8 @@ TEST_F(FrontEndTest, StreamsPassThroughAndAReplicaDyingMidAnswerSaysSo) {
   EXPECT_THAT(cut->body, HasSubstr("\"code\":\"engine_failed\""));
   EXPECT_THAT(cut->body, HasSubstr("replica 1 failed during the answer"));
   EXPECT_THAT(cut->body, ::testing::EndsWith("data: [DONE]\n\n"));
+  // Its /health no longer answers: the prober takes it out.
+  for (int i = 0; i < 200 && front_->router().up(1); ++i) std::this_thread::sleep_for(10ms);
   EXPECT_FALSE(front_->router().up(1));
 
   json health = Health();
@@ -169,6 +176,23 @@ TEST_F(FrontEndTest, ARefusedConnectionIsTriedOnAnotherReplica) {
   EXPECT_EQ(json::parse(none->body)["error"]["code"], "no_replica");
   EXPECT_EQ(Health()["code"], 503);
   EXPECT_EQ(Health()["body"]["status"], "down");
+}
+
+// A replica that answers 503 before answering (loading, draining, a
+// failed engine) is passed over: the request goes to another one.
+TEST_F(FrontEndTest, A503IsTriedOnAnotherReplicaAndAKeyIsCheckedFirst) {
+  StartAll(2, RoutingPolicy::kRoundRobin, {"s3cret"});
+  httplib::Client client("127.0.0.1", front_->port());
+  const std::string body = json{{"prompt", "unavailable"}}.dump();
+  httplib::Result refused = client.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_EQ(json::parse(refused->body)["error"]["code"], "invalid_api_key");
+  client.set_bearer_token_auth("s3cret");
+  httplib::Result r = client.Post("/v1/completions", body, "application/json");  // Replica 0's turn.
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["replica"], 1);
 }
 
 TEST_F(FrontEndTest, MetricsHaveEachReplicaAndTheirSum) {

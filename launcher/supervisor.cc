@@ -201,6 +201,11 @@ class Supervision {
       outcome_.interrupted = true;
       BeginStop();
     }
+    if (options_.kill != nullptr && *options_.kill && !killed_) {
+      killed_ = true;
+      outcome_.interrupted = true;
+      StopAll(SIGKILL);
+    }
     if (const int received = signals.Drain(); received > 0) {
       outcome_.interrupted = true;
       if (stopping_ || received > 1) {
@@ -226,6 +231,7 @@ class Supervision {
         outcome_.failed_rank = workers_[i].rank;
         outcome_.failed_exit = *exit;
         outcome_.failed_log = RankLogPath(options_.log_dir, workers_[i].rank);
+        if (options_.on_failure) options_.on_failure();
         BeginStop();
       }
     }
@@ -241,6 +247,7 @@ class Supervision {
   JobOutcome outcome_;
   std::chrono::steady_clock::time_point stop_started_;
   bool stopping_ = false;
+  bool killed_ = false;
   std::chrono::steady_clock::time_point kill_deadline_ = std::chrono::steady_clock::time_point::max();
 };
 

@@ -48,6 +48,11 @@ struct SupervisorOptions {
   // them and stops each job through *stop.
   bool catch_signals = true;
   const std::atomic<bool>* stop = nullptr;
+  // Set: every worker is killed at once (a second interrupt).
+  const std::atomic<bool>* kill = nullptr;
+  // Called once, from the supervision loop, when the first worker fails
+  // (before the others are stopped).
+  std::function<void()> on_failure;
 };
 
 struct JobOutcome {

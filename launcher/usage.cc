@@ -72,6 +72,10 @@ std::vector<FlagGroup> RankGroups() {
           {"Running", FlagList({LauncherFlagNames(Launcher::kRunning), {"log_dir"}})}};
 }
 
+FlagGroup ReplicasGroup() {
+  return {"launcher serve: replicas behind one endpoint", LauncherFlagNames(Launcher::kReplicas)};
+}
+
 const FlagGroup kSbatchGroup = {"launcher sbatch",
                                 {"nodes", "gpus_per_node", "partition", "time", "account", "launcher_path", "dry_run"}};
 const FlagGroup kDownloadGroup = {"launcher download", {"models", "target_dir", "url", "url_file", "connections"}};
@@ -90,6 +94,7 @@ std::vector<FlagGroup> LauncherFlagGroups() {
   groups.push_back(ranks[0]);
   groups.push_back({"launcher chat", LauncherFlagNames(Launcher::kChat)});
   groups.push_back({"launcher serve", JobFlagNames(Job::kServing)});
+  groups.push_back(ReplicasGroup());
   groups.insert(groups.end(), ranks.begin() + 1, ranks.end());
   groups.push_back(kSbatchGroup);
   groups.push_back(kDownloadGroup);
@@ -102,7 +107,7 @@ LauncherHelp HelpFor(const std::string& subcommand) {
             "model the flags choose, on the same ranks as a job; rank 0 listens. Ctrl-C or SIGTERM drains the\n"
             "requests in flight, then exits 0.\n"
             "  launcher serve --ckpt_dir=llama-2-7b-chat --nproc_per_node=2 --port=8000 [--api_key=...]\n",
-            Concat({ModelGroup(false), {"launcher serve", JobFlagNames(Job::kServing)}}, RankGroups())};
+            Concat({ModelGroup(false), {"launcher serve", JobFlagNames(Job::kServing)}, ReplicasGroup()}, RankGroups())};
   }
   if (subcommand == "chat") {
     return {"launcher chat: chats with the model in the terminal (the answer streams; /reset clears the history,\n"

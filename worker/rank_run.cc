@@ -15,9 +15,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "base/durable_file.h"
 #include "base/progress_line.h"
 #include "base/status_macros.h"
@@ -37,6 +34,7 @@
 #include "worker/model/rank_plan.h"
 #include "worker/rank_model.h"
 #include "worker/results.h"
+#include "worker/serving_flags.h"
 #include "worker/serve/run_server.h"
 
 namespace llama {
@@ -64,34 +62,17 @@ absl::StatusOr<std::shared_ptr<const ShardReader>> OpenShard(const JobFlags& fla
   return std::shared_ptr<const ShardReader>(std::move(shard));
 }
 
-// The server's settings from the flags: keys from --api_key, $LLAMA_API_KEY
-// and --api_key_file (one per line).
+// The server's settings from the flags.
 absl::StatusOr<RunServerOptions> ServingOptions(const JobFlags& flags) {
   RunServerOptions o;
   o.api.host = flags.host;
   o.api.port = flags.port;
   o.api.model = flags.served_model_name.empty() ? "llama" : flags.served_model_name;
   o.api.max_queue = flags.max_queue;
-  o.api.limits.max_connections = flags.max_connections;
-  o.api.limits.max_header_bytes = flags.max_header_bytes;
-  o.api.limits.max_headers = flags.max_headers;
-  o.api.limits.max_body_bytes = flags.max_body_bytes;
-  o.api.limits.request_timeout = absl::Seconds(flags.request_timeout);
-  o.api.limits.keep_alive_timeout = absl::Seconds(flags.keep_alive_timeout);
-  o.api.access_log = flags.access_log;
-  const char* variable = std::getenv(kApiKeyVariable);
-  for (const std::string& key : {flags.api_key, std::string(variable != nullptr ? variable : "")}) {
-    if (!key.empty()) o.api.api_keys.push_back(key);
-  }
-  if (!flags.api_key_file.empty()) {
-    ASSIGN_OR_RETURN(const std::string text, ReadFileToString(flags.api_key_file));
-    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
-      o.api.api_keys.push_back(std::string(absl::StripAsciiWhitespace(line)));
-    }
-    if (o.api.api_keys.empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat("--api_key_file=%s holds no key", flags.api_key_file));
-    }
-  }
+  ASSIGN_OR_RETURN(ServingHttpOptions http, ServingHttpOptionsFromFlags(flags));
+  o.api.limits = http.limits;
+  o.api.access_log = http.access_log;
+  o.api.api_keys = std::move(http.api_keys);
   o.heartbeat = std::max<std::chrono::milliseconds>(std::chrono::seconds(1),
                                                     std::chrono::seconds(flags.collective_timeout) / 4);
   o.drain_timeout = std::chrono::seconds(flags.drain_timeout);

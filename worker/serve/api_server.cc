@@ -10,9 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
-#include "base/net.h"
 #include "tokenizer/chat_format.h"
+#include "worker/serve/api_keys.h"
 #include "worker/serve/api_response.h"
 
 namespace llama {
@@ -122,16 +121,9 @@ ApiServer::ApiServer(EngineLoop* loop, const Tokenizer* tokenizer, int64_t conte
 ApiServer::~ApiServer() { Stop(); }
 
 std::optional<http::Response> ApiServer::CheckKey(const http::Request& head) {
-  if (options_.api_keys.empty()) return std::nullopt;
-  absl::string_view key = head.Header("Authorization");
-  if (absl::ConsumePrefix(&key, "Bearer ")) {
-    bool ok = false;
-    for (const std::string& k : options_.api_keys) ok |= net::ConstantTimeEquals(key, k);
-    if (ok) return std::nullopt;
-  }
-  metrics_.Failed("auth");
-  return ErrorResponse({401, "a valid API key is required: Authorization: Bearer <key>", "invalid_request_error", "",
-                        "invalid_api_key"});
+  std::optional<http::Response> refused = RefuseWithoutKey(head, options_.api_keys);
+  if (refused.has_value()) metrics_.Failed("auth");
+  return refused;
 }
 
 std::optional<ApiError> ApiServer::Admit(const std::string& model) {
