@@ -33,6 +33,7 @@
 #include "launcher/launch_plan.h"
 #include "launcher/launcher_flags.h"
 #include "launcher/preflight.h"
+#include "launcher/replica_registry.h"
 #include "launcher/replica_set.h"
 #include "launcher/sbatch_command.h"
 #include "launcher/serve_front_end.h"
@@ -370,45 +371,75 @@ absl::Status ReportOutcome(const LaunchPlan& plan, const JobOutcome& outcome, si
   return absl::OkStatus();
 }
 
-// launcher serve --data_parallel_size: the front end on --host:--port and
-// the replicas behind it, each started on loopback with a store, token,
-// log folder and share of the CPUs or GPUs of its own.
-absl::Status ServeReplicas(const LaunchPlan& plan, const PreparedJob& prepared) {
-  const int replicas = plan.data_parallel_size, ranks = plan.world.nproc_per_node;
-  ASSIGN_OR_RETURN(const ServingHttpOptions http, ServingHttpOptionsFromFlags(plan.job));
-  FrontEndOptions front_options;
-  front_options.host = plan.job.host;
-  front_options.port = plan.job.port;
-  front_options.replicas = replicas;
-  front_options.routing.policy = plan.routing;
-  front_options.limits = http.limits;
-  front_options.access_log = http.access_log;
-  front_options.api_keys = http.api_keys;
-  ServeFrontEnd front(front_options);
-  RETURN_IF_ERROR(front.Start());
-  std::string host = plan.job.host;
-  if (char name[256] = {}; (host == "0.0.0.0" || host == "::") && gethostname(name, sizeof name - 1) == 0) host = name;
+// launcher serve --data_parallel_size: this node's share of the replicas,
+// each started with a store, token, log folder and share of the CPUs or
+// GPUs of its own; on node 0 the front end on --host:--port (and, across
+// nodes, the registry where the other nodes say where theirs serve, on
+// `store`), on the others a publisher to that registry.
+absl::Status ServeReplicas(const LaunchPlan& plan, const PreparedJob& prepared, net::Socket store) {
+  const int local = plan.replicas_per_node, ranks = plan.world.nproc_per_node;
+  const int first = plan.world.node_rank * local;
   ReplicaSetOptions options;
-  options.replicas = replicas;
+  options.replicas = local;
+  options.first_index = first;
   options.max_restarts = plan.max_restarts;
   options.supervise = plan.supervise;
   options.model = plan.job.served_model_name;
-  options.url = absl::StrFormat("http://%s:%d/v1", host, front.port());
-  options.about = absl::StrFormat("%d replicas of %d rank(s), --routing=%s", replicas, ranks,
-                                  RoutingPolicyName(plan.routing));
-  std::fprintf(stderr, "launcher: starting %s; /health on http://%s:%d/health says when they are up\n",
-               options.about.c_str(), host.c_str(), front.port());
+  std::unique_ptr<ServeFrontEnd> front;
+  std::unique_ptr<ReplicaRegistry> registry;
+  std::unique_ptr<ReplicaPublisher> publisher;
+  ReplicaDirectory* directory = nullptr;
+  if (plan.world.node_rank == 0) {
+    ASSIGN_OR_RETURN(const ServingHttpOptions http, ServingHttpOptionsFromFlags(plan.job));
+    FrontEndOptions front_options;
+    front_options.host = plan.job.host;
+    front_options.port = plan.job.port;
+    front_options.replicas = plan.data_parallel_size;
+    front_options.routing.policy = plan.routing;
+    front_options.limits = http.limits;
+    front_options.access_log = http.access_log;
+    front_options.api_keys = http.api_keys;
+    front = std::make_unique<ServeFrontEnd>(front_options);
+    RETURN_IF_ERROR(front->Start());
+    if (plan.world.nnodes > 1) {
+      std::vector<int> remote;
+      for (int r = local; r < plan.data_parallel_size; ++r) remote.push_back(r);
+      ASSIGN_OR_RETURN(registry, ReplicaRegistry::Start(std::move(store), prepared.token, plan.world.master_addr,
+                                                        std::move(remote), *front, absl::Milliseconds(250)));
+    }
+    directory = front.get();
+    std::string host = plan.job.host;
+    if (char name[256] = {}; (host == "0.0.0.0" || host == "::") && gethostname(name, sizeof name - 1) == 0) {
+      host = name;
+    }
+    options.url = absl::StrFormat("http://%s:%d/v1", host, front->port());
+    options.about = absl::StrFormat("%d replicas of %d rank(s) on %d node(s), --routing=%s", plan.data_parallel_size,
+                                    ranks, plan.world.nnodes, RoutingPolicyName(plan.routing));
+    std::fprintf(stderr, "launcher: starting %s; /health on http://%s:%d/health says when they are up\n",
+                 options.about.c_str(), host.c_str(), front->port());
+  } else {
+    // This node's replicas serve where node 0 reaches them.
+    ASSIGN_OR_RETURN(options.host, net::AddressReaching(plan.world.master_addr));
+    ASSIGN_OR_RETURN(publisher, ReplicaPublisher::Connect(plan.world.master_addr, plan.world.master_port,
+                                                          prepared.token, plan.world.node_rank,
+                                                          net::After(std::chrono::seconds(plan.job.rendezvous_timeout))));
+    directory = publisher.get();
+    std::fprintf(stderr, "launcher: starting replicas %d to %d of %d; node 0 routes to them\n", first,
+                 first + local - 1, plan.data_parallel_size);
+  }
   const auto start = [&](int replica) -> absl::StatusOr<ReplicaStart> {
     LaunchPlan own = plan;
-    own.job.host = "127.0.0.1";
+    own.job.host = options.host;
     own.job.port = 0;
-    own.summary_path = absl::StrFormat("%s/replica%d.summary.json", plan.supervise.log_dir, replica);
+    own.summary_path = absl::StrFormat("%s/replica%d.summary.json", plan.supervise.log_dir, first + replica);
     if (!plan.gpus.empty()) {
       own.gpus.assign(plan.gpus.begin() + replica * ranks, plan.gpus.begin() + (replica + 1) * ranks);
     }
     ReplicaStart started;
     ASSIGN_OR_RETURN(started.store, net::Listen("127.0.0.1", 0));
     WorldOptions world = plan.world;
+    world.nnodes = 1;
+    world.node_rank = 0;
     world.master_addr = "127.0.0.1";
     ASSIGN_OR_RETURN(world.master_port, net::LocalPort(started.store));
     PreparedJob job = prepared;
@@ -421,7 +452,12 @@ absl::Status ServeReplicas(const LaunchPlan& plan, const PreparedJob& prepared) 
     }
     return started;
   };
-  return RunReplicaSet(front, options, start);
+  const absl::Status served = RunReplicaSet(*directory, options, start, [&] {
+    if (front != nullptr) front->SetDraining();
+  });
+  registry.reset();
+  if (front != nullptr) front->Stop();
+  return served;
 }
 
 }  // namespace
@@ -464,7 +500,7 @@ absl::Status Execute(LaunchPlan plan) {
   RETURN_IF_ERROR(CheckServePort(plan));
   const auto prepare_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(PrepareModel(plan, prepared));
-  if (plan.data_parallel_size > 1) return ServeReplicas(plan, prepared);
+  if (plan.data_parallel_size > 1) return ServeReplicas(plan, prepared, std::move(store_listener));
   const std::vector<WorkerLaunch> launches = WorkerLaunches(plan, prepared);
   std::error_code ignored;
   fs::remove(plan.summary_path, ignored);

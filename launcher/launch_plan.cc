@@ -176,14 +176,16 @@ absl::Status PlanReplicas(const LauncherFlags& flags, LaunchPlan& plan) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--data_parallel_size=%d: replicas are for launcher serve; a batch job or a chat runs one engine", replicas));
   }
-  if (plan.world.nnodes != 1) {
+  if (replicas % plan.world.nnodes != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--data_parallel_size=%d with %d nodes: replicas run on one node for now; start launcher serve "
-        "--data_parallel_size on each node (each its own endpoint)",
+        "--data_parallel_size=%d on %d nodes: give each node as many replicas (a multiple of the node count)",
         replicas, plan.world.nnodes));
   }
-  // Each replica binds its own store.
-  plan.bind_store = false;
+  plan.replicas_per_node = replicas / plan.world.nnodes;
+  // Each replica binds its own store; across nodes node 0 binds the port
+  // of the registry where the others say where their replicas serve.
+  plan.bind_store = plan.world.nnodes > 1 && plan.world.node_rank == 0;
+  plan.world_size = plan.world.nproc_per_node;  // A replica's: its shards are for that many ranks.
   return absl::OkStatus();
 }
 
@@ -197,27 +199,29 @@ absl::Status PlanDevice(const LaunchContext& context, LaunchPlan& plan) {
   if (device != Device::kCuda) {
     if (replicas == 1) return absl::OkStatus();
     const std::vector<int>& cpus = context.allowed_cpus;
-    if (static_cast<int>(cpus.size()) < replicas * plan.world.nproc_per_node) {
+    const int local = plan.replicas_per_node;
+    if (static_cast<int>(cpus.size()) < local * plan.world.nproc_per_node) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "--data_parallel_size=%d x --nproc_per_node=%d needs a CPU per rank; this process may run on %d",
-          replicas, plan.world.nproc_per_node, cpus.size()));
+          local, plan.world.nproc_per_node, cpus.size()));
     }
     // Contiguous shares, sizes differing by at most one.
-    for (int r = 0, next = 0; r < replicas; ++r) {
-      const int size = static_cast<int>(cpus.size()) / replicas + (r < static_cast<int>(cpus.size()) % replicas);
+    for (int r = 0, next = 0; r < local; ++r) {
+      const int size = static_cast<int>(cpus.size()) / local + (r < static_cast<int>(cpus.size()) % local);
       plan.replica_cpus.emplace_back(cpus.begin() + next, cpus.begin() + next + size);
       next += size;
     }
     return absl::OkStatus();
   }
-  const int ranks = plan.world.nproc_per_node * replicas;
+  const int ranks = plan.world.nproc_per_node * plan.replicas_per_node;
   if (static_cast<int>(context.visible_gpus.size()) < ranks) {
     return absl::InvalidArgumentError(
         replicas == 1 ? absl::StrFormat("--nproc_per_node=%d needs %d GPUs on this node; %d visible", ranks, ranks,
                                         context.visible_gpus.size())
-                      : absl::StrFormat("--nproc_per_node=%d x --data_parallel_size=%d needs %d GPUs on this node; "
+                      : absl::StrFormat("--nproc_per_node=%d x %d replica(s) needs %d GPUs on this node; "
                                         "%d visible",
-                                        plan.world.nproc_per_node, replicas, ranks, context.visible_gpus.size()));
+                                        plan.world.nproc_per_node, plan.replicas_per_node, ranks,
+                                        context.visible_gpus.size()));
   }
   plan.gpus = context.visible_gpus;
   return absl::OkStatus();

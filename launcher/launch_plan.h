@@ -97,8 +97,11 @@ struct LaunchPlan {
   std::string summary_path;     // Rank 0's numbers (--summary_file).
 
   // launcher serve --data_parallel_size: replicas of world.nproc_per_node
-  // ranks each (then bind_store is false: each binds its own store).
+  // ranks each, replicas_per_node on every node (each binds its own store;
+  // bind_store is node 0's registry across nodes, and world_size a
+  // replica's).
   int data_parallel_size = 1;
+  int replicas_per_node = 1;  // data_parallel_size / world.nnodes: each replica on one node.
   RoutingPolicy routing = RoutingPolicy::kPrefix;
   int max_restarts = 3;
   std::vector<std::vector<int>> replica_cpus;  // CPU: each replica's CPUs; CUDA: empty.

@@ -349,7 +349,7 @@ TEST(PlanLaunchTest, ReplicasShareOutTheCpusOrTheGpus) {
   EXPECT_TRUE(plan->replica_cpus.empty());
   flags.data_parallel_size = 4;
   EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(),
-            "--nproc_per_node=2 x --data_parallel_size=4 needs 8 GPUs on this node; 7 visible");
+            "--nproc_per_node=2 x 4 replica(s) needs 8 GPUs on this node; 7 visible");
 }
 
 TEST(PlanLaunchTest, ReplicasAreAServersOnOneNode) {
@@ -362,10 +362,24 @@ TEST(PlanLaunchTest, ReplicasAreAServersOnOneNode) {
   flags.job.prompt.clear();
   EXPECT_EQ(PlanLaunch({"chat"}, flags, context).status().message(),
             "--data_parallel_size=2: replicas are for launcher serve; a batch job or a chat runs one engine");
+  // Across nodes: as many replicas on each, node 0 binds the registry's
+  // port, and the shards are a replica's.
   flags.nnodes = 2;
-  EXPECT_THAT(std::string(PlanLaunch({"serve"}, flags, context).status().message()),
-              HasSubstr("--data_parallel_size=2 with 2 nodes: replicas run on one node for now"));
+  flags.data_parallel_size = 4;
+  absl::StatusOr<LaunchPlan> across = PlanLaunch({"serve"}, flags, context);
+  ASSERT_TRUE(across.ok()) << across.status();
+  EXPECT_EQ(across->replicas_per_node, 2);
+  EXPECT_TRUE(across->bind_store);
+  EXPECT_EQ(across->world_size, 1);
+  EXPECT_EQ(across->convert.world_size, 1);
+  flags.node_rank = 1;
+  EXPECT_FALSE(PlanLaunch({"serve"}, flags, context)->bind_store);
+  flags.node_rank = 0;
+  flags.data_parallel_size = 3;
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(),
+            "--data_parallel_size=3 on 2 nodes: give each node as many replicas (a multiple of the node count)");
   flags.nnodes = 1;
+  flags.data_parallel_size = 2;
   flags.data_parallel_size = 3;
   EXPECT_EQ(PlanLaunch({"serve"}, flags, context).status().message(),
             "--data_parallel_size=3 x --nproc_per_node=1 needs a CPU per rank; this process may run on 2");

@@ -33,10 +33,12 @@ void OnSignal(int) {
 // One replica's life: started, supervised, restarted after a failure.
 class ReplicaRunner {
  public:
-  ReplicaRunner(int replica, ServeFrontEnd& front, const ReplicaSetOptions& options, const ReplicaStarter& start,
-                const std::atomic<bool>& stop, const std::atomic<bool>& kill, std::atomic<bool>& announced)
+  ReplicaRunner(int replica, ReplicaDirectory& directory, const ReplicaSetOptions& options,
+                const ReplicaStarter& start, const std::atomic<bool>& stop, const std::atomic<bool>& kill,
+                std::atomic<bool>& announced)
       : replica_(replica),
-        front_(front),
+        index_(options.first_index + replica),
+        directory_(directory),
         options_(options),
         start_(start),
         stop_(stop),
@@ -49,12 +51,12 @@ class ReplicaRunner {
     for (int start = 0;; ++start) {
       served_ = false;
       const absl::Status ended = RunOnce(start);
-      front_.ReplicaDown(replica_);
+      directory_.ReplicaDown(index_);
       if (stop_) return;
       last_failure_ = ended;
       if (start >= options_.max_restarts) {
         std::fprintf(stderr, "launcher: replica %d failed %d time(s), --max_restarts=%d: not started again (%s)\n",
-                     replica_, start + 1, options_.max_restarts, std::string(ended.message()).c_str());
+                     index_, start + 1, options_.max_restarts, std::string(ended.message()).c_str());
         return;
       }
       // A replica that served and then failed (a killed rank, a lost GPU) is
@@ -63,7 +65,7 @@ class ReplicaRunner {
       failed_in_a_row = served_ ? 0 : failed_in_a_row + 1;
       const auto backoff =
           std::min(options_.max_backoff, options_.first_backoff * (1 << std::min(failed_in_a_row, 16)));
-      std::fprintf(stderr, "launcher: replica %d is down (%s); restart %d of %d in %.1f s\n", replica_,
+      std::fprintf(stderr, "launcher: replica %d is down (%s); restart %d of %d in %.1f s\n", index_,
                    std::string(ended.message()).c_str(), start + 1, options_.max_restarts,
                    std::chrono::duration<double>(backoff).count());
       const auto until = std::chrono::steady_clock::now() + backoff;
@@ -81,12 +83,12 @@ class ReplicaRunner {
     absl::StatusOr<ReplicaStart> started = start_(replica_);
     if (!started.ok()) return started.status();
     SupervisorOptions supervise = options_.supervise;
-    supervise.log_dir = absl::StrFormat("%s/replica%d-start%d", options_.supervise.log_dir, replica_, start);
+    supervise.log_dir = absl::StrFormat("%s/replica%d-start%d", options_.supervise.log_dir, index_, start);
     supervise.catch_signals = false;
     supervise.stop = &stop_;
     supervise.kill = &kill_;
     // Out of routing as soon as a rank fails, not once all have exited.
-    supervise.on_failure = [this] { front_.ReplicaDown(replica_); };
+    supervise.on_failure = [this] { directory_.ReplicaDown(index_); };
     supervise.progress = nullptr;
     supervise.on_progress = [this](absl::string_view line) { Progress(line); };
     absl::StatusOr<JobOutcome> outcome = SuperviseJob(started->launches, supervise);
@@ -101,20 +103,21 @@ class ReplicaRunner {
   void Progress(absl::string_view line) {
     const int port = ServingPort(line);
     if (port < 0) {
-      std::fprintf(stderr, "launcher: replica %d: %.*s\n", replica_, static_cast<int>(line.size()), line.data());
+      std::fprintf(stderr, "launcher: replica %d: %.*s\n", index_, static_cast<int>(line.size()), line.data());
       return;
     }
     served_ = true;
-    front_.SetReplicaPort(replica_, port);
-    std::fprintf(stderr, "launcher: replica %d is ready on 127.0.0.1:%d\n", replica_, port);
-    if (!announced_.exchange(true)) {
+    directory_.ReplicaReady(index_, options_.host, port);
+    std::fprintf(stderr, "launcher: replica %d is ready on %s:%d\n", index_, options_.host.c_str(), port);
+    if (!options_.url.empty() && !announced_.exchange(true)) {
       std::fprintf(stderr, "launcher: serving %s on %s (%s)\n", options_.model.c_str(), options_.url.c_str(),
                    options_.about.c_str());
     }
   }
 
-  const int replica_;
-  ServeFrontEnd& front_;
+  const int replica_;  // On this node.
+  const int index_;    // Among all nodes'.
+  ReplicaDirectory& directory_;
   const ReplicaSetOptions& options_;
   const ReplicaStarter& start_;
   const std::atomic<bool>& stop_;
@@ -137,7 +140,8 @@ int ServingPort(absl::string_view line) {
   return absl::SimpleAtoi(line.substr(colon + 1, end - colon - 1), &port) && port > 0 ? port : -1;
 }
 
-absl::Status RunReplicaSet(ServeFrontEnd& front, const ReplicaSetOptions& options, const ReplicaStarter& start) {
+absl::Status RunReplicaSet(ReplicaDirectory& directory, const ReplicaSetOptions& options, const ReplicaStarter& start,
+                           const std::function<void()>& on_signal) {
   if (g_signal_pipe[0] < 0 && pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::InternalError("cannot make the signal pipe");
   }
@@ -152,7 +156,7 @@ absl::Status RunReplicaSet(ServeFrontEnd& front, const ReplicaSetOptions& option
   std::vector<std::unique_ptr<ReplicaRunner>> runners;
   std::vector<std::thread> threads;
   for (int r = 0; r < options.replicas; ++r) {
-    runners.push_back(std::make_unique<ReplicaRunner>(r, front, options, start, stop, kill, announced));
+    runners.push_back(std::make_unique<ReplicaRunner>(r, directory, options, start, stop, kill, announced));
     // A worker dies with the thread that started it (PR_SET_PDEATHSIG):
     // this thread outlives its replica's workers.
     threads.emplace_back([&running, runner = runners.back().get()] {
@@ -176,14 +180,13 @@ absl::Status RunReplicaSet(ServeFrontEnd& front, const ReplicaSetOptions& option
       interrupted = true;
       signal_time = std::chrono::steady_clock::now();
       std::fprintf(stderr, "launcher: stopping: every replica drains its answers in flight (again to kill them)\n");
-      front.SetDraining();
+      if (on_signal) on_signal();
       stop = true;
     }
   }
   for (std::thread& t : threads) t.join();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  front.Stop();
   if (interrupted) {
     bool clean = true;
     for (const auto& runner : runners) clean &= runner->clean();

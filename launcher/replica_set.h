@@ -2,6 +2,9 @@
 // complete set of ranks with its own rendezvous store, token, logs and
 // share of the CPUs or GPUs, behind one ServeFrontEnd on --port.
 //
+// Across nodes each node's launcher runs its share of the replicas, and the
+// front end runs on node 0.
+//
 // A replica whose rank fails is a service's problem, not the job's end: its
 // ranks are stopped (the supervisor's fail-fast, within the replica), the
 // front end stops routing to it at once, and it is started again while the
@@ -21,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/net.h"
-#include "launcher/serve_front_end.h"
+#include "launcher/replica_directory.h"
 #include "launcher/supervisor.h"
 
 namespace llama {
@@ -34,23 +37,31 @@ struct ReplicaStart {
 };
 
 struct ReplicaSetOptions {
-  int replicas = 1;
+  int replicas = 1;  // On this node.
+  int first_index = 0;  // This node's first replica's index among all nodes'.
+  // The address the other nodes reach this node's replicas at (they serve
+  // on it); 127.0.0.1 on one node.
+  std::string host = "127.0.0.1";
   int max_restarts = 3;
   std::chrono::milliseconds first_backoff{1000};
   std::chrono::milliseconds max_backoff{30000};
   // log_dir: the job's; start k of replica i logs to <log_dir>/replica<i>-start<k>.
   SupervisorOptions supervise;
-  // For the line that says the server is ready: "serving <model> on <url> (<about>)".
+  // For the line that says the server is ready: "serving <model> on <url>
+  // (<about>)", on the node of the front end (url set).
   std::string model, url, about;
 };
 
-// `start(replica)` gives a start's ranks, serving on 127.0.0.1 at any free
-// port (rank 0 says which on its "serving" progress line).
+// `start(replica)` gives a start of this node's replica `replica` (0 to
+// replicas - 1): its ranks, serving on `host` at any free port (rank 0 says
+// which on its "serving" progress line).
 using ReplicaStarter = std::function<absl::StatusOr<ReplicaStart>(int replica)>;
 
-// Runs the replicas behind `front` (started) until a signal (OK once they
-// have drained) or until none is left (the last failure).
-absl::Status RunReplicaSet(ServeFrontEnd& front, const ReplicaSetOptions& options, const ReplicaStarter& start);
+// Runs this node's replicas, telling `directory` where each serves, until a
+// signal (`on_signal` runs at the first; OK once they have drained) or
+// until none is left (the last failure).
+absl::Status RunReplicaSet(ReplicaDirectory& directory, const ReplicaSetOptions& options, const ReplicaStarter& start,
+                           const std::function<void()>& on_signal);
 
 // The port in a worker's "serving <model> on http://<host>:<port>/v1 ..."
 // progress line, or -1.

@@ -173,7 +173,7 @@ ServeFrontEnd::ServeFrontEnd(FrontEndOptions options)
         }
         return o;
       }()),
-      ports_(options_.replicas, 0),
+      endpoints_(options_.replicas),
       generations_(options_.replicas, 0) {}
 
 ServeFrontEnd::~ServeFrontEnd() { Stop(); }
@@ -199,10 +199,10 @@ void ServeFrontEnd::Stop() {
   http_.Stop();
 }
 
-void ServeFrontEnd::SetReplicaPort(int replica, int port) {
+void ServeFrontEnd::ReplicaReady(int replica, const std::string& host, int port) {
   {
     absl::MutexLock lock(&mutex_);
-    ports_[replica] = port;
+    endpoints_[replica] = {host, port};
     ++generations_[replica];
   }
   router_.Forget(replica);  // A new start: its cache is empty.
@@ -211,31 +211,31 @@ void ServeFrontEnd::SetReplicaPort(int replica, int port) {
 void ServeFrontEnd::ReplicaDown(int replica) {
   {
     absl::MutexLock lock(&mutex_);
-    ports_[replica] = 0;
+    endpoints_[replica].port = 0;
     ++generations_[replica];
   }
   if (router_.up(replica) && !draining_) LOG(WARNING) << "replica " << replica << " is down: its ranks have exited";
   router_.SetUp(replica, false);
 }
 
-int ServeFrontEnd::ReplicaPort(int replica) const {
+ServeFrontEnd::Endpoint ServeFrontEnd::ReplicaEndpoint(int replica) const {
   absl::MutexLock lock(&mutex_);
-  return ports_[replica];
+  return endpoints_[replica];
 }
 
 void ServeFrontEnd::ProbeLoop() {
   do {
     for (int r = 0; r < options_.replicas; ++r) {
-      int port;
+      Endpoint endpoint;
       uint64_t generation;
       {
         absl::MutexLock lock(&mutex_);
-        port = ports_[r];
+        endpoint = endpoints_[r];
         generation = generations_[r];
       }
       bool up = false;
-      if (port > 0) {
-        httplib::Client client("127.0.0.1", port);
+      if (endpoint.port > 0) {
+        httplib::Client client(endpoint.host, endpoint.port);
         client.set_connection_timeout(0, 500000);
         client.set_read_timeout(2, 0);
         const httplib::Result health = client.Get("/health");
@@ -266,8 +266,8 @@ void ServeFrontEnd::Metrics(const std::shared_ptr<http::Exchange>& exchange) con
   std::vector<std::string> texts;
   for (int r = 0; r < options_.replicas; ++r) {
     std::string text;
-    if (const int port = ReplicaPort(r); port > 0) {
-      httplib::Client client("127.0.0.1", port);
+    if (const Endpoint endpoint = ReplicaEndpoint(r); endpoint.port > 0) {
+      httplib::Client client(endpoint.host, endpoint.port);
       client.set_connection_timeout(1, 0);
       client.set_read_timeout(5, 0);
       if (httplib::Result got = client.Get("/metrics"); got && got->status == 200) text = got->body;
@@ -303,10 +303,10 @@ void ServeFrontEnd::Proxy(const std::shared_ptr<http::Exchange>& exchange) {
     if (exchange->client_gone()) return;
     const int replica = router_.Route(text);
     if (replica < 0) break;
-    const int port = ReplicaPort(replica);
+    const Endpoint endpoint = ReplicaEndpoint(replica);
     http::Response refusal;
     const Forwarded forwarded =
-        port > 0 ? Forward(exchange, replica, port, &refusal) : Forwarded::kNotReached;
+        endpoint.port > 0 ? Forward(exchange, replica, endpoint.host, endpoint.port, &refusal) : Forwarded::kNotReached;
     router_.Finished(replica, text.size());
     if (forwarded == Forwarded::kAnswered) return;
     if (forwarded == Forwarded::kTurnedAway) turned_away = std::move(refusal);
@@ -323,9 +323,9 @@ void ServeFrontEnd::Proxy(const std::shared_ptr<http::Exchange>& exchange) {
 }
 
 ServeFrontEnd::Forwarded ServeFrontEnd::Forward(const std::shared_ptr<http::Exchange>& exchange, int replica,
-                                                int port, http::Response* turned_away) {
+                                                const std::string& host, int port, http::Response* turned_away) {
   const http::Request& request = exchange->request();
-  auto client = std::make_shared<httplib::Client>("127.0.0.1", port);
+  auto client = std::make_shared<httplib::Client>(host, port);
   client->set_connection_timeout(2, 0);
   client->set_read_timeout(24 * 3600, 0);  // An answer may take long; the client's going away ends it.
   client->set_write_timeout(60, 0);

@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "launcher/replica_directory.h"
 #include "launcher/replica_router.h"
 #include "worker/http/http_server.h"
 
@@ -58,10 +59,10 @@ struct FrontEndOptions {
   int max_concurrent_requests = 256;
 };
 
-class ServeFrontEnd {
+class ServeFrontEnd : public ReplicaDirectory {
  public:
   explicit ServeFrontEnd(FrontEndOptions options);
-  ~ServeFrontEnd();  // Stops.
+  ~ServeFrontEnd() override;  // Stops.
   ServeFrontEnd(const ServeFrontEnd&) = delete;
   ServeFrontEnd& operator=(const ServeFrontEnd&) = delete;
 
@@ -70,11 +71,10 @@ class ServeFrontEnd {
   absl::Status Start();
   int port() const { return http_.port(); }
 
-  // `replica`'s rank 0 serves on 127.0.0.1:`port` (a fresh start): routed
-  // to once its /health says ok.
-  void SetReplicaPort(int replica, int port);
-  // `replica`'s ranks are gone: routed nothing more from now on.
-  void ReplicaDown(int replica);
+  // ReplicaDirectory: where each replica serves (probed until its /health
+  // is ok), and when its ranks have failed (routed nothing more at once).
+  void ReplicaReady(int replica, const std::string& host, int port) override;
+  void ReplicaDown(int replica) override;
   // New requests get 503 ("draining"); answers in flight go on.
   void SetDraining() { draining_ = true; }
   void Stop();
@@ -86,19 +86,23 @@ class ServeFrontEnd {
   // client (kept in *turned_away, for when every replica does).
   enum class Forwarded { kAnswered, kNotReached, kTurnedAway };
   void Proxy(const std::shared_ptr<http::Exchange>& exchange);
-  Forwarded Forward(const std::shared_ptr<http::Exchange>& exchange, int replica, int port,
+  Forwarded Forward(const std::shared_ptr<http::Exchange>& exchange, int replica, const std::string& host, int port,
                     http::Response* turned_away);
   void Health(const std::shared_ptr<http::Exchange>& exchange) const;
   void Metrics(const std::shared_ptr<http::Exchange>& exchange) const;
   void ProbeLoop();
-  int ReplicaPort(int replica) const;
+  struct Endpoint {
+    std::string host;
+    int port = 0;  // 0: no server (down, or starting).
+  };
+  Endpoint ReplicaEndpoint(int replica) const;
 
   const FrontEndOptions options_;
   ReplicaRouter router_;
   http::Server http_;
   mutable absl::Mutex mutex_;
-  std::vector<int> ports_;  // 0: no server (down, or starting).
-  // Per replica, bumped by SetReplicaPort and ReplicaDown: a probe's verdict
+  std::vector<Endpoint> endpoints_;
+  // Per replica, bumped by ReplicaReady and ReplicaDown: a probe's verdict
   // counts only if none came in between.
   std::vector<uint64_t> generations_;
   std::atomic<bool> draining_{false};

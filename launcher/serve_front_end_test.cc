@@ -88,7 +88,7 @@ class FrontEndTest : public ::testing::Test {
     for (int r = 0; r < n; ++r) {
       replicas_.push_back(std::make_unique<FakeReplica>(r));
       ASSERT_TRUE(replicas_.back()->Start().ok());
-      front_->SetReplicaPort(r, replicas_.back()->port());
+      front_->ReplicaReady(r, "127.0.0.1", replicas_.back()->port());
     }
     WaitForUp(n);
   }

@@ -9,7 +9,8 @@
 # Debian's slurm-wlm and munge packages. Also: a launcher run as the batch
 # script itself (sbatch --wrap) is a one-node launcher, not a node of an
 # srun step; a `-- serve` job answers HTTP, and scancel ends it with no
-# process left behind.
+# process left behind; a `-- serve --data_parallel_size=2` job serves
+# through node 0's port with a replica on each node.
 set -u
 # A skip is a skipped case in the test's XML, so CI counts it with its reason.
 skip() {
@@ -164,6 +165,40 @@ if pgrep -f "$T/bin/(worker|launcher)" > /dev/null; then
   fail "processes left after scancel: $(pgrep -a -f "$T/bin/(worker|launcher)")"
 fi
 echo "PASS: serve job $job answered, and scancel left no process"
+
+# Replicas across nodes (launcher serve --data_parallel_size): one on each
+# node behind node 0's port, both answering through it; scancel ends both
+# nodes with no process left.
+port=$((base + 11))
+"$T/bin/launcher" sbatch --nodes=2 --nproc_per_node=1 --launcher_path="$T/bin/launcher" -- serve --port="$port" \
+  --data_parallel_size=2 --routing=round_robin > replicas.out 2> replicas.err ||
+  fail "launcher sbatch -- serve --data_parallel_size=2: $(cat replicas.err)"
+job="$(tail -n1 replicas.out)"
+health=""
+for i in $(seq 120); do
+  health="$(curl -s "http://127.0.0.1:$port/health" 2>/dev/null)"
+  [[ "$health" == *'"replicas_up":2'* ]] && break
+  sleep 1
+done
+[[ "$health" == *'"status":"ok"'* ]] || fail "replicas job $job: /health $health: $(cat "llama2-$job.out" 2>/dev/null)"
+for i in 1 2 3 4; do
+  curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"model": "demo", "prompt": "Hello", "max_tokens": 4, "temperature": 0}' | grep -q '"completion_tokens":4' ||
+    fail "replicas job $job: completion $i"
+done
+metrics="$(curl -s "http://127.0.0.1:$port/metrics")"
+for replica in 0 1; do
+  grep -q "^llama_router_requests_total{replica=\"$replica\",by=\"load\"} 2\$" <<<"$metrics" ||
+    fail "replicas job $job: replica $replica did not answer 2 of 4: $(grep router_requests <<<"$metrics")"
+done
+scancel "$job"
+state="$(wait_for "$job" 60)"
+[ "$state" = CANCELLED ] || fail "replicas job $job after scancel: $state"
+sleep 2
+if pgrep -f "$T/bin/(worker|launcher)" > /dev/null; then
+  fail "processes left after scancel: $(pgrep -a -f "$T/bin/(worker|launcher)")"
+fi
+echo "PASS: replicas job $job served through one endpoint with a replica per node, and scancel left no process"
 
 # What the nodes would refuse after the queue wait is refused at submission.
 mkdir -p "$T/empty"
