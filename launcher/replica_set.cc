@@ -1,9 +1,6 @@
 #include "launcher/replica_set.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,18 +14,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "launcher/signal_catcher.h"
 
 namespace llama {
 namespace {
-
-// SIGINT / SIGTERM reach the main thread through a pipe (async-signal-safe).
-int g_signal_pipe[2] = {-1, -1};
-
-void OnSignal(int) {
-  const char byte = 1;
-  const ssize_t ignored = write(g_signal_pipe[1], &byte, 1);
-  (void)ignored;
-}
 
 // One replica's life: started, supervised, restarted after a failure.
 class ReplicaRunner {
@@ -142,14 +131,7 @@ int ServingPort(absl::string_view line) {
 
 absl::Status RunReplicaSet(ReplicaDirectory& directory, const ReplicaSetOptions& options, const ReplicaStarter& start,
                            const std::function<void()>& on_signal) {
-  if (g_signal_pipe[0] < 0 && pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return absl::InternalError("cannot make the signal pipe");
-  }
-  struct sigaction action = {}, old_int = {}, old_term = {};
-  action.sa_handler = OnSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, &old_int);
-  sigaction(SIGTERM, &action, &old_term);
+  SignalCatcher signals(/*catch_sigint=*/true, /*catch_sigterm=*/true);
 
   std::atomic<bool> stop{false}, kill{false}, announced{false};
   std::atomic<int> running{options.replicas};
@@ -167,12 +149,11 @@ absl::Status RunReplicaSet(ReplicaDirectory& directory, const ReplicaSetOptions&
   std::chrono::steady_clock::time_point signal_time;
   bool interrupted = false;
   while (running > 0) {
-    pollfd fd = {g_signal_pipe[0], POLLIN, 0};
+    pollfd fd = {signals.fd(), POLLIN, 0};
     ::poll(&fd, 1, 100);
-    char buffer[16];
-    const ssize_t signals = read(g_signal_pipe[0], buffer, sizeof buffer);
-    if (signals <= 0) continue;
-    if (interrupted || signals > 1) {  // A second interrupt: at once.
+    const int received = signals.Drain();
+    if (received == 0) continue;
+    if (interrupted || received > 1) {  // A second interrupt: at once.
       std::fprintf(stderr, "launcher: killing every replica's workers\n");
       kill = true;
     }
@@ -185,8 +166,6 @@ absl::Status RunReplicaSet(ReplicaDirectory& directory, const ReplicaSetOptions&
     }
   }
   for (std::thread& t : threads) t.join();
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   if (interrupted) {
     bool clean = true;
     for (const auto& runner : runners) clean &= runner->clean();

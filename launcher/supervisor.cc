@@ -1,6 +1,5 @@
 #include "launcher/supervisor.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -18,51 +17,10 @@
 #include "absl/strings/str_format.h"
 #include "base/progress_line.h"
 #include "base/status_macros.h"
+#include "launcher/signal_catcher.h"
 
 namespace llama {
 namespace {
-
-// Signals reach the supervision loop through a pipe (async-signal-safe).
-int g_signal_pipe[2] = {-1, -1};
-
-void OnSignal(int) {
-  const char byte = 1;
-  const ssize_t ignored = write(g_signal_pipe[1], &byte, 1);
-  (void)ignored;
-}
-
-// Installs the handlers for the loop's lifetime, restoring the old ones.
-class SignalCatcher {
- public:
-  SignalCatcher(bool catch_sigint, bool catch_sigterm) : catch_sigint_(catch_sigint), catch_sigterm_(catch_sigterm) {
-    if (!catch_sigint_ && !catch_sigterm_) return;
-    if (g_signal_pipe[0] < 0 && pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
-    struct sigaction action = {};
-    action.sa_handler = OnSignal;
-    sigemptyset(&action.sa_mask);
-    if (catch_sigint_) sigaction(SIGINT, &action, &old_int_);
-    if (catch_sigterm_) sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~SignalCatcher() {
-    if (catch_sigint_) sigaction(SIGINT, &old_int_, nullptr);
-    if (catch_sigterm_) sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  // -1 (nothing to poll) when no signal is caught.
-  int fd() const { return catch_sigint_ || catch_sigterm_ ? g_signal_pipe[0] : -1; }
-  // Number of signals received since the last call.
-  int Drain() {
-    if (fd() < 0) return 0;
-    char buffer[64];
-    int count = 0;
-    ssize_t n;
-    while ((n = read(g_signal_pipe[0], buffer, sizeof buffer)) > 0) count += n;
-    return count;
-  }
-
- private:
-  bool catch_sigint_, catch_sigterm_;
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
 
 // A worker's output stream: complete lines go to its log (and rank 0's
 // stdout lines to the results).

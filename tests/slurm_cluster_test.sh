@@ -112,6 +112,18 @@ wait_for() {  # job id, seconds: its final state
   scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z]*\).*/\1/p'
 }
 
+# scancel ends a server job, and no worker or launcher of ours outlives it.
+cancel_leaving_nothing() {  # job id
+  scancel "$1"
+  local state
+  state="$(wait_for "$1" 60)"
+  [ "$state" = CANCELLED ] || fail "job $1 after scancel: $state"
+  sleep 2
+  if pgrep -f "$T/bin/(worker|launcher)" > /dev/null; then
+    fail "processes left after scancel: $(pgrep -a -f "$T/bin/(worker|launcher)")"
+  fi
+}
+
 cd "$T/jobs"
 # A 2-node job on a partition without GPUs: 2 workers per node.
 "$T/bin/launcher" sbatch --nodes=2 --nproc_per_node=2 --launcher_path="$T/bin/launcher" > submit.out 2> submit.err ||
@@ -157,13 +169,7 @@ for i in $(seq 90); do
 done
 [ -n "$answered" ] || fail "serve job $job never answered on port $port: $(cat "llama2-$job.out" 2>/dev/null)"
 curl -sf "http://127.0.0.1:$port/v1/models" | grep -q '"object"' || fail "serve job $job: /v1/models"
-scancel "$job"
-state="$(wait_for "$job" 60)"
-[ "$state" = CANCELLED ] || fail "serve job $job after scancel: $state"
-sleep 2
-if pgrep -f "$T/bin/(worker|launcher)" > /dev/null; then
-  fail "processes left after scancel: $(pgrep -a -f "$T/bin/(worker|launcher)")"
-fi
+cancel_leaving_nothing "$job"
 echo "PASS: serve job $job answered, and scancel left no process"
 
 # Replicas across nodes (launcher serve --data_parallel_size): one on each
@@ -191,13 +197,7 @@ for replica in 0 1; do
   grep -q "^llama_router_requests_total{replica=\"$replica\",by=\"load\"} 2\$" <<<"$metrics" ||
     fail "replicas job $job: replica $replica did not answer 2 of 4: $(grep router_requests <<<"$metrics")"
 done
-scancel "$job"
-state="$(wait_for "$job" 60)"
-[ "$state" = CANCELLED ] || fail "replicas job $job after scancel: $state"
-sleep 2
-if pgrep -f "$T/bin/(worker|launcher)" > /dev/null; then
-  fail "processes left after scancel: $(pgrep -a -f "$T/bin/(worker|launcher)")"
-fi
+cancel_leaving_nothing "$job"
 echo "PASS: replicas job $job served through one endpoint with a replica per node, and scancel left no process"
 
 # What the nodes would refuse after the queue wait is refused at submission.
