@@ -27,8 +27,8 @@ using nlohmann::json;
 // The error a replica's own server gives when its engine fails mid-answer
 // (worker/serve/api_call.cc), so that clients see one kind of failure.
 ApiError ReplicaFailed(int replica, const std::string& why) {
-  return {503, absl::StrFormat("replica %d failed during the answer: %s", replica, why), "server_error", "",
-          "engine_failed"};
+  return {503, absl::StrFormat("replica %d failed during the answer: its connection broke (%s)", replica, why),
+          "server_error", "", "engine_failed"};
 }
 
 // Headers passed from the client to the replica, and back.
