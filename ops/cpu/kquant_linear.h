@@ -93,15 +93,18 @@ void InTwoPasses(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, 
     ::llama::cpu::kquant::InTwoPasses<name<4>, name<2>>, ::llama::cpu::kquant::InTwoPasses<name<4>, name<3>>, \
     ::llama::cpu::kquant::InTwoPasses<name<4>, name<4>>}}
 
+// The target of the AVX-512 variants.
+#define LLAMA_KQUANT_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
 // A K-quant type's kernel versions and ChosenKernels(), the best one this
 // CPU runs, written once for every type: from the per-row kernels
-// RowDotsScalar, RowDotsAvx2 and RowDotsAvx512Vnni (templates on kRows) of
-// the type's file, in its anonymous namespace.
+// RowDotsScalar and RowDotsAvx2 (templates on kRows) of the type's file, in
+// its anonymous namespace, and its RowDotsAvx512VnniRows (a type defines it
+// with LLAMA_KQUANT_ROWS(LLAMA_KQUANT_AVX512, RowDotsAvx512Vnni), or with
+// work of its own shared by the weight rows).
 #define LLAMA_KQUANT_KERNELS()                                                                                 \
   LLAMA_KQUANT_ROWS(, RowDotsScalar)                                                                           \
   LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c"))), RowDotsAvx2)                                     \
-  LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))),             \
-                    RowDotsAvx512Vnni)                                                                         \
   ::llama::cpu::KernelDispatch<::llama::cpu::kquant::RowDots, 3>& ChosenKernels() {                            \
     static ::llama::cpu::KernelDispatch<::llama::cpu::kquant::RowDots, 3> kernels({{                           \
         {"avx512vnni", ::llama::cpu::CpuRunsAvx512BwVnni, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsAvx512VnniRows)},   \

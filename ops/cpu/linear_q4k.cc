@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "ops/cast.h"
 #include "ops/cpu/kernel_dispatch.h"
@@ -189,10 +190,16 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i PairHalves(__m5
   return _mm512_add_epi32(_mm512_maskz_shuffle_i64x2(0xFF, a, b, 0x44), _mm512_maskz_shuffle_i64x2(0xFF, a, b, 0xEE));
 }
 
-// a in the low eight lanes, b in the high eight.
-__attribute__((target("avx512f"), always_inline)) inline __m512 PairOf(float a, float b) {
-  return _mm512_mask_broadcastss_ps(_mm512_set1_ps(a), 0xFF00, _mm_set_ss(b));
-}
+// What the per-row f32 steps of rows 2i and 2i + 1 take from x at
+// super-block b, as the paired accumulators hold them (row 2i's in the low
+// eight lanes, 2i + 1's in the high): the scales d, and the sums of q over
+// each sub-block as int32. The same for every weight row, so made once per
+// call (RowDotsAvx512VnniRows), not once per weight row and super-block.
+// (Plain arrays, read unaligned: a vector of them is not 64-byte aligned.)
+struct PairFactors {
+  float d[16];
+  int32_t sums[16];
+};
 
 // Rows r and r + 1's outputs from their paired accumulators.
 __attribute__((target("avx512f"), always_inline)) inline void StorePair(__m512 acc, float* y_low, float* y_high) {
@@ -206,10 +213,11 @@ __attribute__((target("avx512f"), always_inline)) inline void StorePair(__m512 a
 // (VNNI) taking the scales' multiply and the add in one; the two 32-byte
 // halves of the int32 lanes, added at the end of the super-block, are
 // AVX2's lanes exactly.
+// pairs: PairFactors for super-block b and pair i at [b * (kRows / 2) + i].
 template <int kRows>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void
-RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int64_t ahead, float* y,
-                  int64_t stride) {
+RowDotsAvx512Vnni(const QuantizedRow* x, const PairFactors* pairs, const uint8_t* row, int64_t blocks,
+                  int64_t ahead, float* y, int64_t stride) {
   const __m512i low_nibble = _mm512_set1_epi8(0xF);
   // Chunk 2p's scale in the low half, 2p + 1's in the high half.
   const __m512i low_index[2] = {ScaleIndexPair(0, 2), ScaleIndexPair(4, 6)};
@@ -243,18 +251,18 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
     }
     if constexpr (kPairs > 0) {
       const __m512i mins = _mm512_maskz_broadcast_i64x4(0xFF, f.mins);
+      // x.d[b] * d and -(x.d[b] * dmin) as Accumulate takes them: the
+      // same products (a * -b is -(a * b) exactly).
+      const __m512 d = _mm512_set1_ps(f.d), minus_dmin = _mm512_set1_ps(-f.dmin);
 #pragma GCC unroll 4
       for (int i = 0; i < kPairs; ++i) {
-        const QuantizedRow &x0 = x[2 * i], &x1 = x[2 * i + 1];
-        const __m512i sums = _mm512_maskz_cvtepi16_epi32(
-            0xFFFF,
-            _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x1.sums + b * kSubBlocks)),
-                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(x0.sums + b * kSubBlocks))));
+        const PairFactors& p = pairs[b * kPairs + i];
+        const __m512 scales = _mm512_loadu_ps(p.d);
         const __m512i lanes = PairHalves(dot[2 * i], dot[2 * i + 1]);
-        pair_acc[i] = _mm512_fmadd_ps(PairOf(x0.d[b] * f.d, x1.d[b] * f.d), _mm512_maskz_cvtepi32_ps(0xFFFF, lanes),
-                                      pair_acc[i]);
-        pair_acc[i] = _mm512_fmadd_ps(PairOf(-(x0.d[b] * f.dmin), -(x1.d[b] * f.dmin)),
-                                      _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_madd_epi16(mins, sums)), pair_acc[i]);
+        pair_acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(scales, d), _mm512_maskz_cvtepi32_ps(0xFFFF, lanes), pair_acc[i]);
+        pair_acc[i] = _mm512_fmadd_ps(
+            _mm512_mul_ps(scales, minus_dmin),
+            _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_madd_epi16(mins, _mm512_loadu_si512(p.sums))), pair_acc[i]);
       }
     }
     if constexpr (kRows % 2 == 1) {
@@ -264,6 +272,32 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
 #pragma GCC unroll 4
   for (int i = 0; i < kPairs; ++i) StorePair(pair_acc[i], &y[2 * i * stride], &y[(2 * i + 1) * stride]);
   if constexpr (kRows % 2 == 1) y[(kRows - 1) * stride] = SumLanes(last_acc);
+}
+
+// The AVX-512 kernel over `count` weight rows, with x's PairFactors made
+// once for all of them.
+template <int kRows>
+LLAMA_KQUANT_AVX512 void RowDotsAvx512VnniRows(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes,
+                                              int64_t count, int64_t blocks, float* y, int64_t stride) {
+  constexpr int kPairs = kRows / 2;
+  thread_local std::vector<PairFactors> pairs;
+  pairs.resize(blocks * kPairs);
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int i = 0; i < kPairs; ++i) {
+      PairFactors& p = pairs[b * kPairs + i];
+      for (int half = 0; half < 2; ++half) {
+        const QuantizedRow& xr = x[2 * i + half];
+        for (int k = 0; k < kSubBlocks; ++k) {
+          p.d[8 * half + k] = xr.d[b];
+          p.sums[8 * half + k] = xr.sums[b * kSubBlocks + k];
+        }
+      }
+    }
+  }
+  const int64_t ahead = WeightPrefetchBytes();
+  for (int64_t o = 0; o < count; ++o) {
+    RowDotsAvx512Vnni<kRows>(x, pairs.data(), rows + o * row_bytes, blocks, ahead, y + o, stride);
+  }
 }
 
 LLAMA_KQUANT_KERNELS()
