@@ -3,20 +3,22 @@
 # builds a model (so each refusal is immediate), with exit status 2 (the
 # input is wrong, base/exit_code.h), as it does a flag gflags refuses.
 # And LLAMA_CPU_ISA: avx2 picks the avx2 kernels, an unknown value is named.
+# serve_bench refuses the flags that belong with --url alike.
 set -uo pipefail
 bench="$1"
+serve_bench="$2"
 failed=0
-expect_refusal() {  # flags (one word), message
-  local out
+expect_refusal() {  # flags (one word), message[, binary]
+  local out binary="${3:-$bench}"
   # shellcheck disable=SC2086
-  out=$("$bench" $1 2>&1)
+  out=$("$binary" $1 2>&1)
   local rc=$?
   if [[ $rc -ne 2 || "$out" != *"$2"* ]]; then
-    echo "FAIL: bench $1 exited $rc; expected 2 and a refusal containing: $2"
+    echo "FAIL: $(basename "$binary") $1 exited $rc; expected 2 and a refusal containing: $2"
     echo "$out" | tail -n 5
     failed=1
   else
-    echo "ok: bench $1 -> $2"
+    echo "ok: $(basename "$binary") $1 -> $2"
   fi
 }
 expect_refusal --decode_tokens=0 "--decode_tokens=0: expected at least 1"
@@ -32,6 +34,9 @@ expect_refusal --no_such_flag "unknown command line flag 'no_such_flag'"
 expect_refusal --verify_rows=18 "--verify_rows=18: expected 0 (not timed) to 17 (16 guesses)"
 expect_refusal "--verify_rows=5 --json_schema=/nonexistent.json" \
   "--verify_rows and --json_schema are measured one at a time: give one"
+expect_refusal --draft_shard_dir=/nonexistent \
+  "--draft_shard_dir goes with --url (a server started with it); this process's engine guesses by" "$serve_bench"
+expect_refusal --prompts_file=/nonexistent.json "--prompts_file goes with --url" "$serve_bench"
 # A value of LLAMA_CPU_ISA it does not know is named in a warning, and the
 # CPU's own kernels run; avx2 names the avx2 ones.
 tiny=(--dim=256 --n_layers=1 --n_heads=4 --n_kv_heads=4 --ffn_hidden=512 --vocab_size=600 --prefill_tokens=8
