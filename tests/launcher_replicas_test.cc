@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/net.h"
 #include "checkpoint/checkpoint_fixture.h"
 #include "tests/launcher_run.h"
 #include "tokenizer/tokenizer_fixture.h"
@@ -192,6 +193,64 @@ TEST(LauncherReplicasTest, AKilledReplicaComesBackWhileTheOtherServes) {
   EXPECT_EQ(ExitCodeOf(run, 60s), 0) << run.err();
   EXPECT_TRUE(AllGone(std::vector<pid_t>(seen.begin(), seen.end())));
   EXPECT_THAT(run.err(), HasSubstr("replica 0 is down (rank 0 signal 9"));
+}
+
+// Replicas on two nodes (two launchers on this host, --nnodes=2): node 0's
+// front end routes to node 1's replica through the registry; when node 0's
+// launcher dies (SIGKILL: no drain, no goodbye), node 1 stops its replica
+// by itself, since nothing routes to it any more, and leaves no process.
+TEST(LauncherReplicasTest, ANodeWhoseFrontEndDiesStopsItsReplicas) {
+  // Held, so that nobody else takes it, until node 0's launcher has (SO_REUSEADDR).
+  absl::StatusOr<net::Socket> reserved = net::ReservePort();
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  const int master_port = *net::LocalPort(*reserved);
+  const auto node = [&](int rank, const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"serve", "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"),
+                                     "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
+                                     absl::StrCat("--shard_dir=", TempDir(), "/replica_shards"),
+                                     absl::StrCat("--log_dir=", TempDir(), "/", name, "/logs"),
+                                     "--nproc_per_node=1", "--data_parallel_size=2", "--nnodes=2",
+                                     absl::StrCat("--node_rank=", rank), "--master_addr=127.0.0.1",
+                                     absl::StrCat("--master_port=", master_port), "--max_seq_len=128",
+                                     "--grace_period=2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Launch(name, args, {"RENDEZVOUS_TOKEN=two-node-test"});
+  };
+  LauncherRun node0 = node(0, "replicas_node0", {"--port=0", "--routing=round_robin"});
+  LauncherRun node1 = node(1, "replicas_node1", {});
+  int port = 0;
+  const std::regex url("serving tiny_fp32_mp1 on http://127.0.0.1:([0-9]+)/v1 \\(2 replicas of 1 rank\\(s\\) on 2 node");
+  for (int i = 0; i < 600 && port == 0; ++i) {
+    std::smatch match;
+    const std::string err = node0.err();
+    if (std::regex_search(err, match, url)) port = std::stoi(match[1]);
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_GT(port, 0) << node0.err() << node1.err();
+  for (int i = 0; i < 300 && Status(port) != "ok"; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(Status(port), "ok") << node0.err() << node1.err();
+  // Round robin: one answer from each node's replica.
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(60, 0);
+  for (int i = 0; i < 2; ++i) {
+    httplib::Result r = client.Post(
+        "/v1/completions",
+        json{{"model", "tiny_fp32_mp1"}, {"prompt", "Hello"}, {"max_tokens", 4}, {"temperature", 0}}.dump(),
+        "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  httplib::Result metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, HasSubstr("llama_router_requests_total{replica=\"1\",by=\"load\"} 1\n"));
+  std::vector<pid_t> workers = ChildrenOf(node1.process->pid());
+  ASSERT_EQ(workers.size(), 1u);
+  node0.process->SignalGroup(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  EXPECT_EQ(ExitCodeOf(node1, 60s), 0) << node1.err();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 30s);
+  EXPECT_THAT(node1.err(), HasSubstr("the replicas drained and stopped"));
+  EXPECT_TRUE(AllGone(workers));
 }
 
 }  // namespace
