@@ -56,8 +56,8 @@ enum class LauncherFlagGroup {
   X(int32, master_port, 0, kTopology, \
     "Rendezvous port on node 0. Default: a free port on one node, 29500 across nodes.") \
   X(int32, data_parallel_size, 1, kReplicas, \
-    "launcher serve: replicas of the server on this node, each a complete engine of --nproc_per_node ranks " \
-    "on its share of the CPUs (or GPUs), behind one endpoint on --port.") \
+    "launcher serve: replicas of the server, each a complete engine of --nproc_per_node ranks on its share of " \
+    "a node's CPUs (or GPUs), behind one endpoint on --port (node 0's); across --nnodes, as many on each node.") \
   X(string, routing, "prefix", kReplicas, \
     "Replicas: which one takes a request. prefix: the one that was sent the request's longest leading text " \
     "(its prefix cache holds it), unless it is much busier than the least loaded; least_loaded; round_robin.") \
