@@ -310,7 +310,9 @@ absl::Status CheckSubmittedJob(const SubmittedJob& job) {
   ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(words, LauncherFlagsFromCommandLine({}), node));
   if (plan.demo || plan.download || job.dry_run) return absl::OkStatus();
   ASSIGN_OR_RETURN(const ModelConfig model, CheckModelAndInputs(plan));
-  if (absl::Status fits = CheckWorldSize(model, job.nodes * job.workers_per_node); !fits.ok()) {
+  // Replicas split the model over a node's workers alone.
+  const int world = plan.data_parallel_size > 1 ? job.workers_per_node : job.nodes * job.workers_per_node;
+  if (absl::Status fits = CheckWorldSize(model, world); !fits.ok()) {
     return absl::InvalidArgumentError(absl::StrFormat("sbatch: --nodes=%d x %d worker(s) per node: %s", job.nodes,
                                                       job.workers_per_node, fits.message()));
   }
@@ -408,6 +410,7 @@ absl::Status ServeReplicas(const LaunchPlan& plan, const PreparedJob& prepared, 
                                                         std::move(remote), *front, absl::Milliseconds(250)));
     }
     directory = front.get();
+    options.wait_for_signal = plan.world.nnodes > 1;
     std::string host = plan.job.host;
     if (char name[256] = {}; (host == "0.0.0.0" || host == "::") && gethostname(name, sizeof name - 1) == 0) {
       host = name;
@@ -424,6 +427,7 @@ absl::Status ServeReplicas(const LaunchPlan& plan, const PreparedJob& prepared, 
                                                           prepared.token, plan.world.node_rank,
                                                           net::After(std::chrono::seconds(plan.job.rendezvous_timeout))));
     directory = publisher.get();
+    options.stop_when = &publisher->lost();
     std::fprintf(stderr, "launcher: starting replicas %d to %d of %d; node 0 routes to them\n", first,
                  first + local - 1, plan.data_parallel_size);
   }
@@ -455,6 +459,7 @@ absl::Status ServeReplicas(const LaunchPlan& plan, const PreparedJob& prepared, 
   const absl::Status served = RunReplicaSet(*directory, options, start, [&] {
     if (front != nullptr) front->SetDraining();
   });
+  if (front != nullptr) front->WaitForAnswers(absl::Seconds(plan.job.drain_timeout));
   registry.reset();
   if (front != nullptr) front->Stop();
   return served;

@@ -73,6 +73,12 @@ absl::Status PlanCommand(std::vector<std::string> words, const LauncherFlags& fl
     plan.job.api_key = context.chat_api_key;
   } else if (TakeWord(words, "serve")) {
     plan.command = LaunchCommand::kServe;
+    // The key in the launcher's environment is the server's: rank 0 (and
+    // every replica) gets it from the launcher, which keeps the variable
+    // itself out of the workers' inherited environment.
+    if (const char* key = context.getenv(kApiKeyVariable); plan.job.api_key.empty() && key != nullptr) {
+      plan.job.api_key = key;
+    }
   }
   if (plan.command != LaunchCommand::kJob) {
     plan.job.serve = true;

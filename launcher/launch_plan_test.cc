@@ -352,7 +352,21 @@ TEST(PlanLaunchTest, ReplicasShareOutTheCpusOrTheGpus) {
             "--nproc_per_node=2 x 4 replica(s) needs 8 GPUs on this node; 7 visible");
 }
 
-TEST(PlanLaunchTest, ReplicasAreAServersOnOneNode) {
+// $LLAMA_API_KEY is the server's key (rank 0 and the replicas get it from
+// the launcher: workers never inherit the variable itself); --api_key wins.
+TEST(PlanLaunchTest, TheKeyInTheEnvironmentIsTheServers) {
+  LauncherFlags flags = Checkpoint("/data/m");
+  flags.job.prompt.clear();
+  LaunchContext context = Context();
+  context.getenv = [](const char* name) -> const char* {
+    return std::string(name) == "LLAMA_API_KEY" ? "from-shell" : nullptr;
+  };
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context)->job.api_key, "from-shell");
+  flags.job.api_key = "given";
+  EXPECT_EQ(PlanLaunch({"serve"}, flags, context)->job.api_key, "given");
+}
+
+TEST(PlanLaunchTest, ReplicasAreAServersAndEveryNodeRunsAsMany) {
   LauncherFlags flags = Checkpoint("/data/m");
   flags.data_parallel_size = 2;
   LaunchContext context = Context();

@@ -1,8 +1,5 @@
 #include "launcher/replica_registry.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <map>
 #include <utility>
 
@@ -17,6 +14,7 @@ namespace llama {
 namespace {
 
 constexpr char kDown[] = "down";
+// Read by the heartbeat's Check; never set.
 constexpr char kHeartbeatKey[] = "replicas/heartbeat";
 
 }  // namespace
@@ -26,19 +24,36 @@ std::string ReplicaKey(int replica) { return absl::StrCat("replica/", replica); 
 absl::StatusOr<std::unique_ptr<ReplicaPublisher>> ReplicaPublisher::Connect(const std::string& host, int port,
                                                                             const std::string& token, int node_rank,
                                                                             net::Deadline deadline) {
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> store,
-                   TcpStoreClient::Connect(host, port, token, node_rank, deadline));
-  return std::unique_ptr<ReplicaPublisher>(new ReplicaPublisher(std::move(store)));
+  // Node 0 binds the port before it prepares its shards and answers once
+  // it serves: a hello that times out is tried again until the deadline.
+  while (true) {
+    absl::StatusOr<std::unique_ptr<TcpStoreClient>> store =
+        TcpStoreClient::Connect(host, port, token, node_rank, deadline);
+    if (store.ok()) {
+      return std::unique_ptr<ReplicaPublisher>(
+          new ReplicaPublisher(*std::move(store), host, port, token, node_rank));
+    }
+    if (absl::IsPermissionDenied(store.status()) || net::Clock::now() >= deadline) {
+      return Annotate(store.status(), "node 0's replica registry");
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
-ReplicaPublisher::ReplicaPublisher(std::unique_ptr<TcpStoreClient> store)
-    : store_(std::move(store)), heartbeat_([this] { Heartbeat(); }) {}
+ReplicaPublisher::ReplicaPublisher(std::unique_ptr<TcpStoreClient> store, std::string host, int port,
+                                   std::string token, int node_rank)
+    : host_(std::move(host)),
+      token_(std::move(token)),
+      port_(port),
+      node_rank_(node_rank),
+      store_(std::move(store)),
+      heartbeat_([this] { Heartbeat(); }) {}
 
 ReplicaPublisher::~ReplicaPublisher() {
   stop_.Notify();
   heartbeat_.join();
   std::lock_guard<std::mutex> lock(mutex_);
-  store_->Close().IgnoreError();  // Node 0 may be gone already.
+  if (store_ != nullptr) store_->Close().IgnoreError();  // Node 0 may be gone already.
 }
 
 void ReplicaPublisher::ReplicaReady(int replica, const std::string& host, int port) {
@@ -50,21 +65,35 @@ void ReplicaPublisher::ReplicaDown(int replica) { Publish(replica, kDown); }
 void ReplicaPublisher::Publish(int replica, const std::string& value) {
   if (lost_) return;  // Node 0 is gone: this node is stopping.
   std::lock_guard<std::mutex> lock(mutex_);
-  if (absl::Status set = store_->Set(ReplicaKey(replica), value); !set.ok()) {
-    LOG(ERROR) << "replica " << replica << ": cannot tell node 0 (" << value << "): " << set;
-  }
+  absl::Status set = store_ == nullptr ? absl::UnavailableError("reconnecting") : store_->Set(ReplicaKey(replica), value);
+  if (!set.ok()) LOG(ERROR) << "replica " << replica << ": cannot tell node 0 (" << value << "): " << set;
 }
 
+// Every second a Check; a broken connection is made again. Unreachable for
+// kLostAfter (not one slow answer): lost.
 void ReplicaPublisher::Heartbeat() {
-  while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+  absl::Time last_reached = absl::Now();
+  while (!lost_ && !stop_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
     absl::Status alive;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      alive = store_->Check(kHeartbeatKey, std::chrono::seconds(10)).status();
+      if (store_ == nullptr) {
+        absl::StatusOr<std::unique_ptr<TcpStoreClient>> again =
+            TcpStoreClient::Connect(host_, port_, token_, node_rank_, net::After(std::chrono::seconds(5)));
+        if (again.ok()) store_ = *std::move(again);
+        alive = again.status();
+      }
+      if (store_ != nullptr) {
+        alive = store_->Check(kHeartbeatKey, std::chrono::seconds(10)).status();
+        if (!alive.ok()) store_.reset();
+      }
     }
-    if (!alive.ok() && !lost_.exchange(true)) {
-      LOG(ERROR) << "node 0's replica registry is gone (" << alive << "): nothing routes here any more; stopping";
-      ::kill(getpid(), SIGTERM);
+    if (alive.ok()) {
+      last_reached = absl::Now();
+    } else if (absl::Now() - last_reached >= kLostAfter) {
+      LOG(ERROR) << "node 0's replica registry has been unreachable for " << kLostAfter << " (" << alive
+                 << "): nothing routes here any more; stopping";
+      lost_ = true;
     }
   }
 }
@@ -78,14 +107,17 @@ absl::StatusOr<std::unique_ptr<ReplicaRegistry>> ReplicaRegistry::Start(net::Soc
   ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> server, TcpStoreServer::Start(std::move(listener), token));
   ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreClient> reader,
                    TcpStoreClient::Connect(connect_host, port, token, /*rank=*/0, net::After(std::chrono::seconds(30))));
-  return std::unique_ptr<ReplicaRegistry>(
-      new ReplicaRegistry(std::move(server), std::move(reader), std::move(remote), front, interval));
+  return std::unique_ptr<ReplicaRegistry>(new ReplicaRegistry(std::move(server), std::move(reader), connect_host,
+                                                              token, std::move(remote), front, interval));
 }
 
 ReplicaRegistry::ReplicaRegistry(std::unique_ptr<TcpStoreServer> server, std::unique_ptr<TcpStoreClient> reader,
-                                 std::vector<int> remote, ReplicaDirectory& front, absl::Duration interval)
+                                 std::string connect_host, std::string token, std::vector<int> remote,
+                                 ReplicaDirectory& front, absl::Duration interval)
     : server_(std::move(server)),
       reader_(std::move(reader)),
+      connect_host_(std::move(connect_host)),
+      token_(std::move(token)),
       remote_(std::move(remote)),
       front_(front),
       interval_(interval),
@@ -94,16 +126,30 @@ ReplicaRegistry::ReplicaRegistry(std::unique_ptr<TcpStoreServer> server, std::un
 ReplicaRegistry::~ReplicaRegistry() {
   stop_.Notify();
   watcher_.join();
-  reader_->Close().IgnoreError();
+  if (reader_ != nullptr) reader_->Close().IgnoreError();
 }
 
 void ReplicaRegistry::Watch() {
   std::map<int, std::string> seen;
   do {
+    if (reader_ == nullptr) {  // Its connection broke: made again.
+      absl::StatusOr<std::unique_ptr<TcpStoreClient>> again = TcpStoreClient::Connect(
+          connect_host_, server_->port(), token_, /*rank=*/0, net::After(std::chrono::seconds(5)));
+      if (!again.ok()) {
+        LOG(ERROR) << "the replica registry cannot be read: " << again.status();
+        continue;
+      }
+      reader_ = *std::move(again);
+    }
     for (int replica : remote_) {
       const std::string key = ReplicaKey(replica);
       absl::StatusOr<bool> present = reader_->Check(key);
-      if (!present.ok() || !*present) continue;
+      if (!present.ok()) {
+        LOG(ERROR) << "the replica registry cannot be read: " << present.status();
+        reader_.reset();
+        break;
+      }
+      if (!*present) continue;
       absl::StatusOr<std::string> value = reader_->Get(key, std::chrono::milliseconds(0));
       if (!value.ok() || seen[replica] == *value) continue;
       seen[replica] = *value;

@@ -25,10 +25,14 @@
 namespace llama {
 
 // The other nodes' directory: what their replicas do, published to node 0.
-// A node that can no longer reach node 0's store (its launcher is gone)
-// stops itself (SIGTERM: its replicas drain), as nothing routes to it.
+// A node that can no longer reach node 0's store for kLostAfter (its
+// launcher is gone) says so through lost(): the replica set then stops its
+// replicas (they drain), as nothing routes to them.
 class ReplicaPublisher : public ReplicaDirectory {
  public:
+  static constexpr absl::Duration kLostAfter = absl::Seconds(30);
+
+  // Retries until `deadline` (node 0 may still be preparing its shards).
   static absl::StatusOr<std::unique_ptr<ReplicaPublisher>> Connect(const std::string& host, int port,
                                                                    const std::string& token, int node_rank,
                                                                    net::Deadline deadline);
@@ -36,14 +40,19 @@ class ReplicaPublisher : public ReplicaDirectory {
 
   void ReplicaReady(int replica, const std::string& host, int port) override;
   void ReplicaDown(int replica) override;
+  // Set once node 0 has been unreachable for kLostAfter.
+  const std::atomic<bool>& lost() const { return lost_; }
 
  private:
-  explicit ReplicaPublisher(std::unique_ptr<TcpStoreClient> store);
+  ReplicaPublisher(std::unique_ptr<TcpStoreClient> store, std::string host, int port, std::string token,
+                   int node_rank);
   void Publish(int replica, const std::string& value);
   void Heartbeat();
 
+  const std::string host_, token_;
+  const int port_, node_rank_;
   std::mutex mutex_;  // The store client is used from one thread at a time.
-  std::unique_ptr<TcpStoreClient> store_;
+  std::unique_ptr<TcpStoreClient> store_;  // Null while reconnecting.
   std::atomic<bool> lost_{false};
   absl::Notification stop_;
   std::thread heartbeat_;
@@ -61,11 +70,13 @@ class ReplicaRegistry {
 
  private:
   ReplicaRegistry(std::unique_ptr<TcpStoreServer> server, std::unique_ptr<TcpStoreClient> reader,
-                  std::vector<int> remote, ReplicaDirectory& front, absl::Duration interval);
+                  std::string connect_host, std::string token, std::vector<int> remote, ReplicaDirectory& front,
+                  absl::Duration interval);
   void Watch();
 
   std::unique_ptr<TcpStoreServer> server_;
-  std::unique_ptr<TcpStoreClient> reader_;
+  std::unique_ptr<TcpStoreClient> reader_;  // Reconnected if its connection breaks.
+  const std::string connect_host_, token_;
   const std::vector<int> remote_;
   ReplicaDirectory& front_;
   const absl::Duration interval_;

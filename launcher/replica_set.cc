@@ -147,11 +147,17 @@ absl::Status RunReplicaSet(ReplicaDirectory& directory, const ReplicaSetOptions&
     });
   }
   std::chrono::steady_clock::time_point signal_time;
-  bool interrupted = false;
-  while (running > 0) {
+  bool interrupted = false, said_alone = false;
+  while (running > 0 || (options.wait_for_signal && !interrupted)) {
+    if (running == 0 && !said_alone) {
+      said_alone = true;
+      std::fprintf(stderr, "launcher: this node's replicas are past --max_restarts; the front end serves with the "
+                           "other nodes' until a signal\n");
+    }
     pollfd fd = {signals.fd(), POLLIN, 0};
     ::poll(&fd, 1, 100);
-    const int received = signals.Drain();
+    int received = signals.Drain();
+    if (options.stop_when != nullptr && *options.stop_when && !interrupted) received = 1;
     if (received == 0) continue;
     if (interrupted || received > 1) {  // A second interrupt: at once.
       std::fprintf(stderr, "launcher: killing every replica's workers\n");

@@ -16,6 +16,7 @@
 #ifndef LLAMA_LAUNCHER_REPLICA_SET_H_
 #define LLAMA_LAUNCHER_REPLICA_SET_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -50,6 +51,11 @@ struct ReplicaSetOptions {
   // For the line that says the server is ready: "serving <model> on <url>
   // (<about>)", on the node of the front end (url set).
   std::string model, url, about;
+  // Set (node 0 unreachable from another node): stop as on a signal.
+  const std::atomic<bool>* stop_when = nullptr;
+  // Node 0 across nodes: when its own replicas are past --max_restarts, the
+  // front end still routes to the other nodes' until a signal.
+  bool wait_for_signal = false;
 };
 
 // `start(replica)` gives a start of this node's replica `replica` (0 to

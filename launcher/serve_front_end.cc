@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -196,7 +197,21 @@ absl::Status ServeFrontEnd::Start() {
 void ServeFrontEnd::Stop() {
   if (!stop_probing_.HasBeenNotified()) stop_probing_.Notify();
   if (prober_.joinable()) prober_.join();
+  {
+    absl::MutexLock lock(&upstream_mutex_);
+    for (const auto& client : upstream_) client->stop();
+  }
   http_.Stop();
+}
+
+void ServeFrontEnd::WaitForAnswers(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int in_flight = 0;
+    for (int r = 0; r < options_.replicas; ++r) in_flight += router_.counts(r).in_flight;
+    if (in_flight == 0) return;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
 }
 
 void ServeFrontEnd::ReplicaReady(int replica, const std::string& host, int port) {
@@ -326,6 +341,14 @@ ServeFrontEnd::Forwarded ServeFrontEnd::Forward(const std::shared_ptr<http::Exch
                                                 const std::string& host, int port, http::Response* turned_away) {
   const http::Request& request = exchange->request();
   auto client = std::make_shared<httplib::Client>(host, port);
+  {
+    absl::MutexLock lock(&upstream_mutex_);
+    upstream_.insert(client);
+  }
+  const auto forget = absl::MakeCleanup([&] {
+    absl::MutexLock lock(&upstream_mutex_);
+    upstream_.erase(client);
+  });
   client->set_connection_timeout(2, 0);
   client->set_read_timeout(24 * 3600, 0);  // An answer may take long; the client's going away ends it.
   client->set_write_timeout(60, 0);

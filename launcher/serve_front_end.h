@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +41,10 @@
 #include "launcher/replica_directory.h"
 #include "launcher/replica_router.h"
 #include "worker/http/http_server.h"
+
+namespace httplib {
+class Client;
+}  // namespace httplib
 
 namespace llama {
 
@@ -77,6 +82,9 @@ class ServeFrontEnd : public ReplicaDirectory {
   void ReplicaDown(int replica) override;
   // New requests get 503 ("draining"); answers in flight go on.
   void SetDraining() { draining_ = true; }
+  // Waits up to `timeout` for the answers in flight to end (the other
+  // nodes' replicas drain on their own clocks).
+  void WaitForAnswers(absl::Duration timeout) const;
   void Stop();
 
   const ReplicaRouter& router() const { return router_; }
@@ -109,6 +117,10 @@ class ServeFrontEnd : public ReplicaDirectory {
   std::atomic<bool> ever_up_{false};
   absl::Notification stop_probing_;
   std::thread prober_;
+  // The replicas' connections answers are being read from: Stop cuts them,
+  // so that no proxying thread waits on a replica that went silent.
+  absl::Mutex upstream_mutex_;
+  std::set<std::shared_ptr<httplib::Client>> upstream_;
 };
 
 // The text a request is routed by: a completion's prompt, a chat's tools
