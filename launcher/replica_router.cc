@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_format.h"
 
 namespace llama {
@@ -29,44 +28,24 @@ absl::string_view RoutingPolicyName(RoutingPolicy policy) {
 
 ReplicaRouter::ReplicaRouter(int replicas, RouterOptions options) : options_(options), replicas_(replicas) {}
 
-std::vector<uint64_t> ReplicaRouter::BlockHashes(absl::string_view text) const {
-  std::vector<uint64_t> hashes;
-  uint64_t chained = 0;
-  for (size_t start = 0; start + options_.block_bytes <= text.size() &&
-                         static_cast<int>(hashes.size()) < options_.max_blocks_per_request;
-       start += options_.block_bytes) {
-    chained = absl::HashOf(chained, text.substr(start, options_.block_bytes));
-    hashes.push_back(chained);
-  }
-  return hashes;
+size_t ReplicaRouter::MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& blocks) const {
+  const size_t most = std::min<size_t>(blocks.size(), options_.max_blocks_per_request);
+  size_t matched = 0;
+  while (matched < most && replica.blocks.contains(blocks[matched])) ++matched;
+  return matched;
 }
 
-size_t ReplicaRouter::MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& hashes) {
-  // Chained hashes: block i is remembered only with every block before it
-  // (Remember adds them together), so the longest match is found by
-  // bisection.
-  size_t low = 0, high = hashes.size();
-  while (low < high) {
-    const size_t mid = (low + high + 1) / 2;
-    if (replica.blocks.contains(hashes[mid - 1])) {
-      low = mid;
-    } else {
-      high = mid - 1;
-    }
-  }
-  return low;
-}
-
-void ReplicaRouter::Remember(Replica& replica, const std::vector<uint64_t>& hashes) {
+void ReplicaRouter::Remember(Replica& replica, const std::vector<uint64_t>& blocks) {
+  const size_t most = std::min<size_t>(blocks.size(), options_.max_blocks_per_request);
   // Leading blocks last, so that they are the most recent: a prefix's
   // blocks are dropped from its end.
-  for (auto hash = hashes.rbegin(); hash != hashes.rend(); ++hash) {
-    if (auto found = replica.blocks.find(*hash); found != replica.blocks.end()) {
+  for (size_t i = most; i-- > 0;) {
+    if (auto found = replica.blocks.find(blocks[i]); found != replica.blocks.end()) {
       replica.recency.splice(replica.recency.begin(), replica.recency, found->second);
       continue;
     }
-    replica.recency.push_front(*hash);
-    replica.blocks[*hash] = replica.recency.begin();
+    replica.recency.push_front(blocks[i]);
+    replica.blocks[blocks[i]] = replica.recency.begin();
   }
   while (static_cast<int64_t>(replica.recency.size()) > options_.max_blocks_per_replica) {
     replica.blocks.erase(replica.recency.back());
@@ -81,8 +60,8 @@ int ReplicaRouter::LeastLoaded() const {
     const int r = static_cast<int>((next_ + i) % replicas_.size());
     const Replica& replica = replicas_[r];
     if (!replica.up) continue;
-    if (best < 0 || replica.bytes_in_flight < replicas_[best].bytes_in_flight ||
-        (replica.bytes_in_flight == replicas_[best].bytes_in_flight &&
+    if (best < 0 || replica.tokens_in_flight < replicas_[best].tokens_in_flight ||
+        (replica.tokens_in_flight == replicas_[best].tokens_in_flight &&
          replica.in_flight < replicas_[best].in_flight)) {
       best = r;
     }
@@ -98,10 +77,7 @@ int ReplicaRouter::NextRoundRobin() {
   return -1;
 }
 
-int ReplicaRouter::Route(absl::string_view text) {
-  // Hashed before the lock: the text may be long.
-  const std::vector<uint64_t> hashes =
-      options_.policy == RoutingPolicy::kPrefix ? BlockHashes(text) : std::vector<uint64_t>();
+int ReplicaRouter::Route(const std::vector<uint64_t>& hashes, int64_t prompt_tokens) {
   absl::MutexLock lock(&mutex_);
   int chosen = -1;
   bool by_prefix = false;
@@ -146,17 +122,31 @@ int ReplicaRouter::Route(absl::string_view text) {
   Replica& replica = replicas_[chosen];
   if (options_.policy == RoutingPolicy::kPrefix) Remember(replica, hashes);
   ++replica.in_flight;
-  replica.bytes_in_flight += static_cast<int64_t>(text.size());
+  replica.tokens_in_flight += prompt_tokens;
   ++replica.counts.routed;
   if (by_prefix) ++replica.counts.prefix_routed;
   return chosen;
 }
 
-void ReplicaRouter::Finished(int replica, size_t text_bytes) {
+void ReplicaRouter::Finished(int replica, int64_t prompt_tokens) {
   absl::MutexLock lock(&mutex_);
   Replica& r = replicas_[replica];
   r.in_flight = std::max(0, r.in_flight - 1);
-  r.bytes_in_flight = std::max<int64_t>(0, r.bytes_in_flight - static_cast<int64_t>(text_bytes));
+  r.tokens_in_flight = std::max<int64_t>(0, r.tokens_in_flight - prompt_tokens);
+}
+
+void ReplicaRouter::Stored(int replica, uint64_t block) {
+  absl::MutexLock lock(&mutex_);
+  Remember(replicas_[replica], {block});
+}
+
+void ReplicaRouter::Removed(int replica, uint64_t block) {
+  absl::MutexLock lock(&mutex_);
+  Replica& r = replicas_[replica];
+  if (auto found = r.blocks.find(block); found != r.blocks.end()) {
+    r.recency.erase(found->second);
+    r.blocks.erase(found);
+  }
 }
 
 void ReplicaRouter::SetUp(int replica, bool up) {

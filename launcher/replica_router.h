@@ -1,19 +1,21 @@
 // Which replica of a data-parallel server takes a request (launcher serve
 // --data_parallel_size=N).
 //
-// `prefix` (the default) sends a request where its longest leading text
-// was sent before, so that it finds those tokens in that replica's prefix
-// cache, unless that replica is busier than the others by more than the
-// balance allows; then, and for text seen nowhere, to the least loaded.
-// This is SGLang's router's cache-aware policy. The router's view of a
-// replica's cache is a bounded set of hashes of the leading text blocks it
-// sent there (least recently used dropped first), not a copy of the
-// engine's tree: cheap to keep and to match, and wrong only in the
-// engine's favour (an evicted prefix costs one prefill). A replica that
-// restarts comes back with nothing cached, and its hashes are dropped.
+// `prefix` (the default) sends a request to the replica whose prefix cache
+// holds the longest run of its leading token blocks, unless that replica is
+// busier than the others by more than the balance allows; then, and for a
+// prompt cached nowhere, to the least loaded (SGLang's router's
+// cache-aware policy). The router's view of each replica's cache is a set
+// of the engine's own block hashes (KvBlockPool::ChainHash over the
+// prompt's tokens): blocks are added when a request is routed there (the
+// engine caches them as it prefills) and kept in step with the engine by
+// its cache events (worker/engine/kv_cache_events.h: stored, evicted), so
+// a prefix the engine evicted stops attracting requests. It is bounded (the
+// least recently used dropped first), and a replica that restarts starts
+// with nothing.
 //
-// `least_loaded` picks the replica with the fewest prompt bytes in flight,
-// `round_robin` the next one; both skip replicas that are down.
+// `least_loaded` picks the replica with the fewest prompt tokens in
+// flight, `round_robin` the next one; both skip replicas that are down.
 
 #ifndef LLAMA_LAUNCHER_REPLICA_ROUTER_H_
 #define LLAMA_LAUNCHER_REPLICA_ROUTER_H_
@@ -25,7 +27,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace llama {
@@ -38,13 +39,11 @@ absl::string_view RoutingPolicyName(RoutingPolicy policy);
 
 struct RouterOptions {
   RoutingPolicy policy = RoutingPolicy::kPrefix;
-  // Bytes of text per hashed block: a prefix is matched to this precision.
-  int block_bytes = 64;
-  // Only a request's leading blocks up to this many are hashed and
+  // Only a request's leading blocks up to this many are matched and
   // remembered (one huge prompt must not push every other prefix out).
   int max_blocks_per_request = 4096;
-  // Blocks remembered per replica (64 K of 64 bytes: 4 MiB of prompt text).
-  int64_t max_blocks_per_replica = 64 * 1024;
+  // Blocks remembered per replica (an engine's KV cache rarely has more).
+  int64_t max_blocks_per_replica = 256 * 1024;
   // The best match is skipped for the least loaded replica when its
   // requests in flight exceed the least loaded one's by more than both of
   // these (SGLang's balance thresholds).
@@ -56,16 +55,21 @@ class ReplicaRouter {
  public:
   ReplicaRouter(int replicas, RouterOptions options);
 
-  // Picks a replica that is up for a request whose routing text is `text`
-  // and counts the request in flight there; -1 when none is up.
-  int Route(absl::string_view text);
-  // The request routed to `replica` with `text_bytes` of text has ended.
-  void Finished(int replica, size_t text_bytes);
+  // Picks a replica that is up for a request of `prompt_tokens` tokens
+  // whose leading full blocks have the chain hashes `blocks` (empty when
+  // unknown), and counts the request in flight there; -1 when none is up.
+  int Route(const std::vector<uint64_t>& blocks, int64_t prompt_tokens);
+  // The request routed to `replica` with `prompt_tokens` has ended.
+  void Finished(int replica, int64_t prompt_tokens);
+
+  // The engine's cache events: a block it cached, one it evicted.
+  void Stored(int replica, uint64_t block);
+  void Removed(int replica, uint64_t block);
 
   // A replica that is down is routed nothing.
   void SetUp(int replica, bool up);
-  // A replica started again: its engine's cache is empty, and so is the
-  // router's memory of it.
+  // A replica started again (or whose events were lost): its engine's
+  // cache is unknown, and the router's view of it starts empty.
   void Forget(int replica);
   bool up(int replica) const;
   int replicas_up() const;
@@ -82,19 +86,17 @@ class ReplicaRouter {
   struct Replica {
     bool up = false;
     int in_flight = 0;
-    int64_t bytes_in_flight = 0;
+    int64_t tokens_in_flight = 0;
     Counts counts;
     // Block hash -> its place in `recency` (front: most recent).
     std::list<uint64_t> recency;
     absl::flat_hash_map<uint64_t, std::list<uint64_t>::iterator> blocks;
   };
 
-  // The hash of each whole leading block of `text`, each chained on the
-  // last (at most max_blocks_per_request).
-  std::vector<uint64_t> BlockHashes(absl::string_view text) const;
-  // Leading blocks of `hashes` that `replica` remembers.
-  static size_t MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& hashes);
-  void Remember(Replica& replica, const std::vector<uint64_t>& hashes);
+  // Leading blocks of `blocks` that `replica` holds, up to the first it
+  // does not (as the engine's own prefix match stops).
+  size_t MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& blocks) const;
+  void Remember(Replica& replica, const std::vector<uint64_t>& blocks);
   int LeastLoaded() const;
   int NextRoundRobin();
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "worker/engine/kv_block_pool.h"
 #include "worker/serve/api_keys.h"
 #include "worker/serve/api_response.h"
 
@@ -36,33 +37,30 @@ ApiError ReplicaFailed(int replica, const std::string& why) {
 constexpr absl::string_view kRequestHeaders[] = {"Authorization", "Content-Type", "Accept"};
 constexpr absl::string_view kAnswerHeaders[] = {"Retry-After", "WWW-Authenticate"};
 
-// A chat message's or a prompt's text as it enters the prompt.
-std::string TextOf(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
-
 }  // namespace
 
-std::string RoutingText(const std::string& path, const std::string& body) {
+PromptForRouting RoutingPrompt(const std::string& path, const std::string& body) {
+  PromptForRouting prompt;
   const json request = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!request.is_object()) return "";
-  std::string text;
+  if (!request.is_object() || !request.contains("model")) return prompt;
   if (path == "/v1/completions" && request.contains("prompt")) {
-    const json& prompt = request["prompt"];
-    if (!prompt.is_array()) return TextOf(prompt);
-    for (const json& part : prompt) absl::StrAppend(&text, TextOf(part), "\n");
-    return text;
-  }
-  if (path == "/v1/chat/completions") {
-    // Tools come first in the prompt (a system message's), then the turns.
-    if (request.contains("tools")) absl::StrAppend(&text, request["tools"].dump(), "\n");
-    if (request.contains("messages") && request["messages"].is_array()) {
-      for (const json& message : request["messages"]) {
-        if (!message.is_object()) continue;
-        absl::StrAppend(&text, TextOf(message.value("role", json("?"))), ":",
-                        message.contains("content") ? TextOf(message["content"]) : "", "\n");
+    json first = request["prompt"];
+    // An array of prompts, or of token-id arrays: the first one.
+    if (first.is_array() && !first.empty() && (first[0].is_string() || first[0].is_array())) first = first[0];
+    if (first.is_string()) {
+      prompt.tokenize_body = json{{"model", request["model"]}, {"prompt", first}}.dump();
+    } else if (first.is_array()) {
+      for (const json& id : first) {
+        if (!id.is_number_integer()) return {};
+        prompt.tokens.push_back(id.get<int>());
       }
     }
+  } else if (path == "/v1/chat/completions" && request.contains("messages")) {
+    json call = {{"model", request["model"]}, {"messages", request["messages"]}};
+    if (request.contains("tools")) call["tools"] = request["tools"];
+    prompt.tokenize_body = call.dump();
   }
-  return text;
+  return prompt;
 }
 
 namespace {
@@ -175,6 +173,7 @@ ServeFrontEnd::ServeFrontEnd(FrontEndOptions options)
         return o;
       }()),
       endpoints_(options_.replicas),
+      event_cursors_(options_.replicas, 0),
       generations_(options_.replicas, 0) {}
 
 ServeFrontEnd::~ServeFrontEnd() { Stop(); }
@@ -218,6 +217,7 @@ void ServeFrontEnd::ReplicaReady(int replica, const std::string& host, int port)
   {
     absl::MutexLock lock(&mutex_);
     endpoints_[replica] = {host, port};
+    event_cursors_[replica] = 0;
     ++generations_[replica];
   }
   router_.Forget(replica);  // A new start: its cache is empty.
@@ -256,15 +256,18 @@ void ServeFrontEnd::ProbeLoop() {
         const httplib::Result health = client.Get("/health");
         up = health && health->status == 200;
       }
-      // The verdict stands only if the replica did not restart or go down
-      // meanwhile (then the next probe decides).
-      absl::MutexLock lock(&mutex_);
-      if (generations_[r] != generation) continue;
-      if (up != router_.up(r)) {
-        LOG(INFO) << "replica " << r << (up ? " is up" : " is down: its /health is not ok");
-        router_.SetUp(r, up);
+      {
+        // The verdict stands only if the replica did not restart or go
+        // down meanwhile (then the next probe decides).
+        absl::MutexLock lock(&mutex_);
+        if (generations_[r] != generation) continue;
+        if (up != router_.up(r)) {
+          LOG(INFO) << "replica " << r << (up ? " is up" : " is down: its /health is not ok");
+          router_.SetUp(r, up);
+        }
+        if (up) ever_up_ = true;
       }
-      if (up) ever_up_ = true;
+      if (up && options_.routing.policy == RoutingPolicy::kPrefix) ReadCacheEvents(r, endpoint.host, endpoint.port);
     }
   } while (!stop_probing_.WaitForNotificationWithTimeout(options_.probe_interval));
 }
@@ -305,24 +308,96 @@ void ServeFrontEnd::Metrics(const std::shared_ptr<http::Exchange>& exchange) con
   exchange->Respond({200, "text/plain; version=0.0.4", std::move(out), {}});
 }
 
+void ServeFrontEnd::ReadCacheEvents(int replica, const std::string& host, int port) {
+  httplib::Client client(host, port);
+  client.set_connection_timeout(0, 500000);
+  client.set_read_timeout(2, 0);
+  if (!options_.api_keys.empty()) client.set_bearer_token_auth(options_.api_keys[0]);
+  while (true) {
+    uint64_t after;
+    {
+      absl::MutexLock lock(&mutex_);
+      after = event_cursors_[replica];
+    }
+    const httplib::Result got = client.Get(absl::StrCat("/v1/kv_cache_events?after=", after));
+    if (!got || got->status != 200) return;  // A server without them: the routed prompts alone count.
+    const json batch = json::parse(got->body, nullptr, /*allow_exceptions=*/false);
+    if (!batch.is_object() || !batch.contains("events")) return;
+    block_size_ = batch.value("block_size", int64_t{0});
+    if (batch.value("reset", false)) router_.Forget(replica);
+    for (const json& event : batch["events"]) {
+      uint64_t hash;
+      if (!absl::SimpleHexAtoi(event.value("hash", ""), &hash)) continue;
+      if (event.value("stored", false)) {
+        router_.Stored(replica, hash);
+      } else {
+        router_.Removed(replica, hash);
+      }
+    }
+    {
+      absl::MutexLock lock(&mutex_);
+      if (event_cursors_[replica] != after) return;  // The replica restarted meanwhile.
+      event_cursors_[replica] = batch.value("next", after);
+    }
+    if (batch["events"].size() < 4096) return;
+  }
+}
+
+std::vector<uint64_t> ServeFrontEnd::PromptBlocks(const http::Request& request, int64_t* tokens) {
+  *tokens = static_cast<int64_t>(request.body.size() / 4);
+  const int64_t block_size = block_size_;
+  if (options_.routing.policy != RoutingPolicy::kPrefix || block_size <= 0) return {};
+  PromptForRouting prompt = RoutingPrompt(request.path, request.body);
+  if (!prompt.tokenize_body.empty()) {
+    // Any replica that is up tokenizes it, as the one that answers will.
+    for (int i = 0; i < options_.replicas && prompt.tokens.empty(); ++i) {
+      const int r = static_cast<int>((next_tokenizer_++) % options_.replicas);
+      const Endpoint endpoint = ReplicaEndpoint(r);
+      if (!router_.up(r) || endpoint.port == 0) continue;
+      httplib::Client client(endpoint.host, endpoint.port);
+      client.set_connection_timeout(0, 500000);
+      client.set_read_timeout(10, 0);
+      httplib::Headers headers;
+      if (const absl::string_view key = request.Header("Authorization"); !key.empty()) {
+        headers.emplace("Authorization", std::string(key));
+      }
+      const httplib::Result got = client.Post("/tokenize", headers, prompt.tokenize_body, "application/json");
+      if (!got || got->status != 200) break;  // The replica will say what is wrong with the request.
+      const json answer = json::parse(got->body, nullptr, /*allow_exceptions=*/false);
+      if (!answer.is_object() || !answer.contains("tokens") || !answer["tokens"].is_array()) break;
+      for (const json& id : answer["tokens"]) prompt.tokens.push_back(id.get<int>());
+    }
+  }
+  if (prompt.tokens.empty()) return {};
+  *tokens = static_cast<int64_t>(prompt.tokens.size());
+  std::vector<uint64_t> blocks;
+  uint64_t parent = 0;
+  for (int64_t b = 0; (b + 1) * block_size <= static_cast<int64_t>(prompt.tokens.size()); ++b) {
+    parent = KvBlockPool::ChainHash(parent, absl::MakeConstSpan(prompt.tokens).subspan(b * block_size, block_size));
+    blocks.push_back(parent);
+  }
+  return blocks;
+}
+
 void ServeFrontEnd::Proxy(const std::shared_ptr<http::Exchange>& exchange) {
   if (draining_) {
     return Reply(exchange, {503, "the server is draining: it takes no new requests", "server_error", "", "draining"});
   }
   const http::Request& request = exchange->request();
-  const std::string text = RoutingText(request.path, request.body);
+  int64_t tokens = 0;
+  const std::vector<uint64_t> blocks = PromptBlocks(request, &tokens);
   std::optional<http::Response> turned_away;
   // A replica that refuses the connection has just died, one that answers
   // 503 is not serving: try the others.
   for (int attempt = 0; attempt < options_.replicas; ++attempt) {
     if (exchange->client_gone()) return;
-    const int replica = router_.Route(text);
+    const int replica = router_.Route(blocks, tokens);
     if (replica < 0) break;
     const Endpoint endpoint = ReplicaEndpoint(replica);
     http::Response refusal;
     const Forwarded forwarded =
         endpoint.port > 0 ? Forward(exchange, replica, endpoint.host, endpoint.port, &refusal) : Forwarded::kNotReached;
-    router_.Finished(replica, text.size());
+    router_.Finished(replica, tokens);
     if (forwarded == Forwarded::kAnswered) return;
     if (forwarded == Forwarded::kTurnedAway) turned_away = std::move(refusal);
     if (router_.up(replica)) {

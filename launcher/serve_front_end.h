@@ -96,6 +96,12 @@ class ServeFrontEnd : public ReplicaDirectory {
   void Proxy(const std::shared_ptr<http::Exchange>& exchange);
   Forwarded Forward(const std::shared_ptr<http::Exchange>& exchange, int replica, const std::string& host, int port,
                     http::Response* turned_away);
+  // The chain hashes of the request's prompt's full blocks (prefix
+  // routing, once a replica said its block size), and its token count
+  // (the request's bytes / 4 when unknown).
+  std::vector<uint64_t> PromptBlocks(const http::Request& request, int64_t* tokens);
+  // Applies `replica`'s new cache events to the router.
+  void ReadCacheEvents(int replica, const std::string& host, int port);
   void Health(const std::shared_ptr<http::Exchange>& exchange) const;
   void Metrics(const std::shared_ptr<http::Exchange>& exchange) const;
   void ProbeLoop();
@@ -110,6 +116,9 @@ class ServeFrontEnd : public ReplicaDirectory {
   http::Server http_;
   mutable absl::Mutex mutex_;
   std::vector<Endpoint> endpoints_;
+  std::vector<uint64_t> event_cursors_;  // Per replica: the `next` of its last events (0: from its start).
+  std::atomic<int64_t> block_size_{0};  // The engines' KV block size; 0 until one says.
+  std::atomic<uint32_t> next_tokenizer_{0};
   // Per replica, bumped by ReplicaReady and ReplicaDown: a probe's verdict
   // counts only if none came in between.
   std::vector<uint64_t> generations_;
@@ -123,10 +132,17 @@ class ServeFrontEnd : public ReplicaDirectory {
   std::set<std::shared_ptr<httplib::Client>> upstream_;
 };
 
-// The text a request is routed by: a completion's prompt, a chat's tools
-// and messages as the prompt puts them in order; "" for other routes or a
-// body that is not JSON (the replica answers those).
-std::string RoutingText(const std::string& path, const std::string& body);
+// How to learn the tokens of the prompt a request is routed by: given as
+// token ids (a completion's first prompt, when it is ids), or by asking a
+// replica's /tokenize (`tokenize_body`: a completion's first prompt, a
+// chat's messages and tools, as the server itself will tokenize them);
+// neither for other routes or a body that is not JSON (the replica answers
+// those).
+struct PromptForRouting {
+  std::vector<int> tokens;
+  std::string tokenize_body;
+};
+PromptForRouting RoutingPrompt(const std::string& path, const std::string& body);
 
 // Each replica's Prometheus text exposition merged: every family once, its
 // samples summed over replicas (without a replica label; quantiles, which

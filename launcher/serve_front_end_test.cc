@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "worker/engine/kv_block_pool.h"
 #include "worker/http/http_server.h"
 
 namespace llama {
@@ -24,10 +29,33 @@ using ::testing::HasSubstr;
 
 // A stand-in for a replica's rank 0: /health, /metrics and completions
 // that say which replica answered; a prompt "stream and die" streams one
-// event, then the server goes away mid-answer.
+// event, then the server goes away mid-answer. Its "tokenizer" makes a
+// token of each byte, its KV blocks hold 4 tokens, and it says in
+// /v1/kv_cache_events which blocks it cached (every completed prompt's)
+// and evicted (EvictAll).
 class FakeReplica {
  public:
+  static constexpr int kBlockSize = 4;
+
   explicit FakeReplica(int id) : id_(id), server_(http::ServerOptions{}) {
+    server_.Handle({"POST", "/tokenize", nullptr, [](std::shared_ptr<http::Exchange> e) {
+                      const std::string prompt = json::parse(e->request().body)["prompt"];
+                      e->Respond({200, "application/json", json{{"tokens", Tokens(prompt)}}.dump(), {}});
+                    }});
+    server_.Handle({"GET", "/v1/kv_cache_events", nullptr,
+                    [this](std::shared_ptr<http::Exchange> e) {
+                      const std::string& target = e->request().target;
+                      const size_t after = std::stoul(target.substr(target.find("after=") + 6));
+                      json events = json::array();
+                      std::lock_guard<std::mutex> lock(mutex_);
+                      for (size_t n = after; n < events_.size(); ++n) events.push_back(events_[n]);
+                      e->Respond({200, "application/json",
+                                  json{{"next", events_.size()}, {"reset", false}, {"block_size", kBlockSize},
+                                       {"events", events}}
+                                      .dump(),
+                                  {}});
+                    },
+                    true});
     server_.Handle({"GET", "/health", nullptr,
                     [](std::shared_ptr<http::Exchange> e) { e->Respond({200, "application/json", R"({"status":"ok"})", {}}); },
                     true});
@@ -46,9 +74,30 @@ class FakeReplica {
   void Stop() { server_.Stop(); }
   int port() const { return server_.port(); }
 
+  static std::vector<int> Tokens(const std::string& text) { return std::vector<int>(text.begin(), text.end()); }
+
+  void EvictAll() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (uint64_t hash : cached_) events_.push_back({{"stored", false}, {"hash", absl::StrFormat("%016x", hash)}});
+    cached_.clear();
+  }
+
  private:
+  void Cache(const std::string& prompt) {
+    const std::vector<int> tokens = Tokens(prompt);
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t parent = 0;
+    for (size_t b = 0; (b + 1) * kBlockSize <= tokens.size(); ++b) {
+      parent = KvBlockPool::ChainHash(parent, absl::MakeConstSpan(tokens).subspan(b * kBlockSize, kBlockSize));
+      if (cached_.insert(parent).second) {
+        events_.push_back({{"stored", true}, {"hash", absl::StrFormat("%016x", parent)}});
+      }
+    }
+  }
+
   void Complete(const std::shared_ptr<http::Exchange>& e) {
     const json request = json::parse(e->request().body);
+    if (request["prompt"].is_string()) Cache(request["prompt"]);
     if (request["prompt"] == "unavailable" && id_ == 0) {  // As a replica that is loading or draining.
       e->Respond({503, "application/json", R"({"error":{"message":"the model is loading"}})", {}});
       return;
@@ -71,6 +120,9 @@ class FakeReplica {
   }
 
   int id_;
+  std::mutex mutex_;
+  std::set<uint64_t> cached_;
+  std::vector<json> events_;
   http::Server server_;
 };
 
@@ -99,7 +151,8 @@ class FrontEndTest : public ::testing::Test {
   httplib::Result Complete(const std::string& prompt, bool stream = false) {
     httplib::Client client("127.0.0.1", front_->port());
     client.set_read_timeout(10, 0);
-    return client.Post("/v1/completions", json{{"prompt", prompt}, {"stream", stream}}.dump(), "application/json");
+    return client.Post("/v1/completions", json{{"model", "m"}, {"prompt", prompt}, {"stream", stream}}.dump(),
+                       "application/json");
   }
   json Health() {
     httplib::Client client("127.0.0.1", front_->port());
@@ -128,6 +181,22 @@ TEST_F(FrontEndTest, UsersOfASystemPromptLandWhereItWasSent) {
   }
   // The four prompts' first requests were spread.
   EXPECT_EQ(std::count(home.begin(), home.end(), 0), 2);
+}
+
+// What a replica evicts stops drawing its prompt there.
+TEST_F(FrontEndTest, APrefixTheReplicaEvictedDrawsNothing) {
+  StartAll(2);
+  const std::string prompt = std::string(64, 'p') + " the question";
+  httplib::Result first = Complete(prompt);
+  ASSERT_TRUE(first);
+  const int home = json::parse(first->body)["replica"];
+  const auto by_prefix = [&] { return front_->router().counts(0).prefix_routed + front_->router().counts(1).prefix_routed; };
+  ASSERT_TRUE(Complete(prompt));
+  EXPECT_EQ(by_prefix(), 1);
+  replicas_[home]->EvictAll();
+  std::this_thread::sleep_for(200ms);  // A few probes: the events are read.
+  ASSERT_TRUE(Complete(prompt));
+  EXPECT_EQ(by_prefix(), 1) << "routed by a prefix the replica had evicted";
 }
 
 TEST_F(FrontEndTest, StreamsPassThroughAndAReplicaDyingMidAnswerSaysSo) {
@@ -183,7 +252,7 @@ TEST_F(FrontEndTest, ARefusedConnectionIsTriedOnAnotherReplica) {
 TEST_F(FrontEndTest, A503IsTriedOnAnotherReplicaAndAKeyIsCheckedFirst) {
   StartAll(2, RoutingPolicy::kRoundRobin, {"s3cret"});
   httplib::Client client("127.0.0.1", front_->port());
-  const std::string body = json{{"prompt", "unavailable"}}.dump();
+  const std::string body = json{{"model", "m"}, {"prompt", "unavailable"}}.dump();
   httplib::Result refused = client.Post("/v1/completions", body, "application/json");
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
@@ -231,16 +300,20 @@ TEST(MergeReplicaMetricsTest, QuantilesAreNotSummedAndFamiliesStayTogether) {
   EXPECT_EQ(MergeReplicaMetrics({"", "# TYPE g gauge\ng 2\n"}), "# TYPE g gauge\ng 2\ng{replica=\"1\"} 2\n");
 }
 
-TEST(RoutingTextTest, PromptsAndChatsInPromptOrder) {
-  EXPECT_EQ(RoutingText("/v1/completions", R"({"prompt":"hello"})"), "hello");
-  EXPECT_EQ(RoutingText("/v1/completions", R"({"prompt":["a","b"]})"), "a\nb\n");
-  EXPECT_EQ(RoutingText("/v1/chat/completions",
-                        R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]})"),
-            "system:be brief\nuser:hi\n");
-  EXPECT_EQ(RoutingText("/v1/chat/completions", R"({"tools":[1],"messages":[{"role":"user","content":"x"}]})"),
-            "[1]\nuser:x\n");
-  EXPECT_EQ(RoutingText("/v1/completions", "not json"), "");
-  EXPECT_EQ(RoutingText("/tokenize", R"({"prompt":"hello"})"), "");
+TEST(RoutingPromptTest, PromptsAsIdsOrAsTheServerTokenizesThem) {
+  EXPECT_EQ(RoutingPrompt("/v1/completions", R"({"model":"m","prompt":"hello"})").tokenize_body,
+            R"({"model":"m","prompt":"hello"})");
+  EXPECT_EQ(RoutingPrompt("/v1/completions", R"({"model":"m","prompt":["a","b"]})").tokenize_body,
+            R"({"model":"m","prompt":"a"})");
+  EXPECT_EQ(RoutingPrompt("/v1/completions", R"({"model":"m","prompt":[1,2,3]})").tokens, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(RoutingPrompt("/v1/completions", R"({"model":"m","prompt":[[4,5],[6]]})").tokens, (std::vector<int>{4, 5}));
+  EXPECT_EQ(RoutingPrompt("/v1/chat/completions",
+                          R"({"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[1]})")
+                .tokenize_body,
+            R"({"messages":[{"content":"hi","role":"user"}],"model":"m","tools":[1]})");
+  EXPECT_TRUE(RoutingPrompt("/v1/completions", "not json").tokenize_body.empty());
+  EXPECT_TRUE(RoutingPrompt("/v1/completions", R"({"prompt":"no model"})").tokenize_body.empty());
+  EXPECT_TRUE(RoutingPrompt("/tokenize", R"({"model":"m","prompt":"hello"})").tokenize_body.empty());
 }
 
 }  // namespace

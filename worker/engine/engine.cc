@@ -82,6 +82,7 @@ struct Engine::Sequence {
 
 Engine::Engine(LanguageModel* model, const EngineOptions& options)
     : model_(model), options_(options), pool_(model->limits().kv_blocks, model->limits().kv_block_size, options.prefix_caching) {
+  pool_.set_events(&cache_events_);
   if (options_.max_num_batched_tokens <= 0) options_.max_num_batched_tokens = model->limits().max_step_tokens;
   if (options_.max_num_seqs <= 0) options_.max_num_seqs = model->limits().max_batch_size;
   // A step holds every running request: no more than the model's step takes.

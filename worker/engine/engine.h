@@ -189,6 +189,10 @@ class Engine {
 
   // The block pool, for tests' consistency checks.
   const KvBlockPool& block_pool() const { return pool_; }
+  // The prefix cache's changes (thread-safe), and its block size: what a
+  // router mirrors of this engine's cache.
+  const KvCacheEvents& cache_events() const { return cache_events_; }
+  int64_t kv_block_size() const { return model_->limits().kv_block_size; }
   // Each running request's blocks, for tests: no block may be held by two
   // requests unless it is a cached prefix block.
   std::vector<std::vector<int32_t>> running_block_tables() const;
@@ -272,6 +276,7 @@ class Engine {
 
   LanguageModel* model_;
   EngineOptions options_;
+  KvCacheEvents cache_events_;  // Before pool_, which records into it.
   KvBlockPool pool_;
 
   mutable absl::Mutex mutex_;

@@ -42,6 +42,8 @@ class EngineLoop {
   // failed heartbeat) once it failed: every open request got it too.
   absl::Status status() const;
   EngineStats stats() const { return engine_->stats(); }
+  const KvCacheEvents& cache_events() const { return engine_->cache_events(); }
+  int64_t kv_block_size() const { return engine_->kv_block_size(); }
 
  private:
   void Run();

@@ -60,6 +60,7 @@ std::optional<int32_t> KvBlockPool::Allocate(bool evict) {
 void KvBlockPool::Forget(int32_t b) {
   Block& block = blocks_[b];
   by_hash_.erase(*block.hash);
+  if (events_ != nullptr) events_->Removed(*block.hash);
   block.hash.reset();
   block.tokens.clear();
 }
@@ -70,6 +71,7 @@ void KvBlockPool::Cache(int32_t b, uint64_t hash, absl::Span<const int> tokens) 
   block.hash = hash;
   block.tokens.assign(tokens.begin(), tokens.end());
   by_hash_[hash] = b;
+  if (events_ != nullptr) events_->Stored(hash);
 }
 
 void KvBlockPool::Release(int32_t b) {

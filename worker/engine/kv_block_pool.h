@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "worker/engine/kv_cache_events.h"
 
 namespace llama {
 
@@ -28,6 +29,10 @@ class KvBlockPool {
   // `blocks` blocks of `block_size` positions; prefix caching off: blocks
   // are never shared and go back to the free list when released.
   KvBlockPool(int64_t blocks, int64_t block_size, bool prefix_caching);
+
+  // Each full block cached from now on and each evicted is recorded there
+  // (it must outlive the pool; null: none).
+  void set_events(KvCacheEvents* events) { events_ = events; }
 
   int64_t blocks() const { return static_cast<int64_t>(blocks_.size()); }
   int64_t block_size() const { return block_size_; }
@@ -82,6 +87,7 @@ class KvBlockPool {
 
   int64_t block_size_;
   bool prefix_caching_;
+  KvCacheEvents* events_ = nullptr;
   std::vector<Block> blocks_;
   std::vector<int32_t> free_;       // Uncached, unheld.
   std::list<int32_t> evictable_;    // Cached, unheld: least recently released first.

@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -389,6 +390,32 @@ absl::Status ApiServer::Start() {
                 [this](std::shared_ptr<http::Exchange> exchange) {
                   exchange->Respond(
                       {200, "text/plain; version=0.0.4", metrics_.Render(loop_->stats()), {}});
+                },
+                /*on_io_thread=*/true});
+  // The prefix cache's changes since ?after=N (kv_cache_events.h), for a
+  // router in front of several servers: {"next", "reset", "block_size",
+  // "events": [{"stored", "hash"}]}, hashes as 16 hex digits (JSON numbers
+  // would round them).
+  http_.Handle({"GET", "/v1/kv_cache_events", check_key,
+                [this](std::shared_ptr<http::Exchange> exchange) {
+                  const http::Request& request = exchange->request();
+                  uint64_t after = 0;
+                  const size_t query = request.target.find("?after=");
+                  if (query != std::string::npos &&
+                      !absl::SimpleAtoi(absl::string_view(request.target).substr(query + 7), &after)) {
+                    return Reply(exchange, {400, "after: expected the `next` of the last answer (a whole number)",
+                                            "invalid_request_error", "after", ""});
+                  }
+                  const KvCacheEvents::Batch batch = loop_->cache_events().Since(after, 4096);
+                  json events = json::array();
+                  for (const KvCacheEvents::Event& e : batch.events) {
+                    events.push_back({{"stored", e.stored}, {"hash", absl::StrFormat("%016x", e.hash)}});
+                  }
+                  exchange->Respond(JsonResponse(200, json{{"next", batch.next},
+                                                           {"reset", batch.reset},
+                                                           {"block_size", loop_->kv_block_size()},
+                                                           {"events", std::move(events)}}
+                                                          .dump()));
                 },
                 /*on_io_thread=*/true});
   http_.Handle({"GET", "/v1/models", check_key,

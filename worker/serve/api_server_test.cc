@@ -16,12 +16,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 #include "tokenizer/tokenizer_fixture.h"
 #include "worker/batch/generator.h"
 #include "worker/collectives/communicator.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/engine_loop.h"
+#include "worker/engine/kv_block_pool.h"
 #include "worker/serve/serving_fixture.h"
 
 namespace llama {
@@ -105,6 +109,37 @@ TEST(ApiServerTest, MetricsCountEachRequestOnce) {
   EXPECT_THAT(metrics, HasSubstr("\nllama_time_to_first_token_seconds_count 6\n"));  // 4 + 2 choices.
   EXPECT_THAT(metrics, HasSubstr("\nllama_request_queue_time_seconds_count 6\n"));
   EXPECT_THAT(metrics, HasSubstr("llama_request_failure_total{reason=\"invalid\"} 1\n"));
+}
+
+// /v1/kv_cache_events: the blocks the engine cached for a prompt, with the
+// chain hashes a router computes from the prompt's tokens, read on from
+// `next`; a bad `after` is a 400.
+TEST(ApiServerTest, CacheEventsNameThePromptsBlocks) {
+  Serving s;
+  const std::string prompt = "the events of the cache name every full block of this prompt, sixteen tokens each";
+  s.PostJson("/v1/completions", {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 1}});
+  const json events = json::parse(s.client().Get("/v1/kv_cache_events?after=0")->body);
+  const int64_t block_size = events["block_size"];
+  ASSERT_GT(block_size, 0);
+  EXPECT_FALSE(events["reset"].get<bool>());
+  const std::vector<int> tokens = *testing::FixtureTokenizer().Encode(prompt, true, false);
+  ASSERT_GE(static_cast<int64_t>(tokens.size()), block_size);
+  uint64_t parent = 0;
+  std::vector<std::string> expected;
+  for (int64_t b = 0; (b + 1) * block_size <= static_cast<int64_t>(tokens.size()); ++b) {
+    parent = KvBlockPool::ChainHash(parent, absl::MakeConstSpan(tokens).subspan(b * block_size, block_size));
+    expected.push_back(absl::StrFormat("%016x", parent));
+  }
+  std::vector<std::string> stored;
+  for (const json& e : events["events"]) {
+    if (e["stored"]) stored.push_back(e["hash"]);
+  }
+  ASSERT_GE(stored.size(), expected.size());
+  EXPECT_EQ(std::vector<std::string>(stored.begin(), stored.begin() + expected.size()), expected);
+  const uint64_t next = events["next"];
+  EXPECT_TRUE(json::parse(s.client().Get(absl::StrCat("/v1/kv_cache_events?after=", next).c_str())->body)["events"]
+                  .empty());
+  EXPECT_EQ(s.client().Get("/v1/kv_cache_events?after=x")->status, 400);
 }
 
 // The server's greedy completion is the batch job's (the same engine path).
