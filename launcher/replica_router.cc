@@ -28,24 +28,35 @@ absl::string_view RoutingPolicyName(RoutingPolicy policy) {
 
 ReplicaRouter::ReplicaRouter(int replicas, RouterOptions options) : options_(options), replicas_(replicas) {}
 
-size_t ReplicaRouter::MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& blocks) const {
+size_t ReplicaRouter::MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& blocks,
+                                    absl::Time now) const {
   const size_t most = std::min<size_t>(blocks.size(), options_.max_blocks_per_request);
   size_t matched = 0;
-  while (matched < most && replica.blocks.contains(blocks[matched])) ++matched;
+  for (; matched < most; ++matched) {
+    const auto found = replica.blocks.find(blocks[matched]);
+    if (found == replica.blocks.end()) break;
+    const absl::Time pending_since = found->second.pending_since;
+    if (pending_since != absl::InfinitePast() && now - pending_since > options_.pending_ttl) break;
+  }
   return matched;
 }
 
-void ReplicaRouter::Remember(Replica& replica, const std::vector<uint64_t>& blocks) {
+void ReplicaRouter::Remember(Replica& replica, const std::vector<uint64_t>& blocks, bool confirmed) {
   const size_t most = std::min<size_t>(blocks.size(), options_.max_blocks_per_request);
+  const absl::Time now = absl::Now();
   // Leading blocks last, so that they are the most recent: a prefix's
   // blocks are dropped from its end.
   for (size_t i = most; i-- > 0;) {
     if (auto found = replica.blocks.find(blocks[i]); found != replica.blocks.end()) {
-      replica.recency.splice(replica.recency.begin(), replica.recency, found->second);
+      replica.recency.splice(replica.recency.begin(), replica.recency, found->second.place);
+      // Confirmed stays confirmed; a pending one is pending anew.
+      if (confirmed || found->second.pending_since != absl::InfinitePast()) {
+        found->second.pending_since = confirmed ? absl::InfinitePast() : now;
+      }
       continue;
     }
     replica.recency.push_front(blocks[i]);
-    replica.blocks[blocks[i]] = replica.recency.begin();
+    replica.blocks[blocks[i]] = {replica.recency.begin(), confirmed ? absl::InfinitePast() : now};
   }
   while (static_cast<int64_t>(replica.recency.size()) > options_.max_blocks_per_replica) {
     replica.blocks.erase(replica.recency.back());
@@ -89,6 +100,7 @@ int ReplicaRouter::Route(const std::vector<uint64_t>& hashes, int64_t prompt_tok
       chosen = LeastLoaded();
       break;
     case RoutingPolicy::kPrefix: {
+      const absl::Time now = absl::Now();
       const int least = LeastLoaded();
       if (least < 0) break;
       chosen = least;
@@ -96,7 +108,7 @@ int ReplicaRouter::Route(const std::vector<uint64_t>& hashes, int64_t prompt_tok
       int best = -1;
       for (size_t r = 0; r < replicas_.size(); ++r) {
         if (!replicas_[r].up) continue;
-        const size_t matched = MatchedBlocks(replicas_[r], hashes);
+        const size_t matched = MatchedBlocks(replicas_[r], hashes, now);
         // Of equal matches (a prefix sent to several), the less busy.
         if (matched > best_match ||
             (matched == best_match && best >= 0 && matched > 0 &&
@@ -120,7 +132,7 @@ int ReplicaRouter::Route(const std::vector<uint64_t>& hashes, int64_t prompt_tok
   if (chosen < 0) return -1;
   next_ = (chosen + 1) % static_cast<int>(replicas_.size());
   Replica& replica = replicas_[chosen];
-  if (options_.policy == RoutingPolicy::kPrefix) Remember(replica, hashes);
+  if (options_.policy == RoutingPolicy::kPrefix) Remember(replica, hashes, /*confirmed=*/false);
   ++replica.in_flight;
   replica.tokens_in_flight += prompt_tokens;
   ++replica.counts.routed;
@@ -137,14 +149,14 @@ void ReplicaRouter::Finished(int replica, int64_t prompt_tokens) {
 
 void ReplicaRouter::Stored(int replica, uint64_t block) {
   absl::MutexLock lock(&mutex_);
-  Remember(replicas_[replica], {block});
+  Remember(replicas_[replica], {block}, /*confirmed=*/true);
 }
 
 void ReplicaRouter::Removed(int replica, uint64_t block) {
   absl::MutexLock lock(&mutex_);
   Replica& r = replicas_[replica];
   if (auto found = r.blocks.find(block); found != r.blocks.end()) {
-    r.recency.erase(found->second);
+    r.recency.erase(found->second.place);
     r.blocks.erase(found);
   }
 }

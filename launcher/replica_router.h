@@ -28,6 +28,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace llama {
 
@@ -49,6 +51,9 @@ struct RouterOptions {
   // these (SGLang's balance thresholds).
   int balance_abs_requests = 8;
   double balance_rel = 1.5;
+  // How long a block added on routing counts without the engine's Stored
+  // event (well past the probes that read the events).
+  absl::Duration pending_ttl = absl::Seconds(10);
 };
 
 class ReplicaRouter {
@@ -88,15 +93,24 @@ class ReplicaRouter {
     int in_flight = 0;
     int64_t tokens_in_flight = 0;
     Counts counts;
-    // Block hash -> its place in `recency` (front: most recent).
+    struct Entry {
+      std::list<uint64_t>::iterator place;  // In `recency` (front: most recent).
+      // When it was added on routing a request there, until the engine's
+      // Stored event confirms it (then absl::InfinitePast()).
+      absl::Time pending_since;
+    };
     std::list<uint64_t> recency;
-    absl::flat_hash_map<uint64_t, std::list<uint64_t>::iterator> blocks;
+    absl::flat_hash_map<uint64_t, Entry> blocks;
   };
 
   // Leading blocks of `blocks` that `replica` holds, up to the first it
-  // does not (as the engine's own prefix match stops).
-  size_t MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& blocks) const;
-  void Remember(Replica& replica, const std::vector<uint64_t>& blocks);
+  // does not (as the engine's own prefix match stops). A block added on
+  // routing that no Stored event confirmed within pending_ttl (the request
+  // failed, was turned away or cancelled, or the engine caches nothing) is
+  // not held.
+  size_t MatchedBlocks(const Replica& replica, const std::vector<uint64_t>& blocks, absl::Time now) const;
+  // `confirmed`: from the engine's event; else on routing (pending).
+  void Remember(Replica& replica, const std::vector<uint64_t>& blocks, bool confirmed);
   int LeastLoaded() const;
   int NextRoundRobin();
 

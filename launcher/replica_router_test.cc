@@ -79,6 +79,27 @@ TEST(ReplicaRouterTest, TheEnginesEventsMoveTheView) {
   EXPECT_EQ(router.Route(prompt, kTokens), other);
 }
 
+// Blocks added on routing count only while the engine may still confirm
+// them: a request that never reached the cache draws nothing after the TTL.
+TEST(ReplicaRouterTest, UnconfirmedBlocksExpire) {
+  RouterOptions options;
+  options.pending_ttl = absl::Milliseconds(50);
+  ReplicaRouter router(2, options);
+  AllUp(router);
+  const std::vector<uint64_t> confirmed = Blocks(1, 4), failed = Blocks(2, 4);
+  const int a = router.Route(confirmed, kTokens);
+  router.Finished(a, kTokens);
+  for (uint64_t block : confirmed) router.Stored(a, block);
+  const int b = router.Route(failed, kTokens);
+  router.Finished(b, kTokens);
+  absl::SleepFor(absl::Milliseconds(100));
+  const int64_t before = router.counts(0).prefix_routed + router.counts(1).prefix_routed;
+  EXPECT_EQ(router.Route(confirmed, kTokens), a);
+  router.Finished(a, kTokens);
+  router.Route(failed, kTokens);
+  EXPECT_EQ(router.counts(0).prefix_routed + router.counts(1).prefix_routed, before + 1);
+}
+
 TEST(ReplicaRouterTest, TheLongestLeadingRunWins) {
   ReplicaRouter router(2, RouterOptions());
   AllUp(router);

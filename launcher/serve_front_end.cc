@@ -174,6 +174,7 @@ ServeFrontEnd::ServeFrontEnd(FrontEndOptions options)
       }()),
       endpoints_(options_.replicas),
       event_cursors_(options_.replicas, 0),
+      event_epochs_(options_.replicas),
       generations_(options_.replicas, 0) {}
 
 ServeFrontEnd::~ServeFrontEnd() { Stop(); }
@@ -218,6 +219,7 @@ void ServeFrontEnd::ReplicaReady(int replica, const std::string& host, int port)
     absl::MutexLock lock(&mutex_);
     endpoints_[replica] = {host, port};
     event_cursors_[replica] = 0;
+    event_epochs_[replica].clear();
     ++generations_[replica];
   }
   router_.Forget(replica);  // A new start: its cache is empty.
@@ -322,8 +324,20 @@ void ServeFrontEnd::ReadCacheEvents(int replica, const std::string& host, int po
     const httplib::Result got = client.Get(absl::StrCat("/v1/kv_cache_events?after=", after));
     if (!got || got->status != 200) return;  // A server without them: the routed prompts alone count.
     const json batch = json::parse(got->body, nullptr, /*allow_exceptions=*/false);
-    if (!batch.is_object() || !batch.contains("events")) return;
+    if (!batch.is_object() || !batch.contains("events") || !batch["events"].is_array()) return;
     block_size_ = batch.value("block_size", int64_t{0});
+    absl::MutexLock lock(&mutex_);
+    if (event_cursors_[replica] != after) return;  // A new start meanwhile (ReplicaReady): its own events next.
+    const std::string epoch = batch.value("epoch", "");
+    if (epoch != event_epochs_[replica]) {
+      const bool restarted = !event_epochs_[replica].empty();
+      event_epochs_[replica] = epoch;
+      if (restarted) {  // Another engine on the same address: start over.
+        router_.Forget(replica);
+        event_cursors_[replica] = 0;
+        continue;
+      }
+    }
     if (batch.value("reset", false)) router_.Forget(replica);
     for (const json& event : batch["events"]) {
       uint64_t hash;
@@ -334,11 +348,7 @@ void ServeFrontEnd::ReadCacheEvents(int replica, const std::string& host, int po
         router_.Removed(replica, hash);
       }
     }
-    {
-      absl::MutexLock lock(&mutex_);
-      if (event_cursors_[replica] != after) return;  // The replica restarted meanwhile.
-      event_cursors_[replica] = batch.value("next", after);
-    }
+    event_cursors_[replica] = batch.value("next", after);
     if (batch["events"].size() < 4096) return;
   }
 }
@@ -356,13 +366,14 @@ std::vector<uint64_t> ServeFrontEnd::PromptBlocks(const http::Request& request, 
       if (!router_.up(r) || endpoint.port == 0) continue;
       httplib::Client client(endpoint.host, endpoint.port);
       client.set_connection_timeout(0, 500000);
-      client.set_read_timeout(10, 0);
+      client.set_read_timeout(2, 0);  // Routing waits on it: a slow replica is passed over.
       httplib::Headers headers;
       if (const absl::string_view key = request.Header("Authorization"); !key.empty()) {
         headers.emplace("Authorization", std::string(key));
       }
       const httplib::Result got = client.Post("/tokenize", headers, prompt.tokenize_body, "application/json");
-      if (!got || got->status != 200) break;  // The replica will say what is wrong with the request.
+      if (!got) continue;  // Unreachable or slow: another one.
+      if (got->status != 200) break;  // The replica will say what is wrong with the request.
       const json answer = json::parse(got->body, nullptr, /*allow_exceptions=*/false);
       if (!answer.is_object() || !answer.contains("tokens") || !answer["tokens"].is_array()) break;
       for (const json& id : answer["tokens"]) prompt.tokens.push_back(id.get<int>());

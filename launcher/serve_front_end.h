@@ -117,6 +117,7 @@ class ServeFrontEnd : public ReplicaDirectory {
   mutable absl::Mutex mutex_;
   std::vector<Endpoint> endpoints_;
   std::vector<uint64_t> event_cursors_;  // Per replica: the `next` of its last events (0: from its start).
+  std::vector<std::string> event_epochs_;  // Per replica: its journal's epoch ("" until read).
   std::atomic<int64_t> block_size_{0};  // The engines' KV block size; 0 until one says.
   std::atomic<uint32_t> next_tokenizer_{0};
   // Per replica, bumped by ReplicaReady and ReplicaDown: a probe's verdict

@@ -1,8 +1,12 @@
 #include "worker/engine/kv_cache_events.h"
 
 #include <algorithm>
+#include <random>
 
 namespace llama {
+
+KvCacheEvents::KvCacheEvents(size_t capacity)
+    : capacity_(capacity), epoch_(uint64_t{std::random_device()()} << 32 | std::random_device()()) {}
 
 void KvCacheEvents::Record(bool stored, uint64_t hash) {
   absl::MutexLock lock(&mutex_);
@@ -22,7 +26,10 @@ KvCacheEvents::Batch KvCacheEvents::Since(uint64_t after, size_t max) const {
     batch.reset = after != 0 || first_ > 1;
     from = first_;
   }
-  from = std::min(from, end);
+  if (from > end) {  // Past the last event: not this journal's reader.
+    batch.reset = true;
+    from = first_;
+  }
   const uint64_t to = std::min<uint64_t>(end, from + max);
   for (uint64_t n = from; n < to; ++n) batch.events.push_back(events_[n - first_]);
   batch.next = to - 1;

@@ -23,7 +23,11 @@ namespace llama {
 
 class KvCacheEvents {
  public:
-  explicit KvCacheEvents(size_t capacity = size_t{1} << 17) : capacity_(capacity) {}
+  explicit KvCacheEvents(size_t capacity = size_t{1} << 17);
+
+  // Random per journal (per engine start): a reader that sees another
+  // epoch than before is reading a restarted engine and starts over.
+  uint64_t epoch() const { return epoch_; }
 
   void Stored(uint64_t hash) { Record(true, hash); }
   void Removed(uint64_t hash) { Record(false, hash); }
@@ -36,7 +40,8 @@ class KvCacheEvents {
     // Read on from here next time.
     uint64_t next = 0;
     // Events after `after` were dropped (or `after` is 0 while events were
-    // already dropped): the reader's mirror must start over from these.
+    // already dropped), or `after` is past the last event (the reader read
+    // another journal): the reader's mirror must start over from these.
     bool reset = false;
     std::vector<Event> events;
   };
@@ -47,6 +52,7 @@ class KvCacheEvents {
   void Record(bool stored, uint64_t hash);
 
   const size_t capacity_;
+  const uint64_t epoch_;
   mutable absl::Mutex mutex_;
   std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
   uint64_t first_ ABSL_GUARDED_BY(mutex_) = 1;  // The number of events_.front().

@@ -38,6 +38,12 @@ TEST(KvCacheEventsTest, ReadersGoOnFromWhereTheyStoppedAndStartOverWhenLeftBehin
   EXPECT_TRUE(behind.reset);
   EXPECT_EQ(Hashes(behind, true), (std::vector<uint64_t>{12, 13, 14, 15}));
   EXPECT_EQ(behind.next, 9u);
+  // A reader past the last event read another journal (an engine since
+  // restarted): it starts over from the first kept.
+  KvCacheEvents::Batch ahead = events.Since(100, 10);
+  EXPECT_TRUE(ahead.reset);
+  EXPECT_EQ(Hashes(ahead, true), (std::vector<uint64_t>{12, 13, 14, 15}));
+  EXPECT_NE(events.epoch(), KvCacheEvents().epoch());
   // At most `max` at a time: after 6 (hash 12), 7 and 8.
   KvCacheEvents::Batch two = events.Since(6, 2);
   EXPECT_EQ(Hashes(two, true), (std::vector<uint64_t>{13, 14}));

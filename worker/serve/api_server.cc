@@ -393,9 +393,9 @@ absl::Status ApiServer::Start() {
                 },
                 /*on_io_thread=*/true});
   // The prefix cache's changes since ?after=N (kv_cache_events.h), for a
-  // router in front of several servers: {"next", "reset", "block_size",
-  // "events": [{"stored", "hash"}]}, hashes as 16 hex digits (JSON numbers
-  // would round them).
+  // router in front of several servers: {"next", "reset", "epoch",
+  // "block_size", "events": [{"stored", "hash"}]}, hashes and epoch as 16
+  // hex digits (JSON numbers would round them).
   http_.Handle({"GET", "/v1/kv_cache_events", check_key,
                 [this](std::shared_ptr<http::Exchange> exchange) {
                   const http::Request& request = exchange->request();
@@ -413,6 +413,8 @@ absl::Status ApiServer::Start() {
                   }
                   exchange->Respond(JsonResponse(200, json{{"next", batch.next},
                                                            {"reset", batch.reset},
+                                                           {"epoch", absl::StrFormat("%016x",
+                                                                                     loop_->cache_events().epoch())},
                                                            {"block_size", loop_->kv_block_size()},
                                                            {"events", std::move(events)}}
                                                           .dump()));
