@@ -59,8 +59,9 @@ enum class LauncherFlagGroup {
     "launcher serve: replicas of the server, each a complete engine of --nproc_per_node ranks on its share of " \
     "a node's CPUs (or GPUs), behind one endpoint on --port (node 0's); across --nnodes, as many on each node.") \
   X(string, routing, "prefix", kReplicas, \
-    "Replicas: which one takes a request. prefix: the one that was sent the request's longest leading text " \
-    "(its prefix cache holds it), unless it is much busier than the least loaded; least_loaded; round_robin.") \
+    "Replicas: which one takes a request. prefix: the one whose prefix cache holds the longest run of the " \
+    "prompt's leading token blocks (from the engines' cache events), unless it is much busier than the least " \
+    "loaded; least_loaded; round_robin.") \
   X(int32, max_restarts, 3, kReplicas, \
     "Replicas: times each is started again after one of its ranks fails (after 1 s; doubling to 30 s while it " \
     "fails before serving), while the others serve. A batch job, a chat or a single server still ends at the " \

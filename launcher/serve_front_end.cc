@@ -158,18 +158,9 @@ ServeFrontEnd::ServeFrontEnd(FrontEndOptions options)
     : options_(std::move(options)),
       router_(options_.replicas, options_.routing),
       http_([this] {
-        http::ServerOptions o;
-        o.host = options_.host;
-        o.port = options_.port;
-        o.limits = options_.limits;
+        http::ServerOptions o = ApiHttpOptions(options_.host, options_.port, options_.limits, options_.access_log);
         // Each answer holds a thread while it is proxied.
         o.worker_threads = options_.max_concurrent_requests;
-        o.error_response = [](int status, const std::string& message, const std::string& code) {
-          return ErrorResponse({status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code});
-        };
-        if (options_.access_log) {
-          o.access_log = [](const http::AccessRecord& record) { LOG(INFO) << "access: " << http::AccessLogLine(record); };
-        }
         return o;
       }()),
       endpoints_(options_.replicas),

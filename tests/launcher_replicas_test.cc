@@ -195,6 +195,23 @@ TEST(LauncherReplicasTest, AKilledReplicaComesBackWhileTheOtherServes) {
   EXPECT_THAT(run.err(), HasSubstr("replica 0 is down (rank 0 signal 9"));
 }
 
+// Replicas that cannot start (a KV cache larger than the machine) fail
+// past --max_restarts and the launcher ends, naming one failure, instead of
+// serving nothing forever.
+TEST(LauncherReplicasTest, ReplicasThatNeverServeEndTheLauncher) {
+  LauncherRun run = Launch(
+      "replicas_never_serve",
+      {"serve", "--ckpt_dir=" + CheckpointFixturePath("tiny_fp32_mp1"),
+       "--tokenizer_path=" + TokenizerFixturePath("tokenizer.model"),
+       absl::StrCat("--shard_dir=", TempDir(), "/replica_shards"),
+       absl::StrCat("--log_dir=", TempDir(), "/replicas_never_serve/logs"), "--nproc_per_node=1",
+       "--data_parallel_size=2", "--port=0", "--max_restarts=1", "--kv_cache_gb=100000"});
+  EXPECT_NE(ExitCodeOf(run, 90s), 0);
+  EXPECT_THAT(run.err(), HasSubstr("no replica is left (each failed past --max_restarts=1); one: rank 0"));
+  EXPECT_THAT(run.err(), HasSubstr("restart 1 of 1 in 2.0 s"));  // Failed before serving: the back-off doubles.
+  EXPECT_THAT(run.err(), HasSubstr("failed 2 time(s), --max_restarts=1: not started again"));
+}
+
 // Replicas on two nodes (two launchers on this host, --nnodes=2): node 0's
 // front end routes to node 1's replica through the registry; when node 0's
 // launcher dies (SIGKILL: no drain, no goodbye), node 1 stops its replica

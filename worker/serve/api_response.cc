@@ -3,12 +3,28 @@
 #include <chrono>
 #include <utility>
 
+#include <glog/logging.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace llama {
 
 http::Response JsonResponse(int status, std::string body, http::Headers headers) {
   return {status, "application/json", std::move(body), std::move(headers)};
+}
+
+http::ServerOptions ApiHttpOptions(const std::string& host, int port, const http::Limits& limits, bool access_log) {
+  http::ServerOptions o;
+  o.host = host;
+  o.port = port;
+  o.limits = limits;
+  o.error_response = [](int status, const std::string& message, const std::string& code) {
+    return ErrorResponse({status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code});
+  };
+  if (access_log) {
+    o.access_log = [](const http::AccessRecord& record) { LOG(INFO) << "access: " << http::AccessLogLine(record); };
+  }
+  return o;
 }
 
 http::Response ErrorResponse(const ApiError& error) {

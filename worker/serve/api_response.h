@@ -17,6 +17,10 @@
 namespace llama {
 
 http::Response JsonResponse(int status, std::string body, http::Headers headers = {});
+// An HTTP server's options as every server of the API sets them: errors it
+// gives itself (a limit, no route) in the API's error form, and with
+// `access_log` a glog INFO line per request (http::AccessLogLine).
+http::ServerOptions ApiHttpOptions(const std::string& host, int port, const http::Limits& limits, bool access_log);
 // The error object with its status; 429 and 503 say Retry-After: 1.
 http::Response ErrorResponse(const ApiError& error);
 // Answers `exchange` with ErrorResponse(error).

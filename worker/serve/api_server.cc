@@ -104,18 +104,9 @@ ApiServer::ApiServer(EngineLoop* loop, const Tokenizer* tokenizer, int64_t conte
       grammars_(tokenizer),
       call_host_{&http_, &metrics_, options_.model, &waiting_requests_, [this](ApiCall* call) { Finished(call); }},
       http_([this] {
-        http::ServerOptions o;
-        o.host = options_.host;
-        o.port = options_.port;
+        http::ServerOptions o = ApiHttpOptions(options_.host, options_.port, options_.limits, options_.access_log);
         o.io_threads = options_.io_threads;
         o.worker_threads = options_.worker_threads;
-        o.limits = options_.limits;
-        o.error_response = [](int status, const std::string& message, const std::string& code) {
-          return ErrorResponse({status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code});
-        };
-        if (options_.access_log) {
-          o.access_log = [](const http::AccessRecord& record) { LOG(INFO) << "access: " << http::AccessLogLine(record); };
-        }
         return o;
       }()) {}
 
