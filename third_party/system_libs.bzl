@@ -112,6 +112,11 @@ def _system_libs_impl(rctx):
     build.append('    linkopts = ["-lpthread"],')
     build.append(")")
     build.append("")
+    # Boost.Align: header-only (aligned_allocator).
+    if not rctx.path("/usr/include/boost/align/aligned_allocator.hpp").exists:
+        fail("Boost.Align not found (/usr/include/boost/align/aligned_allocator.hpp; Debian package libboost1.81-dev). " + _HINT)
+    build.append('cc_library(name = "boost_align")')
+    build.append("")
     rctx.file("BUILD.bazel", "\n".join(build))
 
 system_libs_configure = repository_rule(

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/cast.h"
+#include "ops/cpu/cache_aligned.h"
 #include "ops/cpu/simd.h"
 
 namespace llama::cpu {
@@ -314,7 +315,7 @@ void Attention(const AttentionArgs& a, ThreadPool& pool) {
   const int64_t jobs = by_group ? blocks * a.n_kv_heads : a.len * a.n_heads;
   pool.ParallelFor(jobs, 1, [&](int64_t begin, int64_t end) {
     // Grown to the longest context (and head size) once per thread, then reused.
-    thread_local std::vector<float> scores, widened;
+    thread_local CacheAlignedVector<float> scores, widened;
     if (static_cast<int64_t>(widened.size()) < kValueBlock * a.head_dim) widened.resize(kValueBlock * a.head_dim);
     for (int64_t job = begin; job < end; ++job) {
       if (by_group) {

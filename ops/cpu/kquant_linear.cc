@@ -9,6 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "ops/cpu/cache_aligned.h"
 #include "ops/cpu/panels.h"
 #include "ops/cpu/simd.h"
 #include "ops/dtype.h"
@@ -77,9 +78,9 @@ void Linear(const float* x, int64_t n, absl::Span<const Target> targets, ThreadP
   // the calling thread's, kept between calls.
   struct QuantizedX {
     const Placement* placement = nullptr;
-    std::vector<int8_t> q;
-    std::vector<float> d;
-    std::vector<int16_t> sums;
+    CacheAlignedVector<int8_t> q;
+    CacheAlignedVector<float> d;
+    CacheAlignedVector<int16_t> sums;
   };
   thread_local std::vector<QuantizedX> quantized;
   absl::InlinedVector<size_t, 4> x_of;  // Per target, an index: `quantized` may grow.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ops/cast.h"
+#include "ops/cpu/cache_aligned.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/kquant_linear.h"
 #include "ops/cpu/linear_amx.h"
@@ -79,7 +80,7 @@ void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
   const bool amx = options.bf16_activations && AmxBf16Usable();
   const uint32_t* x_pairs = nullptr;
   if (amx) {
-    thread_local std::vector<uint32_t> pairs;
+    thread_local CacheAlignedVector<uint32_t> pairs;
     const int64_t rows = (n + kAmxTileRows - 1) / kAmxTileRows * kAmxTileRows;
     pairs.resize(std::max<size_t>(pairs.size(), rows * in / 2));
     RoundToBf16Pairs(x, n, in, pairs.data());
@@ -87,7 +88,7 @@ void LinearBlocks(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
     x_pairs = pairs.data();
   }
   pool.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> panel;
+    thread_local CacheAlignedVector<float> panel;
     if (static_cast<int64_t>(panel.size()) < in * kPanelWidth) panel.resize(in * kPanelWidth);
     for (int64_t p = begin; p < end; ++p) {
       const int64_t first = p * kPanelWidth, count = std::min<int64_t>(kPanelWidth, out - first);
@@ -186,7 +187,7 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
     // The buffers are per calling thread, sized once: no allocation per call
     // once warm.
     if (Bf16DotKernel() == "avx512bf16") {
-      thread_local std::vector<uint32_t> pairs;
+      thread_local CacheAlignedVector<uint32_t> pairs;
       if (static_cast<int64_t>(pairs.size()) < n * in / 2) pairs.resize(n * in / 2);
       RoundToBf16Pairs(x, n, in, pairs.data());
       const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth, step = n == 1 ? 2 : 1;
@@ -198,7 +199,7 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
       });
       return absl::OkStatus();
     }
-    thread_local std::vector<float> rounded;
+    thread_local CacheAlignedVector<float> rounded;
     if (static_cast<int64_t>(rounded.size()) < n * in) rounded.resize(n * in);
     for (int64_t i = 0; i < n * in; ++i) rounded[i] = Bf16ToF32(F32ToBf16(x[i]));
     x = rounded.data();

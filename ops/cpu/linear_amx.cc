@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/cpu/cache_aligned.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/panels.h"
@@ -100,7 +101,7 @@ bool ForceAmxBf16ForTesting(bool use) {
 
 LLAMA_AMX void AmxPanelTimesX(const uint32_t* x_pairs, int64_t n, int64_t in, const float* panel, int count,
                               float* y, int64_t out, int64_t first) {
-  thread_local std::vector<uint32_t> pairs;
+  thread_local CacheAlignedVector<uint32_t> pairs;
   if (static_cast<int64_t>(pairs.size()) < in / 2 * kPanelWidth) pairs.resize(in / 2 * kPanelWidth);
   PairPanel(panel, in, pairs.data());
   const uint32_t* w = pairs.data();

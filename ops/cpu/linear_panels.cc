@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ops/cpu/cache_aligned.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/panels.h"
 #include "ops/cpu/simd.h"
@@ -286,7 +287,7 @@ void LinearPacked(const float* x, int64_t n, const Tensor& w, float* y, ThreadPo
   }
   pool.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
     // Per thread, sized once: no allocation per call once warm.
-    thread_local std::vector<float> widened;
+    thread_local CacheAlignedVector<float> widened;
     if (w.dtype() != DType::kF32 && static_cast<int64_t>(widened.size()) < in * kPanelWidth) {
       widened.resize(in * kPanelWidth);
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/cast.h"
+#include "ops/cpu/cache_aligned.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/kquant_linear.h"
 #include "ops/cpu/simd.h"
@@ -280,7 +281,7 @@ template <int kRows>
 LLAMA_KQUANT_AVX512 void RowDotsAvx512VnniRows(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes,
                                               int64_t count, int64_t blocks, float* y, int64_t stride) {
   constexpr int kPairs = kRows / 2;
-  thread_local std::vector<PairFactors> pairs;
+  thread_local CacheAlignedVector<PairFactors> pairs;
   pairs.resize(blocks * kPairs);
   for (int64_t b = 0; b < blocks; ++b) {
     for (int i = 0; i < kPairs; ++i) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ops/cast.h"
+#include "ops/cpu/cache_aligned.h"
 #include "ops/cpu/kernel_dispatch.h"
 #include "ops/cpu/linear.h"
 #include "ops/cpu/simd.h"
@@ -310,8 +311,8 @@ void LinearQ8(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& 
   const PackedQ8 packed(w);
   const int64_t out = w.dim(0), in = w.dim(1), blocks = packed.blocks;
   // x quantized once per call, shared by every thread.
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xd;
+  thread_local CacheAlignedVector<int8_t> xq;
+  thread_local CacheAlignedVector<float> xd;
   xq.resize(n * in);
   xd.resize(n * blocks);
   const Q8Kernels& kernel = ChosenKernels().kernel();
