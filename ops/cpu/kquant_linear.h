@@ -30,9 +30,13 @@ namespace llama::cpu::kquant {
 constexpr int64_t kSuperBlock = 256;
 // f32 accumulators per row of x: one 32-byte register of them.
 constexpr int kLanes = 8;
-// Rows of x a kernel takes against each weight row.
-constexpr int kMaxRows = 8;
-static_assert(kMaxRows == 8, "LLAMA_KQUANT_ROWS_AT_ONCE and _BY_FOUR list 8 kernels");
+// Rows of x a kernel takes against each weight row. 16: the AVX-512 q4_k
+// kernel's fixed work per super-block (unpacking the nibbles and scales)
+// then serves twice the rows, and 16 rows of x (32 KB at the TinyLlama
+// shape's 2048 columns) still stay in L1 as the weight rows pass: its
+// 512-token prefill went 122-125 -> 128-131 tokens/s (32 rows: 115).
+constexpr int kMaxRows = 16;
+static_assert(kMaxRows == 16, "LLAMA_KQUANT_ROW_KERNELS lists 16 kernels");
 
 // One row of x, quantized: per super-block b, values q[256 b ...] (in the
 // kernel's order, Placement), scale d[b], and the sums of q over each run
@@ -57,41 +61,35 @@ using RowDotsFn = void (*)(const QuantizedRow* x, const uint8_t* rows, int64_t r
 // A variant's kernels, [rows - 1].
 using RowDots = std::array<RowDotsFn, kMaxRows>;
 
-// kFour's 4 rows of x and then kRest's rows: for variants with 16 vector
-// registers, whose accumulators for more than 4 rows would not stay in them
-// (AVX-512's 32 take all 8 at once: batch-8 decode 83.1/84.1 -> 76.8/77.8
-// ms/step on the TinyLlama shape's Q4_K_M, --int8_prefill of 512 tokens
-// 100 -> 114 tokens/s). Each row's outputs are the same bits either way.
-template <RowDotsFn kFour, RowDotsFn kRest>
-void InTwoPasses(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, int64_t count, int64_t blocks,
-                 float* y, int64_t stride) {
-  kFour(x, rows, row_bytes, count, blocks, y, stride);
-  kRest(x + 4, rows, row_bytes, count, blocks, y + 4 * stride, stride);
-}
-
 // Defines name##Rows<kRows>, a RowDotsFn: name<kRows> (one weight row,
 // always_inline, of the same target) over `count` rows, compiled with
 // `attributes` so that each row's body is inlined and its constants stay
 // in registers from row to row (a call a row rebuilt them, stored and
 // summed the lanes through the stack, for 8 super-blocks of work). The
 // prefetch distance is read once here and passed down, so that no call is
-// left inside the rows' loop.
-#define LLAMA_KQUANT_ROWS(attributes, name)                                                                   \
-  template <int kRows>                                                                                        \
-  attributes void name##Rows(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, int64_t count,    \
-                             int64_t blocks, float* y, int64_t stride) {                                      \
-    const int64_t ahead = ::llama::cpu::WeightPrefetchBytes();                                                \
-    for (int64_t o = 0; o < count; ++o) name<kRows>(x, rows + o * row_bytes, blocks, ahead, y + o, stride);   \
+// left inside the rows' loop. More rows than `pass`, the most whose
+// accumulators stay in the variant's registers, go over the weights in
+// passes of `pass` rows (AVX2's 16 registers hold 4 rows' accumulators:
+// with all 8 at once they spilled, and batch-8 decode took 83.1/84.1
+// against 76.8/77.8 ms/step on the TinyLlama shape's Q4_K_M). Each row's
+// outputs are the same bits either way.
+#define LLAMA_KQUANT_ROWS(attributes, name, pass)                                                                \
+  template <int kRows>                                                                                           \
+  attributes void name##Rows(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, int64_t count,       \
+                             int64_t blocks, float* y, int64_t stride) {                                         \
+    if constexpr (kRows > (pass)) {                                                                              \
+      name##Rows<(pass)>(x, rows, row_bytes, count, blocks, y, stride);                                          \
+      name##Rows<kRows - (pass)>(x + (pass), rows, row_bytes, count, blocks, y + (pass) * stride, stride);       \
+    } else {                                                                                                     \
+      const int64_t ahead = ::llama::cpu::WeightPrefetchBytes();                                                 \
+      for (int64_t o = 0; o < count; ++o) name<kRows>(x, rows + o * row_bytes, blocks, ahead, y + o, stride);    \
+    }                                                                                                            \
   }
 
-// A variant's RowDots from name##Rows<kRows>: every row count at once
-// (32 vector registers), or more than 4 rows in two passes (16).
-#define LLAMA_KQUANT_ROWS_AT_ONCE(name) \
-  {{name<1>, name<2>, name<3>, name<4>, name<5>, name<6>, name<7>, name<8>}}
-#define LLAMA_KQUANT_ROWS_BY_FOUR(name)                                                      \
-  {{name<1>, name<2>, name<3>, name<4>, ::llama::cpu::kquant::InTwoPasses<name<4>, name<1>>,     \
-    ::llama::cpu::kquant::InTwoPasses<name<4>, name<2>>, ::llama::cpu::kquant::InTwoPasses<name<4>, name<3>>, \
-    ::llama::cpu::kquant::InTwoPasses<name<4>, name<4>>}}
+// A variant's RowDots: name<1> ... name<16>.
+#define LLAMA_KQUANT_ROW_KERNELS(name)                                                                             \
+  {{name<1>, name<2>, name<3>, name<4>, name<5>, name<6>, name<7>, name<8>, name<9>, name<10>, name<11>, name<12>, \
+    name<13>, name<14>, name<15>, name<16>}}
 
 // The target of the AVX-512 variants.
 #define LLAMA_KQUANT_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -100,16 +98,16 @@ void InTwoPasses(const QuantizedRow* x, const uint8_t* rows, int64_t row_bytes, 
 // CPU runs, written once for every type: from the per-row kernels
 // RowDotsScalar and RowDotsAvx2 (templates on kRows) of the type's file, in
 // its anonymous namespace, and its RowDotsAvx512VnniRows (a type defines it
-// with LLAMA_KQUANT_ROWS(LLAMA_KQUANT_AVX512, RowDotsAvx512Vnni), or with
-// work of its own shared by the weight rows).
+// with LLAMA_KQUANT_ROWS(LLAMA_KQUANT_AVX512, RowDotsAvx512Vnni, pass), or
+// with work of its own shared by the weight rows).
 #define LLAMA_KQUANT_KERNELS()                                                                                 \
-  LLAMA_KQUANT_ROWS(, RowDotsScalar)                                                                           \
-  LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c"))), RowDotsAvx2)                                     \
+  LLAMA_KQUANT_ROWS(, RowDotsScalar, ::llama::cpu::kquant::kMaxRows)                                           \
+  LLAMA_KQUANT_ROWS(__attribute__((target("avx2,fma,f16c"))), RowDotsAvx2, 4)                                  \
   ::llama::cpu::KernelDispatch<::llama::cpu::kquant::RowDots, 3>& ChosenKernels() {                            \
     static ::llama::cpu::KernelDispatch<::llama::cpu::kquant::RowDots, 3> kernels({{                           \
-        {"avx512vnni", ::llama::cpu::CpuRunsAvx512BwVnni, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsAvx512VnniRows)},   \
-        {"avx2", ::llama::cpu::CpuRunsAvx2FmaF16c, LLAMA_KQUANT_ROWS_BY_FOUR(RowDotsAvx2Rows)},               \
-        {"scalar", ::llama::cpu::AnyX86_64, LLAMA_KQUANT_ROWS_AT_ONCE(RowDotsScalarRows)},                    \
+        {"avx512vnni", ::llama::cpu::CpuRunsAvx512BwVnni, LLAMA_KQUANT_ROW_KERNELS(RowDotsAvx512VnniRows)},    \
+        {"avx2", ::llama::cpu::CpuRunsAvx2FmaF16c, LLAMA_KQUANT_ROW_KERNELS(RowDotsAvx2Rows)},                 \
+        {"scalar", ::llama::cpu::AnyX86_64, LLAMA_KQUANT_ROW_KERNELS(RowDotsScalarRows)},                      \
     }});                                                                                                       \
     return kernels;                                                                                            \
   }

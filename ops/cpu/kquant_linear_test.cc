@@ -192,12 +192,16 @@ TEST_P(KQuantLinearTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
   const std::string chosen(type.kernel());
   const int64_t prefetch_by_default = WeightPrefetchBytes();
   std::string ran, skipped;
-  // Every kernel row count (1-8, AVX2's 5-8 in two passes) and 8 + 4.
-  for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 12}) {
+  // Past decode's batch, the integer kernels take x with int8_activations.
+  LinearOptions int8;
+  int8.int8_activations = true;
+  // Every kernel row count (1-16: AVX2's past 4 and AVX-512 q6_k's past 8
+  // in passes) and tiles of 16 with the rest (17, 33).
+  for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 33}) {
     const std::vector<float> x = Random(n * in, 100 + n);
     ASSERT_TRUE(type.force("scalar"));
     std::vector<float> scalar(n * out);
-    ASSERT_TRUE(Linear(x.data(), n, *weight, scalar.data(), pool).ok());
+    ASSERT_TRUE(Linear(x.data(), n, *weight, scalar.data(), pool, int8).ok());
     const Expected expected = Reference(type, x, n, w, out, in);
     for (size_t i = 0; i < scalar.size(); ++i) {
       // Each lane takes one or two f32 fused multiply-adds a super-block
@@ -217,7 +221,7 @@ TEST_P(KQuantLinearTest, EveryKernelGivesTheScalarBitsAndMatchesTheReference) {
       for (const int64_t ahead : {int64_t{0}, int64_t{2048}}) {
         SetWeightPrefetchBytes(ahead);
         std::vector<float> y(n * out);
-        ASSERT_TRUE(Linear(x.data(), n, *weight, y.data(), pool).ok());
+        ASSERT_TRUE(Linear(x.data(), n, *weight, y.data(), pool, int8).ok());
         EXPECT_EQ(y, scalar) << kernel << " n=" << n << " prefetch " << ahead;
       }
     }

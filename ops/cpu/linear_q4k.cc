@@ -210,10 +210,34 @@ __attribute__((target("avx512f"), always_inline)) inline void StorePair(__m512 a
   *y_high = SumLanes(lanes + kLanes);
 }
 
+// One super-block's nibbles and scales as the AVX-512 kernel unpacks them:
+// chunks 2p and 2p + 1 in [p].
+struct Unpacked {
+  const __m512i* low;
+  const __m512i* high;
+  const __m512i* low_scale;
+  const __m512i* high_scale;
+};
+
+// A row of x's integer lanes over the super-block (q: its values there).
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline __m512i Lanes(const Unpacked& w,
+                                                                                              const int8_t* q) {
+  __m512i lanes = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int p = 0; p < 2; ++p) {
+    lanes = _mm512_dpwssd_epi32(lanes, _mm512_maddubs_epi16(w.low[p], _mm512_loadu_si512(q + 128 * p)), w.low_scale[p]);
+    lanes = _mm512_dpwssd_epi32(lanes, _mm512_maddubs_epi16(w.high[p], _mm512_loadu_si512(q + 128 * p + 64)),
+                                w.high_scale[p]);
+  }
+  return lanes;
+}
+
 // AVX-512: two chunks a register (x's stored order pairs them), vpdpwssd
 // (VNNI) taking the scales' multiply and the add in one; the two 32-byte
 // halves of the int32 lanes, added at the end of the super-block, are
-// AVX2's lanes exactly.
+// AVX2's lanes exactly. The super-block's nibbles and scales are unpacked
+// once, then each pair of rows takes its products and its f32 steps in
+// turn, so that few registers stay live whatever the number of rows.
 // pairs: PairFactors for super-block b and pair i at [b * (kRows / 2) + i].
 template <int kRows>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) inline void
@@ -227,39 +251,34 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const PairFactors* pairs, const uint8_t
   constexpr int kPairs = kRows / 2;
   __m512 pair_acc[kPairs > 0 ? kPairs : 1];
   __m256 last_acc = _mm256_setzero_ps();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < kPairs; ++i) pair_acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kQ4KBlockBytes;
     if (ahead != 0) simd::PrefetchAhead(block, ahead, kQ4KBlockBytes);
     const VectorFactors f = FactorsOf(block);
     const __m512i scales = _mm512_cvtepu8_epi16(_mm256_set1_epi64x(f.scale_bytes));
-    __m512i dot[kRows];
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) dot[r] = _mm512_setzero_si512();
+    __m512i low[2], high[2], low_scale[2], high_scale[2];
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
       const __m512i v = _mm512_loadu_si512(block + kNibblesOffset + 64 * p);
-      const __m512i low = _mm512_and_si512(v, low_nibble), high = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibble);
-      const __m512i low_scale = _mm512_shuffle_epi8(scales, low_index[p]);
-      const __m512i high_scale = _mm512_shuffle_epi8(scales, high_index[p]);
-#pragma GCC unroll 8
-      for (int r = 0; r < kRows; ++r) {
-        const int8_t* q = x[r].q + b * kQ4KBlockElements + 128 * p;
-        dot[r] = _mm512_dpwssd_epi32(dot[r], _mm512_maddubs_epi16(low, _mm512_loadu_si512(q)), low_scale);
-        dot[r] = _mm512_dpwssd_epi32(dot[r], _mm512_maddubs_epi16(high, _mm512_loadu_si512(q + 64)), high_scale);
-      }
+      low[p] = _mm512_and_si512(v, low_nibble);
+      high[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibble);
+      low_scale[p] = _mm512_shuffle_epi8(scales, low_index[p]);
+      high_scale[p] = _mm512_shuffle_epi8(scales, high_index[p]);
     }
+    const Unpacked w = {low, high, low_scale, high_scale};
+    const int64_t offset = b * kQ4KBlockElements;
     if constexpr (kPairs > 0) {
       const __m512i mins = _mm512_maskz_broadcast_i64x4(0xFF, f.mins);
       // x.d[b] * d and -(x.d[b] * dmin) as Accumulate takes them: the
       // same products (a * -b is -(a * b) exactly).
       const __m512 d = _mm512_set1_ps(f.d), minus_dmin = _mm512_set1_ps(-f.dmin);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int i = 0; i < kPairs; ++i) {
         const PairFactors& p = pairs[b * kPairs + i];
         const __m512 scales = _mm512_loadu_ps(p.d);
-        const __m512i lanes = PairHalves(dot[2 * i], dot[2 * i + 1]);
+        const __m512i lanes = PairHalves(Lanes(w, x[2 * i].q + offset), Lanes(w, x[2 * i + 1].q + offset));
         pair_acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(scales, d), _mm512_maskz_cvtepi32_ps(0xFFFF, lanes), pair_acc[i]);
         pair_acc[i] = _mm512_fmadd_ps(
             _mm512_mul_ps(scales, minus_dmin),
@@ -267,10 +286,10 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const PairFactors* pairs, const uint8_t
       }
     }
     if constexpr (kRows % 2 == 1) {
-      last_acc = Accumulate(x[kRows - 1], b, f, AddHalves(dot[kRows - 1]), last_acc);
+      last_acc = Accumulate(x[kRows - 1], b, f, AddHalves(Lanes(w, x[kRows - 1].q + offset)), last_acc);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < kPairs; ++i) StorePair(pair_acc[i], &y[2 * i * stride], &y[(2 * i + 1) * stride]);
   if constexpr (kRows % 2 == 1) y[(kRows - 1) * stride] = SumLanes(last_acc);
 }

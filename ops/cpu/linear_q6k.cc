@@ -198,7 +198,7 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const uint8_t* row, int64_t blocks, int
   for (int r = 0; r < kRows; ++r) y[r * stride] = SumLanes(acc[r]);
 }
 
-LLAMA_KQUANT_ROWS(LLAMA_KQUANT_AVX512, RowDotsAvx512Vnni)
+LLAMA_KQUANT_ROWS(LLAMA_KQUANT_AVX512, RowDotsAvx512Vnni, 8)
 LLAMA_KQUANT_KERNELS()
 
 }  // namespace
