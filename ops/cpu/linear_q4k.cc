@@ -194,12 +194,14 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i PairHalves(__m5
 // What the per-row f32 steps of rows 2i and 2i + 1 take from x at
 // super-block b, as the paired accumulators hold them (row 2i's in the low
 // eight lanes, 2i + 1's in the high): the scales d, and the sums of q over
-// each sub-block as int32. The same for every weight row, so made once per
-// call (RowDotsAvx512VnniRows), not once per weight row and super-block.
-// (Plain arrays, read unaligned: a vector of them is not 64-byte aligned.)
-struct PairFactors {
+// each sub-block as f32 (exact: |sum| <= 32 * 127, and times a minimum,
+// <= 63, still an integer f32 holds exactly, so one vmulps gives the f32
+// of the integer product Accumulate converts). The same for every weight
+// row, so made once per call (RowDotsAvx512VnniRows), not once per weight
+// row and super-block.
+struct alignas(64) PairFactors {
   float d[16];
-  int32_t sums[16];
+  float sums[16];
 };
 
 // Rows r and r + 1's outputs from their paired accumulators.
@@ -270,19 +272,18 @@ RowDotsAvx512Vnni(const QuantizedRow* x, const PairFactors* pairs, const uint8_t
     const Unpacked w = {low, high, low_scale, high_scale};
     const int64_t offset = b * kQ4KBlockElements;
     if constexpr (kPairs > 0) {
-      const __m512i mins = _mm512_maskz_broadcast_i64x4(0xFF, f.mins);
+      const __m512 mins = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_broadcast_i64x4(0xFF, f.mins));
       // x.d[b] * d and -(x.d[b] * dmin) as Accumulate takes them: the
       // same products (a * -b is -(a * b) exactly).
       const __m512 d = _mm512_set1_ps(f.d), minus_dmin = _mm512_set1_ps(-f.dmin);
 #pragma GCC unroll 8
       for (int i = 0; i < kPairs; ++i) {
         const PairFactors& p = pairs[b * kPairs + i];
-        const __m512 scales = _mm512_loadu_ps(p.d);
+        const __m512 scales = _mm512_load_ps(p.d);
         const __m512i lanes = PairHalves(Lanes(w, x[2 * i].q + offset), Lanes(w, x[2 * i + 1].q + offset));
         pair_acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(scales, d), _mm512_maskz_cvtepi32_ps(0xFFFF, lanes), pair_acc[i]);
-        pair_acc[i] = _mm512_fmadd_ps(
-            _mm512_mul_ps(scales, minus_dmin),
-            _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_madd_epi16(mins, _mm512_loadu_si512(p.sums))), pair_acc[i]);
+        pair_acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(scales, minus_dmin), _mm512_mul_ps(mins, _mm512_load_ps(p.sums)),
+                                      pair_acc[i]);
       }
     }
     if constexpr (kRows % 2 == 1) {
@@ -309,7 +310,7 @@ LLAMA_KQUANT_AVX512 void RowDotsAvx512VnniRows(const QuantizedRow* x, const uint
         const QuantizedRow& xr = x[2 * i + half];
         for (int k = 0; k < kSubBlocks; ++k) {
           p.d[8 * half + k] = xr.d[b];
-          p.sums[8 * half + k] = xr.sums[b * kSubBlocks + k];
+          p.sums[8 * half + k] = static_cast<float>(xr.sums[b * kSubBlocks + k]);
         }
       }
     }
