@@ -497,6 +497,33 @@ TEST(EngineTest, ADraftModelThatIsTheTargetHasEveryGuessKept) {
               static_cast<long long>(stats.preemptions), static_cast<long long>(stats.steps));
 }
 
+// Until its steps are priced the engine tries guessing with one request at
+// a time: with a draft model, each request's first guess has the draft read
+// the request's whole text, which 8 requests trying at once paid for 8
+// times over before the engine learnt that guessing did not pay.
+TEST(EngineTest, UntilStepsArePricedOneRequestTriesAGuess) {
+  CacheCheckingModel::Shape shape;
+  shape.blocks = 64;
+  CacheCheckingModel model(shape), draft(shape);
+  EngineOptions options;
+  options.speculative_tokens = 3;
+  options.draft_model = &draft;
+  ASSERT_TRUE(options.speculation_priced);
+  Engine engine(&model, options);
+  std::vector<Outcome> outs(8);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(engine.Submit(Request(Prompt(3, i), &outs[i], 40)).ok());
+  // Steps of 8 and of 9 rows, each size twice, price a row: not before the
+  // fifth step.
+  int64_t proposed = 0;
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_TRUE(engine.Step().ok());
+    EXPECT_LE(engine.stats().proposed_tokens - proposed, 1) << "step " << step;
+    proposed = engine.stats().proposed_tokens;
+  }
+  EXPECT_GT(proposed, 0) << "no guess was tried";
+  ASSERT_TRUE(engine.RunUntilIdle().ok());
+}
+
 // With a frequency penalty the target's picks and the draft's guesses part
 // now and then; each time the draft must start again from the text as it
 // is, not from its rejected guesses. A draft left with a rejected guess in
