@@ -277,9 +277,11 @@ INSTANTIATE_TEST_SUITE_P(Models, WorkerMultiProcessTest,
 // fixture converted again to int8: self-speculation, on rank 0), write the
 // token ids and log-probabilities of the same job without guesses, bit for
 // bit (so greedy still equals PyTorch's), and the summary counts the
-// guesses. This fixture's answers seldom repeat themselves (5 n-gram
-// guesses in 109 tokens, none kept); its int8 copy's greedy tokens are
-// often its own.
+// guesses. Every step verifies guesses (--speculation_priced=false): priced,
+// a job this short tries a few guesses with one request before its steps
+// are priced, too few to test anything. This fixture's answers seldom
+// repeat themselves (few n-gram guesses, seldom kept); its int8 copy's
+// greedy tokens are often its own.
 TEST(WorkerSpeculationTest, GuessesChangeNoAnswer) {
   const std::string model = "tiny_fp32_mp1";
   const std::string draft = Shards(model, 1, DType::kQ8_0);
@@ -296,7 +298,7 @@ TEST(WorkerSpeculationTest, GuessesChangeNoAnswer) {
       EXPECT_THAT(plain.Log(0), Not(HasSubstr("speculation")));
       for (const std::string& source : {std::string("--speculative_ngram"), "--draft_shard_dir=" + draft}) {
         std::vector<std::string> guessing = flags;
-        guessing.insert(guessing.end(), {source, "--num_speculative_tokens=5"});
+        guessing.insert(guessing.end(), {source, "--num_speculative_tokens=5", "--speculation_priced=false"});
         const std::string run = name + (source == "--speculative_ngram" ? "_ngram" : "_draft");
         Job guessed = Start(run, Shards(model, world_size), world_size, guessing);
         ExpectSuccess(guessed);

@@ -339,15 +339,17 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
     // How many each decode may guess, rows reserved as they are given.
     // Until steps of two sizes price a row, one request tries one guess in
     // every other step: steps that all carried the same guesses would never
-    // show what a guess costs, and unpriced guesses can cost a lot (with a
-    // draft model, a request's first guess has the draft read its whole
-    // text: 8 requests at once all trying cost a job 0.87x of its plain
-    // speed where the guesses did not pay).
+    // show what a guess costs, and unpriced guesses can cost a lot. With a
+    // draft model that request is the first decode (a request's first
+    // guess has the draft read its whole text: 8 requests all trying at
+    // once cost a job up to a third of its plain speed where the guesses
+    // did not pay); with n-gram lookup, which costs nothing, the first
+    // whose lookup finds a guess (below).
     const bool unpriced = options_.speculation_priced && !step_costs_.priced();
     const bool pricing = unpriced && guessed_last_step_;
     std::vector<GuessWant> wants;
     for (Scheduled& p : plan) {
-      if (unpriced && !wants.empty()) break;
+      if (unpriced && draft_pool_.has_value() && !wants.empty()) break;
       if (!IsDecode(p) || budget <= 0 || pricing) continue;
       Sequence& s = *p.sequence;
       // A guess costs its row, and its draft step when a model drafts.
@@ -369,7 +371,12 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
     if (draft_pool_.has_value()) {
       Draft(wants);
     } else {
-      for (GuessWant& w : wants) NgramLookup(w.scheduled->sequence->tokens, static_cast<int>(w.count), w.guesses);
+      bool tried = false;
+      for (GuessWant& w : wants) {
+        if (unpriced && tried) break;
+        NgramLookup(w.scheduled->sequence->tokens, static_cast<int>(w.count), w.guesses);
+        tried = !w.guesses.empty();
+      }
     }
     for (GuessWant& w : wants) {
       Scheduled& p = *w.scheduled;
