@@ -122,10 +122,10 @@ INSTANTIATE_TEST_SUITE_P(Rows, LinearTest, ::testing::Values(1, 2, 3, 4, 5, 6, 9
 
 // A row's outputs do not depend on the rows computed with it: every row of
 // a 40-row product (f32 panels), computed alone and in batches of 2 to 33
-// rows (every decode and prefill tile shape, one and several decode tiles,
-// and 32 / 33 rows on either side of the AVX-512 decode limit), equals the
-// 40-row result bit
-// for bit; for every weight dtype, every prefill kernel this CPU runs (the
+// rows (every decode and prefill tile shape: 6 / 7 rows on either side of
+// the AVX-512 tiles' panel pairs, one and several decode tiles, and 32 / 33
+// rows on either side of the AVX-512 decode limit), equals the 40-row
+// result bit for bit; for every weight dtype, every prefill kernel this CPU runs (the
 // decode kernel follows it) and both widening versions.
 TEST(LinearKernelsTest, RowsDoNotDependOnTheirBatch) {
   const std::string chosen(PrefillKernel());
@@ -150,7 +150,7 @@ TEST(LinearKernelsTest, RowsDoNotDependOnTheirBatch) {
         ASSERT_TRUE(packed.ok()) << packed.status();
         std::vector<float> all(rows * out);
         ASSERT_TRUE(Linear(x.data(), rows, *packed, all.data(), pool).ok());
-        for (int64_t n : {1, 2, 3, 5, 9, 13, 17, 32, 33}) {
+        for (int64_t n : {1, 2, 3, 5, 6, 7, 9, 13, 17, 32, 33}) {
           for (int64_t first = 0; first + n <= rows; first += n) {
             std::vector<float> some(n * out);
             ASSERT_TRUE(Linear(x.data() + first * in, n, *packed, some.data(), pool).ok());

@@ -190,7 +190,7 @@ absl::Status Linear(const float* x, int64_t n, const Tensor& w, float* y, Thread
       thread_local CacheAlignedVector<uint32_t> pairs;
       if (static_cast<int64_t>(pairs.size()) < n * in / 2) pairs.resize(n * in / 2);
       RoundToBf16Pairs(x, n, in, pairs.data());
-      const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth, step = n == 1 ? 2 : 1;
+      const int64_t panels = (out + kPanelWidth - 1) / kPanelWidth, step = PanelsPerTask(n, kBf16DotPairedRows);
       // The caller's pairs: a thread_local named inside the task would be
       // each worker's own.
       const uint32_t* rounded_x = pairs.data();

@@ -74,7 +74,16 @@ LLAMA_AVX512_BF16 inline void DotTile(const uint32_t* const* xs, const uint16_t*
 constexpr int kMaxTileRows = 8;
 
 // DotTile in the shapes ForEachPanelTile and TileOfRows (panels.h) take.
+struct DotTilePairs {
+  template <int kRows>
+  LLAMA_AVX512_BF16 static void Run(const uint32_t* const* xs, const uint16_t* const* panels, int64_t in,
+                                    float* const* ys, const int* columns) {
+    DotTile<kRows, 2>(xs, panels, in, ys, columns);
+  }
+};
+
 struct DotTiles {
+  static constexpr int kPairedRows = kBf16DotPairedRows;
   template <int kRows>
   LLAMA_AVX512_BF16 static void Run(const uint32_t* const* xs, const uint16_t* panel, int64_t in, float* const* ys,
                                     int columns) {
@@ -82,10 +91,11 @@ struct DotTiles {
     const int cols[1] = {columns};
     DotTile<kRows, 1>(xs, panels, in, ys, cols);
   }
-  // Two panels at once: four independent sums hide vdpbf16ps's latency.
-  LLAMA_AVX512_BF16 static void Pair(const uint32_t* const* xs, const uint16_t* const* panels, int64_t in,
+  // Up to kPairedRows rows times two panels: for one row, four independent
+  // sums hide vdpbf16ps's latency.
+  LLAMA_AVX512_BF16 static void Pair(const uint32_t* const* xs, int rows, const uint16_t* const* panels, int64_t in,
                                      float* const* ys, const int* columns) {
-    DotTile<1, 2>(xs, panels, in, ys, columns);
+    TileOfRows<DotTilePairs, kPairedRows>(rows, xs, panels, in, ys, columns);
   }
   // Rows [0, rows) of x (rows <= 8) times one panel: 16 sums in registers.
   LLAMA_AVX512_BF16 static void Rows(const uint32_t* const* xs, int rows, const uint16_t* panel, int64_t in,

@@ -28,6 +28,11 @@ std::string_view Bf16DotKernel();
 // Tests: use the named kernel from now on, if this CPU runs it.
 bool ForceBf16DotKernelForTesting(std::string_view name);
 
+// Rows of x up to which Bf16DotPanels reads its panels in pairs
+// (PanelsPerTask, panels.h): the sums of six rows times two panels and the
+// four interleaved panel vectors are 28 of the 32 zmm registers.
+inline constexpr int kBf16DotPairedRows = 6;
+
 // With the "avx512bf16" kernel: y rows [0, n) for output panels
 // [first, last) of a packed bf16 weight [out, in], from x's bf16 pairs.
 void Bf16DotPanels(const uint32_t* pairs, int64_t n, int64_t in, const Tensor& w, int64_t first, int64_t last,

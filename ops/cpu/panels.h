@@ -34,24 +34,35 @@ __attribute__((always_inline)) inline void TileOfRows(int rows, Args... args) {
   Tile::template Run<kMaxRows>(args...);
 }
 
+// Output panels a task of the decode kernels takes at once for n rows of
+// x: two where ForEachPanelTile reads panels in pairs (n <= paired_rows), so
+// that tasks split on pairs.
+inline int64_t PanelsPerTask(int64_t n, int paired_rows) { return n <= paired_rows ? 2 : 1; }
+
 // y rows [0, n) for output panels [first, last) of `packed` ([in] deep), x's
-// rows x_stride elements apart. One row of x takes two panels at once
-// (Tiles::Pair: twice the independent sums, to hide the multiply-add
-// latency); more rows go in tiles of up to kMaxRows rows of one panel
+// rows x_stride elements apart. Up to Tiles::kPairedRows rows of x take two
+// panels at once (Tiles::Pair): two weight streams in flight per thread,
+// and for one row twice the independent sums, to hide the multiply-add
+// latency. More rows go in tiles of up to kMaxRows rows of one panel
 // (Tiles::Rows), each tile reading the panel once.
 template <typename Tiles, int kMaxRows, typename X, typename Weight>
 __attribute__((always_inline)) inline void ForEachPanelTile(const X* x, int64_t x_stride, int64_t n, int64_t in,
                                                             const Weight* packed, int64_t first, int64_t last,
                                                             int64_t out, float* y) {
   const auto panel = [&](int64_t p) { return packed + p * in * kPanelWidth; };
-  if (n == 1) {
-    const X* xs[1] = {x};
+  if (n <= Tiles::kPairedRows) {
+    const X* xs[Tiles::kPairedRows] = {};
+    for (int r = 0; r < n; ++r) xs[r] = x + r * x_stride;
     for (int64_t p = first; p < last; p += 2) {
       const int64_t q = std::min(p + 1, last - 1);  // An odd last panel pairs with itself.
       const Weight* panels[2] = {panel(p), panel(q)};
-      float* ys[2] = {y + p * kPanelWidth, q != p ? y + q * kPanelWidth : nullptr};
+      float* ys[2 * Tiles::kPairedRows] = {};
+      for (int r = 0; r < n; ++r) {
+        ys[2 * r] = y + r * out + p * kPanelWidth;
+        ys[2 * r + 1] = q != p ? y + r * out + q * kPanelWidth : nullptr;
+      }
       const int cols[2] = {PanelColumns(out, p), PanelColumns(out, q)};
-      Tiles::Pair(xs, panels, in, ys, cols);
+      Tiles::Pair(xs, static_cast<int>(n), panels, in, ys, cols);
     }
     return;
   }
