@@ -43,9 +43,10 @@ struct PackedQ8 {
   const uint16_t* Scales(int64_t g, int64_t b) const { return scales + (g * blocks + b) * kGroupRows; }
 };
 
-// The rows of x the kernels take at once, each quantized to int8 per block
-// of 32 with an f32 scale (llama.cpp's rule for activations).
-constexpr int kMaxRows = 4;
+// The rows of x the kernels take at once (at most; Q8Kernels::max_rows
+// says how many each takes), each quantized to int8 per block of 32 with
+// an f32 scale (llama.cpp's rule for activations).
+constexpr int kMaxRows = 8;
 struct QuantizedRows {
   const int8_t* q[kMaxRows];
   const float* d[kMaxRows];
@@ -169,21 +170,32 @@ void GroupScalarRows(const QuantizedRows& x, const PackedQ8& w, int64_t g, float
 
 // One instruction set's kernels, by row count.
 struct Q8Kernels {
-  GroupRowsFn rows[kMaxRows];  // [kRows - 1]
-  bool unsigned_x;             // x's int8 offset by 128 (sign bit flipped).
+  GroupRowsFn rows[kMaxRows];  // [kRows - 1], up to max_rows.
+  int max_rows;
+  bool unsigned_x;  // x's int8 offset by 128 (sign bit flipped).
 };
 
-// Four rows of x a call: eight (VNNI has 32 ymm registers) was no faster at
-// batch 8 (103-118 vs 98-106 ms/step on the bench model).
+// Rows of x a call. VNNI, eight: its 32 ymm registers hold eight rows'
+// sums, and a step of five to eight rows (speculative verification, eight
+// sequences) reads the weights once, not in passes of four. TinyLlama shape,
+// int8, interleaved, eight against four: 5 rows a step 1.76x -> 1.35-1.37x
+// a decode step, batch-8 decode 88.4-88.8 -> 66.1-70.2 ms/step, prefill of
+// 512 tokens 136-147 -> 146-152 tokens/s. AVX2, four: its 16 registers
+// spill at six (prefill 83 -> 50-57 tokens/s, batch 8 113 -> 154-159 ms).
 KernelDispatch<Q8Kernels, 3>& ChosenKernels() {
   static KernelDispatch<Q8Kernels, 3> kernels({{
       {"avx512vnni",
        CpuRunsAvx512Vnni,
-       {{GroupVnniRows<1>, GroupVnniRows<2>, GroupVnniRows<3>, GroupVnniRows<4>}, true}},
-      {"avx2", CpuRunsAvx2FmaF16c, {{GroupAvx2Rows<1>, GroupAvx2Rows<2>, GroupAvx2Rows<3>, GroupAvx2Rows<4>}, false}},
+       {{GroupVnniRows<1>, GroupVnniRows<2>, GroupVnniRows<3>, GroupVnniRows<4>, GroupVnniRows<5>, GroupVnniRows<6>,
+         GroupVnniRows<7>, GroupVnniRows<8>},
+        8,
+        true}},
+      {"avx2",
+       CpuRunsAvx2FmaF16c,
+       {{GroupAvx2Rows<1>, GroupAvx2Rows<2>, GroupAvx2Rows<3>, GroupAvx2Rows<4>}, 4, false}},
       {"scalar",
        AnyX86_64,
-       {{GroupScalarRows<1>, GroupScalarRows<2>, GroupScalarRows<3>, GroupScalarRows<4>}, false}},
+       {{GroupScalarRows<1>, GroupScalarRows<2>, GroupScalarRows<3>, GroupScalarRows<4>}, 4, false}},
   }});
   return kernels;
 }
@@ -320,12 +332,12 @@ void LinearQ8(const float* x, int64_t n, const Tensor& w, float* y, ThreadPool& 
   // The workers see their own thread_locals: hand them the caller's rows.
   const int8_t* q = xq.data();
   const float* d = xd.data();
-  const int64_t groups_per_task = n > kMaxRows ? kPrefillGroupsPerTask : kGroupsPerTask;
+  const int64_t groups_per_task = n > kernel.max_rows ? kPrefillGroupsPerTask : kGroupsPerTask;
   pool.ParallelFor((packed.groups + groups_per_task - 1) / groups_per_task, 1, [&](int64_t begin, int64_t end) {
     float sums[kMaxRows][kGroupRows];
     const int64_t first_group = begin * groups_per_task, end_group = std::min(packed.groups, end * groups_per_task);
-    for (int64_t r = 0; r < n; r += kMaxRows) {
-      const int rows = static_cast<int>(std::min<int64_t>(kMaxRows, n - r));
+    for (int64_t r = 0; r < n; r += kernel.max_rows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kernel.max_rows, n - r));
       QuantizedRows x;
       for (int i = 0; i < rows; ++i) {
         x.q[i] = q + (r + i) * in;

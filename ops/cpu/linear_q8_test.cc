@@ -73,7 +73,7 @@ TEST(LinearQ8Test, EveryIntegerKernelMatchesTheReference) {
       ASSERT_TRUE(QuantizeQ8_0(Random(out * in, 1).data(), out * in, w.data()).ok());
       absl::StatusOr<Tensor> weight = PackLinearWeight(Tensor::View(DType::kQ8_0, {out, in}, w.data()), pool);
       ASSERT_TRUE(weight.ok()) << weight.status();
-      for (int64_t n : {1, 2, 3, 4, 5, 12}) {
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 12}) {
         const std::vector<float> x = Random(n * in, 100 + n);
         std::vector<float> y(n * out);
         SetWeightPrefetchBytes(0);
@@ -228,7 +228,7 @@ TEST(LinearQ8Test, Int8ActivationsMakeRowsIndependentOfTheirBatch) {
     for (int64_t i = 0; i < 33 * out; ++i) {
       ASSERT_NEAR(all[i], expected[i], 1e-4 + 1e-5 * std::abs(expected[i])) << kernel << " @" << i;
     }
-    for (int64_t n : {1, 2, 3, 5, 13}) {
+    for (int64_t n : {1, 2, 3, 5, 8, 9, 13}) {
       for (int64_t first = 0; first + n <= rows; first += n) {
         std::vector<float> some(n * out);
         ASSERT_TRUE(Linear(x.data() + first * in, n, *weight, some.data(), pool, int8).ok());
