@@ -253,7 +253,7 @@ absl::Status UseGgufTokenizer(const std::string& gguf, LaunchPlan& plan) {
 // tokenizer against its vocabulary and the job's inputs as the worker will
 // read and tokenize them; the config.
 absl::StatusOr<ModelConfig> CheckModelAndInputs(LaunchPlan& plan) {
-  RETURN_IF_ERROR(CheckCheckpointFolder(plan.ckpt_dir));
+  RETURN_IF_ERROR(CheckCheckpointFolder(plan.ckpt_dir, "ckpt_dir"));
   if (const std::optional<std::string> gguf = GgufCheckpointFile(plan.ckpt_dir); gguf.has_value()) {
     RETURN_IF_ERROR(UseGgufTokenizer(*gguf, plan));
   } else if (plan.tokenizer_path.empty()) {
@@ -271,12 +271,45 @@ absl::StatusOr<ModelConfig> CheckModelAndInputs(LaunchPlan& plan) {
   return model;
 }
 
+// --draft_ckpt_dir's checkpoint, before anything is converted: the folder,
+// its config, and its tokenizer (a GGUF's written beside its shards' folder,
+// as the model's) against the model's (CheckDraftModel).
+absl::Status CheckDraftCheckpoint(const LaunchPlan& plan, const ModelConfig& model) {
+  ConvertOptions draft = *plan.draft_convert;
+  const auto named = [&](const absl::Status& status) {
+    return absl::Status(status.code(), absl::StrCat("--draft_ckpt_dir=", draft.ckpt_dir, ": ", status.message()));
+  };
+  RETURN_IF_ERROR(CheckCheckpointFolder(draft.ckpt_dir, "draft_ckpt_dir"));
+  draft.verify_checklist = fs::exists(fs::path(draft.ckpt_dir) / "checklist.chk");
+  const absl::StatusOr<ModelConfig> config = ReadCheckpointConfig(draft);
+  if (!config.ok()) return named(config.status());
+  PreflightModel drafted{draft.ckpt_dir, config->vocab_size, "", config->context_length()};
+  if (const std::optional<std::string> gguf = GgufCheckpointFile(draft.ckpt_dir); gguf.has_value()) {
+    ASSIGN_OR_RETURN(const ShardLocation location, ChooseShardDir(draft, plan.shard_cache_dir));
+    drafted.tokenizer_path = location.dir + ".tokenizer.model";
+    if (absl::Status written = WriteGgufTokenizer(*gguf, drafted.tokenizer_path); !written.ok()) return named(written);
+  } else if (absl::StatusOr<std::string> found = FindTokenizerFile(draft.ckpt_dir); found.ok()) {
+    drafted.tokenizer_path = *found;
+  } else if (!absl::IsNotFound(found.status())) {
+    return named(found.status());
+  }
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(CheckDraftModel({plan.ckpt_dir, model.vocab_size, plan.tokenizer_path, model.context_length()},
+                                  drafted, &warnings));
+  for (const std::string& warning : warnings) std::fprintf(stderr, "launcher: warning: %s\n", warning.c_str());
+  return absl::OkStatus();
+}
+
 // The model's files for the workers: the checkpoint obtained, everything
-// that needs no weights checked (CheckModelAndInputs, the log folder, the
-// worker binary), then the shards prepared, which can take minutes.
+// that needs no weights checked (CheckModelAndInputs, a --draft_ckpt_dir
+// draft, the log folder, the worker binary), then the shards prepared,
+// which can take minutes.
 absl::Status PrepareModel(LaunchPlan& plan, PreparedJob& prepared) {
   RETURN_IF_ERROR(ObtainCheckpoint(plan));
-  RETURN_IF_ERROR(CheckModelAndInputs(plan).status());
+  ASSIGN_OR_RETURN(const ModelConfig model, CheckModelAndInputs(plan));
+  if (plan.draft_convert.has_value() && !plan.draft_convert->ckpt_dir.empty()) {
+    RETURN_IF_ERROR(CheckDraftCheckpoint(plan, model));
+  }
   RETURN_IF_ERROR(CheckLogFolder(plan.supervise.log_dir));
   ASSIGN_OR_RETURN(prepared.worker_binary, FindWorker(plan.worker_binary));
   ConvertOptions convert = plan.convert;
@@ -285,8 +318,8 @@ absl::Status PrepareModel(LaunchPlan& plan, PreparedJob& prepared) {
   ASSIGN_OR_RETURN(prepared.shard_dir, PrepareJobShards(plan, convert, prepared.token));
   if (plan.draft_convert.has_value()) {
     ConvertOptions draft = *plan.draft_convert;
-    draft.ckpt_dir = plan.ckpt_dir;
-    draft.verify_checklist = convert.verify_checklist;
+    if (draft.ckpt_dir.empty()) draft.ckpt_dir = plan.ckpt_dir;
+    draft.verify_checklist = fs::exists(fs::path(draft.ckpt_dir) / "checklist.chk");
     ASSIGN_OR_RETURN(prepared.draft_shard_dir, PrepareJobShards(plan, draft, prepared.token));
   }
   prepared.tokenizer_path = plan.tokenizer_path;

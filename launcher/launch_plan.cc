@@ -258,22 +258,28 @@ absl::Status PlanModel(const LauncherFlags& flags, const LaunchContext& context,
   convert.show_progress = true;
   convert.world_size_flag =
       absl::StrFormat("--nproc_per_node=%d x --nnodes=%d", plan.world.nproc_per_node, plan.world.nnodes);
-  if (!flags.draft_weights_dtype.empty()) {
+  if (!flags.draft_weights_dtype.empty() || !flags.draft_ckpt_dir.empty()) {
     if (!plan.job.draft_shard_dir.empty() || plan.job.speculative_ngram) {
       return absl::InvalidArgumentError(
-          "give one source of speculative guesses: --draft_weights_dtype, --draft_shard_dir or "
-          "--speculative_ngram");
+          "give one source of speculative guesses: --draft_ckpt_dir or --draft_weights_dtype, --draft_shard_dir "
+          "or --speculative_ngram");
     }
     ConvertOptions draft = convert;
-    ASSIGN_OR_RETURN(draft.dtype, ParseWeightsDtypeFlag("draft_weights_dtype", flags.draft_weights_dtype));
-    if (*draft.dtype != DType::kQ4_K && *draft.dtype != DType::kQ8_0) {
+    // Empty: the model's own checkpoint (self-speculation), known once it
+    // is downloaded or made (PrepareModel).
+    draft.ckpt_dir = flags.draft_ckpt_dir;
+    if (!flags.draft_weights_dtype.empty()) {
+      ASSIGN_OR_RETURN(draft.dtype, ParseWeightsDtypeFlag("draft_weights_dtype", flags.draft_weights_dtype));
+    }
+    const bool cpu_only = draft.dtype == DType::kQ4_K || draft.dtype == DType::kQ8_0;
+    if (flags.draft_ckpt_dir.empty() && !cpu_only) {
       return absl::InvalidArgumentError(
           absl::StrFormat("--draft_weights_dtype=%s: expected q4_k or int8", flags.draft_weights_dtype));
     }
-    if (plan.device == DeviceName(Device::kCuda)) {
+    if (!flags.draft_weights_dtype.empty() && cpu_only && plan.device == DeviceName(Device::kCuda)) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--draft_weights_dtype=%s: q4_k and int8 weights run on CPUs only; on GPUs give a smaller model's "
-          "shards as --draft_shard_dir",
+          "--draft_weights_dtype=%s: q4_k and int8 weights run on CPUs only; on GPUs give a smaller model as "
+          "--draft_ckpt_dir",
           flags.draft_weights_dtype));
     }
     draft.out_dir.clear();

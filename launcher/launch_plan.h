@@ -86,8 +86,9 @@ struct LaunchPlan {
   std::string tokenizer_path;   // Empty: looked up in or beside ckpt_dir.
   std::string chat_format;      // --chat_format: for a GGUF whose chat template is not recognised.
   ConvertOptions convert;       // out_dir empty: chosen under shard_cache_dir.
-  // --draft_weights_dtype: the draft's conversion (one rank, that type;
-  // out_dir chosen as the job's), or unset.
+  // --draft_ckpt_dir or --draft_weights_dtype: the draft's conversion (one
+  // rank, in --draft_weights_dtype or the job's type, out_dir chosen as the
+  // job's; ckpt_dir --draft_ckpt_dir's, empty for the model's own), or unset.
   std::optional<ConvertOptions> draft_convert;
   std::string shard_cache_dir;
   ShardPreparation preparation;  // All but its convert and job_token.
@@ -122,7 +123,7 @@ absl::StatusOr<std::string> DownloadedCheckpointDir(const std::string& models, c
 struct PreparedJob {
   std::string worker_binary;
   std::string shard_dir;
-  std::string draft_shard_dir;  // --draft_weights_dtype's, or empty.
+  std::string draft_shard_dir;  // --draft_ckpt_dir's or --draft_weights_dtype's, or empty.
   std::string tokenizer_path;
   std::string token;             // The job's secret.
   int store_fd = -1;             // Node 0: the rendezvous store's socket, for rank 0.

@@ -274,6 +274,36 @@ TEST(PlanLaunchTest, ASelfDraftIsAOneRankConversionOnCpus) {
               HasSubstr("--draft_weights_dtype=int8: q4_k and int8 weights run on CPUs only"));
 }
 
+// --draft_ckpt_dir: another model's checkpoint, converted for one rank like
+// the model (its --weights_dtype), or to --draft_weights_dtype, which may
+// then be any type; one source of guesses at a time.
+TEST(PlanLaunchTest, ADraftCheckpointIsConvertedForOneRankLikeTheModel) {
+  LauncherFlags flags = Checkpoint("/data/8b");
+  flags.nproc_per_node = 2;
+  flags.weights_dtype = "int8";
+  flags.draft_ckpt_dir = "/data/1b";
+  absl::StatusOr<LaunchPlan> plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan->draft_convert.has_value());
+  EXPECT_EQ(plan->draft_convert->ckpt_dir, "/data/1b");
+  EXPECT_EQ(plan->draft_convert->world_size, 1);
+  EXPECT_EQ(plan->draft_convert->dtype, DType::kQ8_0);
+  EXPECT_EQ(plan->convert.world_size, 2);
+  flags.draft_weights_dtype = "bf16";
+  plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->draft_convert->dtype, DType::kBF16);
+  flags.job.draft_shard_dir = "/data/1b-shards";
+  EXPECT_THAT(std::string(PlanLaunch({}, flags, Context()).status().message()),
+              HasSubstr("give one source of speculative guesses"));
+  // Without --draft_ckpt_dir the draft is the model's own checkpoint.
+  flags = Checkpoint("/data/8b");
+  flags.draft_weights_dtype = "q4_k";
+  plan = PlanLaunch({}, flags, Context());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->draft_convert->ckpt_dir, "");
+}
+
 TEST(PlanLaunchTest, ADownloadOnCudaNeedsOneGpuAndTheJobsPrompts) {
   LauncherFlags flags;
   flags.job.prompt = "hi";

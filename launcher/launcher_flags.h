@@ -42,7 +42,13 @@ enum class LauncherFlagGroup {
     "Speculative decoding by self-speculation, on CPUs: the checkpoint converted again, for one rank, to " \
     "q4_k or int8 (shards/tp1-q4_k or tp1-q8_0, kept like the job's shards) drafts for the model on rank 0 " \
     "(the workers' --draft_shard_dir). Needs no second model; the answers stay those of plain decoding, " \
-    "bit for bit.") \
+    "bit for bit. With --draft_ckpt_dir: that model's type (any --weights_dtype takes).") \
+  X(string, draft_ckpt_dir, "", kConversion, \
+    "Speculative decoding with a smaller model that speaks the model's tokenizer (Llama 3.2 1B for Llama 3.1 " \
+    "8B): its checkpoint (Meta's, Hugging Face's or a GGUF file), converted for one rank like the model (to " \
+    "--weights_dtype, or --draft_weights_dtype) beside its own files, drafts for the model on rank 0 (the " \
+    "workers' --draft_shard_dir). Refused at start, before any conversion, unless its tokenizer is the " \
+    "model's; the answers stay those of plain decoding, bit for bit.") \
   X(string, system_prompt, "", kChat, \
     "launcher chat: the system message that opens the dialog.") \
   X(int32, nproc_per_node, 1, kTopology, \

@@ -119,15 +119,45 @@ absl::Status CheckOutputFolder(const std::string& output) {
 
 }  // namespace
 
-absl::Status CheckCheckpointFolder(const std::string& ckpt_dir) {
+absl::Status CheckCheckpointFolder(const std::string& ckpt_dir, std::string_view flag) {
   std::error_code error;
   if (!fs::exists(ckpt_dir, error)) {
-    return absl::NotFoundError(absl::StrFormat("--ckpt_dir \"%s\" does not exist", ckpt_dir));
+    return absl::NotFoundError(absl::StrFormat("--%s \"%s\" does not exist", flag, ckpt_dir));
   }
   if (!fs::is_directory(ckpt_dir, error) && !absl::EndsWith(ckpt_dir, ".gguf")) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--ckpt_dir \"%s\" is a file; expected the folder holding consolidated.NN.pth and params.json (or a "
-        "Hugging Face folder: config.json and model*.safetensors), or a .gguf file", ckpt_dir));
+        "--%s \"%s\" is a file; expected the folder holding consolidated.NN.pth and params.json (or a "
+        "Hugging Face folder: config.json and model*.safetensors), or a .gguf file", flag, ckpt_dir));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDraftModel(const PreflightModel& model, const PreflightModel& draft,
+                             std::vector<std::string>* warnings) {
+  if (draft.vocab_size != model.vocab_size) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--draft_ckpt_dir=%s: the draft's vocabulary has %d tokens, the model's %d; a draft must speak the "
+        "model's tokenizer",
+        draft.ckpt_dir, draft.vocab_size, model.vocab_size));
+  }
+  if (draft.tokenizer_path.empty()) {
+    warnings->push_back(absl::StrFormat(
+        "--draft_ckpt_dir=%s has no tokenizer file; only its vocabulary's size (%d) was checked against the "
+        "model's",
+        draft.ckpt_dir, draft.vocab_size));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> ours, Tokenizer::Load(model.tokenizer_path));
+  absl::StatusOr<std::unique_ptr<Tokenizer>> theirs = Tokenizer::Load(draft.tokenizer_path);
+  if (!theirs.ok()) {
+    return absl::Status(theirs.status().code(),
+                        absl::StrCat("--draft_ckpt_dir=", draft.ckpt_dir, ": ", theirs.status().message()));
+  }
+  if (absl::Status same = CheckSameVocabulary(*ours, **theirs); !same.ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--draft_ckpt_dir=%s: its tokenizer %s is not the model's (%s): %s; a draft must speak the model's "
+        "tokenizer",
+        draft.ckpt_dir, draft.tokenizer_path, model.tokenizer_path, same.message()));
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,8 +17,9 @@
 
 namespace llama {
 
-// --ckpt_dir: exists and is a folder.
-absl::Status CheckCheckpointFolder(const std::string& ckpt_dir);
+// --<flag> (ckpt_dir, draft_ckpt_dir): exists and is a folder or a .gguf
+// file.
+absl::Status CheckCheckpointFolder(const std::string& ckpt_dir, std::string_view flag);
 
 // The model a job runs, as far as it is known before converting.
 struct PreflightModel {
@@ -35,6 +37,14 @@ struct PreflightModel {
 // warning here, and an error when nothing could run. `warnings` also says
 // when --max_seq_len caps --max_gen_len.
 absl::Status CheckJobInputs(const PreflightModel& model, const JobFlags& flags, std::vector<std::string>* warnings);
+
+// --draft_ckpt_dir's model against the job's: the same vocabulary size and,
+// where the draft has a tokenizer file (draft.tokenizer_path not empty),
+// the model's tokenizer token for token (CheckSameVocabulary); errors name
+// the flag. Without a tokenizer file only the size can be checked, and
+// `warnings` says so.
+absl::Status CheckDraftModel(const PreflightModel& model, const PreflightModel& draft,
+                             std::vector<std::string>* warnings);
 
 // --log_dir: made if missing, and the ranks' logs can be created in it.
 absl::Status CheckLogFolder(const std::string& log_dir);

@@ -14,6 +14,7 @@
 namespace llama {
 namespace {
 
+using ::llama::testing::EditedFixtureModel;
 using ::llama::testing::TokenizerFixturePath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -45,6 +46,43 @@ TEST(PreflightTest, TheTokenizerMustHaveTheModelsVocabulary) {
                 "tokenizer (--tokenizer_path)");
   EXPECT_TRUE(CheckJobInputs(FixtureModel(), Prompt("Hello"), &warnings).ok());
   EXPECT_THAT(warnings, IsEmpty());
+}
+
+// --draft_ckpt_dir: a draft of the model's vocabulary size whose tokenizer
+// is the model's passes; another size, another tokenizer of the same size
+// (one token's text changed) or an unreadable tokenizer is refused naming
+// the flag; no tokenizer file leaves a warning.
+TEST(PreflightTest, ADraftMustSpeakTheModelsTokenizer) {
+  const PreflightModel model = FixtureModel();
+  PreflightModel draft = model;
+  draft.ckpt_dir = "/data/draft";
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(CheckDraftModel(model, draft, &warnings).ok());
+  EXPECT_THAT(warnings, IsEmpty());
+
+  draft.vocab_size = 32000;
+  EXPECT_EQ(CheckDraftModel(model, draft, &warnings).message(),
+            "--draft_ckpt_dir=/data/draft: the draft's vocabulary has 32000 tokens, the model's 600; a draft must "
+            "speak the model's tokenizer");
+  draft.vocab_size = 600;
+
+  draft.tokenizer_path = TempFile("other.model", EditedFixtureModel([](SentencePieceSpec& spec) {
+                                    spec.pieces[300].text = "\u2581draftonly";
+                                  }));
+  const absl::Status other = CheckDraftModel(model, draft, &warnings);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(other.message()),
+              HasSubstr("--draft_ckpt_dir=/data/draft: its tokenizer " + draft.tokenizer_path +
+                        " is not the model's (" + model.tokenizer_path + "): token 300 is"));
+
+  draft.tokenizer_path = TempFile("garbage.model", "not a tokenizer");
+  EXPECT_THAT(std::string(CheckDraftModel(model, draft, &warnings).message()),
+              HasSubstr("--draft_ckpt_dir=/data/draft: "));
+
+  draft.tokenizer_path.clear();
+  EXPECT_TRUE(CheckDraftModel(model, draft, &warnings).ok());
+  EXPECT_THAT(warnings, ElementsAre("--draft_ckpt_dir=/data/draft has no tokenizer file; only its vocabulary's size "
+                                    "(600) was checked against the model's"));
 }
 
 TEST(PreflightTest, APromptLongerThanMaxSeqLen) {

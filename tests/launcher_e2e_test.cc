@@ -72,14 +72,34 @@ TEST_P(LauncherTest, GoldenOutputWithLocalWorkers) {
 
 INSTANTIATE_TEST_SUITE_P(Workers, LauncherTest, ::testing::Values(1, 2, 4));
 
+// Another model's checkpoint folder as a draft: the GQA fixture (the same
+// 600-piece vocabulary, another shape and other weights), with the
+// fixture's tokenizer.model in it, as a Hugging Face Llama 2 repository
+// holds its own.
+std::string DraftCheckpointFolder() {
+  const std::string dir = TempDir() + "/draft_gqa";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"consolidated.00.pth", "params.json"}) {
+    std::filesystem::copy_file(CheckpointFixturePath(std::string("gqa_bf16_mp1/") + f), dir + "/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  std::filesystem::copy_file(TokenizerFixturePath("tokenizer.model"), dir + "/tokenizer.model",
+                             std::filesystem::copy_options::overwrite_existing);
+  return dir;
+}
+
 // Speculative decoding through the launcher, at 2 ranks: by n-gram lookup,
-// and by self-speculation (--draft_weights_dtype: the launcher converts the
-// checkpoint again for one rank in int8 and hands it to the workers). The
-// job's answers are those without it, and the launcher's closing line
-// counts the guesses.
+// by self-speculation (--draft_weights_dtype: the launcher converts the
+// checkpoint again for one rank in int8 and hands it to the workers) and by
+// another model (--draft_ckpt_dir: converted for one rank, its tokenizer
+// checked against the model's first). The job's answers are those without
+// it, and the launcher's closing line counts the guesses.
 TEST(LauncherTest, SpeculationKeepsTheGoldenOutputAndIsReported) {
-  for (const std::string& source : {std::string("--speculative_ngram"), std::string("--draft_weights_dtype=int8")}) {
-    const std::string name = source == "--speculative_ngram" ? "speculative_ngram" : "speculative_draft";
+  const std::vector<std::pair<std::string, std::string>> sources = {
+      {"speculative_ngram", "--speculative_ngram"},
+      {"speculative_draft", "--draft_weights_dtype=int8"},
+      {"speculative_draft_model", "--draft_ckpt_dir=" + DraftCheckpointFolder()}};
+  for (const auto& [name, source] : sources) {
     std::vector<std::string> flags = FixtureJob(name, 2);
     flags.insert(flags.end(), {source, "--speculation_priced=false"});
     LauncherRun run = Launch(name, flags);
@@ -89,7 +109,8 @@ TEST(LauncherTest, SpeculationKeepsTheGoldenOutputAndIsReported) {
     ExpectGoldenOutput(TempDir() + "/" + name + "/out.jsonl");
     EXPECT_THAT(run.err(), ::testing::ContainsRegex("[0-9]+ of [1-9][0-9]* speculative guesses kept")) << source;
   }
-  // One source at a time; a draft smaller than the model.
+  // One source at a time; a draft smaller than the model; a draft that
+  // speaks another vocabulary, refused before anything is converted.
   std::vector<std::string> both = FixtureJob("speculative_both", 1);
   both.insert(both.end(), {"--draft_weights_dtype=q4_k", "--speculative_ngram"});
   LauncherRun refused = Launch("speculative_both", both);
@@ -100,6 +121,13 @@ TEST(LauncherTest, SpeculationKeepsTheGoldenOutputAndIsReported) {
   LauncherRun bf16 = Launch("speculative_bf16", bigger);
   EXPECT_EQ(ExitCodeOf(bf16, 60s), 2);
   EXPECT_THAT(bf16.err(), HasSubstr("--draft_weights_dtype=bf16: expected q4_k or int8"));
+  const std::string llama3 = CheckpointFixturePath("llama3_bf16_mp1");
+  std::vector<std::string> other = FixtureJob("speculative_other_vocabulary", 1);
+  other.push_back("--draft_ckpt_dir=" + llama3);
+  LauncherRun vocabulary = Launch("speculative_other_vocabulary", other);
+  EXPECT_EQ(ExitCodeOf(vocabulary, 60s), 2);
+  EXPECT_THAT(vocabulary.err(), HasSubstr("--draft_ckpt_dir=" + llama3 + ": the draft's vocabulary has "));
+  EXPECT_THAT(vocabulary.err(), Not(HasSubstr("converted to")));
 }
 
 // download.sh's layout (tokenizer.model beside the model folder), with the

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -196,6 +197,33 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int> ids) const {
     return absl::InternalError(absl::StrFormat("SentencePiece decode failed: %s", error));
   }
   return text;
+}
+
+absl::Status CheckSameVocabulary(const Tokenizer& a, const Tokenizer& b) {
+  const auto family = [](const Tokenizer& t) {
+    return t.family() == Tokenizer::Family::kTiktoken ? "Llama 3's byte-level BPE" : "SentencePiece";
+  };
+  if (a.family() != b.family()) {
+    return absl::FailedPreconditionError(absl::StrFormat("one tokenizer is %s, the other %s", family(a), family(b)));
+  }
+  if (a.vocab_size() != b.vocab_size()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("the vocabularies have %d and %d tokens", a.vocab_size(), b.vocab_size()));
+  }
+  if (a.bos_id() != b.bos_id() || a.eos_id() != b.eos_id()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("BOS and EOS are tokens %d and %d in one, %d and %d in the other", a.bos_id(), a.eos_id(),
+                        b.bos_id(), b.eos_id()));
+  }
+  const bool scored = a.family() == Tokenizer::Family::kSentencePiece;
+  for (int id = 0; id < a.vocab_size(); ++id) {
+    const Tokenizer::Piece x = a.GetPiece(id), y = b.GetPiece(id);
+    if (x.text != y.text || x.kind != y.kind || (scored && x.score != y.score)) {
+      return absl::FailedPreconditionError(absl::StrFormat("token %d is \"%s\" in one and \"%s\" in the other", id,
+                                                           absl::CHexEscape(x.text), absl::CHexEscape(y.text)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llama

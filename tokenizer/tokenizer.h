@@ -110,6 +110,14 @@ class Tokenizer {
   std::vector<uint8_t> text_anchor_;
 };
 
+// OK when `a` and `b` are the same vocabulary: the same family, size,
+// BOS and EOS, and every token the same text and kind (SentencePiece: and
+// score). Else FailedPrecondition saying the first difference, e.g. that
+// token 42 is "foo" in `a` and "bar" in `b`. A draft model must speak its
+// model's tokenizer: the same size alone would let another vocabulary
+// through, whose ids mean other text.
+absl::Status CheckSameVocabulary(const Tokenizer& a, const Tokenizer& b);
+
 }  // namespace llama
 
 #endif  // LLAMA_TOKENIZER_TOKENIZER_H_

@@ -24,6 +24,24 @@ const Tokenizer& FixtureTokenizer() {
   return *tokenizer;
 }
 
+std::string EditedFixtureModel(const std::function<void(SentencePieceSpec&)>& edit) {
+  const Tokenizer& fixture = FixtureTokenizer();
+  // Indexed by Tokenizer::PieceKind.
+  static constexpr SentencePieceType kTypes[] = {SentencePieceType::kNormal, SentencePieceType::kUnknown,
+                                                 SentencePieceType::kControl, SentencePieceType::kByte,
+                                                 SentencePieceType::kUnused};
+  SentencePieceSpec spec;
+  for (int id = 0; id < fixture.vocab_size(); ++id) {
+    const Tokenizer::Piece piece = fixture.GetPiece(id);
+    spec.pieces.push_back({piece.text, piece.score, kTypes[static_cast<int>(piece.kind)]});
+  }
+  spec.unk_id = fixture.unk_id();
+  spec.bos_id = fixture.bos_id();
+  spec.eos_id = fixture.eos_id();
+  edit(spec);
+  return SerializeSentencePieceModel(spec);
+}
+
 nlohmann::json ReadGolden(const std::string& name) {
   const std::string path = TokenizerFixturePath(name);
   std::ifstream file(path);

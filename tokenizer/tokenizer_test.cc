@@ -2,19 +2,24 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
 #include "tokenizer/tokenizer_fixture.h"
 
 namespace llama {
 namespace {
 
 using ::llama::testing::DecodeBase64Field;
+using ::llama::testing::EditedFixtureModel;
 using ::llama::testing::FixtureTokenizer;
 using ::llama::testing::ReadGolden;
 using ::testing::HasSubstr;
@@ -71,6 +76,46 @@ TEST(TokenizerTest, EncodeIsThreadSafe) {
   }
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < 8; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+// The fixture's vocabulary with `edit` applied, loaded.
+std::unique_ptr<Tokenizer> EditedFixture(const std::function<void(SentencePieceSpec&)>& edit) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> edited =
+      Tokenizer::FromSerialized(EditedFixtureModel(edit), "edited fixture");
+  EXPECT_TRUE(edited.ok()) << edited.status();
+  return edited.ok() ? *std::move(edited) : nullptr;
+}
+
+// A draft model's tokenizer must be its model's, token for token: a copy
+// passes; one token's text or score, the size, or the EOS id changed fails,
+// naming the first difference.
+TEST(TokenizerTest, CheckSameVocabularyFindsTheFirstDifference) {
+  const Tokenizer& fixture = FixtureTokenizer();
+  std::unique_ptr<Tokenizer> copy = EditedFixture([](SentencePieceSpec&) {});
+  ASSERT_NE(copy, nullptr);
+  EXPECT_TRUE(CheckSameVocabulary(fixture, *copy).ok()) << CheckSameVocabulary(fixture, *copy);
+
+  std::unique_ptr<Tokenizer> text = EditedFixture([](SentencePieceSpec& spec) { spec.pieces[300].text += "x"; });
+  ASSERT_NE(text, nullptr);
+  const absl::Status differs = CheckSameVocabulary(fixture, *text);
+  EXPECT_EQ(differs.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(differs.message()), HasSubstr("token 300 is"));
+
+  std::unique_ptr<Tokenizer> score = EditedFixture([](SentencePieceSpec& spec) { spec.pieces[299].score -= 1; });
+  ASSERT_NE(score, nullptr);
+  EXPECT_THAT(std::string(CheckSameVocabulary(fixture, *score).message()), HasSubstr("token 299 is"));
+
+  std::unique_ptr<Tokenizer> shorter = EditedFixture([](SentencePieceSpec& spec) { spec.pieces.pop_back(); });
+  ASSERT_NE(shorter, nullptr);
+  EXPECT_THAT(std::string(CheckSameVocabulary(fixture, *shorter).message()),
+              HasSubstr(absl::StrFormat("have %d and %d tokens", fixture.vocab_size(), fixture.vocab_size() - 1)));
+
+  std::unique_ptr<Tokenizer> eos = EditedFixture([](SentencePieceSpec& spec) {
+    std::swap(spec.pieces[1], spec.pieces[2]);
+    std::swap(spec.bos_id, spec.eos_id);
+  });
+  ASSERT_NE(eos, nullptr);
+  EXPECT_THAT(std::string(CheckSameVocabulary(fixture, *eos).message()), HasSubstr("BOS and EOS are tokens 1 and 2"));
 }
 
 TEST(TokenizerTest, DecodeRejectsIdsOutsideTheVocabulary) {
