@@ -318,6 +318,7 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
     Sequence& s = *waiting_.front();
     if (!Admit(s)) break;
+    if (s.admission == 0) s.guesses = GuessRecord(job_guesses_.rate());
     s.admission = ++admissions_;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -331,7 +332,7 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
   if (options_.speculative_tokens > 0) {
     // The step's expected tokens and rows, guesses counted as they come.
     double tokens = 0;
-    int64_t rows = 0;
+    int64_t rows = 0, guessed = 0;
     for (const Scheduled& p : plan) {
       rows += p.take;
       tokens += IsDecode(p);
@@ -352,8 +353,9 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
       if (unpriced && draft_pool_.has_value() && !wants.empty()) break;
       if (!IsDecode(p) || budget <= 0 || pricing) continue;
       Sequence& s = *p.sequence;
-      // A guess costs its row, and its draft step when a model drafts.
-      const double seconds = step_costs_.Predict(rows);
+      // A guess costs its row, and its draft step when a model drafts; the
+      // step's time holds the draft steps of the guesses given so far.
+      const double seconds = step_costs_.Predict(rows) + draft_seconds_per_guess_ * static_cast<double>(guessed);
       const double bar =
           seconds > 0 ? (step_costs_.per_row() + draft_seconds_per_guess_) * tokens / seconds : 0.0;
       const int64_t worth = options_.speculation_priced
@@ -365,6 +367,7 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
       wants.push_back({&p, room, {}});
       budget -= room;
       rows += room;
+      guessed += room;
       for (int64_t j = 1; j <= room; ++j) tokens += std::pow(s.guesses.rate(), static_cast<double>(j));
     }
     // The guesses, all requests' draft steps batched; then vetted.
@@ -643,6 +646,7 @@ int64_t Engine::AcceptChosen(Sequence& s, const Scheduled& p, absl::Span<const C
     for (int64_t i = 0; i < appended; ++i) s.rng.Uniform();
   }
   s.guesses.Update(p.proposed, accepted);
+  job_guesses_.Update(p.proposed, accepted);
   // The draft's cache holds the text up to the last guess kept.
   s.draft_computed = std::min(s.draft_computed, s.length() - 1);
   if (!s.finished) {

@@ -291,6 +291,7 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> running_;  // In admission order.
   uint64_t admissions_ = 0;
   StepCosts step_costs_;  // Of decode steps, for speculation.
+  GuessRecord job_guesses_;  // Every verification's: a new request's prior.
   // The draft model's KV blocks (options_.draft_model), and what drafting
   // costs per guess (an exponential average, seconds), added to a guess's
   // row when pricing it.

@@ -52,8 +52,17 @@ class StepCosts {
 // One request's guesses so far: how often a guess held when the ones
 // before it had (an exponentially weighted count, so a request whose text
 // turns repetitive, or stops being so, is followed within a few steps).
+// The engine keeps one for the whole job too, whose rate is a new
+// request's prior: how often a draft model agrees with the target is
+// mostly a property of the two models, and a request that started from
+// one in two would not guess at all where a guess costs over half a
+// token's time (a draft step of a quarter of the target's size, say), nor
+// after one failed first guess where it costs a third.
 class GuessRecord {
  public:
+  // A prior of `prior_rate`, weighing as much as kPriorGuesses guesses.
+  explicit GuessRecord(double prior_rate = 0.5) : held_(kPriorGuesses * prior_rate), tried_(kPriorGuesses) {}
+
   // A verification of `proposed` guesses kept the first `accepted`.
   void Update(int64_t proposed, int64_t accepted);
   double rate() const { return held_ / tried_; }
@@ -68,9 +77,10 @@ class GuessRecord {
 
   static constexpr int kProbeSteps = 16;
   static constexpr double kProbeBar = 0.5;
+  static constexpr double kPriorGuesses = 2;
 
  private:
-  double held_ = 1, tried_ = 2;  // A prior of one in two.
+  double held_, tried_;
   int idle_steps_ = 0;
 };
 

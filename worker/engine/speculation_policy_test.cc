@@ -70,6 +70,25 @@ TEST(GuessRecordTest, GuessesAsFarAsTheyAreLikelyToHold) {
   EXPECT_EQ(record.Worth(0.2, 4), 0);
 }
 
+// A new request starts from the job's rate. From one in two it would not
+// guess where a guess costs over half a token's time (a draft of the
+// target's own weights in q4_k, at 0.43 of a bf16 step with the row, is
+// such a case), and one failed first guess would shut it out where a
+// guess costs a third.
+TEST(GuessRecordTest, ANewRequestStartsFromTheJobsRate) {
+  GuessRecord job;
+  for (int i = 0; i < 20; ++i) job.Update(4, 4);
+  GuessRecord request(job.rate());
+  EXPECT_DOUBLE_EQ(request.rate(), job.rate());
+  EXPECT_EQ(request.Worth(0.6, 4), 4);
+  EXPECT_EQ(GuessRecord().Worth(0.6, 4), 0);  // From one in two.
+  GuessRecord unlucky(job.rate()), from_half;
+  unlucky.Update(1, 0);
+  from_half.Update(1, 0);
+  EXPECT_EQ(unlucky.Worth(0.4, 4), 1);
+  EXPECT_EQ(from_half.Worth(0.4, 4), 0);
+}
+
 TEST(GuessRecordTest, ALowRateIsProbedAgainNowAndThen) {
   GuessRecord record;
   for (int i = 0; i < 30; ++i) record.Update(4, 0);
