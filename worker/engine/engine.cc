@@ -331,8 +331,8 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
   // their rows (speculation_policy.h).
   if (options_.speculative_tokens > 0) {
     // The step's expected tokens and rows, guesses counted as they come.
-    double tokens = 0;
-    int64_t rows = 0, guessed = 0;
+    double tokens = 0, draft_seconds = 0;
+    int64_t rows = 0;
     for (const Scheduled& p : plan) {
       rows += p.take;
       tokens += IsDecode(p);
@@ -353,13 +353,21 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
       if (unpriced && draft_pool_.has_value() && !wants.empty()) break;
       if (!IsDecode(p) || budget <= 0 || pricing) continue;
       Sequence& s = *p.sequence;
-      // A guess costs its row, and its draft step when a model drafts; the
-      // step's time holds the draft steps of the guesses given so far.
-      const double seconds = step_costs_.Predict(rows) + draft_seconds_per_guess_ * static_cast<double>(guessed);
-      const double bar =
-          seconds > 0 ? (step_costs_.per_row() + draft_seconds_per_guess_) * tokens / seconds : 0.0;
+      // A guess costs its row, and its draft step when a model drafts: the
+      // first guess's step has the draft read the text it has not seen
+      // (one or two tokens while the request guesses every step; its whole
+      // prompt, or what it decoded meanwhile, after a pause), which prices
+      // a probe. The step's time holds the draft steps of the guesses given
+      // so far.
+      const double catch_up =
+          draft_pool_.has_value() ? draft_catch_up_costs_.Predict(s.length() - s.draft_computed) : 0.0;
+      const double seconds = step_costs_.Predict(rows) + draft_seconds;
+      const double per_token = seconds > 0 ? tokens / seconds : 0.0;
+      const double per_row = step_costs_.per_row();
       const int64_t worth = options_.speculation_priced
-                                ? s.guesses.Worth(bar, unpriced ? 1 : options_.speculative_tokens)
+                                ? s.guesses.Worth((per_row + draft_seconds_per_guess_) * per_token,
+                                                  (per_row + catch_up) * per_token,
+                                                  unpriced ? 1 : options_.speculative_tokens)
                                 : options_.speculative_tokens;
       // The last guess must leave room for the pick after it.
       const int64_t room = std::min<int64_t>({budget, worth, s.limit - s.length() - 1});
@@ -367,7 +375,7 @@ void Engine::Schedule(std::vector<Scheduled>& plan) {
       wants.push_back({&p, room, {}});
       budget -= room;
       rows += room;
-      guessed += room;
+      if (draft_pool_.has_value()) draft_seconds += catch_up + draft_seconds_per_guess_ * static_cast<double>(room - 1);
       for (int64_t j = 1; j <= room; ++j) tokens += std::pow(s.guesses.rate(), static_cast<double>(j));
     }
     // The guesses, all requests' draft steps batched; then vetted.
@@ -505,10 +513,15 @@ void Engine::Draft(std::vector<GuessWant>& wants) {
       }
       return;
     }
-    if (round > 0) {
-      // What a guess costs: a round's time shared by its guesses.
-      const double per_guess = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                               static_cast<double>(chunks.size());
+    const double round_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (round == 0) {
+      // What bringing drafts up to their texts costs, by the tokens read.
+      int64_t fed = 0;
+      for (const size_t i : in_call) fed += static_cast<int64_t>(feeds[i].size());
+      draft_catch_up_costs_.Observe(fed, round_seconds);
+    } else {
+      // What a further guess costs: a round's time shared by its guesses.
+      const double per_guess = round_seconds / static_cast<double>(chunks.size());
       draft_seconds_per_guess_ =
           draft_seconds_per_guess_ == 0 ? per_guess : draft_seconds_per_guess_ + 0.1 * (per_guess - draft_seconds_per_guess_);
     }

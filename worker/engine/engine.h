@@ -293,9 +293,12 @@ class Engine {
   StepCosts step_costs_;  // Of decode steps, for speculation.
   GuessRecord job_guesses_;  // Every verification's: a new request's prior.
   // The draft model's KV blocks (options_.draft_model), and what drafting
-  // costs per guess (an exponential average, seconds), added to a guess's
-  // row when pricing it.
+  // costs, added to a guess's row when pricing it: a round that brings
+  // drafts up to their texts (and picks their first guesses) by the
+  // tokens it reads, and each further guess (an exponential average,
+  // seconds).
   std::optional<KvBlockPool> draft_pool_;
+  StepCosts draft_catch_up_costs_;
   double draft_seconds_per_guess_ = 0;
   bool draft_failed_ = false;  // It failed once: no more drafting.
   bool guessed_last_step_ = false;  // The last decode step carried guesses.

@@ -62,14 +62,14 @@ void GuessRecord::Update(int64_t proposed, int64_t accepted) {
   tried_ = kRecordDecay * tried_ + static_cast<double>(accepted + (accepted < proposed ? 1 : 0));
 }
 
-int64_t GuessRecord::Worth(double bar, int64_t most) {
+int64_t GuessRecord::Worth(double bar, double probe_bar, int64_t most) {
   int64_t worth = 0;
   for (double p = rate(); worth < most && p > bar; p *= rate()) ++worth;
   if (worth > 0 || most <= 0) {
     idle_steps_ = 0;
     return worth;
   }
-  if (bar >= kProbeBar || ++idle_steps_ < kProbeSteps) return 0;
+  if (probe_bar >= kProbeBar || ++idle_steps_ < kProbeSteps) return 0;
   idle_steps_ = 0;
   return 1;
 }

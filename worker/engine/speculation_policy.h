@@ -68,12 +68,16 @@ class GuessRecord {
   double rate() const { return held_ / tried_; }
 
   // Guesses worth verifying this step, at most `most`: the largest j with
-  // rate^j > `bar` (StepCosts' per_row * tokens / seconds of the step).
-  // A request that has not guessed for kProbeSteps steps (where a row cost
-  // less than kProbeBar of a token's time: in a step bound by arithmetic a
-  // failed probe costs nearly what a token does) tries one guess, so a low
-  // rate is looked at again.
-  int64_t Worth(double bar, int64_t most);
+  // rate^j > `bar`, a guess's cost * tokens / seconds of the step
+  // (StepCosts' per_row, plus a draft model's step). A request that has
+  // not guessed for kProbeSteps steps tries one guess, so a low rate is
+  // looked at again, where that probe costs less than kProbeBar of a
+  // token's time (`probe_bar`): in a step bound by arithmetic, or behind a
+  // long catch-up of a draft model (which reads the text it has not seen
+  // before it guesses: after a pause in guessing, many tokens), a failed
+  // probe costs nearly what a token does. The catch-up is not in `bar`: a
+  // request whose guesses pay makes it up in the steps that follow.
+  int64_t Worth(double bar, double probe_bar, int64_t most);
 
   static constexpr int kProbeSteps = 16;
   static constexpr double kProbeBar = 0.5;

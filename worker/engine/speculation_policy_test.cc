@@ -59,15 +59,15 @@ TEST(GuessRecordTest, GuessesAsFarAsTheyAreLikelyToHold) {
   GuessRecord record;
   EXPECT_DOUBLE_EQ(record.rate(), 0.5);
   // Free rows: every guess allowed; rows that cost nothing are never refused.
-  EXPECT_EQ(record.Worth(0.0, 4), 4);
+  EXPECT_EQ(record.Worth(0.0, 0.0, 4), 4);
   // rate^j > bar: 0.5 and 0.25 clear 0.2, 0.125 does not.
-  EXPECT_EQ(record.Worth(0.2, 4), 2);
+  EXPECT_EQ(record.Worth(0.2, 0.2, 4), 2);
   for (int i = 0; i < 20; ++i) record.Update(4, 4);  // Every guess held.
   EXPECT_GT(record.rate(), 0.95);
-  EXPECT_EQ(record.Worth(0.2, 6), 6);
+  EXPECT_EQ(record.Worth(0.2, 0.2, 6), 6);
   for (int i = 0; i < 20; ++i) record.Update(3, 0);  // None held.
   EXPECT_LT(record.rate(), 0.05);
-  EXPECT_EQ(record.Worth(0.2, 4), 0);
+  EXPECT_EQ(record.Worth(0.2, 0.2, 4), 0);
 }
 
 // A new request starts from the job's rate. From one in two it would not
@@ -80,25 +80,39 @@ TEST(GuessRecordTest, ANewRequestStartsFromTheJobsRate) {
   for (int i = 0; i < 20; ++i) job.Update(4, 4);
   GuessRecord request(job.rate());
   EXPECT_DOUBLE_EQ(request.rate(), job.rate());
-  EXPECT_EQ(request.Worth(0.6, 4), 4);
-  EXPECT_EQ(GuessRecord().Worth(0.6, 4), 0);  // From one in two.
+  EXPECT_EQ(request.Worth(0.6, 0.6, 4), 4);
+  EXPECT_EQ(GuessRecord().Worth(0.6, 0.6, 4), 0);  // From one in two.
   GuessRecord unlucky(job.rate()), from_half;
   unlucky.Update(1, 0);
   from_half.Update(1, 0);
-  EXPECT_EQ(unlucky.Worth(0.4, 4), 1);
-  EXPECT_EQ(from_half.Worth(0.4, 4), 0);
+  EXPECT_EQ(unlucky.Worth(0.4, 0.4, 4), 1);
+  EXPECT_EQ(from_half.Worth(0.4, 0.4, 4), 0);
+}
+
+// With a draft model a probe also pays for the draft reading the text it
+// has not seen: after a pause in guessing that is many tokens, and a probe
+// behind it costs what a token does. A request whose guesses pay guesses
+// behind any catch-up: the steps after it make it up.
+TEST(GuessRecordTest, AProbeBehindALongCatchUpIsNotTried) {
+  GuessRecord low(0.1);
+  int probes = 0;
+  for (int step = 0; step < 10 * GuessRecord::kProbeSteps; ++step) probes += low.Worth(0.3, 0.6, 4);
+  EXPECT_EQ(probes, 0);
+  for (int step = 0; step < GuessRecord::kProbeSteps; ++step) probes += low.Worth(0.3, 0.3, 4);
+  EXPECT_EQ(probes, 1);
+  EXPECT_EQ(GuessRecord(0.9).Worth(0.1, 0.95, 4), 4);
 }
 
 TEST(GuessRecordTest, ALowRateIsProbedAgainNowAndThen) {
   GuessRecord record;
   for (int i = 0; i < 30; ++i) record.Update(4, 0);
   int probes = 0;
-  for (int step = 0; step < 10 * GuessRecord::kProbeSteps; ++step) probes += record.Worth(0.3, 4);
+  for (int step = 0; step < 10 * GuessRecord::kProbeSteps; ++step) probes += record.Worth(0.3, 0.3, 4);
   EXPECT_EQ(probes, 10);  // One guess every kProbeSteps steps: a failing guess costs a row in 16 steps.
-  EXPECT_EQ(record.Worth(0.3, 0), 0);
+  EXPECT_EQ(record.Worth(0.3, 0.3, 0), 0);
   // Where a row costs half a token's time or more, no probe.
   probes = 0;
-  for (int step = 0; step < 10 * GuessRecord::kProbeSteps; ++step) probes += record.Worth(0.5, 4);
+  for (int step = 0; step < 10 * GuessRecord::kProbeSteps; ++step) probes += record.Worth(0.5, 0.5, 4);
   EXPECT_EQ(probes, 0);
 }
 
