@@ -20,8 +20,9 @@ that size would; its next-token distributions equal the original's up to
 the rounding of longer sums (each zero product is exact, but a longer row
 can group the same nonzero terms into other partial sums). Acceptance
 rates therefore stay those of the trained model, and the step costs are
-those of the padded size. The result is in Meta's layout, bf16, for
-`launcher convert` or //tools:convert:
+those of the padded size. The result is in Meta's layout, in the input's
+dtype (bf16 from train_tiny_llama.py), for `launcher convert` or
+//tools:convert:
 
   /usr/bin/python3 tools/pad_llama_checkpoint.py --in_dir=/tmp/tiny/target \
       --out_dir=/tmp/tiny/target_padded --hidden_dim=16384 --n_layers=22
@@ -43,7 +44,7 @@ FEED_FORWARD_OUT = "w2"  # [dim, hidden]: columns are hidden units
 
 def padded_rows(weight, rows, gen, std):
     extra = torch.randn(rows - weight.shape[0], weight.shape[1], generator=gen) * std
-    return torch.cat([weight.float(), extra]).to(torch.bfloat16)
+    return torch.cat([weight.float(), extra]).to(weight.dtype)
 
 
 def padded_columns_with_zeros(weight, columns):
@@ -103,7 +104,7 @@ def main():
     with open(os.path.join(args.out_dir, "params.json"), "w") as f:
         json.dump(params, f)
     count = sum(v.numel() for v in out.values())
-    print(f"pad_llama_checkpoint: {count} parameters ({2 * count / 1e6:.0f} MB in bf16), "
+    print(f"pad_llama_checkpoint: {count} parameters ({2 * count / 1e6:.0f} MB at 16 bits), "
           f"{args.n_layers} layers of hidden width {args.hidden_dim}, in {args.out_dir}")
 
 
